@@ -1,0 +1,1 @@
+"""adapters/channels layer of inno-notify (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""adapters/db layer of inno-notify (see DESIGN.md)."""

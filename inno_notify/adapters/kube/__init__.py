@@ -1,0 +1,1 @@
+"""adapters/kube layer of inno-notify (see DESIGN.md)."""

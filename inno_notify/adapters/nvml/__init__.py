@@ -1,0 +1,1 @@
+"""adapters/nvml layer of inno-notify (see DESIGN.md)."""

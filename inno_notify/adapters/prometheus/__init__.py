@@ -1,0 +1,1 @@
+"""adapters/prometheus layer of inno-notify (see DESIGN.md)."""

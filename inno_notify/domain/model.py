@@ -1,0 +1,361 @@
+"""The records every layer talks about: jobs, pods, containers, usage, recommendations, notifications.
+
+They are plain frozen dataclasses so that the domain stays pure (stdlib only) and every other layer
+(storage, API, channels) converts to and from them at its own boundary. Times are timezone-aware
+UTC datetimes. Quantities use base units: CPU in cores, memory in bytes, GPUs in GPU-equivalents.
+A figure that could not be measured is ``None`` and is listed in ``Usage.missing`` with a reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+class JobStatus(enum.StrEnum):
+    """Lifecycle state of a job record (CONTRACT.md §5)."""
+
+    PENDING = "pending"
+    SUSPENDED = "suspended"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DELETED})
+
+
+class WorkloadKind(enum.StrEnum):
+    """What a job record was built from: a batch/v1 Job, or a bare pod tracked as a one-pod workload."""
+
+    JOB = "job"
+    POD = "pod"
+
+
+class NotifyMode(enum.StrEnum):
+    """The `inno-notify/notify` annotation (CONTRACT.md §3)."""
+
+    ALWAYS = "always"
+    FAILURE = "failure"
+    NEVER = "never"
+
+
+class MissingReason(enum.StrEnum):
+    """Why a usage figure is null (CONTRACT.md §4, issue 4)."""
+
+    NO_SAMPLES = "no_samples"
+    PROMETHEUS_UNAVAILABLE = "prometheus_unavailable"
+    SHORTER_THAN_SCRAPE = "shorter_than_scrape"
+    MIG_NO_UTIL = "mig_no_util"
+    SHARED_GPU = "shared_gpu"
+    NOT_REQUESTED = "not_requested"
+    NOT_COLLECTED = "not_collected"
+
+
+class Severity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class RecommendationKind(enum.StrEnum):
+    GPU_COUNT = "gpu_count"
+    IDLE_GPU = "idle_gpu"
+    GPU_MEMORY = "gpu_memory"
+    MEMORY = "memory"
+    MEMORY_INCREASE = "memory_increase"
+    CPU = "cpu"
+
+
+class Unit(enum.StrEnum):
+    GPUS = "gpus"
+    BYTES = "bytes"
+    CORES = "cores"
+    MIG_PROFILE = "mig_profile"
+
+
+class Channel(enum.StrEnum):
+    TELEGRAM = "telegram"
+    SLACK = "slack"
+    EMAIL = "email"
+
+
+class NotificationKind(enum.StrEnum):
+    JOB_SUMMARY = "job_summary"
+    DIGEST = "digest"
+    IDLE_NUDGE = "idle_nudge"
+
+
+class DeliveryStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+# Resource amounts keyed by Kubernetes resource name: "cpu" in cores, "memory" and
+# "ephemeral-storage" in bytes, extended resources ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
+# in their own units.
+ResourceAmounts = Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class TerminatedState:
+    """A container's `state.terminated` or `lastState.terminated`."""
+
+    exit_code: int
+    reason: str | None = None
+    signal: int | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecord:
+    """One container of a pod, with what it asked for and how it ended."""
+
+    name: str
+    init: bool = False
+    # A sidecar is an init container with restartPolicy Always: it never decides the outcome.
+    sidecar: bool = False
+    requests: ResourceAmounts = field(default_factory=dict)
+    limits: ResourceAmounts = field(default_factory=dict)
+    started_at: datetime | None = None
+    terminated: TerminatedState | None = None
+    last_terminated: TerminatedState | None = None
+    restart_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod of a job (or a bare GPU pod tracked as its own workload)."""
+
+    cluster: str
+    uid: str
+    namespace: str
+    name: str
+    job_uid: str | None
+    phase: str
+    created_at: datetime | None
+    node: str | None = None
+    reason: str | None = None
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    deleted_at: datetime | None = None
+    gpu_equivalents: float = 0.0
+    containers: tuple[ContainerRecord, ...] = ()
+    completion_index: int | None = None
+    resource_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """What one pod of the job asks for, and how many pods run at once.
+
+    ``gpus`` is in GPU-equivalents (CONTRACT.md §4); ``None`` means "not set" (for example no memory
+    request and no limit), which is different from 0.
+    """
+
+    gpus: float = 0.0
+    cpu_cores: float | None = None
+    memory_bytes: int | None = None
+    cpu_limit_cores: float | None = None
+    memory_limit_bytes: int | None = None
+    # Per-pod amounts of every extended resource, e.g. {"nvidia.com/gpu": 4} or {"nvidia.com/mig-1g.10gb": 1}.
+    extended: ResourceAmounts = field(default_factory=dict)
+    parallelism: int = 1
+    completions: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KueueInfo:
+    """What Kueue said about the job's admission (absent when Kueue does not manage it)."""
+
+    local_queue: str | None = None
+    cluster_queue: str | None = None
+    workload_name: str | None = None
+    quota_reserved_at: datetime | None = None
+    admitted_at: datetime | None = None
+    evictions: int = 0
+    preemptions: int = 0
+    last_eviction_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One workload, keyed by (cluster, uid): a Job, or a bare GPU pod with an owner."""
+
+    cluster: str
+    uid: str
+    namespace: str
+    name: str
+    kind: WorkloadKind = WorkloadKind.JOB
+    status: JobStatus = JobStatus.PENDING
+    reason: str | None = None
+    owner: str | None = None
+    team: str | None = None
+    notify: NotifyMode = NotifyMode.ALWAYS
+    channels: tuple[str, ...] | None = None
+    group_key: str | None = None
+    family: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    first_scheduled_at: datetime | None = None
+    exit_code: int | None = None
+    exit_reason: str | None = None
+    requested: Requested = field(default_factory=Requested)
+    kueue: KueueInfo | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # Counts of job-relevant events seen, e.g. {"FailedScheduling": 3, "Evicted": 1}.
+    event_counts: Mapping[str, int] = field(default_factory=dict)
+    resource_version: str | None = None
+
+    @property
+    def queue_seconds(self) -> float | None:
+        """Creation (or Kueue quota reservation, if earlier known) to the first pod scheduled."""
+        start = self.created_at
+        if self.first_scheduled_at is None or start is None:
+            return None
+        return max(0.0, (self.first_scheduled_at - start).total_seconds())
+
+    @property
+    def runtime_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max(0.0, (self.finished_at - self.started_at).total_seconds())
+
+
+@dataclass(frozen=True, slots=True)
+class MissingFigure:
+    """A usage figure that is null, and why."""
+
+    figure: str
+    reason: MissingReason
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """Measured use of one GPU (or MIG instance) by one pod over the time the pod held it."""
+
+    pod_uid: str
+    pod_name: str
+    gpu: str
+    uuid: str | None = None
+    model: str | None = None
+    mig_profile: str | None = None
+    held_minutes: float | None = None
+    util_mean_percent: float | None = None
+    util_max_percent: float | None = None
+    fb_used_peak_bytes: int | None = None
+    fb_total_bytes: int | None = None
+    shared: bool = False
+    samples: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodUsage:
+    """Measured use of memory and CPU by one pod."""
+
+    pod_uid: str
+    pod_name: str
+    memory_peak_bytes: int | None = None
+    cpu_cores_mean: float | None = None
+    cpu_cores_p95: float | None = None
+    cpu_throttled_seconds: float | None = None
+    samples: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The job-level figures of CONTRACT.md §4, with per-GPU and per-pod detail behind them."""
+
+    gpu_minutes: float | None = None
+    used_gpu_minutes: float | None = None
+    gpus_idle: int | None = None
+    idle_gpu_minutes: float | None = None
+    gpu_util_mean_percent: float | None = None
+    gpu_memory_peak_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    cpu_cores_mean: float | None = None
+    cpu_cores_p95: float | None = None
+    gpus: tuple[GpuUsage, ...] = ()
+    pods: tuple[PodUsage, ...] = ()
+    missing: tuple[MissingFigure, ...] = ()
+    collected_at: datetime | None = None
+
+    def reason_for(self, figure: str) -> MissingReason | None:
+        for item in self.missing:
+            if item.figure == figure:
+                return item.reason
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """One piece of concrete advice for the next run (CONTRACT.md §5)."""
+
+    kind: RecommendationKind
+    severity: Severity
+    current: float | str | None
+    suggested: float | str
+    unit: Unit
+    message: str
+    waste_gpu_minutes: float = 0.0
+    waste_gib_hours: float = 0.0
+    waste_core_hours: float = 0.0
+    # Field to change, e.g. 'resources.limits["nvidia.com/gpu"]'.
+    field_path: str | None = None
+    # Evidence: sample counts, the time span, runs of the family considered, ...
+    evidence: Mapping[str, float | int | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryUser:
+    email: str
+    name: str | None = None
+    slack_user_id: str | None = None
+    telegram_chat_id: int | None = None
+    channels: tuple[str, ...] = ("email",)
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    name: str
+    namespaces: tuple[str, ...] = ()
+    leads: tuple[str, ...] = ()
+    digest_channels: tuple[str, ...] = ("email",)
+    slack_channel: str | None = None
+    notify_unowned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """An outbox row: one message to one recipient on one channel, sent at least once."""
+
+    dedup_key: str
+    kind: NotificationKind
+    channel: Channel
+    recipient: str
+    due_at: datetime
+    created_at: datetime
+    status: DeliveryStatus = DeliveryStatus.PENDING
+    cluster: str | None = None
+    job_uid: str | None = None
+    group_key: str | None = None
+    payload: Mapping[str, object] = field(default_factory=dict)
+    attempts: int = 0
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    provider_message_id: str | None = None
+    sent_at: datetime | None = None
+    id: int | None = None

@@ -1,0 +1,1 @@
+"""Orchestration: moves data between adapters and applies domain decisions."""

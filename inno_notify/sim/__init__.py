@@ -1,0 +1,1 @@
+"""A simulated GPU cluster for the demo, tests and benchmarks."""
