@@ -1,0 +1,135 @@
+"""The `inno-notify` command line (CONTRACT.md §1).
+
+Each subcommand loads the settings once and hands them to the code that does the work. Bad
+configuration always ends the same way: one line on stderr and exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from inno_notify import __version__
+from inno_notify.settings import ConfigError, Settings, load_settings, resolve_config_path
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_CONFIG = 2
+
+log = logging.getLogger("inno_notify")
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML configuration (default: $INNO_NOTIFY_CONFIG, else built-in)"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="inno-notify",
+        description="Per-job GPU usage summaries and right-sizing advice for Kubernetes GPU clusters.",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("INNO_NOTIFY_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the service until SIGTERM/SIGINT")
+    _add_config(serve)
+    migrate = sub.add_parser("migrate", help="bring the database schema to the newest revision")
+    _add_config(migrate)
+    check = sub.add_parser("check", help="validate the configuration and reach every dependency")
+    _add_config(check)
+    agent = sub.add_parser("agent", help="the optional NVML node agent")
+    _add_config(agent)
+
+    demo = sub.add_parser("demo", help="a self-contained run on a simulated GPU cluster")
+    demo.add_argument("--jobs", type=int, default=24, help="number of jobs to simulate")
+    demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per real second")
+    demo.add_argument("--out", metavar="DIR", help="folder for the database and rendered e-mails")
+
+    digest = sub.add_parser("digest", help="build one team's weekly digest")
+    _add_config(digest)
+    digest.add_argument("--team", required=True)
+    digest.add_argument("--week", help="ISO week like 2026-W48 (default: the last complete week)")
+    out = digest.add_mutually_exclusive_group()
+    out.add_argument("--send", action="store_true", help="send it through the team's channels")
+    out.add_argument("--format", choices=("text", "html", "json"), default="text")
+
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(resolve_config_path(getattr(args, "config", None), os.environ))
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"inno-notify {__version__}")
+    return EXIT_OK
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from inno_notify.adapters.db.migrate import migrate
+
+    settings = _settings(args)
+    applied = asyncio.run(migrate(settings.database_url))
+    if applied:
+        print(f"applied {len(applied)} revision(s): {', '.join(applied)}")
+    else:
+        print("database schema is up to date")
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from inno_notify.runtime import check_dependencies
+
+    settings = _settings(args)
+    results = asyncio.run(check_dependencies(settings))
+    for result in results:
+        print(f"{'ok' if result.ok else 'fail'} {result.name} {result.detail}")
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from inno_notify.runtime import serve
+
+    settings = _settings(args)
+    asyncio.run(serve(settings))
+    return EXIT_OK
+
+
+def _cmd_unavailable(args: argparse.Namespace) -> int:
+    _settings(args) if hasattr(args, "config") else None
+    print(f"inno-notify: `{args.command}` is not available in this version yet", file=sys.stderr)
+    return EXIT_FAILED
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "version": _cmd_version,
+    "migrate": _cmd_migrate,
+    "check": _cmd_check,
+    "serve": _cmd_serve,
+    "demo": _cmd_unavailable,
+    "digest": _cmd_unavailable,
+    "agent": _cmd_unavailable,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"inno-notify: configuration error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    except KeyboardInterrupt:
+        return 130
