@@ -1,0 +1,103 @@
+"""Brings a database to the newest schema revision, from inside a running event loop.
+
+Alembic's configuration is built here in code (no alembic.ini) so that an installed package can
+migrate itself: the scripts live in the package, next to the tables they describe. Running this
+module also writes new revisions: ``python -m inno_notify.adapters.db.migrate revision -m "…"``
+autogenerates one from the difference between ``tables.metadata`` and a freshly migrated database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from inno_notify.adapters.db.engine import create_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any constant shared by all replicas: concurrent `migrate` runs on Postgres queue on this lock.
+_PG_MIGRATE_LOCK = 0x1770_7E7F
+
+
+def alembic_config() -> Config:
+    """The Alembic configuration of our migrations (no database attached yet)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser interpolation: '%%' is a literal '%'.
+    cfg.set_main_option("file_template", "%%(rev)s_%%(slug)s")
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def migrate(url: str) -> list[str]:
+    """Upgrade the database at `url` to head; returns the revisions applied, oldest first ([] if none)."""
+    cfg = alembic_config()
+    applied: list[str] = []
+    cfg.attributes["applied"] = applied
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade, cfg)
+    finally:
+        await engine.dispose()
+    return applied
+
+
+def _upgrade(connection: Connection, cfg: Config) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")
+
+
+async def new_revision(message: str, url: str | None = None) -> None:
+    """Autogenerate the next numbered revision against `url` (default: a throwaway SQLite file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url = url or f"sqlite+aiosqlite:///{tmp}/autogenerate.db"
+        await migrate(url)
+        head = head_revision()
+        cfg = alembic_config()
+        rev_id = f"{int(head or 0) + 1:04d}"
+        engine = create_engine(url, pool_size=1)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_revision, cfg, message, rev_id)
+        finally:
+            await engine.dispose()
+
+
+def _revision(connection: Connection, cfg: Config, message: str, rev_id: str) -> None:
+    cfg.attributes["connection"] = connection
+    command.revision(cfg, message=message, autogenerate=True, rev_id=rev_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m inno_notify.adapters.db.migrate")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("upgrade", help="migrate a database to head")
+    up.add_argument("url")
+    rev = sub.add_parser("revision", help="autogenerate the next revision from tables.py")
+    rev.add_argument("-m", "--message", required=True)
+    rev.add_argument("--url", default=None, help="database to diff against (default: a temp SQLite file)")
+    args = parser.parse_args(argv)
+    if args.command == "upgrade":
+        applied = asyncio.run(migrate(args.url))
+        print("applied: " + (", ".join(applied) if applied else "nothing (already at head)"))
+    else:
+        asyncio.run(new_revision(args.message, args.url))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

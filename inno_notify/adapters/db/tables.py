@@ -1,0 +1,238 @@
+"""The database schema, as SQLAlchemy Core tables shared by the repository and the migrations.
+
+Core tables (not ORM classes) because the hot path is bulk upserts of plain dicts, and the
+repository converts rows to domain dataclasses itself. Columns that filters, sorting and SQL
+aggregation need are real columns; nested detail that is only ever read back whole (containers,
+labels, per-GPU usage) is JSON. Every constraint is named so SQLite batch migrations can find it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that goes in as an aware datetime and comes back as an aware UTC datetime.
+
+    Postgres keeps the zone itself (timestamptz); SQLite stores text without one, so we normalise
+    to UTC on the way in and re-attach UTC on the way out. Naive datetimes are refused: their
+    meaning depends on the machine's zone, which is exactly the bug this type exists to prevent.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: store timezone-aware UTC times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _json() -> sa.types.TypeEngine[Any]:
+    # JSONB on Postgres (compact, indexable later); SQL NULL, not JSON 'null', for Python None.
+    return sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
+
+
+# An autoincrementing 64-bit id: SQLite only autoincrements an INTEGER PRIMARY KEY (the rowid).
+_BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("status", sa.String(), nullable=False),
+    sa.Column("reason", sa.String()),
+    sa.Column("owner", sa.String()),
+    sa.Column("team", sa.String()),
+    sa.Column("notify", sa.String(), nullable=False),
+    sa.Column("channels", _json()),
+    sa.Column("group_key", sa.String()),
+    sa.Column("family", sa.String()),
+    sa.Column("created_at", UTCDateTime()),
+    sa.Column("started_at", UTCDateTime()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Column("first_scheduled_at", UTCDateTime()),
+    # finished_at, else created_at, else the epoch: the never-null key of the job list's keyset
+    # pagination (NULLs sort differently on the two dialects and break row comparisons).
+    sa.Column("sort_at", UTCDateTime(), nullable=False),
+    sa.Column("exit_code", sa.Integer()),
+    sa.Column("exit_reason", sa.String()),
+    # Queryable copies of `requested`, which holds the whole Requested record.
+    sa.Column("gpus_requested", sa.Double(), nullable=False),
+    sa.Column("cpu_requested_cores", sa.Double()),
+    sa.Column("memory_requested_bytes", sa.BigInteger()),
+    sa.Column("requested", _json(), nullable=False),
+    sa.Column("kueue", _json()),
+    sa.Column("labels", _json(), nullable=False),
+    sa.Column("event_counts", _json(), nullable=False),
+    sa.Column("resource_version", sa.String()),
+    # Owned by the store, never overwritten by an upsert of the record.
+    sa.Column("terminal_recorded_at", UTCDateTime()),
+    sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
+    sa.Column("usage_due_at", UTCDateTime()),
+    sa.Column("usage_attempts", sa.Integer(), nullable=False, server_default="0"),
+    sa.Index(None, "owner"),
+    sa.Index(None, "team"),
+    sa.Index(None, "namespace", "name", "created_at"),
+    sa.Index(None, "status"),
+    sa.Index(None, "finished_at"),
+    sa.Index(None, "sort_at", "uid", "cluster"),
+    sa.Index(None, "summary_state", "usage_due_at"),
+)
+
+pods = sa.Table(
+    "pods",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("job_uid", sa.String()),
+    sa.Column("phase", sa.String(), nullable=False),
+    sa.Column("created_at", UTCDateTime()),
+    sa.Column("node", sa.String()),
+    sa.Column("reason", sa.String()),
+    sa.Column("scheduled_at", UTCDateTime()),
+    sa.Column("started_at", UTCDateTime()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Column("deleted_at", UTCDateTime()),
+    sa.Column("gpu_equivalents", sa.Double(), nullable=False),
+    # Containers live in the pod row: they are written and read only with their pod, and a child
+    # table would turn every pod upsert into a delete plus several inserts on the hot path.
+    sa.Column("containers", _json(), nullable=False),
+    sa.Column("completion_index", sa.Integer()),
+    sa.Column("resource_version", sa.String()),
+    # No foreign key to jobs: a pod event may well arrive before its job's.
+    sa.Index(None, "cluster", "job_uid"),
+)
+
+usage = sa.Table(
+    "usage",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("job_uid", sa.String(), primary_key=True),
+    sa.Column("gpu_minutes", sa.Double()),
+    sa.Column("used_gpu_minutes", sa.Double()),
+    sa.Column("gpus_idle", sa.Integer()),
+    sa.Column("idle_gpu_minutes", sa.Double()),
+    sa.Column("gpu_util_mean_percent", sa.Double()),
+    sa.Column("gpu_memory_peak_bytes", sa.BigInteger()),
+    sa.Column("memory_peak_bytes", sa.BigInteger()),
+    sa.Column("cpu_cores_mean", sa.Double()),
+    sa.Column("cpu_cores_p95", sa.Double()),
+    sa.Column("collected_at", UTCDateTime()),
+    # Per-GPU and per-pod detail and the reasons for missing figures.
+    sa.Column("detail", _json(), nullable=False),
+    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+)
+
+recommendations = sa.Table(
+    "recommendations",
+    metadata,
+    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    sa.Column("cluster", sa.String(), nullable=False),
+    sa.Column("job_uid", sa.String(), nullable=False),
+    sa.Column("position", sa.Integer(), nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("severity", sa.String(), nullable=False),
+    # A number or a name (a MIG profile), so JSON keeps its type.
+    sa.Column("current", _json()),
+    sa.Column("suggested", _json(), nullable=False),
+    sa.Column("unit", sa.String(), nullable=False),
+    sa.Column("message", sa.Text(), nullable=False),
+    sa.Column("waste_gpu_minutes", sa.Double(), nullable=False),
+    sa.Column("waste_gib_hours", sa.Double(), nullable=False),
+    sa.Column("waste_core_hours", sa.Double(), nullable=False),
+    sa.Column("field_path", sa.String()),
+    sa.Column("evidence", _json(), nullable=False),
+    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    sa.Index(None, "cluster", "job_uid"),
+    sa.Index(None, "waste_gpu_minutes"),
+)
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    sa.Column("dedup_key", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("channel", sa.String(), nullable=False),
+    sa.Column("recipient", sa.String(), nullable=False),
+    sa.Column("status", sa.String(), nullable=False),
+    sa.Column("cluster", sa.String()),
+    sa.Column("job_uid", sa.String()),
+    sa.Column("group_key", sa.String()),
+    sa.Column("payload", _json(), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("due_at", UTCDateTime(), nullable=False),
+    # When a pending row may next be claimed: due_at at first, then a retry time or a claim's
+    # lease expiry (so the rows of a claimer that crashed come back); NULL once sent or failed.
+    sa.Column("next_attempt_at", UTCDateTime()),
+    sa.Column("attempts", sa.Integer(), nullable=False),
+    sa.Column("last_error", sa.Text()),
+    sa.Column("provider_message_id", sa.String()),
+    sa.Column("sent_at", UTCDateTime()),
+    sa.Column("failed_at", UTCDateTime()),
+    sa.UniqueConstraint("dedup_key"),
+    sa.Index(None, "status", "next_attempt_at"),
+    sa.Index(None, "recipient", "channel", "status"),
+    sa.Index(None, "cluster", "job_uid"),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("email", sa.String(), primary_key=True),
+    sa.Column("name", sa.String()),
+    sa.Column("slack_user_id", sa.String()),
+    sa.Column("telegram_chat_id", sa.BigInteger()),
+    sa.Column("channels", _json(), nullable=False),
+)
+
+teams = sa.Table(
+    "teams",
+    metadata,
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("namespaces", _json(), nullable=False),
+    sa.Column("leads", _json(), nullable=False),
+    sa.Column("digest_channels", _json(), nullable=False),
+    sa.Column("slack_channel", sa.String()),
+    sa.Column("notify_unowned", sa.Boolean(), nullable=False),
+)
+
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("key", sa.String(), primary_key=True),
+    sa.Column("value", sa.Text(), nullable=False),
+)
