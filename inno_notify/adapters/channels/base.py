@@ -1,0 +1,116 @@
+"""What every channel shares: the recipient, the rendered message per channel, the failure type.
+
+The dispatcher (service layer) is the only place that retries. A channel therefore never retries
+by itself; it turns every failure into one `ChannelError` that says whether a retry can help and
+after how long, with a message that is safe to store in the outbox and to log (no token, no
+password).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+TELEGRAM_MAX_CHARS = 4096
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_SECTION_CHARS = 3000
+# Slack truncates a too-long `text` itself, but 40,000 is the documented ceiling; keep well below.
+SLACK_MAX_TEXT_CHARS = 3000
+
+_REDACTED = "[redacted]"
+
+
+class ChannelError(Exception):
+    """A send that did not go through, classified for the dispatcher.
+
+    ``retryable`` says whether sending the same message later can succeed; ``retry_after`` is the
+    provider's own wait (Retry-After, Telegram's ``retry_after``) in seconds, else ``None`` and
+    the dispatcher picks its backoff. The message never contains a secret.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.message!r}, retryable={self.retryable}, "
+            f"retry_after={self.retry_after})"
+        )
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """Removes every secret from a library's error text before it becomes ours."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """Where one person (or a team channel) can be reached; each channel reads its own field."""
+
+    email: str | None = None
+    name: str | None = None
+    telegram_chat_id: int | None = None
+    slack_user_id: str | None = None
+    # A channel post (a team digest) instead of a DM: "#face-gpu" or a channel id.
+    slack_channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramMessage:
+    """Telegram text in parse mode HTML, already escaped and at most TELEGRAM_MAX_CHARS long."""
+
+    html: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """Block Kit blocks plus the plain `text` fallback Slack shows in notifications."""
+
+    text: str
+    blocks: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InlineImage:
+    """A PNG shown inside the HTML part, referenced there as ``<img src="cid:{cid}">``."""
+
+    cid: str
+    png: bytes
+    filename: str = "chart.png"
+
+
+@dataclass(frozen=True, slots=True)
+class MailMessage:
+    """A multipart e-mail: plain text, HTML alternative, and inline images related to the HTML."""
+
+    subject: str
+    text: str
+    html: str
+    images: tuple[InlineImage, ...] = field(default=())
+
+
+RenderedMessage = TelegramMessage | SlackMessage | MailMessage
+
+
+class Sender(Protocol):
+    """One channel: sends a message it rendered for, returns the provider's message id."""
+
+    async def send(self, recipient: Recipient, message: RenderedMessage) -> str:
+        """Raises ChannelError when the provider did not accept the message."""
+        ...
+
+    async def aclose(self) -> None:
+        """Releases connections; the sender is not used afterwards."""
+        ...
+
+
+def wrong_message(channel: str, message: object) -> TypeError:
+    """A dispatcher bug (a message rendered for another channel), not a delivery failure."""
+    return TypeError(f"{channel} cannot send a {type(message).__name__}")

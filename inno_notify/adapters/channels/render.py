@@ -1,0 +1,260 @@
+"""Turns summary views into the message each channel sends, through Jinja2 templates.
+
+One template per channel and kind (`telegram/job_summary.html.j2`, `slack/group_summary.mrkdwn.j2`,
+`email/job_summary.{subject,txt,html}.j2`, ...). A directory named in the configuration may
+override any of them by the same relative path; the rest come from `inno_notify/templates`.
+Templates may come from users, so every environment is a `SandboxedEnvironment` and undefined
+names are errors instead of empty strings.
+
+Each channel's markup has its own environment:
+- Telegram HTML and e-mail HTML: HTML autoescape.
+- Slack mrkdwn: no HTML escaping; every printed value goes through `escape_mrkdwn` (finalize).
+  Block Kit blocks are built here in Python from the rendered mrkdwn, not in a JSON template, so a
+  template can never produce invalid JSON or blocks over Slack's limits: paragraphs (split at
+  blank lines) are packed into section blocks of at most 3000 characters, a paragraph `---` is a
+  divider, at most 50 blocks, and the first paragraph is the `text` fallback.
+- E-mail plain text and subjects: no escaping (nothing interprets them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from inno_notify.adapters.channels.base import (
+    SLACK_MAX_BLOCKS,
+    SLACK_MAX_SECTION_CHARS,
+    SLACK_MAX_TEXT_CHARS,
+    ChannelError,
+    InlineImage,
+    MailMessage,
+    RenderedMessage,
+    SlackMessage,
+    TelegramMessage,
+)
+from inno_notify.adapters.channels.markup import (
+    TRUNCATION_MARKER,
+    cut_mrkdwn,
+    escape_mrkdwn,
+    mrkdwn_link,
+    truncate_html,
+)
+from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
+from inno_notify.domain.model import Channel
+
+BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+JOB_SUMMARY = "job_summary"
+GROUP_SUMMARY = "group_summary"
+GROUP_RECOMMENDATIONS = 3
+
+_TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
+    Channel.TELEGRAM: ("{kind}.html.j2",),
+    Channel.SLACK: ("{kind}.mrkdwn.j2",),
+    Channel.EMAIL: ("{kind}.subject.j2", "{kind}.txt.j2", "{kind}.html.j2"),
+}
+
+
+class RenderError(ChannelError):
+    """A template that does not compile or fails while rendering: sending again will not help."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupItem:
+    """One row of a grouped summary: the job and its own links."""
+
+    job: SummaryView
+    log_url: str | None
+    dashboard_url: str | None
+
+
+class Renderer:
+    """Renders summaries for every channel; build one at startup and share it."""
+
+    def __init__(
+        self,
+        template_dir: Path | None = None,
+        dashboard_url: str | None = None,
+        log_url_template: str | None = None,
+    ) -> None:
+        dirs = [str(template_dir)] if template_dir is not None else []
+        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
+        self._dashboard_url = dashboard_url.rstrip("/") if dashboard_url else None
+        self._html = _environment(loader, autoescape=True)
+        self._text = _environment(loader, autoescape=False)
+        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
+        self._mrkdwn.filters["link"] = mrkdwn_link
+        self._log_url: jinja2.Template | None = None
+        try:
+            if log_url_template:
+                self._log_url = _environment(jinja2.DictLoader({}), autoescape=False).from_string(
+                    log_url_template
+                )
+            # Compiling every template now makes a broken override fail at startup (and in
+            # `inno-notify check`), not at the first send.
+            for channel in Channel:
+                for kind in (JOB_SUMMARY, GROUP_SUMMARY):
+                    for name in self._names(channel, kind):
+                        self._environment_for(name).get_template(name)
+        except jinja2.TemplateError as exc:
+            raise RenderError(_describe(exc)) from None
+
+    def render_summary(
+        self, channel: Channel | str, view: SummaryView, *, images: Sequence[InlineImage] = ()
+    ) -> RenderedMessage:
+        """The summary of one finished job for `channel`."""
+        context = {
+            "job": view,
+            "log_url": self.log_url(view),
+            "dashboard_url": self.job_dashboard_url(view),
+            "images": tuple(images),
+        }
+        return self._render(Channel(channel), JOB_SUMMARY, context, images)
+
+    def render_group(
+        self, channel: Channel | str, views: Sequence[SummaryView], *, images: Sequence[InlineImage] = ()
+    ) -> RenderedMessage:
+        """One message for several jobs: a compact table and totals."""
+        items = [GroupItem(v, self.log_url(v), self.job_dashboard_url(v)) for v in views]
+        context = {
+            "items": items,
+            "totals": group_totals(views),
+            "recommendations": _distinct_recommendations(views, GROUP_RECOMMENDATIONS),
+            "dashboard_url": self._dashboard_url,
+            "images": tuple(images),
+        }
+        return self._render(Channel(channel), GROUP_SUMMARY, context, images)
+
+    def log_url(self, view: SummaryView) -> str | None:
+        """The job's log link from `notify.log_url_template`; None without one or if not http(s)."""
+        if self._log_url is None:
+            return None
+        try:
+            url = self._log_url.render(
+                cluster=view.cluster,
+                namespace=view.namespace,
+                name=view.name,
+                uid=view.uid,
+                started=view.started_at,
+                finished=view.finished_at,
+                started_ms=_epoch_ms(view.started_at),
+                finished_ms=_epoch_ms(view.finished_at),
+            ).strip()
+        except jinja2.TemplateError as exc:
+            raise RenderError(f"log_url_template: {_describe(exc)}") from None
+        return url if _is_web_url(url) else None
+
+    def job_dashboard_url(self, view: SummaryView) -> str | None:
+        """`{dashboard_url}/jobs/{namespace}/{name}?uid={uid}`, the dashboard's page of this run."""
+        if not self._dashboard_url:
+            return None
+        return (
+            f"{self._dashboard_url}/jobs/{quote(view.namespace, safe='')}/{quote(view.name, safe='')}"
+            f"?uid={quote(view.uid, safe='')}"
+        )
+
+    def _render(
+        self, channel: Channel, kind: str, context: Mapping[str, Any], images: Sequence[InlineImage]
+    ) -> RenderedMessage:
+        names = self._names(channel, kind)
+        try:
+            parts = [self._environment_for(n).get_template(n).render(context) for n in names]
+        except jinja2.TemplateError as exc:
+            raise RenderError(_describe(exc)) from None
+        if channel is Channel.TELEGRAM:
+            return TelegramMessage(truncate_html(parts[0].strip()))
+        if channel is Channel.SLACK:
+            return slack_message(parts[0])
+        subject, text, html = parts
+        return MailMessage(
+            subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=tuple(images)
+        )
+
+    @staticmethod
+    def _names(channel: Channel, kind: str) -> list[str]:
+        return [f"{channel.value}/{pattern.format(kind=kind)}" for pattern in _TEMPLATE_FILES[channel]]
+
+    def _environment_for(self, name: str) -> jinja2.Environment:
+        if name.startswith("slack/"):
+            return self._mrkdwn
+        return self._html if name.endswith(".html.j2") else self._text
+
+
+def slack_message(mrkdwn: str) -> SlackMessage:
+    """Block Kit sections from rendered mrkdwn, within Slack's block and length limits."""
+    paragraphs = [p.strip("\n") for p in re.split(r"\n[ \t]*\n", mrkdwn.strip()) if p.strip()]
+    blocks: list[dict[str, Any]] = []
+    pending = ""
+    for paragraph in paragraphs:
+        if paragraph.strip() == "---":
+            if pending:
+                blocks.extend(_sections(pending))
+                pending = ""
+            blocks.append({"type": "divider"})
+            continue
+        candidate = f"{pending}\n\n{paragraph}" if pending else paragraph
+        if len(candidate) <= SLACK_MAX_SECTION_CHARS:
+            pending = candidate
+        else:
+            if pending:
+                blocks.extend(_sections(pending))
+            pending = paragraph
+    if pending:
+        blocks.extend(_sections(pending))
+    if len(blocks) > SLACK_MAX_BLOCKS:
+        blocks = [*blocks[: SLACK_MAX_BLOCKS - 1], *_sections(TRUNCATION_MARKER.strip())]
+    fallback = cut_mrkdwn(paragraphs[0] if paragraphs else "", SLACK_MAX_TEXT_CHARS)[0]
+    return SlackMessage(text=fallback, blocks=tuple(blocks))
+
+
+def _sections(text: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": piece}}
+        for piece in cut_mrkdwn(text, SLACK_MAX_SECTION_CHARS)
+    ]
+
+
+def _environment(
+    loader: jinja2.BaseLoader, *, autoescape: bool, finalize: Callable[[Any], Any] | None = None
+) -> SandboxedEnvironment:
+    return SandboxedEnvironment(
+        loader=loader,
+        autoescape=autoescape,
+        finalize=finalize,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+    )
+
+
+def _distinct_recommendations(views: Sequence[SummaryView], limit: int) -> list[RecommendationView]:
+    """The first recommendations of the group, each message once (a sweep repeats the same advice)."""
+    seen: dict[str, RecommendationView] = {}
+    for view in views:
+        for rec in view.recommendations:
+            seen.setdefault(rec.message, rec)
+    return list(seen.values())[:limit]
+
+
+def _epoch_ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+def _is_web_url(url: str) -> bool:
+    return url.startswith(("https://", "http://")) and not any(c.isspace() for c in url)
+
+
+def _describe(exc: jinja2.TemplateError) -> str:
+    where = ""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        where = f" ({exc.name or 'template'}, line {exc.lineno})"
+    return f"template error{where}: {exc.message or type(exc).__name__}"

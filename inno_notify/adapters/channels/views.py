@@ -1,0 +1,194 @@
+"""The view model of a job summary: every figure already spelt for humans, nothing left to compute.
+
+Templates are user-overridable, so they must not need arithmetic or knowledge of the domain
+classes: they get plain strings ("3 h 12 min", "42.5 GiB of 64 GiB", "110 / 240 GPU-min") and the
+raw identifiers needed for links. A figure that was not measured is "n/a (reason)", never 0.
+The strings are NOT escaped here; the channel's template environment escapes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from inno_notify.adapters.channels import figures
+from inno_notify.domain.model import (
+    JobRecord,
+    JobStatus,
+    MissingReason,
+    Recommendation,
+    Usage,
+)
+
+TOP_RECOMMENDATIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationView:
+    severity: str
+    message: str
+    field_path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryView:
+    """One finished job as a message shows it."""
+
+    cluster: str
+    namespace: str
+    name: str
+    uid: str
+    status: str
+    # "failed (BackoffLimitExceeded)" or just "succeeded".
+    status_text: str
+    failed: bool
+    exit_text: str
+    runtime: str
+    queue_wait: str
+    gpu_minutes: str
+    gpu_util: str
+    peak_memory: str
+    peak_gpu_memory: str
+    recommendations: tuple[RecommendationView, ...]
+    # Recommendations beyond the top ones, so a template can say "and 2 more".
+    more_recommendations: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    # Raw numbers for a group's totals; None where not measured.
+    held_gpu_minutes: float | None
+    used_gpu_minutes: float | None
+
+    @property
+    def job_ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_records(
+        cls,
+        job: JobRecord,
+        usage: Usage | None,
+        recommendations: Sequence[Recommendation] = (),
+        *,
+        top: int = TOP_RECOMMENDATIONS,
+    ) -> SummaryView:
+        ranked = sorted(recommendations, key=_waste_rank, reverse=True)
+        return cls(
+            cluster=job.cluster,
+            namespace=job.namespace,
+            name=job.name,
+            uid=job.uid,
+            status=job.status.value,
+            status_text=f"{job.status.value} ({job.reason})" if job.reason else job.status.value,
+            failed=job.status is JobStatus.FAILED,
+            exit_text=_exit_text(job),
+            runtime=_seconds(job.runtime_seconds),
+            queue_wait=_seconds(job.queue_seconds),
+            gpu_minutes=_gpu_minutes(job, usage),
+            gpu_util=_gpu_util(job, usage),
+            peak_memory=_peak_memory(job, usage),
+            peak_gpu_memory=_peak_gpu_memory(job, usage),
+            recommendations=tuple(
+                RecommendationView(r.severity.value, r.message, r.field_path) for r in ranked[:top]
+            ),
+            more_recommendations=max(0, len(ranked) - top),
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            held_gpu_minutes=usage.gpu_minutes if usage else None,
+            used_gpu_minutes=usage.used_gpu_minutes if usage else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTotals:
+    jobs: int
+    succeeded: int
+    failed: int
+    gpu_minutes: str
+
+
+def group_totals(views: Sequence[SummaryView]) -> GroupTotals:
+    """Totals of a grouped summary; jobs without figures are named, not counted as 0."""
+    held = [v.held_gpu_minutes for v in views if v.held_gpu_minutes is not None]
+    used = [v.used_gpu_minutes for v in views if v.used_gpu_minutes is not None]
+    if not held:
+        text = figures.not_available(MissingReason.NOT_COLLECTED if views else None)
+    else:
+        used_text = figures.gpu_minutes(sum(used)) if used else figures.not_available(None)
+        text = f"{used_text} / {figures.gpu_minutes(sum(held))} GPU-min"
+        unmeasured = len(views) - len(held)
+        if unmeasured:
+            text += f" ({unmeasured} job{'s' if unmeasured > 1 else ''} not measured)"
+        elif len(used) < len(held):
+            text += f" (used not measured for {len(held) - len(used)})"
+    return GroupTotals(
+        jobs=len(views),
+        succeeded=sum(1 for v in views if v.status == JobStatus.SUCCEEDED.value),
+        failed=sum(1 for v in views if v.failed),
+        gpu_minutes=text,
+    )
+
+
+def _waste_rank(rec: Recommendation) -> tuple[float, float, float]:
+    return (rec.waste_gpu_minutes, rec.waste_gib_hours, rec.waste_core_hours)
+
+
+def _reason(usage: Usage | None, figure: str) -> MissingReason | None:
+    if usage is None:
+        return MissingReason.NOT_COLLECTED
+    return usage.reason_for(figure)
+
+
+def _seconds(value: float | None) -> str:
+    return figures.not_available(None) if value is None else figures.duration(value)
+
+
+def _exit_text(job: JobRecord) -> str:
+    if job.exit_code is None:
+        return figures.not_available("no terminated container")
+    if job.exit_reason:
+        return f"{job.exit_code} ({job.exit_reason})"
+    return str(job.exit_code)
+
+
+def _gpu_minutes(job: JobRecord, usage: Usage | None) -> str:
+    if job.requested.gpus <= 0 and (usage is None or not usage.gpu_minutes):
+        return "no GPU requested"
+    if usage is None or usage.gpu_minutes is None:
+        return figures.not_available(_reason(usage, "gpu_minutes"))
+    if usage.used_gpu_minutes is None:
+        used = figures.not_available(_reason(usage, "used_gpu_minutes"))
+    else:
+        used = figures.gpu_minutes(usage.used_gpu_minutes)
+    return f"{used} / {figures.gpu_minutes(usage.gpu_minutes)} GPU-min"
+
+
+def _gpu_util(job: JobRecord, usage: Usage | None) -> str:
+    if job.requested.gpus <= 0:
+        return "no GPU requested"
+    if usage is None or usage.gpu_util_mean_percent is None:
+        return figures.not_available(_reason(usage, "gpu_util_mean_percent"))
+    text = f"{figures.number(usage.gpu_util_mean_percent)} % mean"
+    if usage.gpus_idle:
+        text += f", {usage.gpus_idle} idle GPU{'s' if usage.gpus_idle > 1 else ''}"
+    return text
+
+
+def _peak_memory(job: JobRecord, usage: Usage | None) -> str:
+    if usage is None or usage.memory_peak_bytes is None:
+        return figures.not_available(_reason(usage, "memory_peak_bytes"))
+    peak = figures.size(usage.memory_peak_bytes)
+    requested = job.requested.memory_bytes
+    if requested is None:
+        return f"{peak} (no request)"
+    return f"{peak} of {figures.size(requested)}"
+
+
+def _peak_gpu_memory(job: JobRecord, usage: Usage | None) -> str:
+    if job.requested.gpus <= 0:
+        return "no GPU requested"
+    if usage is None or usage.gpu_memory_peak_bytes is None:
+        return figures.not_available(_reason(usage, "gpu_memory_peak_bytes"))
+    peak = figures.size(usage.gpu_memory_peak_bytes)
+    totals = [g.fb_total_bytes for g in usage.gpus if g.fb_total_bytes is not None]
+    return f"{peak} of {figures.size(max(totals))}" if totals else peak
