@@ -73,9 +73,9 @@ def _cmd_version(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     from inno_notify.adapters.db.migrate import migrate
 
-    settings = _settings(args)
     applied = asyncio.run(migrate(settings.database_url))
     if applied:
         print(f"applied {len(applied)} revision(s): {', '.join(applied)}")
@@ -85,9 +85,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     from inno_notify.runtime import check_dependencies
 
-    settings = _settings(args)
     results = asyncio.run(check_dependencies(settings))
     for result in results:
         print(f"{'ok' if result.ok else 'fail'} {result.name} {result.detail}")
@@ -95,9 +95,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     from inno_notify.runtime import serve
 
-    settings = _settings(args)
     asyncio.run(serve(settings))
     return EXIT_OK
 
@@ -126,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    # Alembic announces every plugin and revision at INFO; our own lines say what matters.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return COMMANDS[args.command](args)
     except ConfigError as exc:
@@ -133,3 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # An unreachable database or cluster is an operational failure, not a bug: one line, exit 1;
+        # the traceback stays available with --log-level DEBUG.
+        log.debug("%s failed", args.command, exc_info=True)
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        print(f"inno-notify: {args.command} failed: {reason}", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,122 @@
+"""The command line as a user runs it: real subprocesses, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from inno_notify import __version__
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("INNO_NOTIFY_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "inno_notify", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_version(tmp_path: Path) -> None:
+    result = run_cli("version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"inno-notify {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "expected"),
+    [
+        ("prometheus: {urll: x}\n", {}, "prometheus.urll: unknown key"),
+        ("prometheus: {timeout_seconds: soon}\n", {}, "prometheus.timeout_seconds"),
+        ("channels: {telegram: {token_file: /no/such/secret}}\n", {}, "cannot read token_file"),
+        ("", {"INNO_NOTIFY_NOTIFY__NOPE": "1"}, "unknown key 'notify.nope'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "migrate", "serve"])
+def test_bad_configuration_exits_2_with_one_line(
+    tmp_path: Path, command: str, config: str, env: dict[str, str], expected: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(config, encoding="utf-8")
+    result = run_cli(command, "--config", str(path), cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_config_file_from_environment_exits_2(tmp_path: Path) -> None:
+    result = run_cli("check", cwd=tmp_path, env={"INNO_NOTIFY_CONFIG": str(tmp_path / "absent.yaml")})
+    assert result.returncode == 2
+    assert "absent.yaml: cannot read the configuration file" in result.stderr
+
+
+def test_check_reports_unreachable_database(tmp_path: Path) -> None:
+    # Port 9 (discard) on loopback: nothing listens there, the connection is refused at once.
+    result = run_cli(
+        "check", cwd=tmp_path, env={"INNO_NOTIFY_DATABASE_URL": "postgresql+asyncpg://u:pw@127.0.0.1:9/x"}
+    )
+    assert result.returncode == 1
+    line = next(line for line in result.stdout.splitlines() if line.split()[1:2] == ["database"])
+    assert line.startswith("fail database postgresql+asyncpg://u:***@127.0.0.1:9/x")
+    assert "pw" not in result.stdout
+
+
+def test_check_reaches_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'check.db'}"
+    result = run_cli("check", cwd=tmp_path, env={"INNO_NOTIFY_DATABASE_URL": url})
+    assert f"ok database {url}" in result.stdout
+
+
+def test_migrate_twice_on_sqlite(tmp_path: Path) -> None:
+    env = {"INNO_NOTIFY_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"}
+    first = run_cli("migrate", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("applied ")
+    second = run_cli("migrate", cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "database schema is up to date"
+
+
+def test_serve_with_empty_config_is_ready_then_stops_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INNO_NOTIFY_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inno_notify", "serve", "--config", "empty.yaml"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 30
+        seen = []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "inno-notify ready" in line:
+                break
+        assert any("inno-notify ready" in line for line in seen), "".join(seen)
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+        assert time.monotonic() - stopped_at < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "inno-notify.db").exists()

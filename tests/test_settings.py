@@ -1,0 +1,197 @@
+"""Settings: defaults of CONTRACT.md §2, environment overrides, secret files, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inno_notify import config_docs
+from inno_notify.settings import ConfigError, load_settings, redact_url, resolve_config_path
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_match_the_contract() -> None:
+    s = load_settings(None, {})
+    assert s.database_url == "sqlite+aiosqlite:///inno-notify.db"
+    assert s.cluster == "default"
+    assert s.kubernetes.namespaces == ()
+    assert s.kubernetes.kueue == "auto"
+    assert s.kubernetes.catch_up_seconds == 3600
+    assert s.prometheus.url == "http://prometheus:9090"
+    assert s.prometheus.metrics_delay_seconds == 60
+    assert s.prometheus.timeout_seconds == 30
+    assert s.prometheus.give_up_after_seconds == 1800
+    assert s.accounting.gpu_resources == {"nvidia.com/gpu": 1.0}
+    assert s.rightsizing.idle_gpu_util_percent == 5
+    assert s.rightsizing.headroom == 1.2
+    assert s.rightsizing.min_memory_waste_gib == 8
+    assert s.rightsizing.family_min_runs == 3
+    assert s.notify.group_wait_seconds == 30
+    assert s.notify.give_up_after_seconds == 86400
+    assert s.channels.telegram.api_url == "https://api.telegram.org"
+    assert s.channels.slack.api_url == "https://slack.com/api/"
+    assert s.channels.email.port == 587 and s.channels.email.starttls and not s.channels.email.tls
+    assert s.directory.owner_keys == ("inno-notify/owner",)
+    assert s.digest.schedule == "0 8 * * MON" and s.digest.timezone == "UTC"
+    assert s.live.idle_minutes == 60 and s.live.repeat_hours == 24
+    assert s.agent.interval_seconds == 15 and s.agent.listen == "0.0.0.0:9401"
+    assert s.api.listen == "127.0.0.1:8080" and s.api.tokens == ()
+
+
+def test_contract_example_file_loads(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+database_url: postgresql+asyncpg://inno:pw@db/inno
+cluster: gpu-prod
+kubernetes: {namespaces: [face-research], kueue: true}
+accounting:
+  gpu_resources: {nvidia.com/gpu: 1.0, nvidia.com/mig-1g.10gb: 0.142857}
+directory:
+  users:
+    - email: Alice@Example.com
+      name: Alice
+      slack_user_id: U0123
+      telegram_chat_id: 123456789
+      channels: [slack, email]
+  teams:
+    - name: face
+      namespaces: [face-research]
+      leads: [lead@example.com]
+      digest_channels: [email]
+      slack_channel: "#face-gpu"
+      notify_unowned: false
+api:
+  tokens:
+    - {name: ops, sha256: "%s", role: admin}
+"""
+        % ("ab" * 32),
+    )
+    s = load_settings(path, {})
+    assert s.cluster == "gpu-prod"
+    assert s.kubernetes.kueue is True
+    assert s.accounting.gpu_resources["nvidia.com/mig-1g.10gb"] == pytest.approx(0.142857)
+    assert s.directory.users[0].email == "alice@example.com"
+    assert s.directory.users[0].channels == ("slack", "email")
+    assert s.directory.teams[0].slack_channel == "#face-gpu"
+    assert s.api.tokens[0].role == "admin"
+
+
+def test_environment_overrides_scalars_with_yaml_typing(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus: {url: http://a:9090, timeout_seconds: 5}\n")
+    s = load_settings(
+        path,
+        {
+            "INNO_NOTIFY_PROMETHEUS__URL": "http://b:9090",
+            "INNO_NOTIFY_NOTIFY__GROUP_WAIT_SECONDS": "7",
+            "INNO_NOTIFY_CHANNELS__EMAIL__STARTTLS": "false",
+            "INNO_NOTIFY_NOTIFY__DASHBOARD_URL": "null",
+            "INNO_NOTIFY_CONFIG": "/ignored/here.yaml",
+            "UNRELATED": "x",
+        },
+    )
+    assert s.prometheus.url == "http://b:9090"
+    assert s.prometheus.timeout_seconds == 5
+    assert s.notify.group_wait_seconds == 7
+    assert s.channels.email.starttls is False
+    assert s.notify.dashboard_url is None
+
+
+def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
+    token = write(tmp_path, "xoxb-very-secret\n", "slack-token")
+    password = write(tmp_path, "smtp-secret\n", "smtp-password")
+    path = write(
+        tmp_path,
+        f"channels:\n  slack: {{token_file: {token}}}\n  email: {{host: mx, password_file: {password}}}\n"
+        "  telegram: {token: '123:tg-secret'}\n"
+        "database_url: postgresql+asyncpg://u:db-secret@h/db\n",
+    )
+    s = load_settings(path, {})
+    assert s.channels.slack.token is not None
+    assert s.channels.slack.token.get_secret_value() == "xoxb-very-secret"
+    assert s.channels.email.password is not None
+    assert s.channels.email.password.get_secret_value() == "smtp-secret"
+    printed = repr(s) + str(s) + repr(s.channels) + s.database_url_redacted
+    for secret in ("xoxb-very-secret", "smtp-secret", "tg-secret", "db-secret"):
+        assert secret not in printed
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "expected"),
+    [
+        ("prometheus: {urll: x}\n", {}, "prometheus.urll: unknown key"),
+        ("nonsense: 1\n", {}, "nonsense: unknown key"),
+        ("prometheus: {timeout_seconds: soon}\n", {}, "prometheus.timeout_seconds: Input should be a valid"),
+        ("notify: {group_wait_seconds: -1}\n", {}, "notify.group_wait_seconds: Input should be greater"),
+        ("kubernetes: {kueue: maybe}\n", {}, "kubernetes.kueue"),
+        ("digest: {schedule: 'every monday'}\n", {}, "digest.schedule: not a cron expression"),
+        ("digest: {timezone: Mars/Olympus}\n", {}, "digest.timezone: unknown time zone"),
+        ("database_url: mysql://x\n", {}, "database_url: must start with"),
+        ("api: {tokens: [{name: a, sha256: plain-token}]}\n", {}, "api.tokens.0.sha256: must be the 64 hex"),
+        ("directory: {users: [{email: nobody}]}\n", {}, "directory.users.0.email: not an e-mail"),
+        ("directory: {users: [{email: a@x}, {email: A@x}]}\n", {}, "duplicate directory.users email: a@x"),
+        ("channels: {slack: {token_file: /no/such/file}}\n", {}, "channels.slack: cannot read token_file"),
+        ("api: {listen: 'not an address'}\n", {}, "api.listen"),
+        ("- a list\n", {}, "the top level must be a mapping"),
+        ("prometheus: {url: [\n", {}, "invalid YAML at line"),
+        ("", {"INNO_NOTIFY_PROMETHEUS__NOPE": "1"}, "INNO_NOTIFY_PROMETHEUS__NOPE: unknown key 'prometheus.nope'"),
+        ("", {"INNO_NOTIFY_PROMETHEUS": "x"}, "'prometheus' is a section, not a scalar key"),
+        ("", {"INNO_NOTIFY_CLUSTER__NAME": "x"}, "'cluster' has no sub-keys"),
+        ("", {"INNO_NOTIFY_PROMETHEUS__TIMEOUT_SECONDS": "abc"}, "(with environment overrides)"),
+    ],
+)
+def test_bad_configuration_is_one_line_naming_file_and_key(
+    tmp_path: Path, yaml_text: str, env: dict[str, str], expected: str
+) -> None:
+    path = write(tmp_path, yaml_text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, env)
+    message = str(info.value)
+    assert "\n" not in message
+    assert expected in message
+    if not env:
+        assert message.startswith(str(path))
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the configuration file"):
+        load_settings(tmp_path / "missing.yaml", {})
+
+
+def test_config_path_resolution() -> None:
+    assert resolve_config_path("a.yaml", {"INNO_NOTIFY_CONFIG": "b.yaml"}) == Path("a.yaml")
+    assert resolve_config_path(None, {"INNO_NOTIFY_CONFIG": "b.yaml"}) == Path("b.yaml")
+    assert resolve_config_path(None, {}) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql+asyncpg://u:pw@h:5432/db", "postgresql+asyncpg://u:***@h:5432/db"),
+        ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg://u@h/db"),
+        ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite:///x.db"),
+    ],
+)
+def test_redact_url(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_configuration_reference_is_generated_from_the_models() -> None:
+    assert DOCS.read_text(encoding="utf-8") == config_docs.render(), (
+        "docs/configuration.md is stale: run `make docs`"
+    )
+
+
+def test_configuration_reference_names_every_scalar_key() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    for key in ("database_url", "prometheus.url", "channels.email.password_file", "api.tokens[].sha256"):
+        assert f"| `{key}` |" in text
+    assert config_docs.env_name("prometheus.url") == "INNO_NOTIFY_PROMETHEUS__URL"
