@@ -1,0 +1,159 @@
+"""Sends summaries by e-mail with aiosmtplib, one SMTP session per message, and classifies failures.
+
+A message is multipart/alternative (plain text, then HTML with its inline images related to it),
+with a Message-ID of our own so that the outbox can record it before the server says anything.
+The opt-out footer is part of the templates; an optional `List-Unsubscribe` header points mail
+clients at the same place when an operator has a URL or mailto for it.
+SMTP replies: 4xx and connection trouble are worth another try, 5xx (an address rejected, auth
+refused) are not.
+"""
+
+from __future__ import annotations
+
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+
+import aiosmtplib
+
+from inno_notify.adapters.channels.base import (
+    ChannelError,
+    MailMessage,
+    Recipient,
+    RenderedMessage,
+    redact,
+    wrong_message,
+)
+
+
+class EmailSender:
+    """An SMTP submission client: STARTTLS on 587 by default, or implicit TLS (`tls=True`, 465)."""
+
+    def __init__(
+        self,
+        host: str,
+        sender: str,
+        *,
+        port: int = 587,
+        starttls: bool = True,
+        tls: bool = False,
+        username: str | None = None,
+        password: str | None = None,
+        timeout: float = 30.0,
+        list_unsubscribe: str | None = None,
+    ) -> None:
+        if starttls and tls:
+            raise ValueError("email: choose starttls or tls, not both")
+        self._host = host
+        self._port = port
+        self._sender = sender
+        self._starttls = starttls
+        self._tls = tls
+        self._username = username
+        self._password = password
+        self._timeout = timeout
+        self._list_unsubscribe = list_unsubscribe
+        self._domain = sender.rpartition("@")[2] or None
+
+    def __repr__(self) -> str:
+        return f"EmailSender(host={self._host!r}, port={self._port}, sender={self._sender!r})"
+
+    def build(self, recipient: Recipient, message: MailMessage) -> EmailMessage:
+        """The MIME message as it will be sent (also what the `demo` command can write to a file)."""
+        if not recipient.email:
+            raise ChannelError("email: recipient has no e-mail address", retryable=False)
+        mail = EmailMessage()
+        mail["Subject"] = " ".join(message.subject.split())
+        mail["From"] = self._sender
+        mail["To"] = (
+            Address(display_name=" ".join(recipient.name.split()), addr_spec=recipient.email)
+            if recipient.name
+            else recipient.email
+        )
+        mail["Date"] = formatdate(localtime=False, usegmt=True)
+        mail["Message-ID"] = make_msgid(domain=self._domain)
+        mail["Auto-Submitted"] = "auto-generated"
+        if self._list_unsubscribe:
+            mail["List-Unsubscribe"] = f"<{self._list_unsubscribe}>"
+        mail.set_content(message.text)
+        mail.add_alternative(message.html, subtype="html")
+        if message.images:
+            html_part = mail.get_body(preferencelist=("html",))
+            assert html_part is not None  # added just above
+            for image in message.images:
+                html_part.add_related(
+                    image.png, "image", "png", cid=f"<{image.cid}>", filename=image.filename
+                )
+        return mail
+
+    async def send(self, recipient: Recipient, message: RenderedMessage) -> str:
+        """Sends one message; returns its Message-ID."""
+        if not isinstance(message, MailMessage):
+            raise wrong_message("email", message)
+        try:
+            mail = self.build(recipient, message)
+        except ValueError as exc:
+            # The e-mail package rejects malformed addresses and header values.
+            raise ChannelError(f"email: cannot build the message: {exc}", retryable=False) from None
+        try:
+            await aiosmtplib.send(
+                mail,
+                hostname=self._host,
+                port=self._port,
+                username=self._username,
+                password=self._password,
+                start_tls=self._starttls,
+                use_tls=self._tls,
+                timeout=self._timeout,
+            )
+        except aiosmtplib.SMTPException as exc:
+            raise self._classify(exc) from None
+        except OSError as exc:
+            raise ChannelError(
+                f"email: cannot reach {self._host}:{self._port}: {exc.strerror or exc}", retryable=True
+            ) from None
+        return str(mail["Message-ID"])
+
+    async def check(self) -> str:
+        """Connects, negotiates TLS and logs in if configured, then quits (for `inno-notify check`)."""
+        client = aiosmtplib.SMTP(
+            hostname=self._host,
+            port=self._port,
+            use_tls=self._tls,
+            start_tls=self._starttls,
+            timeout=self._timeout,
+        )
+        try:
+            async with client:
+                if self._username and self._password:
+                    await client.login(self._username, self._password)
+        except aiosmtplib.SMTPException as exc:
+            raise self._classify(exc) from None
+        except OSError as exc:
+            raise ChannelError(
+                f"email: cannot reach {self._host}:{self._port}: {exc.strerror or exc}", retryable=True
+            ) from None
+        return f"{self._host}:{self._port}"
+
+    async def aclose(self) -> None:
+        """Nothing to release: every send opens and closes its own SMTP session."""
+
+    def _classify(self, exc: aiosmtplib.SMTPException) -> ChannelError:
+        secrets = [self._password, self._username]
+        if isinstance(exc, aiosmtplib.SMTPRecipientsRefused):
+            codes = [r.code for r in exc.recipients]
+            detail = "; ".join(
+                f"{r.recipient}: {r.code} {redact(r.message, secrets)}" for r in exc.recipients
+            )
+            permanent = all(code >= 500 for code in codes)
+            return ChannelError(f"email: recipient refused: {detail}", retryable=not permanent)
+        if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
+            return ChannelError(f"email: authentication failed ({exc.code})", retryable=exc.code < 500)
+        if isinstance(exc, aiosmtplib.SMTPResponseException):
+            text = redact(exc.message, secrets)
+            return ChannelError(f"email: server replied {exc.code} {text}", retryable=exc.code < 500)
+        text = redact(str(exc), secrets)
+        if isinstance(exc, aiosmtplib.SMTPNotSupported):
+            return ChannelError(f"email: {text}", retryable=False)
+        # Timeouts, refused connections, dropped sessions.
+        return ChannelError(f"email: {type(exc).__name__}: {text}", retryable=True)

@@ -1,0 +1,135 @@
+"""Sends Slack DMs and channel posts through slack-sdk's `AsyncWebClient`, and classifies failures.
+
+A person is reached by `chat.postMessage(channel=<user id>)`, which posts into the app's DM with
+them; a user id missing from the directory is looked up by e-mail once and cached for the life of
+the process. The client is built with no retry handlers at all (slack-sdk otherwise retries
+connection errors once): only the dispatcher retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from inno_notify.adapters.channels.base import (
+    ChannelError,
+    Recipient,
+    RenderedMessage,
+    SlackMessage,
+    redact,
+    wrong_message,
+)
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+# Web API `error` values that a later attempt can cure; every other ok:false is permanent
+# (users_not_found, channel_not_found, invalid_auth, not_authed, account_inactive, ...).
+_TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+
+
+class SlackSender:
+    """A Slack app that DMs people and posts to team channels."""
+
+    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, *, timeout: float = 10.0) -> None:
+        if not token:
+            raise ValueError("slack token is empty")
+        self._token = token
+        self._api_url = api_url if api_url.endswith("/") else api_url + "/"
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._client: AsyncWebClient | None = None
+        self._user_ids: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"SlackSender(api_url={self._api_url!r})"
+
+    async def send(self, recipient: Recipient, message: RenderedMessage) -> str:
+        """Posts the message; returns `"{channel}:{ts}"`, what Slack needs to find it again."""
+        if not isinstance(message, SlackMessage):
+            raise wrong_message("slack", message)
+        channel = recipient.slack_channel or recipient.slack_user_id
+        if channel is None:
+            if not recipient.email:
+                raise ChannelError("slack: recipient has neither a user id nor an e-mail", retryable=False)
+            channel = await self.user_id(recipient.email)
+        response = await self._call(
+            "chat_postMessage", channel=channel, text=message.text, blocks=list(message.blocks)
+        )
+        return f"{response.get('channel', channel)}:{response.get('ts', '')}"
+
+    async def user_id(self, email: str) -> str:
+        """The Slack user id of an e-mail address, from the cache or `users.lookupByEmail`."""
+        cached = self._user_ids.get(email.lower())
+        if cached is not None:
+            return cached
+        response = await self._call("users_lookupByEmail", email=email)
+        user = response.get("user")
+        if not isinstance(user, Mapping) or not isinstance(user.get("id"), str):
+            raise ChannelError("slack: users.lookupByEmail answered without a user id", retryable=False)
+        self._user_ids[email.lower()] = user["id"]
+        return str(user["id"])
+
+    async def check(self) -> str:
+        """`auth.test`: the workspace and bot the token belongs to (for `inno-notify check`)."""
+        response = await self._call("auth_test")
+        return f"{response.get('team', '?')} as {response.get('user', '?')}"
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session = None
+        self._client = None
+
+    def _web_client(self) -> AsyncWebClient:
+        if self._client is None:
+            # A session of our own: slack-sdk otherwise opens and closes one per call.
+            self._session = aiohttp.ClientSession()
+            self._client = AsyncWebClient(
+                token=self._token,
+                base_url=self._api_url,
+                timeout=int(max(1, round(self._timeout))),
+                session=self._session,
+                retry_handlers=[],
+            )
+        return self._client
+
+    async def _call(self, method: str, **kwargs: Any) -> Mapping[str, Any]:
+        call = getattr(self._web_client(), method)
+        try:
+            response = await call(**kwargs)
+        except SlackApiError as exc:
+            raise self._classify_api_error(method, exc) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            detail = redact(str(exc) or type(exc).__name__, [self._token])
+            raise ChannelError(f"slack {method}: network error: {detail}", retryable=True) from None
+        except SlackClientError as exc:
+            detail = redact(str(exc), [self._token])
+            raise ChannelError(f"slack {method}: {detail}", retryable=False) from None
+        data = response.data
+        return data if isinstance(data, Mapping) else {}
+
+    def _classify_api_error(self, method: str, exc: SlackApiError) -> ChannelError:
+        status = int(getattr(exc.response, "status_code", 0) or 0)
+        data = getattr(exc.response, "data", None)
+        error = str(data.get("error")) if isinstance(data, Mapping) and data.get("error") else None
+        retry_after = _retry_after(getattr(exc.response, "headers", None))
+        what = redact(error or f"HTTP {status}", [self._token])
+        if status == 429 or status >= 500 or error in _TRANSIENT_ERRORS:
+            return ChannelError(f"slack {method}: {what}", retryable=True, retry_after=retry_after)
+        return ChannelError(f"slack {method}: {what}", retryable=False)
+
+
+def _retry_after(headers: Any) -> float | None:
+    if not headers:
+        return None
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
