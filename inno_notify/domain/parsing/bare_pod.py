@@ -1,0 +1,93 @@
+"""GPU pods that no Job owns, tracked as one-pod workloads.
+
+Airflow's KubernetesPodOperator and Argo Workflows run GPU work as bare pods (no Job), and their
+users deserve the same summary. A pod qualifies when it requests GPUs, carries an owner key, and is
+not run by a Job (the Job is the workload then) or by a controller of long-lived replicas
+(ReplicaSet, StatefulSet, DaemonSet, ReplicationController: services and notebooks, whose pods are
+replaced rather than finished). Argo step pods share their workflow's name as group key, so a
+workflow's steps become one message.
+"""
+
+from __future__ import annotations
+
+from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
+from .annotations import FAMILY_KEY, lookup, read_intent
+from .config import ParseConfig
+from .family import job_family
+from .fields import JsonObject, mapping, objects, string_map, text
+from .outcome import decide_exit
+from .pod import parse_pod
+from .resources import requested_for_pod
+
+__all__ = ["ARGO_WORKFLOW_KEY", "parse_bare_gpu_pod"]
+
+ARGO_WORKFLOW_KEY = "workflows.argoproj.io/workflow"
+_REPLICA_CONTROLLERS = frozenset({"ReplicaSet", "StatefulSet", "DaemonSet", "ReplicationController"})
+_PHASES = {
+    "Pending": JobStatus.PENDING,
+    "Running": JobStatus.RUNNING,
+    "Succeeded": JobStatus.SUCCEEDED,
+    "Failed": JobStatus.FAILED,
+}
+
+
+def _controlled_elsewhere(metadata: JsonObject, pod: PodRecord) -> bool:
+    if pod.job_uid is not None:
+        return True
+    return any(
+        ref.get("kind") in _REPLICA_CONTROLLERS or ref.get("kind") == "Job"
+        for ref in objects(metadata, "ownerReferences")
+    )
+
+
+def _airflow_family(labels: dict[str, str]) -> str | None:
+    dag, task = labels.get("dag_id"), labels.get("task_id")
+    return f"{dag}.{task}" if dag and task else None
+
+
+def parse_bare_gpu_pod(obj: JsonObject, cfg: ParseConfig) -> JobRecord | None:
+    """A one-pod workload (``WorkloadKind.POD``, uid = the pod's uid), or None if the pod is not one."""
+    metadata = mapping(obj, "metadata")
+    pod = parse_pod(obj, cfg)
+    if pod.gpu_equivalents <= 0 or _controlled_elsewhere(metadata, pod):
+        return None
+    labels = string_map(metadata, "labels")
+    layers = (string_map(metadata, "annotations"), labels)
+    intent = read_intent(layers, pod.namespace, cfg)
+    if intent.owner is None:
+        return None
+
+    workflow = lookup(layers, (ARGO_WORKFLOW_KEY,))
+    status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
+    terminal = status in (JobStatus.SUCCEEDED, JobStatus.FAILED)
+    exit_code, exit_reason = decide_exit([pod], job_failed=status is JobStatus.FAILED if terminal else None)
+    requested = requested_for_pod(mapping(obj, "spec"), cfg, parallelism=1, completions=1)
+    family = (
+        lookup(layers, (FAMILY_KEY,))
+        or _airflow_family(labels)
+        or job_family(pod.name, text(metadata, "generateName"), None)
+    )
+    return JobRecord(
+        cluster=cfg.cluster,
+        uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        kind=WorkloadKind.POD,
+        status=status,
+        reason=pod.reason,
+        owner=intent.owner,
+        team=intent.team,
+        notify=intent.notify,
+        channels=intent.channels,
+        group_key=intent.group_key or workflow,
+        family=family,
+        created_at=pod.created_at,
+        started_at=pod.started_at,
+        finished_at=(pod.finished_at or pod.deleted_at) if terminal else None,
+        first_scheduled_at=pod.scheduled_at,
+        exit_code=exit_code,
+        exit_reason=exit_reason,
+        requested=requested,
+        labels=labels,
+        resource_version=pod.resource_version,
+    )

@@ -1,0 +1,112 @@
+"""A batch/v1 Job object (as JSON) turned into a :class:`JobRecord`.
+
+The status decision follows the Job controller's conditions. Since Kubernetes 1.31 the controller
+first adds ``FailureTarget`` / ``SuccessCriteriaMet`` (the outcome is decided) and only adds
+``Failed`` / ``Complete`` once every pod has terminated, so the first pair already decides the status,
+while ``finished_at`` prefers the final condition's time (the pods' GPUs are held until then).
+``completionTime`` is set only on success; failures take the ``Failed`` condition's time.
+``status.startTime`` is reset on every Kueue resume: :func:`.merge.merge_job` keeps the first one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..model import JobRecord, JobStatus, KueueInfo, WorkloadKind
+from .annotations import FAMILY_KEY, lookup, read_intent
+from .config import ParseConfig
+from .family import job_family
+from .fields import JsonObject, ParseError, condition, integer, mapping, string_map, text, timestamp
+from .resources import requested_for_pod
+
+__all__ = ["KUEUE_QUEUE_LABEL", "job_status", "parse_job"]
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _outcome(
+    final: JsonObject | None, decided: JsonObject | None
+) -> tuple[str | None, datetime | None] | None:
+    """(reason, time) of a decided outcome: the final condition's if present, else the early one's."""
+    present = [c for c in (final, decided) if c is not None]
+    if not present:
+        return None
+    reason = next((r for c in present if (r := text(c, "reason")) is not None), None)
+    finished = next((t for c in present if (t := timestamp(c, "lastTransitionTime")) is not None), None)
+    return reason, finished
+
+
+def job_status(spec: JsonObject, status: JsonObject) -> tuple[JobStatus, str | None, datetime | None]:
+    """(status, reason, finished_at) from a Job's spec and status."""
+    failure = _outcome(condition(status, "Failed"), condition(status, "FailureTarget"))
+    if failure is not None:
+        return JobStatus.FAILED, failure[0], failure[1]
+    success = _outcome(condition(status, "Complete"), condition(status, "SuccessCriteriaMet"))
+    if success is not None:
+        return JobStatus.SUCCEEDED, success[0], timestamp(status, "completionTime") or success[1]
+    suspended = condition(status, "Suspended")
+    if suspended is not None or spec.get("suspend") is True:
+        return JobStatus.SUSPENDED, text(suspended, "reason") if suspended else None, None
+    if (integer(status, "active") or 0) > 0:
+        return JobStatus.RUNNING, None, None
+    return JobStatus.PENDING, None, None
+
+
+def _default(value: int | None, default: int) -> int:
+    # parallelism 0 is meaningful (the pre-suspend way to pause a job), so `or` will not do.
+    return default if value is None else value
+
+
+def parse_job(obj: JsonObject, cfg: ParseConfig) -> JobRecord:
+    metadata = mapping(obj, "metadata")
+    spec = mapping(obj, "spec")
+    status = mapping(obj, "status")
+    template = mapping(spec, "template")
+    template_meta = mapping(template, "metadata")
+
+    uid = text(metadata, "uid")
+    namespace = text(metadata, "namespace")
+    name = text(metadata, "name") or text(metadata, "generateName")
+    if uid is None or namespace is None or name is None:
+        raise ParseError("Job without metadata.uid, namespace or name")
+
+    labels = string_map(metadata, "labels")
+    layers = (
+        string_map(metadata, "annotations"),
+        labels,
+        string_map(template_meta, "annotations"),
+        string_map(template_meta, "labels"),
+    )
+    intent = read_intent(layers, namespace, cfg)
+    job_status_, reason, finished_at = job_status(spec, status)
+    queue = labels.get(KUEUE_QUEUE_LABEL) or layers[0].get(KUEUE_QUEUE_LABEL)
+
+    return JobRecord(
+        cluster=cfg.cluster,
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        kind=WorkloadKind.JOB,
+        status=job_status_,
+        reason=reason,
+        owner=intent.owner,
+        team=intent.team,
+        notify=intent.notify,
+        channels=intent.channels,
+        group_key=intent.group_key,
+        family=job_family(
+            text(metadata, "name"), text(metadata, "generateName"), lookup(layers, (FAMILY_KEY,))
+        ),
+        created_at=timestamp(metadata, "creationTimestamp"),
+        started_at=timestamp(status, "startTime"),
+        finished_at=finished_at,
+        requested=requested_for_pod(
+            mapping(template, "spec"),
+            cfg,
+            parallelism=_default(integer(spec, "parallelism"), 1),
+            completions=integer(spec, "completions"),
+        ),
+        kueue=KueueInfo(local_queue=queue) if queue else None,
+        labels=labels,
+        resource_version=text(metadata, "resourceVersion"),
+    )

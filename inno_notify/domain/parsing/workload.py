@@ -1,0 +1,71 @@
+"""A Kueue Workload (``kueue.x-k8s.io`` v1beta1 or v1beta2) turned into the job's :class:`KueueInfo`.
+
+Kueue holds a Job suspended until its Workload is admitted, and evicts it (suspending it again) on
+preemption or deactivation. The Job itself only shows ``suspend`` flipping; the Workload says which
+ClusterQueue admitted it, when quota was reserved, and how often and why it was evicted. Both API
+versions keep these fields where this module reads them (``status.admission.clusterQueue``, the
+``QuotaReserved``/``Admitted``/``Evicted``/``Preempted`` conditions, ``status.schedulingStats``).
+"""
+
+from __future__ import annotations
+
+from ..model import KueueInfo
+from .fields import JsonObject, condition, conditions, integer, mapping, objects, string_map, text, timestamp
+from .job import KUEUE_QUEUE_LABEL
+
+__all__ = ["JOB_UID_LABEL", "parse_workload"]
+
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+def _owner_uid(metadata: JsonObject) -> str | None:
+    refs = objects(metadata, "ownerReferences")
+    # A Workload has one controller owner; prefer it, then a batch Job, then whatever is there.
+    for wanted in (lambda r: r.get("controller") is True, lambda r: r.get("kind") == "Job", lambda r: True):
+        for ref in refs:
+            if wanted(ref) and text(ref, "uid"):
+                return text(ref, "uid")
+    return None
+
+
+def _evictions(status: JsonObject) -> tuple[int, int]:
+    """(evictions, preemptions) from schedulingStats (Kueue 0.13+), at least what the conditions show."""
+    evictions = preemptions = 0
+    for entry in objects(mapping(status, "schedulingStats"), "evictions"):
+        count = integer(entry, "count") or 0
+        evictions += count
+        if entry.get("reason") == "Preempted":
+            preemptions += count
+    evicted = condition(status, "Evicted")
+    if evicted is not None:
+        evictions = max(evictions, 1)
+        if evicted.get("reason") == "Preempted":
+            preemptions = max(preemptions, 1)
+    if condition(status, "Preempted") is not None:
+        preemptions = max(preemptions, 1)
+    return evictions, preemptions
+
+
+def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
+    """(uid of the job the Workload stands for, what Kueue says about it)."""
+    metadata = mapping(obj, "metadata")
+    spec = mapping(obj, "spec")
+    status = mapping(obj, "status")
+    labels = string_map(metadata, "labels")
+    job_uid = labels.get(JOB_UID_LABEL) or _owner_uid(metadata)
+
+    quota = condition(status, "QuotaReserved")
+    admitted = condition(status, "Admitted")
+    evictions, preemptions = _evictions(status)
+    evicted = conditions(status).get("Evicted")
+    info = KueueInfo(
+        local_queue=text(spec, "queueName") or labels.get(KUEUE_QUEUE_LABEL),
+        cluster_queue=text(mapping(status, "admission"), "clusterQueue"),
+        workload_name=text(metadata, "name"),
+        quota_reserved_at=timestamp(quota, "lastTransitionTime") if quota is not None else None,
+        admitted_at=timestamp(admitted, "lastTransitionTime") if admitted is not None else None,
+        evictions=evictions,
+        preemptions=preemptions,
+        last_eviction_reason=text(evicted, "reason") if evicted is not None and evictions else None,
+    )
+    return job_uid, info
