@@ -7,10 +7,12 @@ instead migrate() opens the async connection itself and passes its sync face in
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 import sqlalchemy as sa
 from alembic import context
+from alembic.migration import MigrationContext, MigrationInfo
 from sqlalchemy.engine import Connection
 
 from inno_notify.adapters.db.tables import UTCDateTime, metadata
@@ -18,7 +20,9 @@ from inno_notify.adapters.db.tables import UTCDateTime, metadata
 config = context.config
 
 
-def _record_applied(*, ctx: Any, step: Any, heads: Any, run_args: Any) -> None:
+def _record_applied(
+    ctx: MigrationContext, step: MigrationInfo, heads: Collection[Any], run_args: Mapping[str, Any]
+) -> None:
     applied = config.attributes.get("applied")
     if applied is not None and step.is_upgrade:
         applied.append(step.up_revision_id)

@@ -1,0 +1,249 @@
+"""Queries on jobs, their pods, usage and recommendations, each on a connection the caller owns.
+
+The caller (the Store) decides the transaction; these functions only build and run statements, so
+that one transaction can combine them (a job's summary state and its outbox rows, for instance).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.sql import (
+    InvalidCursor,
+    chunks,
+    decode_cursor,
+    encode_cursor,
+    last_per_key,
+    upsert,
+)
+from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage
+from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
+
+_JOB_KEY = ("cluster", "uid")
+# What an upsert of a JobRecord may overwrite; the summary bookkeeping columns belong to the store.
+_JOB_RECORD_COLUMNS = tuple(codec.job_to_row(JobRecord(cluster="", uid="", namespace="", name="")))
+_POD_RECORD_COLUMNS = tuple(
+    codec.pod_to_row(
+        PodRecord(cluster="", uid="", namespace="", name="", job_uid=None, phase="", created_at=None)
+    )
+)
+
+
+class SummaryState(enum.StrEnum):
+    """Where a job stands on the way to its summary."""
+
+    NONE = "none"  # not finished, or finished but not yet recorded as terminal
+    AWAITING_USAGE = "awaiting_usage"  # finished; usage collection pending (see claim_usage_due)
+    SUMMARIZED = "summarized"  # its notifications are in the outbox
+    SILENT = "silent"  # finished, recorded, deliberately not summarized (too old, opted out)
+
+
+class RecordNotFound(LookupError):
+    """The record an operation refers to is not stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Filters of the job list; `since`/`until` bound the finish time (creation time while running)."""
+
+    cluster: str | None = None
+    namespace: str | None = None
+    owner: str | None = None
+    team: str | None = None
+    status: JobStatus | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+async def upsert_jobs(conn: AsyncConnection, records: Sequence[JobRecord]) -> None:
+    if not records:
+        return
+    rows = last_per_key([codec.job_to_row(j) for j in records], _JOB_KEY)
+    update = [c for c in _JOB_RECORD_COLUMNS if c not in _JOB_KEY]
+    await conn.execute(upsert(conn, jobs, _JOB_KEY, update), rows)
+
+
+async def upsert_pods(conn: AsyncConnection, records: Sequence[PodRecord]) -> None:
+    if not records:
+        return
+    rows = last_per_key([codec.pod_to_row(p) for p in records], _JOB_KEY)
+    update = [c for c in _POD_RECORD_COLUMNS if c not in _JOB_KEY]
+    await conn.execute(upsert(conn, pods, _JOB_KEY, update), rows)
+
+
+async def get_jobs(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
+    found: dict[str, JobRecord] = {}
+    for chunk in chunks(list(dict.fromkeys(uids))):
+        result = await conn.execute(sa.select(jobs).where(jobs.c.cluster == cluster, jobs.c.uid.in_(chunk)))
+        for row in result.mappings():
+            found[row["uid"]] = codec.job_from_row(row)
+    return found
+
+
+async def find_job(
+    conn: AsyncConnection, namespace: str, name: str, uid: str | None = None, cluster: str | None = None
+) -> JobRecord | None:
+    query = sa.select(jobs).where(jobs.c.namespace == namespace, jobs.c.name == name)
+    if uid is not None:
+        query = query.where(jobs.c.uid == uid)
+    if cluster is not None:
+        query = query.where(jobs.c.cluster == cluster)
+    query = query.order_by(jobs.c.created_at.desc().nulls_last(), jobs.c.uid.desc()).limit(1)
+    row = (await conn.execute(query)).mappings().first()
+    return None if row is None else codec.job_from_row(row)
+
+
+async def pods_of(conn: AsyncConnection, cluster: str, job_uid: str) -> list[PodRecord]:
+    result = await conn.execute(sa.select(pods).where(pods.c.cluster == cluster, pods.c.job_uid == job_uid))
+    found = [codec.pod_from_row(row) for row in result.mappings()]
+    # Creation order; NULLs (never seen created) last, the same on both dialects.
+    found.sort(key=lambda p: (p.created_at is None, p.created_at or codec.EPOCH, p.name, p.uid))
+    return found
+
+
+async def list_jobs(
+    conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None
+) -> tuple[list[JobRecord], str | None]:
+    """A page of jobs, newest first (by finish, else creation time), and the cursor of the next page."""
+    key = sa.tuple_(jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
+    query = sa.select(jobs).where(*_job_conditions(filters))
+    if cursor is not None:
+        at, uid, cluster = decode_cursor(cursor, (str, str, str))
+        try:
+            after = codec.parse_iso(at)
+        except ValueError as exc:
+            raise InvalidCursor("invalid cursor") from exc
+        query = query.where(key < sa.tuple_(sa.literal(after, jobs.c.sort_at.type), uid, cluster))
+    query = query.order_by(jobs.c.sort_at.desc(), jobs.c.uid.desc(), jobs.c.cluster.desc()).limit(limit + 1)
+    rows = (await conn.execute(query)).mappings().all()
+    page = [codec.job_from_row(row) for row in rows[:limit]]
+    if len(rows) <= limit:
+        return page, None
+    last = rows[limit - 1]
+    return page, encode_cursor([last["sort_at"].isoformat(), last["uid"], last["cluster"]])
+
+
+def _job_conditions(f: JobFilter) -> list[sa.ColumnElement[bool]]:
+    conds: list[sa.ColumnElement[bool]] = []
+    for column, value in (
+        (jobs.c.cluster, f.cluster),
+        (jobs.c.namespace, f.namespace),
+        (jobs.c.owner, f.owner),
+        (jobs.c.team, f.team),
+        (jobs.c.status, None if f.status is None else f.status.value),
+    ):
+        if value is not None:
+            conds.append(column == value)
+    if f.since is not None:
+        conds.append(jobs.c.sort_at >= f.since)
+    if f.until is not None:
+        conds.append(jobs.c.sort_at < f.until)
+    return conds
+
+
+async def mark_terminal(
+    conn: AsyncConnection,
+    cluster: str,
+    uid: str,
+    at: datetime,
+    state: SummaryState,
+    usage_due_at: datetime | None,
+) -> bool:
+    result = await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.cluster == cluster, jobs.c.uid == uid, jobs.c.terminal_recorded_at.is_(None))
+        .values(terminal_recorded_at=at, summary_state=state.value, usage_due_at=usage_due_at)
+    )
+    return result.rowcount == 1
+
+
+async def claim_usage_due(
+    conn: AsyncConnection, now: datetime, limit: int, lease_seconds: float
+) -> list[JobRecord]:
+    due = (
+        sa.select(jobs.c.cluster, jobs.c.uid)
+        .where(jobs.c.summary_state == SummaryState.AWAITING_USAGE.value, jobs.c.usage_due_at <= now)
+        .order_by(jobs.c.usage_due_at, jobs.c.cluster, jobs.c.uid)
+        .limit(limit)
+        .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
+    )
+    result = await conn.execute(
+        sa.update(jobs)
+        .where(sa.tuple_(jobs.c.cluster, jobs.c.uid).in_(due))
+        .values(usage_due_at=now + timedelta(seconds=lease_seconds), usage_attempts=jobs.c.usage_attempts + 1)
+        .returning(*jobs.c)
+    )
+    claimed = [codec.job_from_row(row) for row in result.mappings()]
+    claimed.sort(key=lambda j: (codec.job_sort_at(j), j.cluster, j.uid))
+    return claimed
+
+
+async def reschedule_usage(conn: AsyncConnection, cluster: str, uid: str, due_at: datetime) -> bool:
+    result = await conn.execute(
+        sa.update(jobs)
+        .where(
+            jobs.c.cluster == cluster,
+            jobs.c.uid == uid,
+            jobs.c.summary_state == SummaryState.AWAITING_USAGE.value,
+        )
+        .values(usage_due_at=due_at)
+    )
+    return result.rowcount == 1
+
+
+async def set_summary_state(conn: AsyncConnection, cluster: str, uid: str, state: SummaryState) -> None:
+    result = await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
+        .values(summary_state=state.value, usage_due_at=None)
+    )
+    if result.rowcount != 1:
+        raise RecordNotFound(f"job {cluster}/{uid} is not stored")
+
+
+async def summary_state(conn: AsyncConnection, cluster: str, uid: str) -> SummaryState | None:
+    value = await conn.scalar(
+        sa.select(jobs.c.summary_state).where(jobs.c.cluster == cluster, jobs.c.uid == uid)
+    )
+    return None if value is None else SummaryState(value)
+
+
+async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
+    row = codec.usage_to_row(cluster, uid, figures)
+    keys = ("cluster", "job_uid")
+    await conn.execute(upsert(conn, usage, keys, [c for c in row if c not in keys]), [row])
+
+
+async def get_usage(conn: AsyncConnection, cluster: str, uid: str) -> Usage | None:
+    result = await conn.execute(sa.select(usage).where(usage.c.cluster == cluster, usage.c.job_uid == uid))
+    row = result.mappings().first()
+    return None if row is None else codec.usage_from_row(row)
+
+
+async def save_recommendations(
+    conn: AsyncConnection, cluster: str, uid: str, recs: Sequence[Recommendation]
+) -> None:
+    await conn.execute(
+        sa.delete(recommendations).where(
+            recommendations.c.cluster == cluster, recommendations.c.job_uid == uid
+        )
+    )
+    if recs:
+        rows = [codec.recommendation_to_row(cluster, uid, i, rec) for i, rec in enumerate(recs)]
+        await conn.execute(sa.insert(recommendations), rows)
+
+
+async def recommendations_of(conn: AsyncConnection, cluster: str, uid: str) -> list[Recommendation]:
+    result = await conn.execute(
+        sa.select(recommendations)
+        .where(recommendations.c.cluster == cluster, recommendations.c.job_uid == uid)
+        .order_by(recommendations.c.position)
+    )
+    return [codec.recommendation_from_row(row) for row in result.mappings()]

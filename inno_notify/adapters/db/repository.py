@@ -1,0 +1,249 @@
+"""The store: the one object the rest of the service uses to read and write the database.
+
+Every method is one transaction and takes or returns domain records, so callers never see a row
+or a connection. Batch methods take sequences: the ingestion path writes thousands of records per
+statement, never one commit per row. The queries themselves live in jobs.py, outbox.py and
+directory.py; here they are only composed into transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from inno_notify.adapters.db import directory, jobs, outbox
+from inno_notify.adapters.db.engine import create_engine
+from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState
+from inno_notify.domain.model import (
+    DeliveryStatus,
+    DirectoryUser,
+    JobRecord,
+    Notification,
+    PodRecord,
+    Recommendation,
+    Team,
+    Usage,
+)
+
+__all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState"]
+
+DEFAULT_USAGE_LEASE_SECONDS = 300.0
+
+
+class Store:
+    """Repository over an AsyncEngine (Postgres or SQLite) whose schema is at the newest revision."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        return cls(create_engine(url))
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def ping(self) -> None:
+        """Raises if the database cannot be reached (readiness, `inno-notify check`)."""
+        async with self._engine.connect() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+
+    # --- jobs and pods ------------------------------------------------------------------------
+
+    async def upsert_jobs(self, records: Sequence[JobRecord]) -> None:
+        """Stores the records as given (the caller has merged them), one statement for the batch."""
+        async with self._engine.begin() as conn:
+            await jobs.upsert_jobs(conn, records)
+
+    async def upsert_pods(self, records: Sequence[PodRecord]) -> None:
+        async with self._engine.begin() as conn:
+            await jobs.upsert_pods(conn, records)
+
+    async def get_job(self, cluster: str, uid: str) -> JobRecord | None:
+        return (await self.get_jobs(cluster, [uid])).get(uid)
+
+    async def get_jobs(self, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
+        async with self._engine.connect() as conn:
+            return await jobs.get_jobs(conn, cluster, uids)
+
+    async def find_job(
+        self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
+    ) -> JobRecord | None:
+        """The newest job (by creation time) of that name, or the one with that uid."""
+        async with self._engine.connect() as conn:
+            return await jobs.find_job(conn, namespace, name, uid, cluster)
+
+    async def pods_of(self, cluster: str, job_uid: str) -> list[PodRecord]:
+        """The job's pods in creation order."""
+        async with self._engine.connect() as conn:
+            return await jobs.pods_of(conn, cluster, job_uid)
+
+    async def list_jobs(
+        self, filters: JobFilter, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[JobRecord], str | None]:
+        """A page, newest finish (else creation) first, and the next page's cursor (None on the last).
+
+        Raises InvalidCursor for a cursor this store did not hand out.
+        """
+        async with self._engine.connect() as conn:
+            return await jobs.list_jobs(conn, filters, limit, cursor)
+
+    # --- the terminal transition and usage collection -----------------------------------------
+
+    async def mark_terminal(
+        self,
+        cluster: str,
+        uid: str,
+        at: datetime,
+        *,
+        state: SummaryState = SummaryState.AWAITING_USAGE,
+        usage_due_at: datetime | None = None,
+    ) -> bool:
+        """Records that the job ended; True only the first time, so its summary is planned once.
+
+        With `state` AWAITING_USAGE the job becomes claimable by claim_usage_due from
+        `usage_due_at` (default: `at`); SILENT records the end without a summary.
+        """
+        if state is SummaryState.AWAITING_USAGE and usage_due_at is None:
+            usage_due_at = at
+        elif state is not SummaryState.AWAITING_USAGE:
+            usage_due_at = None
+        async with self._engine.begin() as conn:
+            return await jobs.mark_terminal(conn, cluster, uid, at, state, usage_due_at)
+
+    async def claim_usage_due(
+        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+    ) -> list[JobRecord]:
+        """Jobs awaiting usage whose due time has come; each is leased (due again after the lease)
+        so that a collector that dies mid-way leaves them to the next one."""
+        async with self._engine.begin() as conn:
+            return await jobs.claim_usage_due(conn, now, limit, lease_seconds)
+
+    async def reschedule_usage(self, cluster: str, uid: str, due_at: datetime) -> bool:
+        """Sets when a job awaiting usage is next due (Prometheus not ready yet); False if not awaiting."""
+        async with self._engine.begin() as conn:
+            return await jobs.reschedule_usage(conn, cluster, uid, due_at)
+
+    async def summary_state(self, cluster: str, uid: str) -> SummaryState | None:
+        async with self._engine.connect() as conn:
+            return await jobs.summary_state(conn, cluster, uid)
+
+    async def summarize(
+        self,
+        cluster: str,
+        uid: str,
+        notifications: Sequence[Notification],
+        state: SummaryState = SummaryState.SUMMARIZED,
+    ) -> int:
+        """Sets the job's summary state and enqueues its notifications in one transaction.
+
+        Returns how many notifications were new. Raises RecordNotFound if the job is not stored.
+        """
+        async with self._engine.begin() as conn:
+            await jobs.set_summary_state(conn, cluster, uid, state)
+            return await outbox.enqueue(conn, notifications)
+
+    async def save_usage(self, cluster: str, uid: str, usage: Usage) -> None:
+        async with self._engine.begin() as conn:
+            await jobs.save_usage(conn, cluster, uid, usage)
+
+    async def get_usage(self, cluster: str, uid: str) -> Usage | None:
+        async with self._engine.connect() as conn:
+            return await jobs.get_usage(conn, cluster, uid)
+
+    async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
+        """Replaces the job's recommendations with `recs` (kept in this order)."""
+        async with self._engine.begin() as conn:
+            await jobs.save_recommendations(conn, cluster, uid, recs)
+
+    async def recommendations_of(self, cluster: str, uid: str) -> list[Recommendation]:
+        async with self._engine.connect() as conn:
+            return await jobs.recommendations_of(conn, cluster, uid)
+
+    # --- outbox -------------------------------------------------------------------------------
+
+    async def enqueue(self, notifications: Sequence[Notification]) -> int:
+        """Inserts those whose dedup key is new; returns how many. `id` of the inputs is ignored."""
+        async with self._engine.begin() as conn:
+            return await outbox.enqueue(conn, notifications)
+
+    async def claim_due(self, now: datetime, limit: int, lease_seconds: float) -> list[Notification]:
+        """Up to `limit` pending notifications due by `now`, oldest due first.
+
+        Each claimed row counts one more attempt and is not due again until now + lease_seconds
+        (unless marked sent/retry/failed first). Concurrent claimers on Postgres skip each
+        other's rows; on SQLite claims are serialised by its single writer.
+        """
+        async with self._engine.begin() as conn:
+            return await outbox.claim_due(conn, now, limit, lease_seconds)
+
+    async def mark_sent(self, id: int, provider_message_id: str | None, at: datetime) -> bool:
+        async with self._engine.begin() as conn:
+            return await outbox.mark_sent(conn, id, provider_message_id, at)
+
+    async def mark_retry(self, id: int, error: str, next_attempt_at: datetime) -> bool:
+        """Records a retryable failure; False if the row is no longer pending."""
+        async with self._engine.begin() as conn:
+            return await outbox.mark_retry(conn, id, error, next_attempt_at)
+
+    async def mark_failed(self, id: int, error: str, at: datetime) -> bool:
+        """Records a permanent failure; False if the row is no longer pending."""
+        async with self._engine.begin() as conn:
+            return await outbox.mark_failed(conn, id, error, at)
+
+    async def get_notification(self, id: int) -> Notification | None:
+        async with self._engine.connect() as conn:
+            return await outbox.get(conn, id)
+
+    async def list_notifications(
+        self, status: DeliveryStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[Notification], str | None]:
+        """The delivery log, newest first, and the next page's cursor (None on the last page)."""
+        async with self._engine.connect() as conn:
+            return await outbox.list_page(conn, status, limit, cursor)
+
+    async def retry_notification(self, id: int, now: datetime) -> bool:
+        """Re-queues a failed notification, due now with attempts reset; False unless it had failed."""
+        async with self._engine.begin() as conn:
+            return await outbox.retry(conn, id, now)
+
+    # --- directory and checkpoints ------------------------------------------------------------
+
+    async def upsert_user(self, user: DirectoryUser) -> None:
+        async with self._engine.begin() as conn:
+            await directory.upsert_user(conn, user)
+
+    async def get_user(self, email: str) -> DirectoryUser | None:
+        async with self._engine.connect() as conn:
+            return await directory.get_user(conn, email)
+
+    async def list_users(self) -> list[DirectoryUser]:
+        async with self._engine.connect() as conn:
+            return await directory.list_users(conn)
+
+    async def delete_user(self, email: str) -> bool:
+        async with self._engine.begin() as conn:
+            return await directory.delete_user(conn, email)
+
+    async def replace_teams(self, teams: Sequence[Team]) -> None:
+        async with self._engine.begin() as conn:
+            await directory.replace_teams(conn, teams)
+
+    async def list_teams(self) -> list[Team]:
+        async with self._engine.connect() as conn:
+            return await directory.list_teams(conn)
+
+    async def get_checkpoint(self, key: str) -> str | None:
+        async with self._engine.connect() as conn:
+            return await directory.get_checkpoint(conn, key)
+
+    async def set_checkpoint(self, key: str, value: str) -> None:
+        async with self._engine.begin() as conn:
+            await directory.set_checkpoint(conn, key, value)

@@ -1,0 +1,73 @@
+"""The few SQL building blocks that differ between Postgres and SQLite, in one place.
+
+Both dialects speak INSERT … ON CONFLICT, but through separate SQLAlchemy constructs; and both
+cap the number of bound parameters, so long IN lists go in chunks. Cursors for keyset pagination
+are opaque to clients but just the last row's sort key underneath.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+T = TypeVar("T")
+
+# Well under both limits (SQLite 32766 variables, Postgres 32767 arguments) and still few round trips.
+IN_CHUNK = 1000
+
+
+class InvalidCursor(ValueError):
+    """A pagination cursor that this store did not hand out."""
+
+
+def dialect_insert(conn: AsyncConnection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    name = conn.dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table)
+    if name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database dialect {name!r} (use Postgres or SQLite)")
+
+
+def upsert(
+    conn: AsyncConnection, table: sa.Table, keys: Sequence[str], update: Sequence[str]
+) -> postgresql.Insert | sqlite.Insert:
+    """INSERT … ON CONFLICT (keys) DO UPDATE SET each of `update` to the incoming value."""
+    stmt = dialect_insert(conn, table)
+    return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in update})
+
+
+def last_per_key(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """Keeps the last row of each key: one statement may not touch the same row twice (Postgres)."""
+    by_key = {tuple(row[k] for k in keys): row for row in rows}
+    return list(by_key.values())
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def encode_cursor(values: Sequence[str | int]) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(list(values))).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, types: Sequence[type]) -> list[Any]:
+    try:
+        values = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, orjson.JSONDecodeError, ValueError) as exc:
+        raise InvalidCursor("invalid cursor") from exc
+    if (
+        not isinstance(values, list)
+        or len(values) != len(types)
+        or not all(type(v) is t for v, t in zip(values, types, strict=True))
+    ):
+        raise InvalidCursor("invalid cursor")
+    return values
