@@ -55,6 +55,9 @@ from inno_notify.domain.rightsizing.quantities import (
 
 Rule = Callable[[RuleInput], Recommendation | None]
 
+# The GPU operator's name for time-sliced GPUs when it renames them (renameByDefault).
+SHARED_GPU = "nvidia.com/gpu.shared"
+
 
 def _limits(key: str) -> str:
     return f'resources.limits["{key}"]'
@@ -178,7 +181,7 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
         "runs": family.runs if family is not None else 1,
     }
     models = {mig_family(g.model, g.fb_total_bytes) for g in gpus}
-    table = models.pop() if len(models) == 1 else None
+    table = next(iter(models)) if len(models) == 1 else None
     seen = f"mean util {percent(util)}, GPU-memory peak {gib(peak)} over {duration(span)}"
     if table is not None:
         if key == WHOLE_GPU:
@@ -214,7 +217,7 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
     if key != WHOLE_GPU or len(models) != 1:
         return None
     totals = {g.fb_total_bytes for g in gpus}
-    total = totals.pop() if len(totals) == 1 else None
+    total = next(iter(totals)) if len(totals) == 1 else None
     if total is None or needed > exact(policy.time_slicing_max_memory_fraction) * total:
         return None
     waste = sum((g.held_minutes or 0.0) * (1 - (g.util_mean_percent or 0.0) / 100) for g in gpus)
@@ -229,7 +232,8 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
         unit=Unit.MIG_PROFILE,
         message=(
             f"The job used its GPU lightly ({seen}) and needs {gib(needed)} of {gib(total)}: "
-            f"run it on a time-sliced GPU shared with other jobs{_runs_note(family)}."
+            f"share a time-sliced GPU{_runs_note(family)}: replace {_limits(key)}: 1 by "
+            f"{_limits(SHARED_GPU)}: 1 where the cluster offers shared GPUs."
         ),
         waste_gpu_minutes=round(waste, 2),
         field_path=_limits(key),
