@@ -1,0 +1,265 @@
+"""Usage of a round of finished pods, measured with a fixed number of queries per metric family.
+
+``UsageMeter.measure_pods`` plans buckets and chunks (``batching``), sends the PromQL of
+``queries`` for every chunk concurrently, and turns the answers into the domain's ``GpuUsage``
+and ``PodUsage``. It only measures: deciding when a job is ready, retrying after
+``PrometheusUnavailable`` and giving up belong to the usage service; turning figures into job
+totals belongs to ``domain.accounting``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from inno_notify.adapters.prometheus import queries as q
+from inno_notify.adapters.prometheus.batching import (
+    DEFAULT_MAX_URL_BYTES,
+    Bucket,
+    PodWindow,
+    chunk_pods,
+    plan_buckets,
+)
+from inno_notify.adapters.prometheus.client import PrometheusClient, Sample
+from inno_notify.domain.model import GpuUsage, PodUsage
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PodMeasurement:
+    """What Prometheus knows about one pod: one row per GPU (or MIG instance) it held, and its CPU/memory."""
+
+    window: PodWindow
+    gpus: tuple[GpuUsage, ...]
+    pod: PodUsage
+
+
+@dataclass(frozen=True, slots=True)
+class MeterConfig:
+    scrape_interval_seconds: float = 15.0
+    max_url_bytes: int = DEFAULT_MAX_URL_BYTES
+    # Ends further apart than this go to separate buckets; below it one range serves them all.
+    bucket_gap_seconds: float = 6 * 3600
+    labels: q.LabelConfig = field(default_factory=q.LabelConfig)
+
+
+# A GPU as dcgm-exporter names it: (hostname, gpu index, UUID, MIG instance id).
+_GpuKey = tuple[str, str, str, str]
+_Stats = dict[str, float]
+
+
+class UsageMeter:
+    def __init__(self, client: PrometheusClient, config: MeterConfig | None = None) -> None:
+        self._client = client
+        self._config = config or MeterConfig()
+        # The spelling of dcgm-exporter's pod labels does not change within a cluster: learn it once.
+        self._spelling: tuple[str, str] | None = None
+        labels = self._config.labels
+        self._cadvisor = q.CadvisorSelector(
+            labels.cadvisor_pod, labels.cadvisor_namespace, labels.cadvisor_container
+        )
+
+    @property
+    def client(self) -> PrometheusClient:
+        return self._client
+
+    async def measure_pods(self, targets: Sequence[PodWindow]) -> dict[str, PodMeasurement]:
+        """Measure every target; the result has one entry per target uid, with or without data.
+
+        Raises ``PrometheusUnavailable`` (retry later) or ``PrometheusQueryError`` if any query fails:
+        a round is measured completely or not at all, so no job is summarized from half the answers.
+        """
+        cfg = self._config
+        buckets = plan_buckets(
+            targets, scrape_seconds=cfg.scrape_interval_seconds, gap_seconds=cfg.bucket_gap_seconds
+        )
+        per_bucket = await asyncio.gather(*(self._measure_bucket(b) for b in buckets))
+        results: dict[str, PodMeasurement] = {}
+        for part in per_bucket:
+            results.update(part)
+        return mark_shared_gpus(results)
+
+    async def _measure_bucket(self, bucket: Bucket) -> dict[str, PodMeasurement]:
+        spelling = self._spelling or await self._detect_spelling(bucket)
+        dcgm = q.DcgmSelector(spelling[0], spelling[1], self._config.labels.hostname)
+        window = bucket.window
+        rate_seconds = max(60, 4 * window.step_seconds)
+        builders: dict[str, Callable[[str, str], str]] = {
+            "prof": lambda pods, ns: q.gpu_util(dcgm, q.GR_ENGINE_ACTIVE, pods, ns, window),
+            "util": lambda pods, ns: q.gpu_util(dcgm, q.GPU_UTIL, pods, ns, window),
+            "fb": lambda pods, ns: q.gpu_memory(dcgm, pods, ns, window),
+            "mem": lambda pods, ns: q.pod_memory(self._cadvisor, pods, ns, window),
+            "cpu": lambda pods, ns: q.pod_cpu(self._cadvisor, pods, ns, window, rate_seconds),
+        }
+        jobs: list[tuple[str, str]] = []
+        for kind, build in builders.items():
+            for _pods, promql in chunk_pods(bucket.pods, build, max_url_bytes=self._config.max_url_bytes):
+                jobs.append((kind, promql))
+        answers = await asyncio.gather(*(self._client.query(promql) for _, promql in jobs))
+        by_kind: dict[str, list[Sample]] = defaultdict(list)
+        for (kind, _), answer in zip(jobs, answers, strict=True):
+            by_kind[kind].extend(answer)
+        return self._assemble(bucket.pods, dcgm, by_kind)
+
+    async def _detect_spelling(self, bucket: Bucket) -> tuple[str, str]:
+        spellings = self._config.labels.dcgm_spellings()
+        if len(spellings) == 1:
+            self._spelling = spellings[0]
+            return spellings[0]
+        probes = []
+        for pod_label, ns_label in spellings:
+            sel = q.DcgmSelector(pod_label, ns_label, ())
+            # The first chunk is enough: a cluster uses one spelling for all its pods.
+            probe = functools.partial(q.spelling_probe, sel, window=bucket.window)
+            chunks = chunk_pods(bucket.pods, probe, max_url_bytes=self._config.max_url_bytes)
+            probes.append(self._client.query(chunks[0][1]))
+        answers = await asyncio.gather(*probes)
+        for spelling, answer in zip(spellings, answers, strict=True):
+            if answer:
+                self._spelling = spelling
+                return spelling
+        # No GPU series for these pods under any spelling: nothing to learn yet.
+        return spellings[0]
+
+    def _assemble(
+        self, pods: Iterable[PodWindow], dcgm: q.DcgmSelector, by_kind: Mapping[str, list[Sample]]
+    ) -> dict[str, PodMeasurement]:
+        by_name = {(p.namespace, p.pod): p for p in pods}
+        gpu_stats: dict[str, dict[_GpuKey, dict[str, _Stats]]] = defaultdict(lambda: defaultdict(dict))
+        gpu_info: dict[_GpuKey, Mapping[str, str]] = {}
+        for kind in ("prof", "util", "fb"):
+            for sample in by_kind.get(kind, []):
+                labels = sample["metric"]
+                target = by_name.get((labels.get(dcgm.namespace_label, ""), labels.get(dcgm.pod_label, "")))
+                value = _value(sample)
+                if target is None or value is None:
+                    continue
+                key = _gpu_key(labels, dcgm.hostname_labels)
+                gpu_info.setdefault(key, labels)
+                gpu_stats[target.uid][key].setdefault(kind, {})[labels.get(q.STAT, "")] = value
+
+        pod_stats: dict[str, _Stats] = defaultdict(dict)
+        cad = self._cadvisor
+        for kind in ("mem", "cpu"):
+            for sample in by_kind.get(kind, []):
+                labels = sample["metric"]
+                target = by_name.get((labels.get(cad.namespace_label, ""), labels.get(cad.pod_label, "")))
+                value = _value(sample)
+                if target is None or value is None:
+                    continue
+                uid = labels.get(q.UID_LABEL, "").replace("_", "-")
+                if uid and uid != target.uid:
+                    continue  # an earlier pod that had the same name
+                pod_stats[target.uid][f"{kind}.{labels.get(q.STAT, '')}"] = value
+
+        results = {}
+        for target in by_name.values():
+            gpus = tuple(
+                _gpu_usage(target, key, gpu_info[key], stats, dcgm.hostname_labels)
+                for key, stats in sorted(gpu_stats.get(target.uid, {}).items())
+            )
+            results[target.uid] = PodMeasurement(
+                window=target, gpus=gpus, pod=_pod_usage(target, pod_stats.get(target.uid, {}))
+            )
+        return results
+
+
+def _value(sample: Sample) -> float | None:
+    try:
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _first(labels: Mapping[str, str], names: Iterable[str]) -> str:
+    return next((labels[n] for n in names if labels.get(n)), "")
+
+
+def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuKey:
+    return (
+        _first(labels, hostname_labels),
+        labels.get("gpu", ""),
+        labels.get("UUID", ""),
+        labels.get("GPU_I_ID", ""),
+    )
+
+
+def _gpu_usage(
+    target: PodWindow,
+    key: _GpuKey,
+    labels: Mapping[str, str],
+    stats: Mapping[str, _Stats],
+    hostname_labels: Iterable[str],
+) -> GpuUsage:
+    host, index, uuid, instance = key
+    # GR_ENGINE_ACTIVE is the better measure where present (and the only one on MIG instances).
+    util = stats.get("prof") if stats.get("prof", {}).get("samples") else stats.get("util", {})
+    util = util or {}
+    fb = stats.get("fb", {})
+    name = f"{host}/{index}" if host else index
+    if instance:
+        name += f"/mig{instance}"
+    used_peak = fb.get("used_peak")
+    total = fb.get("total")
+    return GpuUsage(
+        pod_uid=target.uid,
+        pod_name=target.pod,
+        gpu=name,
+        uuid=uuid or None,
+        model=labels.get("modelName") or None,
+        mig_profile=labels.get("GPU_I_PROFILE") or None,
+        held_minutes=target.held_seconds / 60,
+        util_mean_percent=util.get("mean"),
+        util_max_percent=util.get("max"),
+        fb_used_peak_bytes=None if used_peak is None else round(used_peak * MIB),
+        fb_total_bytes=None if total is None else round(total * MIB),
+        samples=int(util.get("samples", 0)),
+    )
+
+
+def _pod_usage(target: PodWindow, stats: Mapping[str, float]) -> PodUsage:
+    peak = stats.get("mem.peak")
+    seconds = stats.get("cpu.seconds")
+    held = target.held_seconds
+    return PodUsage(
+        pod_uid=target.uid,
+        pod_name=target.pod,
+        memory_peak_bytes=None if peak is None else round(peak),
+        cpu_cores_mean=None if seconds is None or held <= 0 else seconds / held,
+        cpu_cores_p95=stats.get("cpu.p95"),
+        cpu_throttled_seconds=stats.get("cpu.throttled"),
+        samples=int(stats.get("mem.samples", 0)),
+    )
+
+
+def mark_shared_gpus(results: Mapping[str, PodMeasurement]) -> dict[str, PodMeasurement]:
+    """Flag GPUs that two pods held at overlapping times (time-slicing): their figures are the whole
+    GPU's, not either pod's. Only pods of the same round are compared."""
+    holders: dict[tuple[str, str], list[PodWindow]] = defaultdict(list)
+    for measurement in results.values():
+        for gpu in measurement.gpus:
+            if gpu.uuid:
+                holders[_physical(gpu)].append(measurement.window)
+    shared: set[tuple[str, tuple[str, str]]] = set()
+    for device, windows in holders.items():
+        for i, a in enumerate(windows):
+            for b in windows[i + 1 :]:
+                if a.uid != b.uid and a.held_from < b.held_until and b.held_from < a.held_until:
+                    shared.update({(a.uid, device), (b.uid, device)})
+    return {
+        uid: replace(
+            m, gpus=tuple(replace(g, shared=True) if (uid, _physical(g)) in shared else g for g in m.gpus)
+        )
+        for uid, m in results.items()
+    }
+
+
+def _physical(gpu: GpuUsage) -> tuple[str, str]:
+    """(UUID, MIG instance): a MIG instance carries its parent GPU's UUID."""
+    return (gpu.uuid or "", gpu.gpu.rsplit("/mig", 1)[1] if "/mig" in gpu.gpu else "")

@@ -1,0 +1,178 @@
+"""Every PromQL expression the usage measurement sends, in one place.
+
+Each builder returns one instant query that answers one metric family for a whole batch of pods:
+the pods are selected by a regex over their names, the range covers the longest time any of them
+held its resources, and ``@ T`` pins the evaluation to just after the batch ended (so when the
+query runs does not matter). Several statistics of one family come back in one answer, told apart
+by a ``stat`` label added with ``label_replace``. The range of a selector only finds samples while
+the pod's labels existed, so a range longer than one pod's lifetime does not dilute its figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# dcgm-exporter metric names (FACTS.md). FB values are MiB.
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+# cAdvisor (kubelet /metrics/cadvisor).
+WORKING_SET = "container_memory_working_set_bytes"
+CPU_USAGE = "container_cpu_usage_seconds_total"
+CPU_THROTTLED = "container_cpu_cfs_throttled_seconds_total"
+
+# The pod UID inside cAdvisor's cgroup path `id`, cgroupfs (`pod<uid>/`) or systemd
+# (`-pod<uid_with_underscores>.slice`). Pod names can repeat; the UID cannot.
+UID_IN_CGROUP = ".*pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}).*"
+UID_LABEL = "pod_uid"
+# dcgm-exporter labels that identify one GPU or MIG instance and describe it.
+GPU_IDENTITY = ("gpu", "UUID", "modelName", "GPU_I_PROFILE", "GPU_I_ID")
+STAT = "stat"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelConfig:
+    """Label spellings. For dcgm-exporter series several candidates are tried (see ``measure``):
+    with the Helm chart's ``honorLabels: false`` the workload's labels arrive as ``exported_*``
+    and ``pod``/``namespace`` name the exporter itself. cAdvisor series come from the kubelet
+    with plain names."""
+
+    pod: tuple[str, ...] = ("pod", "exported_pod")
+    namespace: tuple[str, ...] = ("namespace", "exported_namespace")
+    container: tuple[str, ...] = ("container", "exported_container")
+    hostname: tuple[str, ...] = ("Hostname", "hostname")
+    cadvisor_pod: str = "pod"
+    cadvisor_namespace: str = "namespace"
+    cadvisor_container: str = "container"
+
+    def dcgm_spellings(self) -> list[tuple[str, str]]:
+        """(pod label, namespace label) pairs, paired by position, in the order to try them."""
+        namespaces = self.namespace or ("namespace",)
+        return [(pod, namespaces[min(i, len(namespaces) - 1)]) for i, pod in enumerate(self.pod or ("pod",))]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Where one query looks: ``[T - range_seconds, T]`` evaluated ``@ T``."""
+
+    at: float  # unix seconds
+    range_seconds: int
+    step_seconds: int
+
+    def range(self) -> str:
+        return f"[{self.range_seconds}s] @ {self.at:.3f}"
+
+    def subquery(self) -> str:
+        return f"[{self.range_seconds}s:{self.step_seconds}s] @ {self.at:.3f}"
+
+
+_SAFE = re.compile(r"[A-Za-z0-9_-]")
+
+
+def regex_alternation(values: list[str]) -> str:
+    """`a|b\\.c` for a PromQL string literal (regexes are fully anchored in PromQL)."""
+    parts = []
+    for value in sorted(set(values)):
+        # Kubernetes names are DNS labels; escape anything else (only '.' in practice) for RE2,
+        # then double the backslash for the PromQL string literal.
+        parts.append("".join(ch if _SAFE.match(ch) else "\\\\" + ch for ch in value))
+    return "|".join(parts)
+
+
+def _tag(expr: str, stat: str) -> str:
+    return f'label_replace({expr}, "{STAT}", "{stat}", "", "")'
+
+
+def _union(*tagged: str) -> str:
+    return " or ".join(tagged)
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmSelector:
+    pod_label: str
+    namespace_label: str
+    hostname_labels: tuple[str, ...]
+
+    def selector(self, metric: str, pods: str, namespaces: str) -> str:
+        return f'{metric}{{{self.namespace_label}=~"{namespaces}",{self.pod_label}=~"{pods}"}}'
+
+    def group_by(self) -> str:
+        # Labels that do not exist are simply empty in `by`, so both host spellings can be listed.
+        labels = [self.namespace_label, self.pod_label, *GPU_IDENTITY, *self.hostname_labels]
+        return ", ".join(labels)
+
+
+def spelling_probe(sel: DcgmSelector, pods: str, namespaces: str, window: Window) -> str:
+    """Does this spelling find any dcgm-exporter series of these pods? (one number or nothing)."""
+    return f"count(count_over_time({sel.selector(FB_USED, pods, namespaces)}{window.range()}))"
+
+
+def gpu_util(sel: DcgmSelector, metric: str, pods: str, namespaces: str, window: Window) -> str:
+    """Mean, max (percent) and sample count per GPU of ``metric`` (GR_ENGINE_ACTIVE is a 0–1 ratio)."""
+    scale = " * 100" if metric == GR_ENGINE_ACTIVE else ""
+    series = sel.selector(metric, pods, namespaces) + window.range()
+    by = sel.group_by()
+    return _union(
+        _tag(f"avg by ({by}) (avg_over_time({series})){scale}", "mean"),
+        _tag(f"max by ({by}) (max_over_time({series})){scale}", "max"),
+        _tag(f"sum by ({by}) (count_over_time({series}))", "samples"),
+    )
+
+
+def gpu_memory(sel: DcgmSelector, pods: str, namespaces: str, window: Window) -> str:
+    """Peak framebuffer used, and used+free (the card's size less the reserved part), in MiB."""
+    used = sel.selector(FB_USED, pods, namespaces) + window.range()
+    free = sel.selector(FB_FREE, pods, namespaces) + window.range()
+    by = sel.group_by()
+    # used + free is constant, so min(used) + max(free) is that constant without a subquery.
+    return _union(
+        _tag(f"max by ({by}) (max_over_time({used}))", "used_peak"),
+        _tag(f"min by ({by}) (min_over_time({used})) + max by ({by}) (max_over_time({free}))", "total"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CadvisorSelector:
+    pod_label: str = "pod"
+    namespace_label: str = "namespace"
+    container_label: str = "container"
+
+    def selector(self, metric: str, pods: str, namespaces: str) -> str:
+        # container="" is the pod cgroup and image="" the pause sandbox: both would double count.
+        return (
+            f'{metric}{{{self.namespace_label}=~"{namespaces}",{self.pod_label}=~"{pods}",'
+            f'{self.container_label}!="",image!=""}}'
+        )
+
+    def with_uid(self, expr: str) -> str:
+        return f'label_replace({expr}, "{UID_LABEL}", "$1", "id", "{UID_IN_CGROUP}")'
+
+    def group_by(self) -> str:
+        return f"{self.namespace_label}, {self.pod_label}, {UID_LABEL}"
+
+
+def pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, window: Window) -> str:
+    """Peak of the pod's working set summed over its containers at one instant, and scrape count."""
+    series = sel.selector(WORKING_SET, pods, namespaces)
+    by = sel.group_by()
+    per_instant = f"sum by ({by}) ({sel.with_uid(series)})"
+    return _union(
+        _tag(f"max_over_time({per_instant}{window.subquery()})", "peak"),
+        _tag(f"max by ({by}) ({sel.with_uid(f'count_over_time({series}{window.range()})')})", "samples"),
+    )
+
+
+def pod_cpu(sel: CadvisorSelector, pods: str, namespaces: str, window: Window, rate_seconds: int) -> str:
+    """CPU seconds used (the counters' last values: every container's counter starts at 0 with it),
+    p95 of cores over the lifetime, and CFS throttled seconds where cAdvisor reports them."""
+    usage = sel.selector(CPU_USAGE, pods, namespaces)
+    throttled = sel.selector(CPU_THROTTLED, pods, namespaces)
+    by = sel.group_by()
+    cores = f"sum by ({by}) ({sel.with_uid(f'rate({usage}[{rate_seconds}s])')})"
+    return _union(
+        _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({usage}{window.range()})')})", "seconds"),
+        _tag(f"quantile_over_time(0.95, {cores}{window.subquery()})", "p95"),
+        _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({throttled}{window.range()})')})", "throttled"),
+    )
