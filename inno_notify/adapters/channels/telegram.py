@@ -8,6 +8,7 @@ shut it down without `Bot.initialize`, which would cost a `getMe` per start.
 
 from __future__ import annotations
 
+import warnings
 from datetime import timedelta
 
 from telegram import Bot, LinkPreviewOptions
@@ -23,6 +24,7 @@ from telegram.error import (
     TimedOut,
 )
 from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
 
 from inno_notify.adapters.channels.base import (
     ChannelError,
@@ -92,7 +94,7 @@ class TelegramSender:
         # Order matters: BadRequest and TimedOut are NetworkError subclasses in PTB.
         text = redact(exc.message, [self._token])
         if isinstance(exc, RetryAfter):
-            return ChannelError(f"telegram: {text}", retryable=True, retry_after=_seconds(exc.retry_after))
+            return ChannelError(f"telegram: {text}", retryable=True, retry_after=_retry_after(exc))
         if isinstance(exc, Forbidden):
             return ChannelError(f"telegram: forbidden: {text}", retryable=False)
         if isinstance(exc, InvalidToken):
@@ -111,7 +113,12 @@ class TelegramSender:
         return ChannelError(f"telegram: {type(exc).__name__}: {text}", retryable=False)
 
 
-def _seconds(value: int | timedelta) -> float:
+def _retry_after(exc: RetryAfter) -> float:
+    # PTB 22 gives an int and warns that it will become a timedelta; both are handled, so the
+    # warning says nothing to us.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 

@@ -1,0 +1,127 @@
+"""A local Slack Web API server for tests: answers like slack.com/api and records what it got.
+
+Methods are `POST|GET /api/{method}` with the bot token as `Authorization: Bearer`; answers are
+HTTP 200 with `{"ok": false, "error": "..."}` for API errors, and HTTP 429 with a `Retry-After`
+header when rate limited, as the real Web API does. The real slack-sdk client is pointed at it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+
+@dataclass(frozen=True)
+class Scripted:
+    status: int
+    body: Mapping[str, Any] | str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def rate_limited(retry_after: int) -> Scripted:
+    return Scripted(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
+
+
+@dataclass
+class Call:
+    method: str
+    token: str | None
+    params: dict[str, Any]
+
+
+@dataclass
+class FakeSlack:
+    token: str
+    # e-mail -> user id, what users.lookupByEmail knows.
+    users: dict[str, str] = field(default_factory=dict)
+    channels: set[str] = field(default_factory=set)
+    scripted: list[Scripted] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle)
+        return app
+
+    def posted(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """(channel as requested, the whole chat.postMessage payload) for every post."""
+        return [(str(c.params["channel"]), c.params) for c in self.calls if c.method == "chat.postMessage"]
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        params: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            params.update(await request.json())
+        elif request.can_read_body:
+            params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        call = Call(request.match_info["method"], token, params)
+        self.calls.append(call)
+        if self.scripted:
+            answer = self.scripted.pop(0)
+            if isinstance(answer.body, str):
+                return web.Response(
+                    status=answer.status, text=answer.body, headers=answer.headers, content_type="text/html"
+                )
+            return web.json_response(answer.body, status=answer.status, headers=answer.headers)
+        if token is None:
+            return _error("not_authed")
+        if token != self.token:
+            return _error("invalid_auth")
+        handler = {
+            "auth.test": self._auth_test,
+            "users.lookupByEmail": self._lookup,
+            "conversations.open": self._open,
+            "chat.postMessage": self._post,
+        }.get(call.method)
+        if handler is None:
+            return _error("unknown_method")
+        return handler(params)
+
+    def _auth_test(self, params: Mapping[str, Any]) -> web.Response:
+        return web.json_response({"ok": True, "team": "Research", "user": "inno-notify", "user_id": "UBOT"})
+
+    def _lookup(self, params: Mapping[str, Any]) -> web.Response:
+        user_id = self.users.get(str(params.get("email", "")).lower())
+        if user_id is None:
+            return _error("users_not_found")
+        return web.json_response({"ok": True, "user": {"id": user_id, "profile": {"email": params["email"]}}})
+
+    def _open(self, params: Mapping[str, Any]) -> web.Response:
+        user = str(params.get("users", ""))
+        if user not in self.users.values():
+            return _error("user_not_found")
+        return web.json_response({"ok": True, "channel": {"id": "D" + user[1:]}})
+
+    def _post(self, params: Mapping[str, Any]) -> web.Response:
+        channel = str(params.get("channel", ""))
+        if channel in self.users.values():
+            # A post to a user id lands in the app's DM with them, which has its own id.
+            channel = "D" + channel[1:]
+        elif channel not in self.channels:
+            return _error("channel_not_found")
+        if not params.get("text") and not params.get("blocks"):
+            return _error("no_text")
+        ts = f"1796000000.{next(self._ts):06d}"
+        return web.json_response(
+            {"ok": True, "channel": channel, "ts": ts, "message": {"text": params.get("text")}}
+        )
+
+
+def _error(error: str) -> web.Response:
+    return web.json_response({"ok": False, "error": error})
+
+
+async def start(fake: FakeSlack) -> TestServer:
+    server = TestServer(fake.app(), host="127.0.0.1")
+    await server.start_server()
+    return server
