@@ -1,0 +1,166 @@
+"""Pytest plugin with the database fixtures: a throwaway Postgres database per run, SQLite files.
+
+Register it in tests/conftest.py (`pytest_plugins = ["tests.db_support"]`). Postgres is required:
+if it cannot be reached the fixtures fail loudly, because a silently skipped dialect is how
+"works on SQLite only" bugs ship. Set INNO_NOTIFY_TEST_NO_POSTGRES=1 to skip the Postgres
+variants on purpose; INNO_NOTIFY_TEST_POSTGRES_URL points at another server (an admin database).
+
+- `db_dialect`: "sqlite" or "postgres" (tests using the fixtures below run once per dialect)
+- `database_url`: a migrated, empty database of that dialect (Postgres: one database per run,
+  truncated before each test; SQLite: a copy of a migrated template file)
+- `empty_database_url`: a database that has never been migrated (for migration tests)
+- `store`: a Store over `database_url`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import URL, make_url
+
+from inno_notify.adapters.db import Store, migrate
+from inno_notify.adapters.db.tables import metadata
+
+T = TypeVar("T")
+
+DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+
+
+def _no_postgres() -> bool:
+    return os.environ.get("INNO_NOTIFY_TEST_NO_POSTGRES") == "1"
+
+
+def _admin_url() -> URL:
+    return make_url(os.environ.get("INNO_NOTIFY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL))
+
+
+async def _admin_execute(sql: str) -> None:
+    url = _admin_url()
+    try:
+        conn = await asyncpg.connect(
+            user=url.username,
+            password=url.password,
+            host=url.host,
+            port=url.port,
+            database=url.database,
+            timeout=10,
+        )
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(
+            f"PostgreSQL not reachable at {url.render_as_string(hide_password=True)}: {exc!r}. "
+            "Start it, point INNO_NOTIFY_TEST_POSTGRES_URL at one, or set INNO_NOTIFY_TEST_NO_POSTGRES=1.",
+            pytrace=False,
+        )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def create_postgres_database(label: str) -> str:
+    """Creates a new, empty database and returns its SQLAlchemy URL."""
+    name = f"inno_test_{label}_{uuid.uuid4().hex[:10]}"
+    await _admin_execute(f'CREATE DATABASE "{name}"')
+    return _admin_url().set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_postgres_database(url: str) -> None:
+    await _admin_execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+
+async def truncate_all(url: str) -> None:
+    names = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
+    parsed = make_url(url)
+    conn = await asyncpg.connect(
+        user=parsed.username,
+        password=parsed.password,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+    )
+    try:
+        await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+    finally:
+        await conn.close()
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Runs session-wide setup on a loop of its own, in a thread: it may be first requested from
+    inside a test's running event loop (through getfixturevalue), where asyncio.run is refused."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def postgres_session_database() -> Iterator[str]:
+    """One migrated throwaway database for the whole run, dropped at the end."""
+    if _no_postgres():
+        pytest.skip("INNO_NOTIFY_TEST_NO_POSTGRES=1")
+    url = _run(create_postgres_database("run"))
+    try:
+        _run(migrate(url))
+        yield url
+    finally:
+        _run(drop_postgres_database(url))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file; each test gets a copy (faster than migrating per test)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    _run(migrate(_sqlite_url(path)))
+    return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_dialect(request: pytest.FixtureRequest) -> str:
+    dialect: str = request.param
+    if dialect == "postgres" and _no_postgres():
+        pytest.skip("INNO_NOTIFY_TEST_NO_POSTGRES=1")
+    return dialect
+
+
+@pytest.fixture
+async def database_url(db_dialect: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if db_dialect == "postgres":
+        url: str = request.getfixturevalue("postgres_session_database")
+        await truncate_all(url)
+        return url
+    template: Path = request.getfixturevalue("sqlite_template")
+    path = tmp_path / "store.db"
+    shutil.copyfile(template, path)
+    return _sqlite_url(path)
+
+
+@pytest.fixture
+async def empty_database_url(db_dialect: str, tmp_path: Path) -> AsyncIterator[str]:
+    if db_dialect == "postgres":
+        url = await create_postgres_database("empty")
+        try:
+            yield url
+        finally:
+            await drop_postgres_database(url)
+    else:
+        yield _sqlite_url(tmp_path / "empty.db")
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    the_store = Store.from_url(database_url)
+    try:
+        yield the_store
+    finally:
+        await the_store.close()
