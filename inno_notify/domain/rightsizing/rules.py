@@ -102,7 +102,9 @@ def idle_gpus(inp: RuleInput) -> Recommendation | None:
     util_text = f"mean util {percent(worst)}" if worst == 0 else f"mean util at most {percent(worst)}"
     total = per_pod * len(by_pod)
     if len(by_pod) == 1:
-        where = f"on all {per_pod} GPUs" if target == 0 else f"on GPUs {and_list([g.gpu for g in idle])}"
+        names = [g.gpu for g in idle]
+        plural = "GPUs" if len(names) > 1 else "GPU"
+        where = f"on all {per_pod} GPUs" if target == 0 else f"on {plural} {and_list(names)}"
     else:
         where = f"on {len(idle)} of {total} GPUs in {len(by_pod)} pods"
     change = f"{_limits(key)}: {per_pod} → {target}"
@@ -279,7 +281,7 @@ def memory(inp: RuleInput) -> Recommendation | None:
         return None
     span = max(p.held_minutes for p in pods)
     path = f'resources.{field}["memory"]'
-    pods_text = f" in {len(pods)} pods" if len(pods) > 1 else ""
+    pods_text = f" per pod ({len(pods)} pods)" if len(pods) > 1 else ""
     return Recommendation(
         kind=RecommendationKind.MEMORY,
         severity=severity,
@@ -334,7 +336,7 @@ def cpu(inp: RuleInput) -> Recommendation | None:
         return None
     span = max(p.held_minutes for p in pods)
     path = f'resources.{field}["cpu"]'
-    pods_text = f" in {len(pods)} pods" if len(pods) > 1 else ""
+    pods_text = f" per pod ({len(pods)} pods)" if len(pods) > 1 else ""
     return Recommendation(
         kind=RecommendationKind.CPU,
         severity=severity,

@@ -85,11 +85,10 @@ def build(
             parallelism=pods,
         ),
     )
-    per_pod_util: list[Sequence[float | None]]
-    if util and isinstance(util[0], Sequence):
-        per_pod_util = [list(u) for u in util]  # type: ignore[arg-type]
-    else:
-        per_pod_util = [list(util)] * pods  # type: ignore[arg-type]
+    nested = bool(util) and isinstance(util[0], Sequence)
+    per_pod_util: list[list[float | None]] = (
+        [list(u) for u in util] if nested else [list(util)] * pods  # type: ignore[arg-type]
+    )
     peaks = list(mem_peak) if isinstance(mem_peak, Sequence) else [mem_peak] * pods
     cpus = list(cpu_p95) if isinstance(cpu_p95, Sequence) else [cpu_p95] * pods
     records: list[PodRecord] = []

@@ -13,9 +13,13 @@ from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
     PodRecord,
-    RecommendationKind as K,
-    Severity as S,
     Usage,
+)
+from inno_notify.domain.model import (
+    RecommendationKind as K,
+)
+from inno_notify.domain.model import (
+    Severity as S,
 )
 from inno_notify.domain.rightsizing import FamilyRun, RightsizingPolicy, recommend
 
@@ -76,7 +80,7 @@ CASES = [
     Case(
         "one of two idle for 5 h: 300 GPU-min, warning",
         build(gpus=2, util=[90, 2], minutes=300),
-        (Expect(K.GPU_COUNT, S.WARNING, 2, 1, 300.0, ("mean util at most 2 % on GPUs 1",)),),
+        (Expect(K.GPU_COUNT, S.WARNING, 2, 1, 300.0, ("mean util at most 2 % on GPU 1 over 5 h",)),),
     ),
     Case(
         "tiny job: one idle GPU for 20 min = 20 GPU-min, below the 30 of materiality",
@@ -216,7 +220,7 @@ CASES = [
     Case(
         "3 pods peaks 4/6/5 GiB → 7.2 → 8 GiB; (28 + 26 + 27) × 1 h = 81",
         build(pods=3, mem_request=32 * GIB, mem_peak=[4 * GIB, 6 * GIB, 5 * GIB]),
-        (Expect(K.MEMORY, S.WARNING, 32 * GIB, 8 * GIB, 81.0, ("in 3 pods",)),),
+        (Expect(K.MEMORY, S.WARNING, 32 * GIB, 8 * GIB, 81.0, ("requested per pod (3 pods)",)),),
     ),
     Case(
         "3 pods, one pod's peak missing",
@@ -373,7 +377,11 @@ def test_rule_table(case: Case) -> None:
         for text in exp.text:
             assert text in rec.message, rec.message
         assert rec.field_path is not None and rec.field_path in rec.message
-        assert rec.evidence["samples"] >= 0 and "runs" in rec.evidence
+        samples = rec.evidence["samples"]
+        assert isinstance(samples, int) and "runs" in rec.evidence
+        if rec.kind is not K.MEMORY_INCREASE:
+            # A decrease always shows the samples and the time span it stands on.
+            assert samples >= RightsizingPolicy().min_samples and "span_minutes" in rec.evidence
 
 
 def test_table_has_enough_hand_computed_cases() -> None:
