@@ -1,1 +1,34 @@
-"""adapters/kube layer of inno-notify (see DESIGN.md)."""
+"""Kubernetes adapter: client configuration and LIST+WATCH of Jobs, Pods, Events and Kueue Workloads.
+
+Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
+`on_relist(kind, objects)`; see watching.py for the guarantees.
+"""
+
+from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode
+from inno_notify.adapters.kube.config import KubeConfigError, load_api_client
+from inno_notify.adapters.kube.protocol import EVENTS, JOBS, PODS, KubeApiError, Resource, workloads
+from inno_notify.adapters.kube.watching import (
+    OnEvent,
+    OnRelist,
+    ResourceWatcher,
+    WatcherStats,
+    WatchOptions,
+)
+
+__all__ = [
+    "EVENTS",
+    "JOBS",
+    "PODS",
+    "ClusterWatcher",
+    "KubeApiError",
+    "KubeConfigError",
+    "KueueMode",
+    "OnEvent",
+    "OnRelist",
+    "Resource",
+    "ResourceWatcher",
+    "WatchOptions",
+    "WatcherStats",
+    "load_api_client",
+    "workloads",
+]

@@ -1,0 +1,57 @@
+"""Finds out whether Kueue's Workload API is served, and in which version.
+
+Many clusters have no Kueue; there, watching Workloads must be neither an error nor a retry loop
+that fills the log. Discovery answers once: 404 on the group means absent; a served group gives
+the version we prefer (v1beta2 from Kueue 0.15, else v1beta1). Anything else (the API server is
+down, 500s) is not an answer, so it is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kubernetes_asyncio.client import ApiClient
+
+from inno_notify.adapters.kube.backoff import Backoff
+from inno_notify.adapters.kube.protocol import KUEUE_GROUP, KubeApiError, get_json
+from inno_notify.adapters.kube.watching import TRANSIENT, Sleep
+
+log = logging.getLogger(__name__)
+
+KUEUE_VERSIONS_PREFERRED = ("v1beta2", "v1beta1")
+
+
+async def kueue_workload_version(api: ApiClient, *, request_timeout: float = 30.0) -> str | None:
+    """The Workload API version to watch, or None when Kueue is not installed. Raises on errors."""
+    try:
+        group = await get_json(api, f"/apis/{KUEUE_GROUP}", request_timeout=request_timeout)
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    served = {str(v.get("version")) for v in group.get("versions") or []}
+    for version in KUEUE_VERSIONS_PREFERRED:
+        if version not in served:
+            continue
+        resources = await get_json(api, f"/apis/{KUEUE_GROUP}/{version}", request_timeout=request_timeout)
+        if any(r.get("name") == "workloads" for r in resources.get("resources") or []):
+            return version
+    return None
+
+
+async def detect_kueue(api: ApiClient, backoff: Backoff, sleep: Sleep) -> str | None:
+    """`kueue_workload_version`, retried through transient failures until it has an answer."""
+    warned = False
+    while True:
+        try:
+            return await kueue_workload_version(api)
+        except TRANSIENT as exc:
+            delay = backoff.next_delay()
+            log.log(
+                logging.DEBUG if warned else logging.WARNING,
+                "Kueue discovery failed (%s), retrying in %.2f s",
+                exc,
+                delay,
+            )
+            warned = True
+            await sleep(delay)

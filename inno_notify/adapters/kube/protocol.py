@@ -1,0 +1,195 @@
+"""Raw LIST and WATCH requests through kubernetes-asyncio's ApiClient, answered as plain dicts.
+
+kubernetes-asyncio's `Watch` turns every event into a generated model object (and makes its own
+ApiClient from the global default configuration); on our hot path that costs more than parsing.
+We keep the client's configuration, auth, TLS and connection pool, ask for the raw response
+(`_preload_content=False`) and decode the JSON ourselves with orjson. This module is the only
+place that knows URL layout, query parameters and the Status error format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+JsonObj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A watched group/version/resource and the selectors applied to it."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+
+JOBS = Resource("Job", "batch", "v1", "jobs")
+PODS = Resource("Pod", "", "v1", "pods")
+EVENTS = Resource("Event", "", "v1", "events")
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def workloads(version: str) -> Resource:
+    return Resource("Workload", KUEUE_GROUP, version, "workloads")
+
+
+class KubeApiError(Exception):
+    """A non-2xx answer or an ERROR watch event, carrying the Status code and reason."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @classmethod
+    def from_status(cls, status: int, body: bytes | JsonObj) -> KubeApiError:
+        doc: Any = body
+        if isinstance(body, bytes):
+            try:
+                doc = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                doc = {"message": body[:200].decode("utf-8", "replace")}
+        if not isinstance(doc, dict):
+            doc = {}
+        return cls(
+            int(doc.get("code") or status), str(doc.get("reason") or ""), str(doc.get("message") or "")
+        )
+
+
+_ACCEPT = {"Accept": "application/json"}
+_AUTH = ["BearerToken"]
+
+
+def _selectors(resource: Resource) -> list[tuple[str, str]]:
+    params = []
+    if resource.label_selector:
+        params.append(("labelSelector", resource.label_selector))
+    if resource.field_selector:
+        params.append(("fieldSelector", resource.field_selector))
+    return params
+
+
+async def get_json(api: ApiClient, path: str, *, request_timeout: float) -> JsonObj:
+    """GET a document (discovery, one page of a list); KubeApiError on a non-200 answer."""
+    return await _get(api, path, [], request_timeout)
+
+
+async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_timeout: float) -> JsonObj:
+    response: aiohttp.ClientResponse = await api.call_api(
+        path,
+        "GET",
+        query_params=query,
+        header_params=dict(_ACCEPT),
+        auth_settings=_AUTH,
+        _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(total=request_timeout),
+    )
+    try:
+        body = await response.read()
+    finally:
+        response.release()
+    if response.status != 200:
+        raise KubeApiError.from_status(response.status, body)
+    doc: JsonObj = orjson.loads(body)
+    return doc
+
+
+async def list_pages(
+    api: ApiClient, resource: Resource, namespace: str | None, *, page_size: int, request_timeout: float
+) -> AsyncIterator[tuple[list[JsonObj], str]]:
+    """Pages of a consistent LIST (limit/continue) and the version the whole list is at.
+
+    Items get their kind/apiVersion back: typed lists carry them only on the list itself.
+    """
+    token: str | None = None
+    while True:
+        query = [("limit", str(page_size)), *_selectors(resource)]
+        if token:
+            query.append(("continue", token))
+        doc = await _get(api, resource.path(namespace), query, request_timeout)
+        items: list[JsonObj] = doc.get("items") or []
+        for item in items:
+            item.setdefault("kind", resource.kind)
+            item.setdefault("apiVersion", resource.api_version)
+        metadata = doc.get("metadata") or {}
+        yield items, str(metadata.get("resourceVersion") or "")
+        token = metadata.get("continue")
+        if not token:
+            return
+
+
+async def open_watch(
+    api: ApiClient,
+    resource: Resource,
+    namespace: str | None,
+    resource_version: str,
+    *,
+    connect_timeout: float,
+) -> aiohttp.ClientResponse:
+    """Start a WATCH with bookmarks from `resource_version`; the caller reads and releases it.
+
+    No read timeout here: the watcher applies its own inactivity timeout to each read, which
+    does not count the time its consumer spends on an event.
+    """
+    query = [
+        ("watch", "true"),
+        ("allowWatchBookmarks", "true"),
+        ("resourceVersion", resource_version),
+        *_selectors(resource),
+    ]
+    response: aiohttp.ClientResponse = await api.call_api(
+        resource.path(namespace),
+        "GET",
+        query_params=query,
+        header_params=dict(_ACCEPT),
+        auth_settings=_AUTH,
+        _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(connect=connect_timeout, sock_connect=connect_timeout),
+    )
+    if response.status != 200:
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        raise KubeApiError.from_status(response.status, body)
+    return response
+
+
+class LineSplitter:
+    """Cuts a watch stream's byte chunks into JSON lines, keeping a partial line for later."""
+
+    __slots__ = ("_rest",)
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._rest + chunk if self._rest else chunk
+        lines = data.split(b"\n")
+        self._rest = lines.pop()
+        return [line for line in lines if line.strip()]

@@ -1,0 +1,279 @@
+"""LIST-then-WATCH of one resource, kept alive through every way a watch can die.
+
+A missed Job event means a missed summary, so the watcher's promise is: every object's latest
+state reaches the consumer, and every object deleted while we were not looking is reported. It
+LISTs (paginated, consistent), hands the objects over, then WATCHes from the list's version
+with bookmarks. A dropped stream resumes from the last version seen; 410 Gone means history
+moved past us, so it LISTs again and the consumer reconciles (`on_relist`); a stream that goes
+silent for longer than the inactivity timeout (bookmarks come every ~60 s) is presumed dead and
+restarted; errors back off, capped and jittered. Objects stay plain dicts throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+from inno_notify.adapters.kube.backoff import Backoff
+from inno_notify.adapters.kube.protocol import (
+    JsonObj,
+    KubeApiError,
+    LineSplitter,
+    Resource,
+    list_pages,
+    open_watch,
+)
+
+log = logging.getLogger(__name__)
+
+# on_event(kind, event_type, obj): event_type is ADDED, MODIFIED, DELETED, or SYNC for an object
+# handed over from a LIST.
+OnEvent = Callable[[str, str, JsonObj], Awaitable[None]]
+# on_relist(kind, objects): the complete current set of this resource in the watched
+# namespaces; anything the consumer holds that is not in it was deleted while we were away.
+OnRelist = Callable[[str, list[JsonObj]], Awaitable[None]]
+Sleep = Callable[[float], Awaitable[None]]
+
+# Failures that mean "try again later"; anything else (a bug, a consumer error) propagates.
+TRANSIENT = (aiohttp.ClientError, TimeoutError, KubeApiError, orjson.JSONDecodeError, ConnectionError)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """Timing of the watch loop; tests shrink these instead of sleeping."""
+
+    # No event and no bookmark for this long: the stream is presumed dead and restarted.
+    inactivity_timeout: float = 70.0
+    backoff_base: float = 0.5
+    backoff_factor: float = 2.0
+    backoff_cap: float = 30.0
+    page_size: int = 500
+    list_timeout: float = 60.0
+    connect_timeout: float = 10.0
+    # Hand every listed object to on_event as SYNC before on_relist; off if the consumer
+    # prefers to take the whole list in on_relist alone.
+    sync_events: bool = True
+    sleep: Sleep = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.backoff_base, self.backoff_factor, self.backoff_cap, self.rng)
+
+
+@dataclass(slots=True)
+class WatcherStats:
+    """What the watcher went through; exported as metrics and read by tests."""
+
+    lists: int = 0
+    relists: int = 0
+    watch_starts: int = 0
+    inactivity_restarts: int = 0
+    gone: int = 0
+    failures: int = 0
+    events: int = 0
+    bookmarks: int = 0
+
+
+class _Relist(Exception):
+    """A stream learned that its version was compacted away."""
+
+
+class ResourceWatcher:
+    """One resource across the watched namespaces ([] = all): one LIST+WATCH per namespace.
+
+    A 410 in any namespace relists all of them, so that `on_relist` always gets the complete
+    set and the consumer can reconcile without knowing about namespaces.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        resource: Resource,
+        on_event: OnEvent,
+        on_relist: OnRelist,
+        *,
+        namespaces: Sequence[str] = (),
+        options: WatchOptions | None = None,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.kind = resource.kind
+        self.on_event = on_event
+        self.on_relist = on_relist
+        self.scopes: list[str | None] = list(namespaces) if namespaces and resource.namespaced else [None]
+        self.options = options or WatchOptions()
+        self.synced = asyncio.Event()
+        self.stats = WatcherStats()
+        self._failing: set[str] = set()
+
+    async def run(self) -> None:
+        """Watch until cancelled. Exceptions raised by the callbacks propagate."""
+        while True:
+            versions = await self._list_all()
+            try:
+                if len(self.scopes) == 1:
+                    await self._watch(self.scopes[0], versions[self.scopes[0]])
+                else:
+                    await self._watch_all(versions)
+            except _Relist:
+                self.stats.relists += 1
+                log.info("%s: history compacted past our version, listing again", self.kind)
+
+    async def _watch_all(self, versions: dict[str | None, str]) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                for scope in self.scopes:
+                    group.create_task(self._watch(scope, versions[scope]))
+        except* _Relist as relist:
+            # One namespace's 410 ends the others too (the TaskGroup cancels them): all relist.
+            raise _Relist from relist
+
+    # LIST ------------------------------------------------------------------------------------
+
+    async def _list_all(self) -> dict[str | None, str]:
+        objects: list[JsonObj] = []
+        versions: dict[str | None, str] = {}
+        for scope in self.scopes:
+            items, versions[scope] = await self._list(scope)
+            objects.extend(items)
+        if self.options.sync_events:
+            for obj in objects:
+                await self.on_event(self.kind, "SYNC", obj)
+        await self.on_relist(self.kind, objects)
+        self.synced.set()
+        return versions
+
+    async def _list(self, scope: str | None) -> tuple[list[JsonObj], str]:
+        backoff = self.options.backoff()
+        while True:
+            try:
+                items: list[JsonObj] = []
+                version = ""
+                async for page, page_version in list_pages(
+                    self.api,
+                    self.resource,
+                    scope,
+                    page_size=self.options.page_size,
+                    request_timeout=self.options.list_timeout,
+                ):
+                    items.extend(page)
+                    version = version or page_version
+                self.stats.lists += 1
+                self._recovered(f"list {scope}")
+                return items, version
+            except TRANSIENT as exc:
+                # An expired continue token (410) needs no pause: the next LIST starts afresh.
+                if isinstance(exc, KubeApiError) and exc.gone:
+                    continue
+                await self._pause(backoff, f"list {scope}", exc)
+
+    # WATCH -----------------------------------------------------------------------------------
+
+    async def _watch(self, scope: str | None, version: str) -> None:
+        """Keep one namespace's stream going; returns never, raises _Relist on 410."""
+        backoff = self.options.backoff()
+        where = f"watch {scope}"
+        while True:
+            try:
+                async with asyncio.timeout(self.options.inactivity_timeout):
+                    response = await open_watch(
+                        self.api, self.resource, scope, version, connect_timeout=self.options.connect_timeout
+                    )
+            except TRANSIENT as exc:
+                if isinstance(exc, KubeApiError) and exc.gone:
+                    self.stats.gone += 1
+                    raise _Relist from exc
+                await self._pause(backoff, where, exc)
+                continue
+            self.stats.watch_starts += 1
+            received = 0
+            failure: BaseException | None = None
+            try:
+                async for event_type, obj in _EventStream(response, self.options.inactivity_timeout):
+                    received += 1
+                    if event_type == "ERROR":
+                        error = KubeApiError.from_status(500, obj)
+                        if error.gone:
+                            self.stats.gone += 1
+                            raise _Relist from error
+                        failure = error
+                        break
+                    new_version = (obj.get("metadata") or {}).get("resourceVersion")
+                    if new_version:
+                        version = new_version
+                    if event_type == "BOOKMARK":
+                        self.stats.bookmarks += 1
+                        continue
+                    self.stats.events += 1
+                    await self.on_event(self.kind, event_type, obj)
+            except TimeoutError:
+                self.stats.inactivity_restarts += 1
+                log.warning(
+                    "%s %s: nothing for %.0f s, restarting the stream",
+                    self.kind,
+                    where,
+                    self.options.inactivity_timeout,
+                )
+                continue
+            except (aiohttp.ClientError, ConnectionError, orjson.JSONDecodeError) as exc:
+                failure = exc
+            finally:
+                # close, not release: an unfinished stream's connection must not be reused.
+                response.close()
+            if failure is not None or received == 0:
+                # A stream that ends before saying anything is a failure too: without a pause a
+                # server that closes at once would be hammered in a loop.
+                await self._pause(backoff, where, failure or ConnectionError("stream closed at once"))
+            else:
+                self._recovered(where)
+                backoff.reset()
+
+    # failures --------------------------------------------------------------------------------
+
+    async def _pause(self, backoff: Backoff, where: str, exc: BaseException) -> None:
+        self.stats.failures += 1
+        delay = backoff.next_delay()
+        # First failure of a streak is a warning; the repeats would only spam the log.
+        level = logging.DEBUG if where in self._failing else logging.WARNING
+        self._failing.add(where)
+        log.log(level, "%s %s failed (%s), retrying in %.2f s", self.kind, where, exc, delay)
+        await self.options.sleep(delay)
+
+    def _recovered(self, where: str) -> None:
+        if where in self._failing:
+            self._failing.discard(where)
+            log.info("%s %s recovered", self.kind, where)
+
+
+class _EventStream:
+    """Async iterator of (type, object) from a watch response, with a per-read inactivity timeout."""
+
+    __slots__ = ("_pending", "_response", "_splitter", "_timeout")
+
+    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
+        self._response = response
+        self._timeout = timeout
+        self._splitter = LineSplitter()
+        self._pending: list[bytes] = []
+
+    def __aiter__(self) -> _EventStream:
+        return self
+
+    async def __anext__(self) -> tuple[str, JsonObj]:
+        while not self._pending:
+            # Only the wait for bytes is timed, not the consumer's work between reads.
+            async with asyncio.timeout(self._timeout):
+                chunk = await self._response.content.readany()
+            if not chunk:
+                raise StopAsyncIteration
+            self._pending = self._splitter.feed(chunk)
+            self._pending.reverse()
+        event = orjson.loads(self._pending.pop())
+        return str(event.get("type")), event.get("object") or {}

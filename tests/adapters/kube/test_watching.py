@@ -1,0 +1,323 @@
+"""ResourceWatcher against the simulated API server, with kubernetes-asyncio as the client.
+
+Each fault test ends the same way: the consumer holds exactly the server's objects at the
+server's versions (every final state delivered, none missed), and deletions it could not see
+live are reported at the relist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+from kubernetes_asyncio.client import ApiClient
+
+from inno_notify.adapters import kube
+from inno_notify.adapters.kube import ResourceWatcher, WatchOptions, load_api_client
+from inno_notify.adapters.kube.backoff import Backoff
+from inno_notify.sim.kube_api import SimKubeServer
+from inno_notify.sim.kube_store import JOBS
+from tests.adapters.kube.support import (
+    FINISHED,
+    Consumer,
+    FakeClock,
+    eventually,
+    job,
+    running,
+    server_versions,
+)
+
+
+def fast(**overrides: object) -> WatchOptions:
+    """Timings shrunk so that faults resolve in milliseconds."""
+    settings: dict[str, object] = {"inactivity_timeout": 2.0, "backoff_base": 0.01, "backoff_cap": 0.05}
+    settings.update(overrides)
+    return WatchOptions(**settings)  # type: ignore[arg-type]
+
+
+def watcher_for(api: ApiClient, consumer: Consumer, options: WatchOptions, **kwargs: object) -> ResourceWatcher:
+    return ResourceWatcher(api, kube.JOBS, consumer.on_event, consumer.on_relist, options=options, **kwargs)  # type: ignore[arg-type]
+
+
+def converged(consumer: Consumer, sim: SimKubeServer) -> bool:
+    return consumer.versions("Job") == server_versions(sim, JOBS)
+
+
+class GatedSleep:
+    """Holds the watcher in its backoff pause until the test has arranged the world."""
+
+    def __init__(self) -> None:
+        self.paused = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def __call__(self, _seconds: float) -> None:
+        self.paused.set()
+        await self.gate.wait()
+
+
+async def test_initial_list_is_paginated_and_handed_over_before_synced(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i}"))
+    seen_synced_at_relist: list[bool] = []
+    consumer = Consumer()
+    watcher = watcher_for(api, consumer, fast(page_size=7))
+
+    async def on_relist(kind: str, objects: list[dict[str, object]]) -> None:
+        seen_synced_at_relist.append(watcher.synced.is_set())
+        await consumer.on_relist(kind, objects)  # type: ignore[arg-type]
+
+    watcher.on_relist = on_relist
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        assert converged(consumer, sim)
+        assert seen_synced_at_relist == [False]
+        assert sim.stats.lists == 3  # 7 + 7 + 6
+        assert consumer.types == ["SYNC"] * 20
+        # Typed lists omit kind/apiVersion per item; the watcher puts them back.
+        assert {(o["kind"], o["apiVersion"]) for o in consumer.objects["Job"].values()} == {("Job", "batch/v1")}
+
+
+async def test_changes_after_the_list_arrive_as_watch_events(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    sim.create(JOBS, job("a"))
+    watcher = watcher_for(api, consumer, fast())
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        b = sim.create(JOBS, job("b"))
+        sim.patch(JOBS, "ml", "a", FINISHED)
+        sim.delete(JOBS, "ml", "b")
+        await consumer.wait_for(lambda: consumer.types[-1:] == ["DELETED"])
+    assert consumer.types == ["SYNC", "ADDED", "MODIFIED", "DELETED"]
+    assert consumer.deleted["Job"] == {b["metadata"]["uid"]}
+    assert converged(consumer, sim)
+
+
+async def test_dropped_watches_while_50_jobs_finish_lose_nothing(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    names = [f"train-{i}" for i in range(50)]
+    for name in names:
+        sim.create(JOBS, job(name))
+    watcher = watcher_for(api, consumer, fast())
+    dropped = 0
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        for i, name in enumerate(names):
+            if i % 10 == 0:
+                await eventually(lambda: sim.open_watches == 1)
+                dropped += sim.drop_watches()
+            sim.patch(JOBS, "ml", name, FINISHED)
+            await asyncio.sleep(0)
+        await consumer.wait_for(lambda: converged(consumer, sim))
+    assert dropped == 5
+    assert all(o["status"]["succeeded"] == 1 for o in consumer.objects["Job"].values())
+    assert len(consumer.objects["Job"]) == 50
+    # Each drop cost one reconnect from the last version, never a relist.
+    assert watcher.stats.watch_starts == 1 + dropped
+    assert watcher.stats.lists == 1
+
+
+async def test_compacted_history_relists_and_reports_deletions_from_the_gap(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    for i in range(10):
+        sim.create(JOBS, job(f"j{i}"))
+    sleep = GatedSleep()
+    watcher = watcher_for(api, consumer, fast(sleep=sleep))
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        await eventually(lambda: sim.open_watches == 1)
+        sim.drop_watches()
+        await asyncio.wait_for(sleep.paused.wait(), 5)
+        # While the watcher waits to reconnect: deletions, updates, new jobs, then compaction.
+        gone = {sim.delete(JOBS, "ml", f"j{i}")["metadata"]["uid"] for i in (1, 4, 7)}
+        sim.patch(JOBS, "ml", "j2", FINISHED)
+        sim.create(JOBS, job("late"))
+        sim.compact()
+        sleep.gate.set()
+        await consumer.wait_for(lambda: converged(consumer, sim))
+    assert consumer.gone_at_relist["Job"] == gone
+    assert watcher.stats.gone == 1
+    assert watcher.stats.relists == 1
+    assert consumer.relists["Job"] == 2
+    assert sim.stats.gone == 1
+
+
+async def test_silently_stalled_stream_is_restarted_by_the_inactivity_timeout(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    watcher = watcher_for(api, consumer, fast(inactivity_timeout=0.6))
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        await eventually(lambda: sim.open_watches == 1)
+        assert sim.stall_watches(True) == 1
+        for i in range(5):
+            sim.create(JOBS, job(f"j{i}"))
+        await consumer.wait_for(lambda: converged(consumer, sim))
+        # The dead connection is closed by the client, not left open next to the new one.
+        await eventually(lambda: sim.open_watches == 1)
+    assert len(consumer.objects["Job"]) == 5
+    assert watcher.stats.inactivity_restarts == 1
+    assert watcher.stats.watch_starts == 2
+
+
+async def test_bookmarks_keep_a_quiet_stream_alive(sim: SimKubeServer, api: ApiClient, consumer: Consumer) -> None:
+    sim.bookmark_interval = 0.05
+    watcher = watcher_for(api, consumer, fast(inactivity_timeout=0.3))
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        # Bookmarks alone, over more than three inactivity timeouts of no object changes.
+        await eventually(lambda: watcher.stats.bookmarks >= 20)
+    assert watcher.stats.inactivity_restarts == 0
+    assert watcher.stats.watch_starts == 1
+
+
+async def test_500s_for_30_simulated_seconds_back_off_and_recover(tmp_path: Path, consumer: Consumer) -> None:
+    clock = FakeClock()
+    sim = SimKubeServer(clock=clock)
+    await sim.start()
+    api = await load_api_client(sim.kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        sim.create(JOBS, job("a"))
+        sim.fail_requests(500, seconds=30)
+        watcher = watcher_for(api, consumer, WatchOptions(sleep=clock.sleep, rng=random.Random(3)))
+        async with running(watcher.run()):
+            await asyncio.wait_for(watcher.synced.wait(), 5)
+            sim.create(JOBS, job("b"))
+            await consumer.wait_for(lambda: converged(consumer, sim))
+    finally:
+        await api.close()
+        await sim.stop()
+    delays = clock.sleeps
+    # It kept trying until the failures ended, and not one pause longer.
+    assert sum(delays) >= 30 > sum(delays[:-1])
+    assert sim.stats.failed == len(delays)
+    reference = Backoff(0.5, 2.0, 30.0)
+    for attempt, delay in enumerate(delays):
+        assert reference.ceiling(attempt) / 2 <= delay <= reference.ceiling(attempt)
+
+
+async def test_watch_reconnect_through_500s_delivers_what_happened_meanwhile(
+    tmp_path: Path, consumer: Consumer
+) -> None:
+    clock = FakeClock()
+    sim = SimKubeServer(clock=clock)
+    await sim.start()
+    api = await load_api_client(sim.kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        watcher = watcher_for(api, consumer, WatchOptions(sleep=clock.sleep, rng=random.Random(5)))
+        async with running(watcher.run()):
+            await asyncio.wait_for(watcher.synced.wait(), 5)
+            await eventually(lambda: sim.open_watches == 1)
+            sim.fail_requests(500, seconds=30)
+            sim.drop_watches()
+            for i in range(5):
+                sim.create(JOBS, job(f"j{i}"))
+            await consumer.wait_for(lambda: converged(consumer, sim))
+    finally:
+        await api.close()
+        await sim.stop()
+    assert len(consumer.objects["Job"]) == 5
+    assert sim.stats.failed >= 1
+    assert sum(clock.sleeps) >= 30
+    # Through all of it the watcher resumed from its version: one LIST only.
+    assert watcher.stats.lists == 1
+
+
+async def test_restarted_watcher_catches_up_and_finds_deletions_made_while_down(
+    sim: SimKubeServer, tmp_path: Path, consumer: Consumer
+) -> None:
+    async def produce(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            sim.create(JOBS, job(f"j{i}"))
+            if i % 3 == 0:
+                sim.patch(JOBS, "ml", f"j{i}", FINISHED)
+            if i % 5 == 4:
+                sim.delete(JOBS, "ml", f"j{i - 2}")
+            await asyncio.sleep(0)
+
+    config = sim.kubeconfig(tmp_path / "kubeconfig")
+    api = await load_api_client(config)
+    first = watcher_for(api, consumer, fast())
+    async with running(first.run()):
+        await asyncio.wait_for(first.synced.wait(), 5)
+        producer = asyncio.create_task(produce(0, 200))
+        await consumer.wait_for(lambda: len(consumer.types) >= 30)
+    # Stopped mid-stream: the producer is still going and nobody watches.
+    assert not producer.done()
+    await producer
+    await api.close()
+    alive = {o["metadata"]["name"]: o["metadata"]["uid"] for o in sim.store.objects(JOBS)}
+    removed_while_down = {alive[name] for name in ("j0", "j6", "j9") if name in consumer_names(consumer)}
+    for name in ("j0", "j6", "j9"):
+        sim.delete(JOBS, "ml", name)
+
+    api = await load_api_client(config)
+    second = watcher_for(api, consumer, fast())
+    try:
+        async with running(second.run()):
+            await asyncio.wait_for(second.synced.wait(), 5)
+            await produce(200, 20)
+            await consumer.wait_for(lambda: converged(consumer, sim))
+    finally:
+        await api.close()
+    assert removed_while_down
+    assert removed_while_down <= consumer.gone_at_relist["Job"]
+    assert len(consumer.objects["Job"]) == len(sim.store.objects(JOBS))
+
+
+def consumer_names(consumer: Consumer) -> set[str]:
+    return {o["metadata"]["name"] for o in consumer.objects["Job"].values()}
+
+
+async def test_namespaces_filter_watches_each_namespace_and_relists_them_together(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    for namespace in ("a", "b", "c"):
+        for i in range(3):
+            sim.create(JOBS, job(f"{namespace}{i}", namespace=namespace))
+    sleep = GatedSleep()
+    watcher = watcher_for(api, consumer, fast(sleep=sleep), namespaces=["a", "b"])
+
+    def expected() -> dict[str, str]:
+        return {
+            o["metadata"]["uid"]: o["metadata"]["resourceVersion"]
+            for o in sim.store.objects(JOBS)
+            if o["metadata"]["namespace"] in ("a", "b")
+        }
+
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        await eventually(lambda: sim.open_watches == 2)
+        sim.create(JOBS, job("a-new", namespace="a"))
+        sim.create(JOBS, job("c-new", namespace="c"))
+        await consumer.wait_for(lambda: consumer.versions("Job") == expected())
+        # A 410 in one namespace relists both, so the reconcile sees the complete set.
+        sim.drop_watches()
+        await asyncio.wait_for(sleep.paused.wait(), 5)
+        gone = sim.delete(JOBS, "b", "b1")["metadata"]["uid"]
+        sim.compact()
+        sleep.gate.set()
+        await consumer.wait_for(lambda: consumer.relists["Job"] == 2 and consumer.versions("Job") == expected())
+    assert {o["metadata"]["namespace"] for o in consumer.objects["Job"].values()} == {"a", "b"}
+    assert consumer.gone_at_relist["Job"] == {gone}
+    assert watcher.stats.relists == 1
+
+
+async def test_label_selector_limits_what_is_watched(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
+    sim.create(JOBS, job("mine", team="face"))
+    sim.create(JOBS, job("theirs", team="nlp"))
+    resource = kube.Resource("Job", "batch", "v1", "jobs", label_selector="team=face")
+    watcher = ResourceWatcher(api, resource, consumer.on_event, consumer.on_relist, options=fast())
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        sim.create(JOBS, job("mine-2", team="face"))
+        sim.create(JOBS, job("theirs-2", team="nlp"))
+        await consumer.wait_for(lambda: len(consumer.objects["Job"]) == 2)
+    assert consumer_names(consumer) == {"mine", "mine-2"}
