@@ -41,6 +41,7 @@ class EmailSender:
         password: str | None = None,
         timeout: float = 30.0,
         list_unsubscribe: str | None = None,
+        cert_bundle: str | None = None,
     ) -> None:
         if starttls and tls:
             raise ValueError("email: choose starttls or tls, not both")
@@ -54,6 +55,8 @@ class EmailSender:
         self._timeout = timeout
         self._list_unsubscribe = list_unsubscribe
         self._domain = sender.rpartition("@")[2] or None
+        # A CA file for servers with a private CA; None: the system's trust store.
+        self._cert_bundle = cert_bundle
 
     def __repr__(self) -> str:
         return f"EmailSender(host={self._host!r}, port={self._port}, sender={self._sender!r})"
@@ -105,6 +108,7 @@ class EmailSender:
                 start_tls=self._starttls,
                 use_tls=self._tls,
                 timeout=self._timeout,
+                cert_bundle=self._cert_bundle,
             )
         except aiosmtplib.SMTPException as exc:
             raise self._classify(exc) from None
@@ -122,6 +126,7 @@ class EmailSender:
             use_tls=self._tls,
             start_tls=self._starttls,
             timeout=self._timeout,
+            cert_bundle=self._cert_bundle,
         )
         try:
             async with client:
