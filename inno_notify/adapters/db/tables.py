@@ -165,9 +165,10 @@ recommendations = sa.Table(
     sa.Column("position", sa.Integer(), nullable=False),
     sa.Column("kind", sa.String(), nullable=False),
     sa.Column("severity", sa.String(), nullable=False),
-    # A number or a name (a MIG profile), so JSON keeps its type.
-    sa.Column("current", _json()),
-    sa.Column("suggested", _json(), nullable=False),
+    # {"current": …, "suggested": …}: each a number or a name (a MIG profile). An object, because
+    # SQLite's NUMERIC affinity would turn a bare JSON scalar like 4 into an INTEGER that no longer
+    # reads back as JSON.
+    sa.Column("amounts", _json(), nullable=False),
     sa.Column("unit", sa.String(), nullable=False),
     sa.Column("message", sa.Text(), nullable=False),
     sa.Column("waste_gpu_minutes", sa.Double(), nullable=False),
