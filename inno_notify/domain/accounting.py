@@ -1,0 +1,263 @@
+"""The job-level usage figures of CONTRACT.md §4, computed from pod records and measured usage.
+
+Pure: the Prometheus adapter measures per GPU and per pod, this module adds them up into what a
+researcher reads (GPU-minutes, used GPU-minutes, idle GPUs, peaks) and decides, figure by figure,
+whether it can be stated at all. A figure that was not measured is ``None`` with a reason in
+``Usage.missing`` — never 0, and never an average over the part that happened to be measured.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from inno_notify.domain.model import (
+    GpuUsage,
+    JobRecord,
+    MissingFigure,
+    MissingReason,
+    PodRecord,
+    PodUsage,
+    Requested,
+    Usage,
+)
+
+GPU_UTIL_FIGURES = ("used_gpu_minutes", "gpus_idle", "idle_gpu_minutes", "gpu_util_mean_percent")
+GPU_MEMORY_FIGURES = ("gpu_memory_peak_bytes",)
+POD_FIGURES = ("memory_peak_bytes", "cpu_cores_mean", "cpu_cores_p95")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPod:
+    """A pod that held its resources, and for how long."""
+
+    pod: PodRecord
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.end - self.start).total_seconds())
+
+    @property
+    def minutes(self) -> float:
+        return self.seconds / 60.0
+
+
+def held_interval(pod: PodRecord, job: JobRecord, now: datetime) -> HeldPod | None:
+    """From PodScheduled to the last container's finishedAt (else deletion, else the job's end, else now).
+
+    ``None`` for a pod that was never scheduled: it held nothing.
+    """
+    start = pod.scheduled_at or pod.started_at
+    if start is None:
+        return None
+    finishes = [c.terminated.finished_at for c in pod.containers if c.terminated and c.terminated.finished_at]
+    end = max(finishes) if finishes else (pod.finished_at or pod.deleted_at or job.finished_at or now)
+    return HeldPod(pod=pod, start=start, end=max(start, end))
+
+
+def compute_usage(
+    job: JobRecord,
+    pods: Sequence[PodRecord],
+    gpus: Sequence[GpuUsage],
+    pod_usage: Sequence[PodUsage],
+    idle_util_percent: float,
+    now: datetime,
+    missing_reason: MissingReason | None = None,
+    *,
+    scrape_interval_seconds: float = 15.0,
+) -> Usage:
+    """Job totals per CONTRACT.md §4. ``missing_reason`` (e.g. ``prometheus_unavailable`` after giving
+    up) marks every measured figure missing; GPU-minutes come from timestamps and are always stated."""
+    held = [h for h in (held_interval(p, job, now) for p in pods) if h is not None]
+    gpu_held = [h for h in held if h.pod.gpu_equivalents > 0]
+    rows_by_pod: dict[str, list[GpuUsage]] = defaultdict(list)
+    for row in gpus:
+        rows_by_pod[row.pod_uid].append(row)
+    usage_by_pod = {u.pod_uid: u for u in pod_usage}
+    missing: list[MissingFigure] = []
+
+    def mark(figures: Iterable[str], reason: MissingReason, who: Iterable[str]) -> None:
+        detail = ", ".join(sorted(set(who))) or None
+        missing.extend(MissingFigure(figure=f, reason=reason, detail=detail) for f in figures)
+
+    gpu_minutes = sum(h.pod.gpu_equivalents * h.minutes for h in gpu_held)
+    used = idle_count = idle_minutes = util_mean = fb_peak = None
+    if not gpu_held:
+        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES), MissingReason.NOT_REQUESTED, ())
+    elif missing_reason is not None:
+        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES), missing_reason, ())
+    else:
+        util_reason = _gpu_reason(gpu_held, rows_by_pod, scrape_interval_seconds, need_util=True)
+        mem_reason = _gpu_reason(gpu_held, rows_by_pod, scrape_interval_seconds, need_util=False)
+        if util_reason is not None:
+            mark(GPU_UTIL_FIGURES, *util_reason)
+        else:
+            used, idle_count, idle_minutes = _gpu_util_figures(gpu_held, rows_by_pod, idle_util_percent)
+            util_mean = 100.0 * used / gpu_minutes if gpu_minutes > 0 else None
+            if util_mean is None:
+                mark(("gpu_util_mean_percent",), MissingReason.NO_SAMPLES, ())
+        if mem_reason is not None:
+            mark(GPU_MEMORY_FIGURES, *mem_reason)
+        else:
+            fb_peak = max(
+                r.fb_used_peak_bytes
+                for h in gpu_held
+                for r in rows_by_pod[h.pod.uid]
+                if r.fb_used_peak_bytes is not None
+            )
+
+    memory_peak = cpu_mean = cpu_p95 = None
+    if missing_reason is not None:
+        mark(POD_FIGURES, missing_reason, ())
+    elif held:
+        pod_reason = _pod_reason(held, usage_by_pod, scrape_interval_seconds)
+        if pod_reason is not None:
+            mark(POD_FIGURES, *pod_reason)
+        else:
+            measured = [(h, usage_by_pod[h.pod.uid]) for h in held]
+            memory_peak = max(u.memory_peak_bytes for _, u in measured if u.memory_peak_bytes is not None)
+            total_seconds = sum(h.seconds for h, _ in measured)
+            cpu_mean = (
+                sum(h.seconds * (u.cpu_cores_mean or 0.0) for h, u in measured) / total_seconds
+                if total_seconds > 0
+                else None
+            )
+            # Right-sizing compares with the per-pod request, so the job's p95 is its busiest pod's.
+            p95s = [u.cpu_cores_p95 for _, u in measured]
+            cpu_p95 = None if any(p is None for p in p95s) else max(p for p in p95s if p is not None)
+            if cpu_mean is None:
+                mark(("cpu_cores_mean",), MissingReason.SHORTER_THAN_SCRAPE, ())
+            if cpu_p95 is None:
+                mark(("cpu_cores_p95",), MissingReason.NO_SAMPLES, ())
+    else:
+        mark(POD_FIGURES, MissingReason.NO_SAMPLES, ())
+
+    return Usage(
+        gpu_minutes=gpu_minutes,
+        used_gpu_minutes=used,
+        gpus_idle=idle_count,
+        idle_gpu_minutes=idle_minutes,
+        gpu_util_mean_percent=util_mean,
+        gpu_memory_peak_bytes=fb_peak,
+        memory_peak_bytes=memory_peak,
+        cpu_cores_mean=cpu_mean,
+        cpu_cores_p95=cpu_p95,
+        gpus=tuple(r for h in gpu_held for r in rows_by_pod[h.pod.uid]),
+        pods=tuple(usage_by_pod[h.pod.uid] for h in held if h.pod.uid in usage_by_pod),
+        missing=tuple(missing),
+        collected_at=now,
+    )
+
+
+def _no_data_reason(h: HeldPod, scrape_interval_seconds: float) -> MissingReason:
+    return (
+        MissingReason.SHORTER_THAN_SCRAPE if h.seconds < scrape_interval_seconds else MissingReason.NO_SAMPLES
+    )
+
+
+def _gpu_reason(
+    gpu_held: Sequence[HeldPod],
+    rows_by_pod: dict[str, list[GpuUsage]],
+    scrape_interval_seconds: float,
+    *,
+    need_util: bool,
+) -> tuple[MissingReason, list[str]] | None:
+    """The first reason that a GPU figure cannot be stated, and the pods it concerns."""
+    checks: list[tuple[MissingReason, str]] = []
+    for h in gpu_held:
+        rows = rows_by_pod.get(h.pod.uid, [])
+        if not rows:
+            checks.append((_no_data_reason(h, scrape_interval_seconds), h.pod.name))
+        elif any(r.shared for r in rows):
+            checks.append((MissingReason.SHARED_GPU, h.pod.name))
+        elif need_util and any(r.util_mean_percent is None for r in rows):
+            mig = any(r.mig_profile and r.util_mean_percent is None for r in rows)
+            checks.append((MissingReason.MIG_NO_UTIL if mig else MissingReason.NO_SAMPLES, h.pod.name))
+        elif not need_util and any(r.fb_used_peak_bytes is None for r in rows):
+            checks.append((MissingReason.NO_SAMPLES, h.pod.name))
+    if not checks:
+        return None
+    reason = checks[0][0]
+    return reason, [name for r, name in checks if r == reason]
+
+
+def _gpu_util_figures(
+    gpu_held: Sequence[HeldPod], rows_by_pod: dict[str, list[GpuUsage]], idle_util_percent: float
+) -> tuple[float, int, float]:
+    """Used GPU-minutes, idle GPUs and idle GPU-minutes; every row has a utilization here."""
+    used = 0.0
+    # One physical GPU (or MIG instance) may serve several pods of the job (retries): its mean
+    # over the job's time on it decides whether it idled.
+    weighted: dict[str, list[tuple[float, float, float]]] = defaultdict(
+        list
+    )  # gpu -> (minutes, util, eq-min)
+    for h in gpu_held:
+        rows = rows_by_pod[h.pod.uid]
+        utils = [r.util_mean_percent or 0.0 for r in rows]
+        used += h.pod.gpu_equivalents * h.minutes * (sum(utils) / len(utils)) / 100.0
+        share = h.pod.gpu_equivalents * h.minutes / len(rows)
+        for row, util in zip(rows, utils, strict=True):
+            weighted[row.gpu].append((h.minutes, util, share))
+    idle_count = 0
+    idle_minutes = 0.0
+    for parts in weighted.values():
+        minutes = sum(m for m, _, _ in parts)
+        mean = (
+            sum(m * u for m, u, _ in parts) / minutes
+            if minutes > 0
+            else sum(u for _, u, _ in parts) / len(parts)
+        )
+        if mean < idle_util_percent:
+            idle_count += 1
+            idle_minutes += sum(s for _, _, s in parts)
+    return used, idle_count, idle_minutes
+
+
+def _pod_reason(
+    held: Sequence[HeldPod], usage_by_pod: dict[str, PodUsage], scrape_interval_seconds: float
+) -> tuple[MissingReason, list[str]] | None:
+    checks = [
+        (_no_data_reason(h, scrape_interval_seconds), h.pod.name)
+        for h in held
+        if (u := usage_by_pod.get(h.pod.uid)) is None or u.memory_peak_bytes is None
+    ]
+    if not checks:
+        return None
+    reason = checks[0][0]
+    return reason, [name for r, name in checks if r == reason]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedVsUsed:
+    """What one pod asked for against what the busiest pod used (ratios: used / requested)."""
+
+    cpu_requested_cores: float | None
+    cpu_used_p95_cores: float | None
+    cpu_ratio: float | None
+    memory_requested_bytes: int | None
+    memory_peak_bytes: int | None
+    memory_ratio: float | None
+
+
+def requested_vs_used(requested: Requested, usage: Usage) -> RequestedVsUsed:
+    """CPU p95 and peak memory against the per-pod request (the limit where no request is set)."""
+    cpu = requested.cpu_cores if requested.cpu_cores is not None else requested.cpu_limit_cores
+    memory = requested.memory_bytes if requested.memory_bytes is not None else requested.memory_limit_bytes
+    return RequestedVsUsed(
+        cpu_requested_cores=cpu,
+        cpu_used_p95_cores=usage.cpu_cores_p95,
+        cpu_ratio=_ratio(usage.cpu_cores_p95, cpu),
+        memory_requested_bytes=memory,
+        memory_peak_bytes=usage.memory_peak_bytes,
+        memory_ratio=_ratio(usage.memory_peak_bytes, memory),
+    )
+
+
+def _ratio(used: float | None, requested: float | None) -> float | None:
+    if used is None or requested is None or requested <= 0:
+        return None
+    return used / requested
