@@ -51,9 +51,7 @@ class ClusterWatcher:
         self.kueue: KueueMode = kueue
         self.options = options or WatchOptions()
         self.kueue_recheck_seconds = kueue_recheck_seconds
-        self.watchers: dict[str, ResourceWatcher] = {
-            r.kind: self._watcher(r) for r in resources
-        }
+        self.watchers: dict[str, ResourceWatcher] = {r.kind: self._watcher(r) for r in resources}
         # None until discovery answered; then the served version, or "" when Kueue is absent.
         self.kueue_version: str | None = None if kueue is not False else ""
         self._kueue_decided = asyncio.Event()
@@ -96,7 +94,7 @@ class ClusterWatcher:
                 return
             if not announced:
                 log.warning(
-                    "kubernetes.kueue is true but Kueue is not installed; checking again every %.0f s",
+                    "kubernetes.kueue is true but Kueue is not installed; checking again every %g s",
                     self.kueue_recheck_seconds,
                 )
                 announced = True

@@ -36,7 +36,9 @@ def fast(**overrides: object) -> WatchOptions:
     return WatchOptions(**settings)  # type: ignore[arg-type]
 
 
-def watcher_for(api: ApiClient, consumer: Consumer, options: WatchOptions, **kwargs: object) -> ResourceWatcher:
+def watcher_for(
+    api: ApiClient, consumer: Consumer, options: WatchOptions, **kwargs: object
+) -> ResourceWatcher:
     return ResourceWatcher(api, kube.JOBS, consumer.on_event, consumer.on_relist, options=options, **kwargs)  # type: ignore[arg-type]
 
 
@@ -77,7 +79,9 @@ async def test_initial_list_is_paginated_and_handed_over_before_synced(
         assert sim.stats.lists == 3  # 7 + 7 + 6
         assert consumer.types == ["SYNC"] * 20
         # Typed lists omit kind/apiVersion per item; the watcher puts them back.
-        assert {(o["kind"], o["apiVersion"]) for o in consumer.objects["Job"].values()} == {("Job", "batch/v1")}
+        assert {(o["kind"], o["apiVersion"]) for o in consumer.objects["Job"].values()} == {
+            ("Job", "batch/v1")
+        }
 
 
 async def test_changes_after_the_list_arrive_as_watch_events(
@@ -165,7 +169,9 @@ async def test_silently_stalled_stream_is_restarted_by_the_inactivity_timeout(
     assert watcher.stats.watch_starts == 2
 
 
-async def test_bookmarks_keep_a_quiet_stream_alive(sim: SimKubeServer, api: ApiClient, consumer: Consumer) -> None:
+async def test_bookmarks_keep_a_quiet_stream_alive(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer
+) -> None:
     sim.bookmark_interval = 0.05
     watcher = watcher_for(api, consumer, fast(inactivity_timeout=0.3))
     async with running(watcher.run()):
@@ -302,7 +308,9 @@ async def test_namespaces_filter_watches_each_namespace_and_relists_them_togethe
         gone = sim.delete(JOBS, "b", "b1")["metadata"]["uid"]
         sim.compact()
         sleep.gate.set()
-        await consumer.wait_for(lambda: consumer.relists["Job"] == 2 and consumer.versions("Job") == expected())
+        await consumer.wait_for(
+            lambda: consumer.relists["Job"] == 2 and consumer.versions("Job") == expected()
+        )
     assert {o["metadata"]["namespace"] for o in consumer.objects["Job"].values()} == {"a", "b"}
     assert consumer.gone_at_relist["Job"] == {gone}
     assert watcher.stats.relists == 1
