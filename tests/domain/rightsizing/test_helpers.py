@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -203,3 +204,9 @@ def test_real_dcgm_captures_map_to_our_tables(shared_fixtures: Path) -> None:
     assert families["Tesla T4"] is None and families["NVIDIA A10G"] is None
     table = {p.name for p in MIG_PROFILES["A100-80GB"]}
     assert seen["NVIDIA A100 80GB PCIe"] <= table
+
+
+def test_every_threshold_is_documented() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "rightsizing.md").read_text()
+    for item in fields(RightsizingPolicy):
+        assert f"`{item.name}`" in doc, item.name
