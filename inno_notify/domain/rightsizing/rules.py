@@ -182,7 +182,8 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
         "util_mean_max_percent": round(util, 2),
         "runs": family.runs if family is not None else 1,
     }
-    models = {mig_family(g.model, g.fb_total_bytes) for g in gpus}
+    # A MIG instance's total is the slice's, not the GPU's: it cannot tell A100 sizes apart.
+    models = {mig_family(g.model, g.fb_total_bytes if key == WHOLE_GPU else None) for g in gpus}
     table = next(iter(models)) if len(models) == 1 else None
     seen = f"mean util {percent(util)}, GPU-memory peak {gib(peak)} over {duration(span)}"
     if table is not None:
