@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from .annotations import FAMILY_KEY, lookup, read_intent
 from .config import ParseConfig
-from .family import job_family
+from .family import family_from_name, job_family
 from .fields import JsonObject, mapping, objects, string_map, text
 from .outcome import decide_exit
 from .pod import parse_pod
@@ -38,6 +38,17 @@ def _controlled_elsewhere(metadata: JsonObject, pod: PodRecord) -> bool:
         ref.get("kind") in _REPLICA_CONTROLLERS or ref.get("kind") == "Job"
         for ref in objects(metadata, "ownerReferences")
     )
+
+
+def _argo_family(pod_name: str, workflow: str | None) -> str | None:
+    """``<workflow>-<template>-<node hash>`` → ``<workflow family>.<template>``: the same step of
+    the same workflow (template) across runs."""
+    if not workflow or not pod_name.startswith(workflow + "-"):
+        return None
+    template, sep, _ = pod_name[len(workflow) + 1 :].rpartition("-")
+    if not sep or not template:
+        return None
+    return f"{family_from_name(workflow)}.{template}"
 
 
 def _airflow_family(labels: dict[str, str]) -> str | None:
@@ -65,6 +76,7 @@ def parse_bare_gpu_pod(obj: JsonObject, cfg: ParseConfig) -> JobRecord | None:
     family = (
         lookup(layers, (FAMILY_KEY,))
         or _airflow_family(labels)
+        or _argo_family(pod.name, workflow)
         or job_family(pod.name, text(metadata, "generateName"), None)
     )
     return JobRecord(

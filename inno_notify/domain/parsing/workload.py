@@ -10,7 +10,7 @@ versions keep these fields where this module reads them (``status.admission.clus
 from __future__ import annotations
 
 from ..model import KueueInfo
-from .fields import JsonObject, condition, conditions, integer, mapping, objects, string_map, text, timestamp
+from .fields import JsonObject, condition, integer, mapping, objects, string_map, text, timestamp
 from .job import KUEUE_QUEUE_LABEL
 
 __all__ = ["JOB_UID_LABEL", "parse_workload"]
@@ -28,22 +28,33 @@ def _owner_uid(metadata: JsonObject) -> str | None:
     return None
 
 
-def _evictions(status: JsonObject) -> tuple[int, int]:
-    """(evictions, preemptions) from schedulingStats (Kueue 0.13+), at least what the conditions show."""
+def _evictions(status: JsonObject) -> tuple[int, int, str | None]:
+    """(evictions, preemptions, last reason) from schedulingStats (Kueue 0.13+) and the conditions.
+
+    Only a true ``Evicted`` condition names the latest eviction for sure: once the workload is
+    readmitted the condition turns False with an unrelated reason, and schedulingStats keeps counts per
+    reason without order. So the reason is the true condition's, else schedulingStats' when it knows
+    only one reason, else unknown (the merge keeps what an earlier observation saw).
+    """
     evictions = preemptions = 0
+    reasons: set[str] = set()
     for entry in objects(mapping(status, "schedulingStats"), "evictions"):
         count = integer(entry, "count") or 0
         evictions += count
+        if text(entry, "reason"):
+            reasons.add(str(entry["reason"]))
         if entry.get("reason") == "Preempted":
             preemptions += count
     evicted = condition(status, "Evicted")
+    last_reason = next(iter(reasons)) if len(reasons) == 1 else None
     if evicted is not None:
         evictions = max(evictions, 1)
-        if evicted.get("reason") == "Preempted":
+        last_reason = text(evicted, "reason") or last_reason
+        if last_reason == "Preempted":
             preemptions = max(preemptions, 1)
     if condition(status, "Preempted") is not None:
         preemptions = max(preemptions, 1)
-    return evictions, preemptions
+    return evictions, preemptions, last_reason
 
 
 def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
@@ -56,8 +67,7 @@ def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
 
     quota = condition(status, "QuotaReserved")
     admitted = condition(status, "Admitted")
-    evictions, preemptions = _evictions(status)
-    evicted = conditions(status).get("Evicted")
+    evictions, preemptions, last_reason = _evictions(status)
     info = KueueInfo(
         local_queue=text(spec, "queueName") or labels.get(KUEUE_QUEUE_LABEL),
         cluster_queue=text(mapping(status, "admission"), "clusterQueue"),
@@ -66,6 +76,6 @@ def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
         admitted_at=timestamp(admitted, "lastTransitionTime") if admitted is not None else None,
         evictions=evictions,
         preemptions=preemptions,
-        last_eviction_reason=text(evicted, "reason") if evicted is not None and evictions else None,
+        last_eviction_reason=last_reason,
     )
     return job_uid, info
