@@ -121,16 +121,14 @@ def compute_usage(
             measured = [(h, usage_by_pod[h.pod.uid]) for h in held]
             memory_peak = max(u.memory_peak_bytes for _, u in measured if u.memory_peak_bytes is not None)
             total_seconds = sum(h.seconds for h, _ in measured)
-            cpu_mean = (
-                sum(h.seconds * (u.cpu_cores_mean or 0.0) for h, u in measured) / total_seconds
-                if total_seconds > 0
-                else None
-            )
+            cpu_means = [(h.seconds, u.cpu_cores_mean) for h, u in measured]
+            if total_seconds > 0 and all(m is not None for _, m in cpu_means):
+                cpu_mean = sum(s * (m or 0.0) for s, m in cpu_means) / total_seconds
             # Right-sizing compares with the per-pod request, so the job's p95 is its busiest pod's.
             p95s = [u.cpu_cores_p95 for _, u in measured]
             cpu_p95 = None if any(p is None for p in p95s) else max(p for p in p95s if p is not None)
             if cpu_mean is None:
-                mark(("cpu_cores_mean",), MissingReason.SHORTER_THAN_SCRAPE, ())
+                mark(("cpu_cores_mean",), MissingReason.NO_SAMPLES, ())
             if cpu_p95 is None:
                 mark(("cpu_cores_p95",), MissingReason.NO_SAMPLES, ())
     else:
