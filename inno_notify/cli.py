@@ -64,7 +64,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(resolve_config_path(getattr(args, "config", None), os.environ))
+    path = resolve_config_path(getattr(args, "config", None), os.environ)
+    settings = load_settings(path, os.environ)
+    from inno_notify.domain.rightsizing import RightsizingPolicy
+
+    # The rules check relations between thresholds that single fields cannot (e.g. warning < critical).
+    try:
+        RightsizingPolicy(**settings.rightsizing.model_dump())
+    except ValueError as exc:
+        raise ConfigError(f"{path or 'built-in defaults'}: {exc}") from None
+    return settings
 
 
 def _cmd_version(args: argparse.Namespace) -> int:

@@ -116,15 +116,100 @@ class AccountingSettings(_Section):
 
 
 class RightsizingSettings(_Section):
+    """Thresholds of the right-sizing rules; docs/rightsizing.md explains each rule.
+
+    The field names and defaults mirror `domain.rightsizing.RightsizingPolicy` (a test keeps them
+    equal); the runtime builds the policy from this section, and the CLI reports a policy the rules
+    reject as a configuration error.
+    """
+
     idle_gpu_util_percent: float = Field(
-        5, ge=0, le=100, description="A GPU whose mean utilization is below this is idle."
+        5.0,
+        ge=0,
+        description="A GPU whose mean utilization over its held time is below this is idle (CONTRACT.md §4).",
     )
-    headroom: float = Field(1.2, ge=1.0, description="Safety factor applied to observed peaks.")
+    headroom: float = Field(
+        1.2,
+        ge=0,
+        description="Safety factor on the observed peak (memory, GPU memory) or p95 (CPU) before suggesting it (jobstats: 1.2 × peak; KRR uses 1.15 for memory).",
+    )
     min_memory_waste_gib: float = Field(
-        8, ge=0, description="Memory advice only when the unused request is at least this (GiB)."
+        8.0,
+        ge=0,
+        description="A memory decrease is suggested only when the request exceeds the suggestion by at least this many GiB per pod.",
     )
     family_min_runs: int = Field(
-        3, ge=1, description="Runs of a job family needed before advice uses the family's history."
+        3,
+        ge=0,
+        description="Runs of the job's family (the current one included) with a figure needed before the suggestion uses the family's p95 instead of this run alone.",
+    )
+    family_max_runs: int = Field(
+        20, ge=0, description="Only this many most recent runs of the family are considered."
+    )
+    family_window_days: float = Field(
+        30.0,
+        ge=0,
+        description="Only runs of the family that finished within this many days before ``now`` count.",
+    )
+    over_request_factor: float = Field(
+        2.0,
+        ge=0,
+        description="A decrease is suggested only when the current request is at least this multiple of the suggestion (jobstats: 2×).",
+    )
+    min_cpu_waste_cores: float = Field(
+        2.0,
+        ge=0,
+        description="A CPU decrease is suggested only when the request exceeds the suggestion by at least this many cores per pod.",
+    )
+    min_samples: int = Field(
+        10,
+        ge=0,
+        description="Fewest metric samples behind a figure before a rule acts on it (about 5 minutes at the 30 s DCGM interval). KRR asks for 100, but it sizes long-lived services, not batch jobs.",
+    )
+    min_waste_gpu_minutes: float = Field(
+        30.0, ge=0, description="GPU advice below this many wasted GPU-minutes is not reported (materiality)."
+    )
+    min_waste_gib_hours: float = Field(
+        8.0, ge=0, description="Memory advice below this many GiB-hours of unused request is not reported."
+    )
+    min_waste_core_hours: float = Field(
+        2.0, ge=0, description="CPU advice below this many core-hours of unused request is not reported."
+    )
+    warning_gpu_minutes: float = Field(
+        120.0, ge=0, description="Wasted GPU-minutes from which advice is a warning (below: info)."
+    )
+    critical_gpu_minutes: float = Field(
+        480.0, ge=0, description="Wasted GPU-minutes from which advice is critical."
+    )
+    warning_gib_hours: float = Field(
+        64.0, ge=0, description="Unused GiB-hours of memory request from which advice is a warning."
+    )
+    critical_gib_hours: float = Field(
+        512.0, ge=0, description="Unused GiB-hours of memory request from which advice is critical."
+    )
+    warning_core_hours: float = Field(
+        16.0, ge=0, description="Unused core-hours of CPU request from which advice is a warning."
+    )
+    critical_core_hours: float = Field(
+        128.0, ge=0, description="Unused core-hours of CPU request from which advice is critical."
+    )
+    low_util_percent: float = Field(
+        15.0,
+        ge=0,
+        description="``gpu_memory``: a single GPU used on average below this (but not idle) may move to a MIG slice or a time-sliced GPU (jobstats: 15 %).",
+    )
+    time_slicing_max_memory_fraction: float = Field(
+        0.5,
+        ge=0,
+        description="``gpu_memory`` on a GPU without MIG: time-slicing is suggested only when peak × headroom fits in this fraction of the GPU's memory, so that at least two jobs can share it.",
+    )
+    oom_limit_factor: float = Field(
+        1.5, ge=0, description="``memory_increase``: an OOM-killed container's limit is multiplied by this."
+    )
+    oom_peak_factor: float = Field(
+        1.25,
+        ge=0,
+        description="``memory_increase``: the observed peak is multiplied by this (KRR: 1.25 after an OOM).",
     )
 
 

@@ -40,6 +40,7 @@ def test_version(tmp_path: Path) -> None:
         ("prometheus: {timeout_seconds: soon}\n", {}, "prometheus.timeout_seconds"),
         ("channels: {telegram: {token_file: /no/such/secret}}\n", {}, "cannot read token_file"),
         ("", {"INNO_NOTIFY_NOTIFY__NOPE": "1"}, "unknown key 'notify.nope'"),
+        ("rightsizing: {warning_gpu_minutes: 900}\n", {}, "warning_gpu_minutes <= critical_gpu_minutes"),
     ],
 )
 @pytest.mark.parametrize("command", ["check", "migrate", "serve"])

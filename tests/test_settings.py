@@ -195,3 +195,15 @@ def test_configuration_reference_names_every_scalar_key() -> None:
     for key in ("database_url", "prometheus.url", "channels.email.password_file", "api.tokens[].sha256"):
         assert f"| `{key}` |" in text
     assert config_docs.env_name("prometheus.url") == "INNO_NOTIFY_PROMETHEUS__URL"
+
+
+def test_rightsizing_section_mirrors_the_policy() -> None:
+    from dataclasses import fields
+
+    from inno_notify.domain.rightsizing import RightsizingPolicy
+    from inno_notify.settings import RightsizingSettings
+
+    policy_defaults = {f.name: f.default for f in fields(RightsizingPolicy)}
+    settings_defaults = RightsizingSettings().model_dump()
+    assert settings_defaults == policy_defaults
+    assert RightsizingPolicy(**settings_defaults) == RightsizingPolicy()
