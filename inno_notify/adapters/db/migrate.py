@@ -1,16 +1,13 @@
 """Brings a database to the newest schema revision, from inside a running event loop.
 
 Alembic's configuration is built here in code (no alembic.ini) so that an installed package can
-migrate itself: the scripts live in the package, next to the tables they describe. Running this
-module also writes new revisions: ``python -m inno_notify.adapters.db.migrate revision -m "…"``
-autogenerates one from the difference between ``tables.metadata`` and a freshly migrated database.
+migrate itself: the scripts live in the package, next to the tables they describe. new_revision()
+(``python -m inno_notify.adapters.db revision -m "…"``) autogenerates the next revision from the
+difference between ``tables.metadata`` and a freshly migrated database.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 import tempfile
 from pathlib import Path
 
@@ -80,24 +77,3 @@ async def new_revision(message: str, url: str | None = None) -> None:
 def _revision(connection: Connection, cfg: Config, message: str, rev_id: str) -> None:
     cfg.attributes["connection"] = connection
     command.revision(cfg, message=message, autogenerate=True, rev_id=rev_id)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inno_notify.adapters.db.migrate")
-    sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("upgrade", help="migrate a database to head")
-    up.add_argument("url")
-    rev = sub.add_parser("revision", help="autogenerate the next revision from tables.py")
-    rev.add_argument("-m", "--message", required=True)
-    rev.add_argument("--url", default=None, help="database to diff against (default: a temp SQLite file)")
-    args = parser.parse_args(argv)
-    if args.command == "upgrade":
-        applied = asyncio.run(migrate(args.url))
-        print("applied: " + (", ".join(applied) if applied else "nothing (already at head)"))
-    else:
-        asyncio.run(new_revision(args.message, args.url))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

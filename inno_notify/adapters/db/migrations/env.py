@@ -58,7 +58,7 @@ connection = config.attributes.get("connection")
 if connection is None:
     raise RuntimeError(
         "run migrations through inno_notify.adapters.db.migrate "
-        "(`inno-notify migrate`, or `python -m inno_notify.adapters.db.migrate`), not the alembic CLI"
+        "(`inno-notify migrate`, or `python -m inno_notify.adapters.db`), not the alembic CLI"
     )
 if context.is_offline_mode():
     raise RuntimeError("offline (--sql) migrations are not supported")
