@@ -105,6 +105,7 @@ def convert(obj: JsonObj, to: ResourceType) -> JsonObj:
 
 Matcher = Callable[[JsonObj], bool]
 
+_LABEL_KEY = re.compile(r"[\w./-]+")
 _SET_REQ = re.compile(r"^\s*([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 
 
@@ -132,15 +133,15 @@ def _parse_label_requirement(req: str) -> _Requirement:
     if set_match:
         key, op, raw = set_match.groups()
         return op, key, frozenset(v.strip() for v in raw.split(",") if v.strip())
-    if "!=" in req:
-        key, value = (s.strip() for s in req.split("!=", 1))
-        return "notin", key, frozenset((value,))
-    if "=" in req:
-        key, value = (s.strip() for s in req.replace("==", "=").split("=", 1))
-        return "in", key, frozenset((value,))
-    if req.startswith("!") and re.fullmatch(r"[\w./-]+", req[1:].strip()):
+    for op, token in (("notin", "!="), ("in", "==" if "==" in req else "=")):
+        if token in req:
+            key, value = (s.strip() for s in req.split(token, 1))
+            if not _LABEL_KEY.fullmatch(key):
+                raise InvalidSelector(f"invalid label key in requirement: {req!r}")
+            return op, key, frozenset((value,))
+    if req.startswith("!") and _LABEL_KEY.fullmatch(req[1:].strip()):
         return "!exists", req[1:].strip(), frozenset()
-    if re.fullmatch(r"[\w./-]+", req):
+    if _LABEL_KEY.fullmatch(req):
         return "exists", req, frozenset()
     raise InvalidSelector(f"unable to parse requirement: {req!r}")
 
