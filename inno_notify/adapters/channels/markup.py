@@ -63,6 +63,10 @@ def truncate_html(html: str, limit: int = TELEGRAM_MAX_CHARS, marker: str = TRUN
         kept.append(token)
         used += len(token)
         open_tags = stack
+    # An element cut right after its opening tag would show empty (a link without text): drop it.
+    while kept and open_tags and _TAG.match(kept[-1]) and not kept[-1].startswith("</"):
+        kept.pop()
+        open_tags = open_tags[:-1]
     body = "".join(kept).rstrip()
     return body + "".join(f"</{name}>" for name in reversed(open_tags)) + marker
 
