@@ -1,0 +1,80 @@
+"""GPU pods that no Job owns become one-pod workloads; everything else is left to the Job path."""
+
+from __future__ import annotations
+
+from inno_notify.domain.model import JobStatus, NotifyMode, WorkloadKind
+from inno_notify.domain.parsing import ParseConfig, parse_bare_gpu_pod
+
+from ._load import load, load_items, utc
+
+CFG = ParseConfig(cluster="lab", namespace_teams={"airflow-jobs": "nlp", "face-research": "face"})
+
+
+def test_airflow_kubernetes_pod_operator_pod() -> None:
+    record = parse_bare_gpu_pod(load("pod-airflow-kpo.json"), CFG)
+    assert record is not None
+    assert (record.kind, record.uid, record.name) == (
+        WorkloadKind.POD,
+        "d3042596-c7e8-4d04-2596-c7e8f30425b3",
+        "embed-corpus-q3m7x2ka",
+    )
+    assert (record.status, record.exit_code, record.exit_reason) == (JobStatus.SUCCEEDED, 0, "Completed")
+    assert (record.owner, record.team, record.notify, record.group_key) == (
+        "carol@example.com",
+        "nlp",
+        NotifyMode.ALWAYS,
+        None,
+    )
+    assert record.family == "nightly_embeddings.embed_corpus"
+    assert record.created_at == utc("2026-11-30T01:00:12")
+    assert record.started_at == utc("2026-11-30T01:00:40")
+    assert record.first_scheduled_at == utc("2026-11-30T01:00:40")
+    assert record.finished_at == utc("2026-11-30T02:14:50")
+    assert (record.requested.gpus, record.requested.cpu_cores, record.requested.memory_bytes) == (
+        1.0,
+        4.0,
+        24 * 2**30,
+    )
+    assert (record.requested.parallelism, record.requested.completions) == (1, 1)
+    assert record.labels["dag_id"] == "nightly_embeddings"
+
+
+def test_argo_step_pod_groups_by_workflow() -> None:
+    record = parse_bare_gpu_pod(load("pod-argo-step-failed.json"), CFG)
+    assert record is not None
+    assert (record.status, record.exit_code, record.exit_reason) == (JobStatus.FAILED, 1, "Error")
+    assert (record.owner, record.team) == ("dave@example.com", "face")
+    assert record.group_key == "hpo-resnet-x9k2m"
+    assert record.family == "hpo-resnet.train"
+    assert record.finished_at == utc("2026-11-30T18:25:13")
+    assert record.requested.gpus == 1.0
+
+
+def test_explicit_group_beats_the_workflow() -> None:
+    obj = load("pod-argo-step-failed.json")
+    obj["metadata"]["annotations"]["inno-notify/group"] = "hpo-november"
+    record = parse_bare_gpu_pod(obj, CFG)
+    assert record is not None and record.group_key == "hpo-november"
+
+
+def test_running_bare_pod_has_no_end_yet() -> None:
+    obj = load("pod-airflow-kpo.json")
+    obj["status"]["phase"] = "Running"
+    obj["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-11-30T01:01:33Z"}}
+    record = parse_bare_gpu_pod(obj, CFG)
+    assert record is not None
+    assert (record.status, record.finished_at, record.exit_code) == (JobStatus.RUNNING, None, None)
+
+
+def test_pods_that_are_not_bare_gpu_workloads() -> None:
+    no_owner = load("pod-airflow-kpo.json")
+    del no_owner["metadata"]["annotations"]
+    no_gpu = load("pod-airflow-kpo.json")
+    no_gpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+    rejected = {
+        "job pod": load_items("pods-train-resnet-succeeded.json")[0],
+        "notebook of a StatefulSet": load("pod-notebook-statefulset.json"),
+        "no owner": no_owner,
+        "no GPU": no_gpu,
+    }
+    assert {name: parse_bare_gpu_pod(obj, CFG) for name, obj in rejected.items()} == dict.fromkeys(rejected)
