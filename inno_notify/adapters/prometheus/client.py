@@ -55,6 +55,7 @@ class PrometheusClient:
         # requests.Session is not documented as thread-safe: one connection object per worker thread.
         self._local = threading.local()
         self.queries_sent = 0
+        self.answers_received = 0  # bumped by the worker thread; readers only compare it
 
     @property
     def config(self) -> ClientConfig:
@@ -91,6 +92,7 @@ class PrometheusClient:
             raise PrometheusUnavailable(f"Prometheus answered no JSON: {exc}") from exc
         if not isinstance(result, list):
             raise PrometheusUnavailable(f"unexpected result type {type(result).__name__}")
+        self.answers_received += 1
         return result
 
     async def query(self, promql: str) -> list[Sample]:

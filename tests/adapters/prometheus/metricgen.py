@@ -64,6 +64,8 @@ class PodTrace:
     containers: Sequence[Container] = ()
     exported_labels: bool = False  # dcgm-exporter scraped with honorLabels: false
     pod_cgroup_series: bool = True  # also write the pod-level cgroup (container="") as the kubelet does
+    # Write this pod's samples only every so many seconds (background load that no test measures).
+    coarse_scrape: float | None = None
 
 
 @dataclass
@@ -210,11 +212,18 @@ def _write_gpu(
     idle_every = round((idle_scrape or scrape) / scrape)
     idle_labels = _dcgm_labels(gpu, None)
     key = _gpu_id(gpu)
+    uses = sorted(uses, key=lambda pu: pu[0].end)
+    first = 0  # uses before this index have ended
     for i, t in enumerate(scrape_times(start, end, scrape)):
-        active = [(p, u) for p, u in uses if p.start <= t < p.end]
+        while first < len(uses) and uses[first][0].end <= t:
+            first += 1
+        active = [(p, u) for p, u in uses[first:] if p.start <= t < p.end]
         if not active:
             if i % idle_every == 0:
                 _write_gpu_sample(writer, gpu, idle_labels, 0.0, 0.0, t)
+            continue
+        coarse = active[0][0].coarse_scrape
+        if coarse is not None and len(active) == 1 and i % round(coarse / scrape):
             continue
         # Time-slicing with virtual GPUs: every holder gets a copy of the whole GPU's values.
         util = min(100.0, sum(u.util_percent(t) for _, u in active))
@@ -250,7 +259,7 @@ def _write_gpu_sample(
 def _write_cadvisor(writer: _Writer, pod: PodTrace, truth: PodTruth, scrape: float) -> None:
     qos = "burstable"
     pod_cgroup = f"/kubepods/{qos}/pod{pod.uid}"
-    times = list(scrape_times(pod.start, pod.end, scrape))
+    times = list(scrape_times(pod.start, pod.end, pod.coarse_scrape or scrape))
     truth.samples = len(times)
     pod_memory: dict[float, float] = defaultdict(float)
     pod_cpu: dict[float, float] = defaultdict(float)
