@@ -6,6 +6,10 @@ not run by a Job (the Job is the workload then) or by a controller of long-lived
 (ReplicaSet, StatefulSet, DaemonSet, ReplicationController: services and notebooks, whose pods are
 replaced rather than finished). Argo step pods share their workflow's name as group key, so a
 workflow's steps become one message.
+
+Family, for right-sizing across runs: the ``inno-notify/family`` key; else Airflow's
+``<dag_id>.<task_id>`` labels; else Argo's ``<workflow family>.<template>`` read from the pod name
+``<workflow>-<template>-<node hash>``; else the generic name rules of :mod:`.family`.
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ def mapping(obj: JsonObject, key: str) -> JsonObject:
     value = obj.get(key)
     if value is None:
         return _EMPTY
+    # Checking against dict first skips the slow ABC check for what json/orjson always produce.
+    if type(value) is dict:
+        return value
     if not isinstance(value, Mapping):
         raise ParseError(f"{key}: expected an object, got {type(value).__name__}")
     return value
@@ -51,7 +54,7 @@ def objects(obj: JsonObject, key: str) -> Sequence[JsonObject]:
         return ()
     if not isinstance(value, list):
         raise ParseError(f"{key}: expected a list, got {type(value).__name__}")
-    return [item for item in value if isinstance(item, Mapping)]
+    return [item for item in value if type(item) is dict or isinstance(item, Mapping)]
 
 
 def string_map(obj: JsonObject, key: str) -> dict[str, str]:
