@@ -86,10 +86,10 @@ class PrometheusClient:
             raise classify_status(int(match.group(1)), str(exc)[:500]) from exc
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
             raise PrometheusUnavailable(f"Prometheus unreachable: {type(exc).__name__}") from exc
-        except requests.RequestException as exc:
-            raise PrometheusQueryError(f"request to Prometheus failed: {exc}") from exc
         except ValueError as exc:  # a proxy answering 200 with HTML instead of JSON
             raise PrometheusUnavailable(f"Prometheus answered no JSON: {exc}") from exc
+        except requests.RequestException as exc:
+            raise PrometheusQueryError(f"request to Prometheus failed: {exc}") from exc
         if not isinstance(result, list):
             raise PrometheusUnavailable(f"unexpected result type {type(result).__name__}")
         self.answers_received += 1

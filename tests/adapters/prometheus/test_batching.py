@@ -1,0 +1,89 @@
+"""Buckets by end time and URL-length chunks: pure planning, no server needed."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inno_notify.adapters.prometheus import queries as q
+from inno_notify.adapters.prometheus.batching import PodWindow, chunk_pods, plan_buckets, url_length
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def pod(name: str, start_min: float, end_min: float, ns: str = "ns", uid: str | None = None) -> PodWindow:
+    return PodWindow(
+        ns,
+        name,
+        uid or f"uid-{name}-{end_min}",
+        T0 + timedelta(minutes=start_min),
+        T0 + timedelta(minutes=end_min),
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "pods", "gap_minutes", "expected_groups"),
+    [
+        (
+            "one_round_one_bucket",
+            [pod("a", 0, 60), pod("b", -600, 61), pod("c", 30, 62)],
+            60,
+            [["a", "b", "c"]],
+        ),
+        ("long_gap_splits", [pod("a", 0, 60), pod("b", 0, 300)], 60, [["a"], ["b"]]),
+        # A reused name in one range would mix two pods' series: the second one gets its own bucket.
+        ("reused_name_splits", [pod("a", 0, 10), pod("a", 20, 30)], 60, [["a"], ["a"]]),
+        ("same_name_other_namespace", [pod("a", 0, 10), pod("a", 0, 11, ns="other")], 60, [["a", "a"]]),
+    ],
+)
+def test_buckets(
+    case: str, pods: list[PodWindow], gap_minutes: float, expected_groups: list[list[str]]
+) -> None:
+    buckets = plan_buckets(pods, scrape_seconds=15, gap_seconds=gap_minutes * 60)
+    assert [[p.pod for p in b.pods] for b in buckets] == expected_groups
+
+
+def test_bucket_window_covers_every_lifetime_plus_a_scrape() -> None:
+    pods = [pod("a", 0, 60), pod("b", -600, 61)]
+    (bucket,) = plan_buckets(pods, scrape_seconds=15, gap_seconds=3600)
+    end = (T0 + timedelta(minutes=61)).timestamp()
+    assert bucket.window.at == end + 15
+    assert bucket.window.range_seconds == 61 * 60 + 600 * 60 + 30
+    assert bucket.window.step_seconds == 15
+
+
+def test_chunks_keep_urls_short_and_cover_every_pod() -> None:
+    pods = [pod(f"sweep-{i:04d}-abcde", 0, 60) for i in range(500)]
+    window = q.Window(at=T0.timestamp(), range_seconds=3600, step_seconds=15)
+    sel = q.DcgmSelector("pod", "namespace", ("Hostname", "hostname"))
+
+    def build(p: str, n: str) -> str:
+        return q.gpu_util(sel, q.GPU_UTIL, p, n, window)
+
+    chunks = chunk_pods(pods, build, max_url_bytes=8000)
+    assert len(chunks) > 1
+    assert all(url_length(query) <= 8000 for _, query in chunks)
+    assert sorted(p.pod for chunk, _ in chunks for p in chunk) == sorted(p.pod for p in pods)
+    # Fewer, larger chunks when URLs may be longer: the count follows the URL budget, not the job count.
+    assert len(chunk_pods(pods, build, max_url_bytes=10**6)) == 1
+
+
+def test_a_single_pod_over_the_limit_still_gets_its_query() -> None:
+    chunks = chunk_pods([pod("a" * 60, 0, 1)], lambda p, n: f'x{{pod=~"{p}"}}', max_url_bytes=10)
+    assert len(chunks) == 1
+
+
+@pytest.mark.parametrize(
+    ("names", "matches", "rejects"),
+    [
+        (["train-1", "train-2"], ["train-1", "train-2"], ["train-12", "xtrain-1", "train-"]),
+        (["web.v1"], ["web.v1"], ["webxv1"]),
+    ],
+)
+def test_regex_is_exact(names: list[str], matches: list[str], rejects: list[str]) -> None:
+    # PromQL regexes are anchored; inside the string literal "\\." is the regex "\.".
+    regex = q.regex_alternation(names).replace("\\\\", "\\")
+    assert all(re.fullmatch(regex, m) for m in matches)
+    assert not any(re.fullmatch(regex, r) for r in rejects)
