@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins: list[str] = []
+pytest_plugins = ["tests.db_support"]
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 

@@ -108,6 +108,66 @@ async def pods_of(conn: AsyncConnection, cluster: str, job_uid: str) -> list[Pod
     return found
 
 
+async def pods_of_jobs(
+    conn: AsyncConnection, cluster: str, job_uids: Sequence[str]
+) -> dict[str, list[PodRecord]]:
+    """The pods of many jobs in one round trip per chunk, each list in creation order."""
+    found: dict[str, list[PodRecord]] = {}
+    for chunk in chunks(list(dict.fromkeys(job_uids))):
+        result = await conn.execute(
+            sa.select(pods).where(pods.c.cluster == cluster, pods.c.job_uid.in_(chunk))
+        )
+        for row in result.mappings():
+            pod = codec.pod_from_row(row)
+            found.setdefault(row["job_uid"], []).append(pod)
+    for group in found.values():
+        group.sort(key=lambda p: (p.created_at is None, p.created_at or codec.EPOCH, p.name, p.uid))
+    return found
+
+
+async def job_uids_of_pods(conn: AsyncConnection, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
+    """pod uid -> job uid for the stored pods among `pod_uids` (events name pods, not jobs)."""
+    found: dict[str, str] = {}
+    for chunk in chunks(list(dict.fromkeys(pod_uids))):
+        result = await conn.execute(
+            sa.select(pods.c.uid, pods.c.job_uid).where(pods.c.cluster == cluster, pods.c.uid.in_(chunk))
+        )
+        found.update({row.uid: row.job_uid for row in result if row.job_uid})
+    return found
+
+
+async def open_jobs(
+    conn: AsyncConnection, cluster: str, namespaces: Sequence[str], kind: str | None
+) -> list[JobRecord]:
+    """Jobs not yet in a terminal state (in `namespaces`, all when empty): what a relist reconciles."""
+    terminal = [s.value for s in JobStatus if s.is_terminal]
+    query = sa.select(jobs).where(jobs.c.cluster == cluster, jobs.c.status.not_in(terminal))
+    if namespaces:
+        query = query.where(jobs.c.namespace.in_(list(namespaces)))
+    if kind is not None:
+        query = query.where(jobs.c.kind == kind)
+    return [codec.job_from_row(row) for row in (await conn.execute(query)).mappings()]
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalMark:
+    """One job's end to record (see mark_terminal); the ingestion pipeline writes them in batches."""
+
+    uid: str
+    at: datetime
+    state: SummaryState
+    usage_due_at: datetime | None
+
+
+async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[TerminalMark]) -> int:
+    """mark_terminal for many jobs; returns how many ended for the first time."""
+    count = 0
+    for mark in marks:
+        due = mark.usage_due_at if mark.state is SummaryState.AWAITING_USAGE else None
+        count += await mark_terminal(conn, cluster, mark.uid, mark.at, mark.state, due)
+    return count
+
+
 async def list_jobs(
     conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None
 ) -> tuple[list[JobRecord], str | None]:

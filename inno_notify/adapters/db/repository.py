@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inno_notify.adapters.db import directory, jobs, outbox
 from inno_notify.adapters.db.engine import create_engine
-from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState
+from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
 from inno_notify.domain.model import (
     DeliveryStatus,
     DirectoryUser,
@@ -28,7 +28,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 
-__all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState"]
+__all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState", "TerminalMark"]
 
 DEFAULT_USAGE_LEASE_SECONDS = 300.0
 
@@ -84,6 +84,38 @@ class Store:
         """The job's pods in creation order."""
         async with self._engine.connect() as conn:
             return await jobs.pods_of(conn, cluster, job_uid)
+
+    async def pods_of_jobs(self, cluster: str, job_uids: Sequence[str]) -> dict[str, list[PodRecord]]:
+        async with self._engine.connect() as conn:
+            return await jobs.pods_of_jobs(conn, cluster, job_uids)
+
+    async def job_uids_of_pods(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
+        async with self._engine.connect() as conn:
+            return await jobs.job_uids_of_pods(conn, cluster, pod_uids)
+
+    async def open_jobs(
+        self, cluster: str, namespaces: Sequence[str] = (), *, kind: str | None = None
+    ) -> list[JobRecord]:
+        async with self._engine.connect() as conn:
+            return await jobs.open_jobs(conn, cluster, namespaces, kind)
+
+    async def ingest(
+        self,
+        job_records: Sequence[JobRecord],
+        pod_records: Sequence[PodRecord],
+        marks: Sequence[TerminalMark],
+    ) -> int:
+        """One ingestion batch in one transaction: jobs, pods, and the jobs that ended.
+
+        Returns how many jobs were recorded as ended for the first time.
+        """
+        cluster = {j.cluster for j in job_records} | {p.cluster for p in pod_records}
+        if len(cluster) > 1:
+            raise ValueError(f"one batch, one cluster: got {sorted(cluster)}")
+        async with self._engine.begin() as conn:
+            await jobs.upsert_jobs(conn, job_records)
+            await jobs.upsert_pods(conn, pod_records)
+            return await jobs.mark_terminals(conn, next(iter(cluster), ""), marks) if marks else 0
 
     async def list_jobs(
         self, filters: JobFilter, limit: int = 50, cursor: str | None = None

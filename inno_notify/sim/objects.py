@@ -1,0 +1,268 @@
+"""Kubernetes Job and Pod objects as the API server returns them, at each step of a job's life.
+
+The simulated cluster, the ingestion tests and the benchmarks all need realistic objects (the
+fields real clusters set, camelCase JSON, RFC 3339 timestamps) that move through the states the
+Job controller and the kubelet produce. These builders return fresh dicts; each step function
+returns a new object and leaves its input untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+
+def ts(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a researcher submits: one Job whose pods ask for GPUs, memory and CPU."""
+
+    name: str
+    namespace: str
+    owner: str | None = None
+    gpus: int = 1
+    gpu_resource: str = "nvidia.com/gpu"
+    memory: str = "64Gi"
+    cpu: str = "8"
+    image: str = "registry.example.com/research/train:2026.11"
+    completions: int = 1
+    parallelism: int = 1
+    backoff_limit: int = 0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+def job_object(spec: JobSpec, created_at: datetime) -> JsonObj:
+    annotations = dict(spec.annotations)
+    if spec.owner:
+        annotations.setdefault("inno-notify/owner", spec.owner)
+    resources = {
+        "requests": {"cpu": spec.cpu, "memory": spec.memory},
+        "limits": {"memory": spec.memory},
+    }
+    if spec.gpus:
+        resources["requests"][spec.gpu_resource] = str(spec.gpus)
+        resources["limits"][spec.gpu_resource] = str(spec.gpus)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "uid": spec.uid,
+            "creationTimestamp": ts(created_at),
+            "generation": 1,
+            "labels": {"app.kubernetes.io/name": spec.name, **spec.labels},
+            "annotations": annotations,
+        },
+        "spec": {
+            "backoffLimit": spec.backoff_limit,
+            "completionMode": "NonIndexed",
+            "completions": spec.completions,
+            "parallelism": spec.parallelism,
+            "manualSelector": False,
+            "podReplacementPolicy": "TerminatingOrFailed",
+            "suspend": False,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": spec.uid}},
+            "template": {
+                "metadata": {
+                    "labels": {
+                        "batch.kubernetes.io/controller-uid": spec.uid,
+                        "batch.kubernetes.io/job-name": spec.name,
+                        "controller-uid": spec.uid,
+                        "job-name": spec.name,
+                    }
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": spec.image,
+                            "command": ["python", "train.py"],
+                            "resources": resources,
+                        }
+                    ],
+                },
+            },
+        },
+        "status": {},
+    }
+
+
+def job_started(job: JsonObj, at: datetime) -> JsonObj:
+    new = copy.deepcopy(job)
+    new["status"] = {
+        "startTime": ts(at),
+        "active": 1,
+        "ready": 0,
+        "terminating": 0,
+        "uncountedTerminatedPods": {},
+    }
+    return new
+
+
+def job_succeeded(job: JsonObj, at: datetime) -> JsonObj:
+    """Kubernetes ≥ 1.31: SuccessCriteriaMet, then Complete, both with reason CompletionsReached."""
+    new = copy.deepcopy(job)
+    status = new.setdefault("status", {})
+    completions = new["spec"].get("completions") or 1
+    condition = {
+        "lastProbeTime": ts(at),
+        "lastTransitionTime": ts(at),
+        "reason": "CompletionsReached",
+        "message": "Reached expected number of succeeded pods",
+        "status": "True",
+    }
+    status.update(
+        {
+            "active": 0,
+            "ready": 0,
+            "succeeded": completions,
+            "terminating": 0,
+            "completionTime": ts(at),
+            "conditions": [{**condition, "type": "SuccessCriteriaMet"}, {**condition, "type": "Complete"}],
+        }
+    )
+    return new
+
+
+def job_failed(job: JsonObj, at: datetime, reason: str = "BackoffLimitExceeded", failed: int = 1) -> JsonObj:
+    """Kubernetes ≥ 1.31: FailureTarget, then Failed, with the same reason."""
+    new = copy.deepcopy(job)
+    status = new.setdefault("status", {})
+    messages = {
+        "BackoffLimitExceeded": "Job has reached the specified backoff limit",
+        "DeadlineExceeded": "Job was active longer than specified deadline",
+    }
+    condition = {
+        "lastProbeTime": ts(at),
+        "lastTransitionTime": ts(at),
+        "reason": reason,
+        "message": messages.get(reason, reason),
+        "status": "True",
+    }
+    status.update(
+        {
+            "active": 0,
+            "ready": 0,
+            "failed": failed,
+            "terminating": 0,
+            "conditions": [{**condition, "type": "FailureTarget"}, {**condition, "type": "Failed"}],
+        }
+    )
+    return new
+
+
+def pod_object(job: JsonObj, suffix: str, created_at: datetime, uid: str | None = None) -> JsonObj:
+    meta = job["metadata"]
+    template = job["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-{suffix}",
+            "generateName": f"{meta['name']}-",
+            "namespace": meta["namespace"],
+            "uid": uid or str(uuid.uuid4()),
+            "creationTimestamp": ts(created_at),
+            "labels": dict(template["metadata"]["labels"]),
+            "finalizers": ["batch.kubernetes.io/job-tracking"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def pod_running(pod: JsonObj, node: str, scheduled_at: datetime, started_at: datetime) -> JsonObj:
+    new = copy.deepcopy(pod)
+    new["spec"]["nodeName"] = node
+    new["status"] = {
+        "phase": "Running",
+        "hostIP": "10.0.0.10",
+        "podIP": "10.244.1.20",
+        "qosClass": "Burstable",
+        "startTime": ts(scheduled_at),
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts(scheduled_at),
+            },
+            {
+                "type": "Initialized",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": ts(scheduled_at),
+            },
+            {"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": ts(started_at)},
+        ],
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "imageID": c["image"] + "@sha256:" + "0" * 64,
+                "containerID": "containerd://" + uuid.uuid4().hex,
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": ts(started_at)}},
+                "lastState": {},
+            }
+            for c in new["spec"]["containers"]
+        ],
+    }
+    return new
+
+
+def pod_terminated(
+    pod: JsonObj,
+    finished_at: datetime,
+    exit_code: int = 0,
+    reason: str | None = None,
+    message: str | None = None,
+) -> JsonObj:
+    """The pod after its containers ended: Succeeded on exit 0, else Failed (OOMKilled: 137)."""
+    new = copy.deepcopy(pod)
+    reason = reason or ("Completed" if exit_code == 0 else "Error")
+    status = new["status"]
+    status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+    for container in status.get("containerStatuses", []):
+        started = (container["state"].get("running") or {}).get("startedAt") or ts(finished_at)
+        terminated: JsonObj = {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": started,
+            "finishedAt": ts(finished_at),
+            "containerID": container.get("containerID"),
+        }
+        if message:
+            terminated["message"] = message
+        container.update({"ready": False, "started": False, "state": {"terminated": terminated}})
+    for condition in status.get("conditions", []):
+        if condition["type"] == "Ready":
+            condition.update(
+                {"status": "False", "reason": "PodCompleted", "lastTransitionTime": ts(finished_at)}
+            )
+    return new

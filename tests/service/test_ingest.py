@@ -1,0 +1,267 @@
+"""The ingestion pipeline on a real store (SQLite and Postgres): merging, terminal-once, catch-up, relists."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inno_notify.adapters.db.repository import Store, SummaryState
+from inno_notify.domain.model import JobStatus, WorkloadKind
+from inno_notify.domain.parsing import ParseConfig
+from inno_notify.service.ingest import Ingestor, IngestOptions
+from inno_notify.sim.objects import (
+    JobSpec,
+    job_failed,
+    job_object,
+    job_started,
+    job_succeeded,
+    pod_object,
+    pod_running,
+    pod_terminated,
+)
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+CFG = ParseConfig(cluster="test", namespace_teams={"face-research": "face"})
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def ingestor(store: Store, clock: Clock, started_at: datetime = T0, **options: float) -> Ingestor:
+    opts = IngestOptions(catch_up_seconds=options.get("catch_up", 3600), metrics_delay_seconds=60)
+    return Ingestor(store, CFG, opts, clock, started_at)
+
+
+def lifecycle(
+    name: str, *, exit_code: int = 0, gpus: int = 4, start: datetime = T0
+) -> list[tuple[str, str, dict]]:
+    """The watch events of one job from creation to its end, with the times a real cluster sets."""
+    spec = JobSpec(name=name, namespace="face-research", owner="alice@example.com", gpus=gpus)
+    job = job_object(spec, start)
+    pod = pod_object(job, "x7k2p", start + timedelta(seconds=5))
+    running = pod_running(pod, "gpu-node-1", start + timedelta(seconds=30), start + timedelta(seconds=90))
+    done = pod_terminated(
+        running, start + timedelta(hours=1), exit_code, "OOMKilled" if exit_code == 137 else None
+    )
+    end = start + timedelta(hours=1, seconds=2)
+    final = (
+        job_succeeded(job_started(job, start + timedelta(seconds=1)), end)
+        if exit_code == 0
+        else job_failed(job_started(job, start + timedelta(seconds=1)), end)
+    )
+    return [
+        ("Job", "ADDED", job),
+        ("Pod", "ADDED", pod),
+        ("Job", "MODIFIED", job_started(job, start + timedelta(seconds=1))),
+        ("Pod", "MODIFIED", running),
+        ("Pod", "MODIFIED", done),
+        ("Job", "MODIFIED", final),
+    ]
+
+
+async def test_a_job_lifecycle_is_recorded_with_its_figures(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=1, minutes=1))
+    events = lifecycle("train-resnet-7", exit_code=137)
+    ing = ingestor(store, clock)
+    await ing.apply(events)
+
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.reason == "BackoffLimitExceeded"
+    assert (job.exit_code, job.exit_reason) == (137, "OOMKilled")
+    assert job.owner == "alice@example.com" and job.team == "face"
+    assert job.requested.gpus == 4
+    assert job.first_scheduled_at == T0 + timedelta(seconds=30)
+    assert job.queue_seconds == 30
+    assert job.finished_at == T0 + timedelta(hours=1, seconds=2)
+    pods = await store.pods_of("test", uid)
+    assert [p.name for p in pods] == ["train-resnet-7-x7k2p"]
+    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert ing.stats.terminal_marked == 1
+
+
+async def test_events_one_by_one_equal_one_batch(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=2))
+    events = lifecycle("one-by-one")
+    ing = ingestor(store, clock)
+    for event in events:
+        await ing.apply([event])
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None and job.status is JobStatus.SUCCEEDED and job.exit_code == 0
+    assert ing.stats.terminal_marked == 1
+
+
+async def test_replays_and_relists_never_mark_a_job_ended_twice(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=2))
+    events = lifecycle("replayed")
+    first = ingestor(store, clock)
+    await first.apply(events)
+    # The same history again (a restart replays the list), then an older state arriving late.
+    second = ingestor(store, clock)
+    await second.apply(events)
+    await second.apply([events[2]])
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None and job.status is JobStatus.SUCCEEDED
+    assert (first.stats.terminal_marked, second.stats.terminal_marked) == (1, 0)
+
+
+async def test_jobs_that_ended_before_the_catch_up_window_stay_silent(store: Store) -> None:
+    long_ago = T0 - timedelta(days=2)
+    recent = T0 - timedelta(minutes=30)
+    old_events = lifecycle("old-job", start=long_ago)
+    new_events = lifecycle("recent-job", start=recent - timedelta(hours=1))
+    ing = ingestor(store, Clock(T0), started_at=T0)
+    await ing.apply(old_events + new_events)
+    old_uid = old_events[0][2]["metadata"]["uid"]
+    new_uid = new_events[0][2]["metadata"]["uid"]
+    assert await store.summary_state("test", old_uid) is SummaryState.SILENT
+    assert await store.summary_state("test", new_uid) is SummaryState.AWAITING_USAGE
+
+
+async def test_a_job_deleted_during_a_gap_is_closed_out_at_the_relist(store: Store) -> None:
+    clock = Clock(T0 + timedelta(minutes=20))
+    events = lifecycle("gone-in-gap")
+    ing = ingestor(store, clock)
+    # We saw it start and its pod run, then lost the watch; the job and pods were deleted meanwhile.
+    await ing.apply(events[:4])
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None and job.status is JobStatus.RUNNING
+    await ing.on_relist("Job", [])
+    await ing.apply([("relist", "Job", [])])
+    job = await store.get_job("test", uid)
+    assert job is not None
+    assert job.status is JobStatus.DELETED
+    assert job.finished_at == clock.now
+    assert ing.stats.closed_in_gap == 1
+    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+
+
+async def test_deleted_event_keeps_the_last_known_state(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=3))
+    events = lifecycle("ttl-deleted")
+    ing = ingestor(store, clock)
+    await ing.apply(events)
+    # TTL controller deletes the finished job and its pods: DELETED events carry the last state.
+    await ing.apply([("Job", "DELETED", events[-1][2]), ("Pod", "DELETED", events[-2][2])])
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None and job.status is JobStatus.SUCCEEDED
+    pods = await store.pods_of("test", uid)
+    assert pods[0].deleted_at == clock.now
+
+
+async def test_running_job_deleted_by_the_user(store: Store) -> None:
+    clock = Clock(T0 + timedelta(minutes=10))
+    events = lifecycle("cancelled")
+    ing = ingestor(store, clock)
+    await ing.apply(events[:4])
+    await ing.apply([("Job", "DELETED", events[2][2])])
+    uid = events[0][2]["metadata"]["uid"]
+    job = await store.get_job("test", uid)
+    assert job is not None and job.status is JobStatus.DELETED
+    assert ing.stats.terminal_marked == 1
+
+
+async def test_pods_of_other_workloads_are_not_stored(store: Store) -> None:
+    job = job_object(JobSpec(name="x", namespace="ns"), T0)
+    stray = pod_object(job, "abcde", T0)
+    stray["metadata"]["ownerReferences"] = [
+        {"kind": "ReplicaSet", "name": "web-1", "uid": "rs-1", "controller": True}
+    ]
+    stray["metadata"]["labels"] = {"app": "web"}
+    ing = ingestor(store, Clock(T0))
+    await ing.apply([("Pod", "ADDED", stray)])
+    assert await store.job_uids_of_pods("test", [stray["metadata"]["uid"]]) == {}
+
+
+async def test_bare_gpu_pod_with_an_owner_is_a_one_pod_workload(store: Store) -> None:
+    job = job_object(JobSpec(name="dag-train", namespace="face-research", gpus=2), T0)
+    pod = pod_object(job, "airflow", T0)
+    pod["metadata"]["ownerReferences"] = []
+    pod["metadata"]["labels"] = {"dag_id": "nightly", "task_id": "train", "kubernetes_pod_operator": "True"}
+    pod["metadata"]["annotations"] = {"inno-notify/owner": "bob@example.com"}
+    running = pod_running(pod, "gpu-node-2", T0 + timedelta(seconds=3), T0 + timedelta(seconds=10))
+    done = pod_terminated(running, T0 + timedelta(minutes=30), 1)
+    ing = ingestor(store, Clock(T0 + timedelta(minutes=31)))
+    await ing.apply([("Pod", "ADDED", pod), ("Pod", "MODIFIED", running), ("Pod", "MODIFIED", done)])
+    record = await store.get_job("test", pod["metadata"]["uid"])
+    assert record is not None
+    assert record.kind is WorkloadKind.POD
+    assert record.owner == "bob@example.com"
+    assert record.status is JobStatus.FAILED and record.exit_code == 1
+    assert ing.stats.terminal_marked == 1
+
+
+async def test_kueue_workload_before_its_job_and_events_are_kept(store: Store) -> None:
+    events = lifecycle("queued", start=T0)
+    uid = events[0][2]["metadata"]["uid"]
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-queued-1a2b3",
+            "namespace": "face-research",
+            "uid": "wl-1",
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+        },
+        "spec": {"queueName": "team-face"},
+        "status": {
+            "admission": {"clusterQueue": "gpu-cq", "podSetAssignments": []},
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "True",
+                    "reason": "QuotaReserved",
+                    "lastTransitionTime": "2026-11-30T10:00:20Z",
+                    "message": "",
+                },
+                {
+                    "type": "Admitted",
+                    "status": "True",
+                    "reason": "Admitted",
+                    "lastTransitionTime": "2026-11-30T10:00:20Z",
+                    "message": "",
+                },
+            ],
+        },
+    }
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "queued.1", "namespace": "face-research", "uid": "ev-1"},
+        "involvedObject": {"kind": "Job", "name": "queued", "namespace": "face-research", "uid": uid},
+        "reason": "BackoffLimitExceeded",
+        "type": "Warning",
+        "count": 1,
+    }
+    ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
+    await ing.apply([("Workload", "ADDED", workload)])
+    await ing.apply(events + [("Event", "ADDED", event)])
+    job = await store.get_job("test", uid)
+    assert job is not None and job.kueue is not None
+    assert job.kueue.cluster_queue == "gpu-cq"
+    assert job.kueue.admitted_at == T0 + timedelta(seconds=20)
+    assert job.event_counts == {"BackoffLimitExceeded": 1}
+    # The same event replayed after a relist does not count twice.
+    await ing.apply([("Event", "MODIFIED", event)])
+    job = await store.get_job("test", uid)
+    assert job is not None and job.event_counts == {"BackoffLimitExceeded": 1}
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 8])
+async def test_requested_gpus(store: Store, gpus: int) -> None:
+    events = lifecycle(f"gpus-{gpus}", gpus=gpus)
+    await ingestor(store, Clock(T0 + timedelta(hours=2))).apply(events)
+    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    assert job is not None and job.requested.gpus == gpus
