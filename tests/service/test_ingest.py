@@ -9,7 +9,7 @@ import pytest
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.domain.model import JobStatus, WorkloadKind
 from inno_notify.domain.parsing import ParseConfig
-from inno_notify.service.ingest import Ingestor, IngestOptions
+from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.objects import (
     JobSpec,
     job_failed,
@@ -247,7 +247,7 @@ async def test_kueue_workload_before_its_job_and_events_are_kept(store: Store) -
     }
     ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
     await ing.apply([("Workload", "ADDED", workload)])
-    await ing.apply(events + [("Event", "ADDED", event)])
+    await ing.apply([*events, ("Event", "ADDED", event)])
     job = await store.get_job("test", uid)
     assert job is not None and job.kueue is not None
     assert job.kueue.cluster_queue == "gpu-cq"
