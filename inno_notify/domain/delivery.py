@@ -1,0 +1,173 @@
+"""The dispatcher's decisions, kept pure: which claimed rows form one message, when to retry, when to give up.
+
+Grouping (CONTRACT.md §6): rows of one kind to the same recipient on the same channel form a
+bucket. A bucket fires when one of its ungrouped rows is due, or when one of its
+`inno-notify/group` sets is ready; it then takes every ungrouped row it holds (those that became
+due within the window of the first ride along) and every ready set. A set is ready once no new
+member has arrived for `group_wait` (each row is due `group_wait` after it was created, so that
+is the latest due time of the set), but no later than `cap_factor × group_wait` after its first
+member, so a never-ending sweep still reports. Rows of a set that is not ready are deferred to
+the time it will be.
+
+Retries follow Alertmanager's schedule: 0.5 s × 1.5 per attempt up to 60 s, with jitter, unless
+the provider said how long to wait; a failure the provider calls permanent, or any failure
+after `give_up_after` seconds past the row's due time, ends the row as failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from inno_notify.domain.model import Notification, NotificationKind
+
+DEFAULT_CAP_FACTOR = 10.0
+DEFAULT_MAX_PER_MESSAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with proportional jitter: attempt n waits initial × factor^(n-1) ± jitter."""
+
+    initial: float = 0.5
+    factor: float = 1.5
+    maximum: float = 60.0
+    # 0.5: the wait is drawn uniformly from [0.5, 1.5] × the nominal delay (then capped).
+    jitter: float = 0.5
+
+    def delay(self, attempt: int, rand: Callable[[], float]) -> float:
+        """Seconds to wait after the `attempt`-th failed try (1-based); `rand` gives [0, 1)."""
+        nominal = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        spread = 1.0 + self.jitter * (2.0 * rand() - 1.0)
+        return min(self.maximum, nominal * spread)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    at: datetime
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    error: str
+
+
+Verdict = Retry | Fail
+
+
+def after_failure(
+    row: Notification,
+    *,
+    error: str,
+    retryable: bool,
+    retry_after: float | None,
+    now: datetime,
+    give_up_after_seconds: float,
+    backoff: Backoff,
+    rand: Callable[[], float],
+) -> Verdict:
+    """What becomes of a row whose send failed at `now`.
+
+    `row.attempts` counts this try. A provider's `retry_after` replaces our backoff (it knows when
+    it will accept again); past the give-up deadline the row fails with the last error.
+    """
+    if not retryable:
+        return Fail(error)
+    deadline = row.due_at + timedelta(seconds=give_up_after_seconds)
+    if now >= deadline:
+        return Fail(f"gave up after {_span(now - row.due_at)}: {error}")
+    wait = retry_after if retry_after is not None and retry_after >= 0 else backoff.delay(row.attempts, rand)
+    return Retry(now + timedelta(seconds=wait), error)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """Messages to send now (each a tuple of rows, oldest first) and rows to put back until later."""
+
+    messages: tuple[tuple[Notification, ...], ...]
+    deferred: tuple[tuple[Notification, datetime], ...] = ()
+
+
+BucketKey = tuple[str, str, str]
+
+
+def bucket_of(row: Notification) -> BucketKey:
+    """Rows that may share a message: same kind, channel and recipient."""
+    return (row.kind.value, row.channel.value, row.recipient)
+
+
+def plan_batch(
+    due: Sequence[Notification],
+    waiting: Sequence[Notification],
+    now: datetime,
+    group_wait_seconds: float,
+    *,
+    cap_factor: float = DEFAULT_CAP_FACTOR,
+    max_per_message: int = DEFAULT_MAX_PER_MESSAGE,
+) -> BatchPlan:
+    """Groups claimed rows into messages.
+
+    `due`: rows whose next attempt time has come. `waiting`: never-tried rows of the same buckets
+    that are not due yet (candidates to ride along or to hold a group back). Only job summaries
+    are grouped; any other kind goes out one row per message. Rows are told apart by their id.
+    """
+    buckets: dict[BucketKey, list[Notification]] = {}
+    due_ids = {row.id for row in due}
+    seen: set[int | None] = set()
+    for row in [*due, *waiting]:
+        if row.id in seen:
+            continue
+        seen.add(row.id)
+        buckets.setdefault(bucket_of(row), []).append(row)
+
+    messages: list[tuple[Notification, ...]] = []
+    deferred: list[tuple[Notification, datetime]] = []
+    cap = timedelta(seconds=cap_factor * group_wait_seconds)
+    for rows in buckets.values():
+        if rows[0].kind is not NotificationKind.JOB_SUMMARY:
+            messages.extend((row,) for row in rows if row.id in due_ids)
+            continue
+        ungrouped = [r for r in rows if r.group_key is None]
+        sets: dict[str, list[Notification]] = {}
+        for r in rows:
+            if r.group_key is not None:
+                sets.setdefault(r.group_key, []).append(r)
+        ready: list[Notification] = []
+        fires = any(r.id in due_ids for r in ungrouped)
+        for members in sets.values():
+            at = _set_ready_at(members, cap)
+            if at <= now:
+                ready.extend(members)
+                fires = True
+            else:
+                deferred.extend((r, at) for r in members if r.next_attempt_at != at)
+        if not fires:
+            continue
+        chosen = sorted([*ungrouped, *ready], key=_age)
+        messages.extend(
+            tuple(chosen[i : i + max_per_message]) for i in range(0, len(chosen), max_per_message)
+        )
+    messages.sort(key=lambda m: _age(m[0]))
+    return BatchPlan(tuple(messages), tuple(deferred))
+
+
+def _set_ready_at(members: Iterable[Notification], cap: timedelta) -> datetime:
+    rows = list(members)
+    sliding = max(r.due_at for r in rows)
+    capped = min(r.created_at for r in rows) + cap
+    return min(sliding, capped)
+
+
+def _age(row: Notification) -> tuple[datetime, int]:
+    return (row.due_at, row.id or 0)
+
+
+def _span(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds} s"
