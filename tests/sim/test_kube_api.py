@@ -131,6 +131,7 @@ async def test_watch_from_compacted_version_is_410(sim: SimKubeServer, api: ApiC
     assert event["type"] == "ERROR"
     assert (event["object"]["code"], event["object"]["reason"]) == (410, "Expired")
     assert await response.content.readline() == b""  # and the stream ends
+    response.close()
     # The library turns it into ApiException(410) for its users.
     stream = watch.Watch()
     with pytest.raises(ApiException) as caught:
@@ -235,6 +236,7 @@ async def test_dropped_watch_ends_without_a_final_chunk(sim: SimKubeServer, api:
     assert sim.drop_watches() == 1
     with pytest.raises(aiohttp.ClientPayloadError):
         await asyncio.wait_for(response.content.readline(), 5)
+    response.close()
 
 
 async def test_stalled_watch_stays_open_and_silent(sim: SimKubeServer, api: ApiClient) -> None:
