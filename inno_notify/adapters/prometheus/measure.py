@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -59,6 +59,8 @@ class UsageMeter:
         self._config = config or MeterConfig()
         # The spelling of dcgm-exporter's pod labels does not change within a cluster: learn it once.
         self._spelling: tuple[str, str] | None = None
+        # Queries per metric family in the last measure_pods call (spelling probes as "probe").
+        self.last_queries_by_kind: Counter[str] = Counter()
         labels = self._config.labels
         self._cadvisor = q.CadvisorSelector(
             labels.cadvisor_pod, labels.cadvisor_namespace, labels.cadvisor_container
@@ -75,6 +77,7 @@ class UsageMeter:
         a round is measured completely or not at all, so no job is summarized from half the answers.
         """
         cfg = self._config
+        self.last_queries_by_kind = Counter()
         buckets = plan_buckets(
             targets, scrape_seconds=cfg.scrape_interval_seconds, gap_seconds=cfg.bucket_gap_seconds
         )
@@ -100,6 +103,7 @@ class UsageMeter:
         for kind, build in builders.items():
             for _pods, promql in chunk_pods(bucket.pods, build, max_url_bytes=self._config.max_url_bytes):
                 jobs.append((kind, promql))
+        self.last_queries_by_kind.update(kind for kind, _ in jobs)
         answers = await asyncio.gather(*(self._client.query(promql) for _, promql in jobs))
         by_kind: dict[str, list[Sample]] = defaultdict(list)
         for (kind, _), answer in zip(jobs, answers, strict=True):
@@ -118,6 +122,7 @@ class UsageMeter:
             probe = functools.partial(q.spelling_probe, sel, window=bucket.window)
             chunks = chunk_pods(bucket.pods, probe, max_url_bytes=self._config.max_url_bytes)
             probes.append(self._client.query(chunks[0][1]))
+            self.last_queries_by_kind["probe"] += 1
         answers = await asyncio.gather(*probes)
         for spelling, answer in zip(spellings, answers, strict=True):
             if answer:

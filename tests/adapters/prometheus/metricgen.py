@@ -35,6 +35,7 @@ class Gpu:
     has_prof: bool = True  # DCGM_FI_PROF_* needs Volta+ and the profiling module
     mig_profile: str | None = None
     mig_instance: int | None = None
+    reports_fb_free: bool = True  # benchmarks leave it out to keep the data set small
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ def _write_gpu(
     idle_labels = _dcgm_labels(gpu, None)
     key = _gpu_id(gpu)
     uses = sorted(uses, key=lambda pu: pu[0].end)
+    labels = {pod.uid: _dcgm_labels(gpu, pod) for pod, _ in uses}
     first = 0  # uses before this index have ended
     for i, t in enumerate(scrape_times(start, end, scrape)):
         while first < len(uses) and uses[first][0].end <= t:
@@ -229,7 +231,7 @@ def _write_gpu(
         util = min(100.0, sum(u.util_percent(t) for _, u in active))
         fb = min(float(gpu.fb_total_mib), sum(round(u.fb_used_mib(t)) for _, u in active))
         for pod, _ in active:
-            written_util, written_fb = _write_gpu_sample(writer, gpu, _dcgm_labels(gpu, pod), util, fb, t)
+            written_util, written_fb = _write_gpu_sample(writer, gpu, labels[pod.uid], util, fb, t)
             gt = truth[pod.uid].gpus[key]
             if written_util is not None:
                 gt.util.append(written_util)
@@ -252,7 +254,8 @@ def _write_gpu_sample(
         if written is None:
             written = float(dev)
     writer.write("DCGM_FI_DEV_FB_USED", labels, str(int(fb_used)), t)
-    writer.write("DCGM_FI_DEV_FB_FREE", labels, str(int(gpu.fb_total_mib - fb_used)), t)
+    if gpu.reports_fb_free:
+        writer.write("DCGM_FI_DEV_FB_FREE", labels, str(int(gpu.fb_total_mib - fb_used)), t)
     return written, fb_used
 
 

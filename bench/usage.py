@@ -1,0 +1,184 @@
+"""Benchmark: usage of one round of finished jobs, batched versus one query loop per job.
+
+A real Prometheus holds generated dcgm-exporter and cAdvisor series for ``--gpus`` GPUs over
+``--days`` days (every GPU busy with 1–8-GPU jobs of 1–8 h). The ``--jobs`` most recently finished
+jobs are measured twice in the same run: once as one batched round (``UsageMeter.measure_pods``
+over all of them), once the naive way, one ``measure_pods`` call per job in a loop. Both must
+agree figure for figure. Prints ``name=value`` lines.
+
+The TSDB is cached under ``--cache`` (keyed by the parameters); the first run builds it (minutes).
+
+    .venv/bin/python bench/usage.py [--jobs 500 --gpus 256 --days 7 --scrape 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import math
+import random
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inno_notify.adapters.prometheus.batching import PodWindow
+from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
+from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
+from tests.adapters.prometheus import metricgen
+from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
+
+GIB = 1024**3
+START = datetime(2025, 1, 6, tzinfo=UTC).timestamp()
+
+
+def workload(gpus_total: int, days: float, seed: int) -> tuple[list[metricgen.Gpu], list[metricgen.PodTrace]]:
+    rng = random.Random(seed)
+    end = START + days * 86400
+    gpus = [
+        metricgen.Gpu(f"node-{i // 8:03d}", i % 8, f"GPU-{i:06d}", has_prof=False, reports_fb_free=False)
+        for i in range(gpus_total)
+    ]
+    pods: list[metricgen.PodTrace] = []
+    # Each node runs jobs of 1, 2, 4 or 8 GPUs back to back on GPU groups.
+    for node in range(gpus_total // 8):
+        node_gpus = gpus[node * 8 : node * 8 + 8]
+        size = rng.choice([1, 2, 4, 8])
+        for group in range(8 // size):
+            t = START + rng.uniform(0, 3600)
+            while True:
+                length = rng.uniform(3600, 8 * 3600)
+                if t + length > end - 600:
+                    break
+                n = len(pods) + 1
+                level = rng.uniform(0, 100)
+                memory = rng.uniform(2, 200) * GIB
+                cores = rng.uniform(0.5, 16)
+                pods.append(
+                    metricgen.PodTrace(
+                        namespace=f"team-{rng.randrange(12):02d}",
+                        name=f"job-{n:05d}-{rng.randrange(16**5):05x}",
+                        uid=f"{n:08x}-0000-4000-8000-{n:012x}",
+                        start=t,
+                        end=t + length,
+                        gpus=[
+                            metricgen.GpuUse(g, lambda _t, lv=level: lv, lambda _t: 20000.0)
+                            for g in node_gpus[group * size : (group + 1) * size]
+                        ],
+                        containers=[
+                            metricgen.Container("main", lambda _t, m=memory: m, lambda _t, c=cores: c)
+                        ],
+                        pod_cgroup_series=False,
+                    )
+                )
+                t += length + rng.uniform(60, 1800)
+    return gpus, pods
+
+
+def _close(a: object, b: object) -> bool:
+    # Different query shapes sum floats in different orders: equal up to rounding.
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def same(a: PodMeasurement, b: PodMeasurement) -> bool:
+    pairs = [(a.pod, b.pod), *zip(sorted(a.gpus, key=str), sorted(b.gpus, key=str), strict=False)]
+    return len(a.gpus) == len(b.gpus) and all(
+        _close(getattr(x, f.name), getattr(y, f.name)) for x, y in pairs for f in dataclasses.fields(x)
+    )
+
+
+async def run(url: str, targets: list[PodWindow], scrape: float) -> dict[str, float]:
+    config = MeterConfig(scrape_interval_seconds=scrape)
+    batched_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    meter = UsageMeter(batched_client, config)
+    t0 = time.perf_counter()
+    batched = await meter.measure_pods(targets)
+    seconds = time.perf_counter() - t0
+
+    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    loop_meter = UsageMeter(loop_client, config)
+    t0 = time.perf_counter()
+    looped: dict[str, PodMeasurement] = {}
+    for target in targets:
+        looped.update(await loop_meter.measure_pods([target]))
+    baseline_seconds = time.perf_counter() - t0
+    batched_client.close()
+    loop_client.close()
+
+    with_gpu_data = sum(1 for m in batched.values() if m.gpus and m.pod.memory_peak_bytes is not None)
+    return {
+        "queries": batched_client.queries_sent,
+        "queries_per_metric_max": max(n for kind, n in meter.last_queries_by_kind.items() if kind != "probe"),
+        "seconds": seconds,
+        "baseline_queries": loop_client.queries_sent,
+        "baseline_seconds": baseline_seconds,
+        "speedup": baseline_seconds / seconds,
+        "jobs_with_gpu_and_memory_figures": with_gpu_data,
+        "mismatches": sum(1 for uid, m in batched.items() if not same(m, looped[uid])),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--gpus", type=int, default=256)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--scrape", type=float, default=60.0, help="seconds between generated samples")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
+    args = parser.parse_args()
+    if not HAVE_PROMETHEUS:
+        sys.exit("prometheus and promtool are needed (apt-get install prometheus)")
+
+    gpus, pods = workload(args.gpus, args.days, args.seed)
+    tsdb = args.cache / f"usage-g{args.gpus}-d{args.days:g}-s{args.scrape:g}-r{args.seed}" / "tsdb"
+    samples = "cached"
+    build_seconds = 0.0
+    if not (tsdb / ".complete").exists():
+        t0 = time.perf_counter()
+        tsdb.parent.mkdir(parents=True, exist_ok=True)
+        openmetrics = tsdb.parent / "data.om"
+        end = START + args.days * 86400
+        _, written = metricgen.generate(openmetrics, gpus, pods, start=START, end=end, scrape=args.scrape)
+        backfill(openmetrics, tsdb)
+        openmetrics.unlink()
+        (tsdb / ".complete").write_text(str(written))
+        samples = str(written)
+        build_seconds = time.perf_counter() - t0
+    else:
+        samples = (tsdb / ".complete").read_text()
+
+    finished = sorted(pods, key=lambda p: p.end)[-args.jobs :]
+    targets = [
+        PodWindow(
+            p.namespace,
+            p.name,
+            p.uid,
+            datetime.fromtimestamp(p.start, UTC),
+            datetime.fromtimestamp(p.end, UTC),
+        )
+        for p in finished
+    ]
+    print(f"gpus={args.gpus}")
+    print(f"days={args.days:g}")
+    print(f"scrape_seconds={args.scrape:g}")
+    print(f"pods_in_tsdb={len(pods)}")
+    print(f"samples_in_tsdb={samples}")
+    print(f"tsdb_build_seconds={build_seconds:.1f}")
+    print(f"jobs={len(targets)}")
+    print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
+    with PrometheusServer(tsdb) as server:
+        figures = asyncio.run(run(server.url, targets, args.scrape))
+    for name, value in figures.items():
+        print(f"{name}={value:.3f}" if isinstance(value, float) else f"{name}={value}")
+
+
+if __name__ == "__main__":
+    main()
