@@ -341,7 +341,7 @@ def usage_to_row(cluster: str, job_uid: str, usage: Usage) -> dict[str, Any]:
     return row
 
 
-def usage_from_row(row: Row) -> Usage:
+def usage_from_row(row: Mapping[Any, Any]) -> Usage:
     detail = row["detail"]
     return Usage(
         **{name: row[name] for name in USAGE_COLUMNS},

@@ -287,6 +287,30 @@ async def get_usage(conn: AsyncConnection, cluster: str, uid: str) -> Usage | No
     return None if row is None else codec.usage_from_row(row)
 
 
+async def family_history(
+    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, limit: int
+) -> list[tuple[JobRecord, Usage]]:
+    """The newest finished, measured runs of a family in a namespace that ended before `before`."""
+    usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
+    query = (
+        sa.select(jobs, *usage_columns)
+        .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
+        .where(
+            jobs.c.cluster == cluster,
+            jobs.c.namespace == namespace,
+            jobs.c.family == family,
+            jobs.c.finished_at < before,
+        )
+        .order_by(jobs.c.finished_at.desc())
+        .limit(limit)
+    )
+    runs = []
+    for row in (await conn.execute(query)).mappings():
+        usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}
+        runs.append((codec.job_from_row(row), codec.usage_from_row(usage_row)))
+    return runs
+
+
 async def save_recommendations(
     conn: AsyncConnection, cluster: str, uid: str, recs: Sequence[Recommendation]
 ) -> None:

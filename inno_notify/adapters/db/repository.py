@@ -182,6 +182,31 @@ class Store:
             await jobs.set_summary_state(conn, cluster, uid, state)
             return await outbox.enqueue(conn, notifications)
 
+    async def family_history(
+        self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
+    ) -> list[tuple[JobRecord, Usage]]:
+        """Earlier measured runs of a job family, newest first (right-sizing learns from them)."""
+        async with self._engine.connect() as conn:
+            return await jobs.family_history(conn, cluster, namespace, family, before, limit)
+
+    async def complete_summary(
+        self,
+        cluster: str,
+        uid: str,
+        usage: Usage,
+        recommendations: Sequence[Recommendation],
+        notifications: Sequence[Notification],
+        state: SummaryState = SummaryState.SUMMARIZED,
+    ) -> int:
+        """Stores a job's usage and advice, sets its summary state and enqueues its notifications,
+        all in one transaction: a summary is either wholly planned or not at all. Returns how many
+        notifications were new."""
+        async with self._engine.begin() as conn:
+            await jobs.save_usage(conn, cluster, uid, usage)
+            await jobs.save_recommendations(conn, cluster, uid, recommendations)
+            await jobs.set_summary_state(conn, cluster, uid, state)
+            return await outbox.enqueue(conn, notifications)
+
     async def save_usage(self, cluster: str, uid: str, usage: Usage) -> None:
         async with self._engine.begin() as conn:
             await jobs.save_usage(conn, cluster, uid, usage)

@@ -108,6 +108,8 @@ jobs = sa.Table(
     sa.Index(None, "finished_at"),
     sa.Index(None, "sort_at", "uid", "cluster"),
     sa.Index(None, "summary_state", "usage_due_at"),
+    # Right-sizing reads the newest runs of a family in a namespace.
+    sa.Index(None, "cluster", "namespace", "family", "finished_at"),
 )
 
 pods = sa.Table(
