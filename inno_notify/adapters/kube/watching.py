@@ -85,6 +85,14 @@ class _Relist(Exception):
     """A stream learned that its version was compacted away."""
 
 
+class _Inactive(Exception):
+    """No byte arrived within the inactivity timeout: the stream is presumed dead."""
+
+
+class _Broken(Exception):
+    """The stream failed (connection cut, garbage); the cause is chained."""
+
+
 class ResourceWatcher:
     """One resource across the watched namespaces ([] = all): one LIST+WATCH per namespace.
 
@@ -205,25 +213,25 @@ class ResourceWatcher:
                             raise _Relist from error
                         failure = error
                         break
-                    new_version = (obj.get("metadata") or {}).get("resourceVersion")
-                    if new_version:
-                        version = new_version
                     if event_type == "BOOKMARK":
                         self.stats.bookmarks += 1
-                        continue
-                    self.stats.events += 1
-                    await self.on_event(self.kind, event_type, obj)
-            except TimeoutError:
+                    else:
+                        self.stats.events += 1
+                        # Consumer errors propagate. The version moves past an event only once the
+                        # consumer has taken it, so a restart redelivers rather than skips it.
+                        await self.on_event(self.kind, event_type, obj)
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+            except _Inactive:
                 self.stats.inactivity_restarts += 1
                 log.warning(
-                    "%s %s: nothing for %.0f s, restarting the stream",
+                    "%s %s: nothing for %g s, restarting the stream",
                     self.kind,
                     where,
                     self.options.inactivity_timeout,
                 )
                 continue
-            except (aiohttp.ClientError, ConnectionError, orjson.JSONDecodeError) as exc:
-                failure = exc
+            except _Broken as exc:
+                failure = exc.__cause__ or exc
             finally:
                 # close, not release: an unfinished stream's connection must not be reused.
                 response.close()
@@ -269,11 +277,19 @@ class _EventStream:
     async def __anext__(self) -> tuple[str, JsonObj]:
         while not self._pending:
             # Only the wait for bytes is timed, not the consumer's work between reads.
-            async with asyncio.timeout(self._timeout):
-                chunk = await self._response.content.readany()
+            try:
+                async with asyncio.timeout(self._timeout):
+                    chunk = await self._response.content.readany()
+            except TimeoutError:
+                raise _Inactive from None
+            except (aiohttp.ClientError, ConnectionError) as exc:
+                raise _Broken from exc
             if not chunk:
                 raise StopAsyncIteration
             self._pending = self._splitter.feed(chunk)
             self._pending.reverse()
-        event = orjson.loads(self._pending.pop())
+        try:
+            event = orjson.loads(self._pending.pop())
+        except orjson.JSONDecodeError as exc:
+            raise _Broken from exc
         return str(event.get("type")), event.get("object") or {}

@@ -11,6 +11,7 @@ import asyncio
 import random
 from pathlib import Path
 
+import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters import kube
@@ -334,3 +335,23 @@ async def test_label_selector_limits_what_is_watched(
         sim.create(JOBS, job("theirs-2", team="nlp"))
         await consumer.wait_for(lambda: len(consumer.objects["Job"]) == 2)
     assert consumer_names(consumer) == {"mine", "mine-2"}
+
+
+@pytest.mark.parametrize("error", [RuntimeError("bug"), TimeoutError("database timed out")])
+async def test_consumer_errors_propagate_instead_of_passing_for_stream_trouble(
+    sim: SimKubeServer, api: ApiClient, consumer: Consumer, error: Exception
+) -> None:
+    async def failing(kind: str, event_type: str, obj: dict[str, object]) -> None:
+        if event_type == "ADDED":
+            raise error
+        await consumer.on_event(kind, event_type, obj)  # type: ignore[arg-type]
+
+    watcher = ResourceWatcher(api, kube.JOBS, failing, consumer.on_relist, options=fast())
+    task = asyncio.create_task(watcher.run())
+    await asyncio.wait_for(watcher.synced.wait(), 5)
+    sim.create(JOBS, job("a"))
+    done, _ = await asyncio.wait([task], timeout=5)
+    assert done == {task}
+    assert task.exception() is error
+    assert watcher.stats.inactivity_restarts == 0
+    assert watcher.stats.watch_starts == 1
