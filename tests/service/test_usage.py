@@ -1,0 +1,157 @@
+"""The usage collector on a real store: one batched measurement per round, figures, advice, give-up."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inno_notify.adapters.db.repository import Store, SummaryState
+from inno_notify.adapters.prometheus.batching import PodWindow
+from inno_notify.adapters.prometheus.errors import PrometheusUnavailable
+from inno_notify.adapters.prometheus.measure import PodMeasurement
+from inno_notify.domain.model import (
+    Channel,
+    GpuUsage,
+    JobRecord,
+    MissingReason,
+    Notification,
+    NotificationKind,
+    PodUsage,
+    RecommendationKind,
+)
+from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.usage import CollectorOptions, UsageCollector
+from tests.service.test_ingest import Clock, lifecycle
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+GIB = 1024**3
+
+
+class FakeSource:
+    """Our own UsageSource protocol, answering from per-pod figures; counts the rounds it served."""
+
+    def __init__(self, util_by_gpu: Sequence[float], memory_peak: int, fail: bool = False) -> None:
+        self.util_by_gpu = util_by_gpu
+        self.memory_peak = memory_peak
+        self.fail = fail
+        self.calls: list[list[str]] = []
+
+    async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
+        self.calls.append([t.uid for t in targets])
+        if self.fail:
+            raise PrometheusUnavailable("connection refused")
+        result = {}
+        for t in targets:
+            minutes = t.held_seconds / 60
+            gpus = tuple(
+                GpuUsage(
+                    pod_uid=t.uid,
+                    pod_name=t.pod,
+                    gpu=str(i),
+                    uuid=f"GPU-{t.uid[:8]}-{i}",
+                    model="NVIDIA H100 80GB HBM3",
+                    held_minutes=minutes,
+                    util_mean_percent=util,
+                    util_max_percent=util,
+                    fb_used_peak_bytes=10 * GIB,
+                    fb_total_bytes=80 * GIB,
+                    samples=200,
+                )
+                for i, util in enumerate(self.util_by_gpu)
+            )
+            pod = PodUsage(
+                pod_uid=t.uid,
+                pod_name=t.pod,
+                memory_peak_bytes=self.memory_peak,
+                cpu_cores_mean=2.0,
+                cpu_cores_p95=3.0,
+                samples=200,
+            )
+            result[t.uid] = PodMeasurement(window=t, gpus=gpus, pod=pod)
+        return result
+
+
+async def plan_one_email(job: JobRecord, now: datetime) -> list[Notification]:
+    return [
+        Notification(
+            dedup_key=f"{job.cluster}/{job.uid}/job_summary/email/{job.owner}",
+            kind=NotificationKind.JOB_SUMMARY,
+            channel=Channel.EMAIL,
+            recipient=job.owner or "",
+            due_at=now,
+            created_at=now,
+            cluster=job.cluster,
+            job_uid=job.uid,
+        )
+    ]
+
+
+async def ingest(store: Store, names: Sequence[str]) -> list[str]:
+    ing = Ingestor(store, ParseConfig(cluster="test"), IngestOptions(), Clock(T0 + timedelta(hours=2)), T0)
+    uids = []
+    for name in names:
+        events = lifecycle(name, gpus=4)
+        await ing.apply(events)
+        uids.append(events[0][2]["metadata"]["uid"])
+    return uids
+
+
+def collector(store: Store, source: FakeSource, now: datetime) -> UsageCollector:
+    return UsageCollector(store, source, RightsizingPolicy(), plan_one_email, CollectorOptions(), Clock(now))
+
+
+async def test_one_round_measures_every_due_job_at_once(store: Store) -> None:
+    uids = await ingest(store, [f"train-{i}" for i in range(3)])
+    source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    coll = collector(store, source, now)
+    assert await coll.run_once(now) == 3
+    assert len(source.calls) == 1 and len(source.calls[0]) == 3  # one batched call, not one per job
+
+    for uid in uids:
+        usage = await store.get_usage("test", uid)
+        assert usage is not None
+        # One pod with 4 GPUs held from scheduling (T0+30 s) to its end (T0+1 h): 59.5 min each.
+        assert usage.gpu_minutes == 4 * 59.5
+        assert usage.gpus_idle == 2
+        assert usage.used_gpu_minutes == pytest.approx((0.80 + 0.75) * 59.5)
+        assert usage.memory_peak_bytes == 6 * GIB
+        kinds = {r.kind for r in await store.recommendations_of("test", uid)}
+        assert RecommendationKind.GPU_COUNT in kinds or RecommendationKind.IDLE_GPU in kinds
+        assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+    assert coll.stats.notifications_planned == 3
+    assert await coll.run_once(now) == 0  # nothing due any more
+
+
+async def test_jobs_are_not_measured_before_the_metrics_delay(store: Store) -> None:
+    await ingest(store, ["early"])
+    source = FakeSource([50.0], GIB)
+    end = T0 + timedelta(hours=1, seconds=2)
+    assert await collector(store, source, end).run_once(end + timedelta(seconds=30)) == 0
+    assert source.calls == []
+
+
+async def test_outage_is_retried_then_given_up_with_the_reason(store: Store) -> None:
+    (uid,) = await ingest(store, ["during-outage"])
+    end = T0 + timedelta(hours=1, seconds=2)
+    down = FakeSource([50.0], GIB, fail=True)
+    first = end + timedelta(minutes=2)
+    coll = collector(store, down, first)
+    assert await coll.run_once(first) == 0
+    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert coll.stats.failed_rounds == 1
+
+    # Still down past give_up_after_seconds (1800 s): the summary goes out, figures missing.
+    late = end + timedelta(seconds=1801)
+    assert await coll.run_once(late) == 1
+    usage = await store.get_usage("test", uid)
+    assert usage is not None
+    assert usage.gpu_util_mean_percent is None and usage.memory_peak_bytes is None
+    assert usage.reason_for("memory_peak_bytes") is MissingReason.PROMETHEUS_UNAVAILABLE
+    assert usage.gpu_minutes == 4 * 59.5  # held time comes from timestamps, not from Prometheus
+    assert await store.recommendations_of("test", uid) == []
+    assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
