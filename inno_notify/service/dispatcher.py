@@ -1,0 +1,252 @@
+"""The dispatcher: takes due outbox rows, groups them, renders, sends, records. The one place that retries.
+
+A round (`run_once`) claims a batch in one transaction (rows leased, so a crashed dispatcher's rows
+come back when the lease runs out), loads the jobs' figures in a few queries, and sends the
+messages concurrently within the channels' rate limits. Each message is recorded as soon as the
+provider accepted it, for all its rows at once: a duplicate can only come from a crash between
+the provider's answer and that commit. Failures are classified by the channel (ChannelError);
+what happens next (retry at, or failed with the reason) is decided by domain.delivery.
+
+Only job summaries are claimed here; other kinds of rows (digests, nudges) stay pending for the
+code that knows how to render them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+
+from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
+from inno_notify.adapters.channels.render import Renderer
+from inno_notify.adapters.channels.views import SummaryView
+from inno_notify.adapters.db import Store, dispatch_queries
+from inno_notify.adapters.db.dispatch_queries import Summary
+from inno_notify.domain.delivery import (
+    DEFAULT_CAP_FACTOR,
+    DEFAULT_MAX_PER_MESSAGE,
+    Backoff,
+    Fail,
+    plan_batch,
+)
+from inno_notify.domain.delivery import after_failure as decide_after_failure
+from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
+
+log = logging.getLogger(__name__)
+
+HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value})
+
+
+class Dispatcher:
+    """Sends due job summaries through the configured senders (keyed by channel name)."""
+
+    def __init__(
+        self,
+        store: Store,
+        senders: Mapping[str, Sender],
+        renderer: Renderer,
+        *,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        group_wait_seconds: float = 30.0,
+        give_up_after_seconds: float = 86400.0,
+        group_cap_factor: float = DEFAULT_CAP_FACTOR,
+        max_per_message: int = DEFAULT_MAX_PER_MESSAGE,
+        batch_size: int = 200,
+        lease_seconds: float = 300.0,
+        concurrency: int = 16,
+        poll_seconds: float = 1.0,
+        limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
+        backoff: Backoff | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._store = store
+        self._senders = dict(senders)
+        self._renderer = renderer
+        self._clock = clock
+        self._sleep = sleep
+        self._group_wait = group_wait_seconds
+        self._give_up = give_up_after_seconds
+        self._cap_factor = group_cap_factor
+        self._max_per_message = max_per_message
+        self._batch_size = batch_size
+        self._lease = lease_seconds
+        self._concurrency = max(1, concurrency)
+        self._poll = poll_seconds
+        self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
+        self._backoff = backoff or Backoff()
+        self._rand = rand
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Rounds until `stop` is set; a round in progress finishes its sends first."""
+        while not stop.is_set():
+            try:
+                handled = await self.run_once(self._clock())
+                wait = 0.0 if handled else await self._idle_wait()
+            except Exception:
+                # The database went away or a bug surfaced: claimed rows come back after their
+                # lease, so waiting and trying again loses nothing.
+                log.exception("dispatch round failed; trying again in %.1f s", self._poll)
+                wait = self._poll
+            if wait > 0:
+                await self._pause(wait, stop)
+
+    async def run_once(self, now: datetime) -> int:
+        """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)."""
+        planner = partial(
+            plan_batch,
+            now=now,
+            group_wait_seconds=self._group_wait,
+            cap_factor=self._cap_factor,
+            max_per_message=self._max_per_message,
+        )
+        async with self._store.engine.begin() as conn:
+            plan = await dispatch_queries.claim_batch(
+                conn, now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS
+            )
+        if not plan.messages:
+            return 0
+        keys = [(r.cluster, r.job_uid) for m in plan.messages for r in m if r.cluster and r.job_uid]
+        async with self._store.engine.connect() as conn:
+            summaries = await dispatch_queries.load_summaries(conn, keys)
+        seats = asyncio.Semaphore(self._concurrency)
+
+        async def deliver(message: Sequence[Notification]) -> None:
+            async with seats:
+                await self._deliver(message, summaries)
+
+        async with asyncio.TaskGroup() as tasks:
+            for message in plan.messages:
+                tasks.create_task(deliver(message))
+        return sum(len(m) for m in plan.messages)
+
+    async def _deliver(
+        self, rows: Sequence[Notification], summaries: Mapping[tuple[str, str], Summary]
+    ) -> None:
+        channel = rows[0].channel.value
+        sender = self._senders.get(channel)
+        if sender is None:
+            await self._record_failure(rows, f"channel {channel} is not configured", retryable=False)
+            return
+        known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
+        missing = [r for r in rows if (r.cluster or "", r.job_uid or "") not in summaries]
+        if missing:
+            await self._record_failure(missing, "job record not found", retryable=False)
+        if not known:
+            return
+        recipient = recipient_of(known[0])
+        try:
+            message = self._render(rows[0].channel, known, summaries)
+            async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
+                message_id = await sender.send(recipient, message)
+        except ChannelError as exc:
+            await self._record_failure(known, exc.message, exc.retryable, exc.retry_after)
+            return
+        except Exception as exc:
+            # A sender bug is not the recipient's fault: keep the rows and let them give up in time.
+            log.exception("%s sender raised an unclassified error", channel)
+            await self._record_failure(
+                known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
+            )
+            return
+        async with self._store.engine.begin() as conn:
+            await dispatch_queries.mark_sent(
+                conn, [r.id for r in known if r.id is not None], message_id, self._clock()
+            )
+        log.debug("sent %d summaries to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
+
+    def _render(
+        self, channel: Channel, rows: Sequence[Notification], summaries: Mapping[tuple[str, str], Summary]
+    ) -> RenderedMessage:
+        views = [SummaryView.from_records(*summaries[(r.cluster or "", r.job_uid or "")]) for r in rows]
+        if len(views) == 1:
+            return self._renderer.render_summary(channel, views[0])
+        return self._renderer.render_group(channel, views)
+
+    async def _record_failure(
+        self,
+        rows: Sequence[Notification],
+        error: str,
+        retryable: bool,
+        retry_after: float | None = None,
+    ) -> None:
+        at = self._clock()
+        retries: list[tuple[int, str, datetime]] = []
+        failures: list[tuple[int, str]] = []
+        for row in rows:
+            if row.id is None:
+                continue
+            verdict = decide_after_failure(
+                row,
+                error=error,
+                retryable=retryable,
+                retry_after=retry_after,
+                now=at,
+                give_up_after_seconds=self._give_up,
+                backoff=self._backoff,
+                rand=self._rand,
+            )
+            if isinstance(verdict, Fail):
+                failures.append((row.id, verdict.error))
+            else:
+                retries.append((row.id, verdict.error, verdict.at))
+        async with self._store.engine.begin() as conn:
+            await dispatch_queries.mark_retries(conn, retries)
+            await dispatch_queries.mark_failures(conn, failures, at)
+        if failures:
+            log.warning("%d notification(s) to %s failed: %s", len(failures), rows[0].recipient, error)
+        if retries:
+            log.info("%d notification(s) to %s will be retried: %s", len(retries), rows[0].recipient, error)
+
+    async def _idle_wait(self) -> float:
+        async with self._store.engine.connect() as conn:
+            upcoming = await dispatch_queries.next_due(conn, HANDLED_KINDS)
+        if upcoming is None:
+            return self._poll
+        # New rows may be enqueued by another process at any time, so never sleep past one poll.
+        return min(self._poll, max(0.0, (upcoming - self._clock()).total_seconds()))
+
+    async def _pause(self, seconds: float, stop: asyncio.Event) -> None:
+        sleeper = asyncio.ensure_future(self._sleep(seconds))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, stopper):
+                task.cancel()
+
+
+def recipient_of(row: Notification) -> Recipient:
+    """The addresses routing stored in the row's payload, plus the recipient's e-mail."""
+    payload = row.payload
+    chat = payload.get("telegram_chat_id")
+    return Recipient(
+        email=row.recipient if "@" in row.recipient else None,
+        name=_text(payload.get("name")),
+        telegram_chat_id=int(chat)
+        if isinstance(chat, int | str) and str(chat).lstrip("-").isdigit()
+        else None,
+        slack_user_id=_text(payload.get("slack_user_id")),
+        slack_channel=_text(payload.get("slack_channel")),
+    )
+
+
+def limit_key(channel: Channel, recipient: Recipient) -> str:
+    """What the provider counts a per-recipient limit on: the chat, the Slack channel, the address."""
+    if channel is Channel.TELEGRAM and recipient.telegram_chat_id is not None:
+        return str(recipient.telegram_chat_id)
+    if channel is Channel.SLACK:
+        return recipient.slack_channel or recipient.slack_user_id or recipient.email or ""
+    return recipient.email or ""
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# Re-exported for callers that build a Dispatcher with explicit limits or a custom backoff.
+__all__ = ["DEFAULT_LIMITS", "Backoff", "ChannelLimits", "Dispatcher", "limit_key", "recipient_of"]
