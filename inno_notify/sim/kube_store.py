@@ -11,13 +11,14 @@ rules; the HTTP side lives in kube_api.py.
 from __future__ import annotations
 
 import bisect
-import copy
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 JsonObj = dict[str, Any]
 
@@ -228,6 +229,11 @@ def _now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def _copy(obj: Any) -> Any:
+    # A JSON round trip: several times faster than copy.deepcopy, and objects are JSON anyway.
+    return orjson.loads(orjson.dumps(obj))
+
+
 def merge_patch(target: JsonObj, patch: Mapping[str, Any]) -> JsonObj:
     """RFC 7386 JSON merge patch (what `kubectl patch --type merge` sends); None removes a key."""
     out = dict(target)
@@ -237,7 +243,7 @@ def merge_patch(target: JsonObj, patch: Mapping[str, Any]) -> JsonObj:
         elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
             out[key] = merge_patch(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = _copy(value)
     return out
 
 
@@ -256,7 +262,7 @@ class KubeStore:
     # writes ----------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, obj: Mapping[str, Any]) -> JsonObj:
-        new = copy.deepcopy(dict(obj))
+        new = _copy(dict(obj))
         meta = new.setdefault("metadata", {})
         if "name" not in meta:
             raise ValueError("metadata.name is required")
@@ -277,7 +283,7 @@ class KubeStore:
 
     def update(self, rt: ResourceType, obj: Mapping[str, Any]) -> JsonObj:
         """Replace an object wholesale; uid and creationTimestamp stay the server's."""
-        new = copy.deepcopy(dict(obj))
+        new = _copy(dict(obj))
         meta = new.setdefault("metadata", {})
         key = self._key(rt, meta.get("namespace", "default" if rt.namespaced else None), meta.get("name"))
         old = self._get(rt, key)
