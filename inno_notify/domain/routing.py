@@ -109,7 +109,11 @@ def plan_summary(
     notifications: list[Notification] = []
     skipped: list[Skipped] = []
     due_at = now + timedelta(seconds=group_wait_seconds)
-    for address in dict.fromkeys(recipients):
+    # Addresses differ in case more often than in anything else: one recipient per address.
+    unique: dict[str, str] = {}
+    for address in recipients:
+        unique.setdefault(address.strip().lower(), address.strip())
+    for address in unique.values():
         user = directory.get(address.lower())
         for channel, reason in _channels_for(job, user, enabled_channels):
             recipient = user.email if user is not None else address
