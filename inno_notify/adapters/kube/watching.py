@@ -177,9 +177,7 @@ class ResourceWatcher:
                 self._recovered(f"list {scope}")
                 return items, version
             except TRANSIENT as exc:
-                # An expired continue token (410) needs no pause: the next LIST starts afresh.
-                if isinstance(exc, KubeApiError) and exc.gone:
-                    continue
+                # Includes an expired continue token (410): the next LIST starts from page one.
                 await self._pause(backoff, f"list {scope}", exc)
 
     # WATCH -----------------------------------------------------------------------------------
