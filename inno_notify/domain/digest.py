@@ -1,0 +1,473 @@
+"""The weekly team digest: ISO weeks in a time zone, and the digest built from aggregated rows.
+
+The database does the summing (adapters/db/digest_queries.py hands over a `DigestRows`); what is
+left here is pure: which instants a week spans in the digest's zone (a week with a DST change is
+167 or 169 hours long), the per-person lines, the five most wasteful jobs, the change against the
+previous week, the share of the team's quota, and the short "no GPU jobs" digest.
+
+Conventions, stated once so every figure means the same thing:
+- A job belongs to the week (and day, for the chart) in which it finished, in the digest's zone.
+- Only GPU jobs count (GPU-equivalents requested > 0); the figures are GPU-hours (GPU-minutes / 60).
+- A figure that was not measured for any job of the week is None and named in `missing` with a
+  reason, never 0. Sums cover the jobs where the figure was measured; `jobs_unmeasured` says how
+  many had no usage at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+TOP_WASTE = 5
+NO_OWNER = "(no owner)"
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+
+
+# --- ISO weeks in a zone ----------------------------------------------------------------------
+
+
+def parse_week(week: str) -> tuple[int, int]:
+    """ "2026-W48" -> (2026, 48); raises ValueError for anything else, including week 53 of a
+    year that has only 52."""
+    match = _WEEK.fullmatch(week.strip())
+    if match is None:
+        raise ValueError(f"not an ISO week like 2026-W48: {week!r}")
+    year, number = int(match[1]), int(match[2])
+    try:
+        date.fromisocalendar(year, number, 1)
+    except ValueError:
+        raise ValueError(f"no such ISO week: {week!r}") from None
+    return year, number
+
+
+def format_week(year: int, number: int) -> str:
+    return f"{year:04d}-W{number:02d}"
+
+
+def week_monday(week: str) -> date:
+    year, number = parse_week(week)
+    return date.fromisocalendar(year, number, 1)
+
+
+def local_midnight_utc(day: date, tz: str) -> datetime:
+    """The instant a calendar day begins in `tz`, in UTC (zoneinfo resolves DST gaps forward)."""
+    local = datetime.combine(day, time(0), tzinfo=ZoneInfo(tz))
+    return local.astimezone(UTC)
+
+
+def week_bounds(week: str, tz: str) -> tuple[datetime, datetime]:
+    """[start, end) of the ISO week in zone `tz`, as UTC instants: Monday 00:00 to next Monday 00:00."""
+    monday = week_monday(week)
+    return local_midnight_utc(monday, tz), local_midnight_utc(monday + timedelta(days=7), tz)
+
+
+def day_bounds(week: str, tz: str) -> tuple[datetime, ...]:
+    """The eight UTC instants at which the week's seven local days begin and the last one ends."""
+    monday = week_monday(week)
+    return tuple(local_midnight_utc(monday + timedelta(days=i), tz) for i in range(8))
+
+
+def week_of(moment: datetime, tz: str) -> str:
+    """The ISO week that contains `moment` (aware) in zone `tz`."""
+    iso = moment.astimezone(ZoneInfo(tz)).isocalendar()
+    return format_week(iso.year, iso.week)
+
+
+def previous_week(week: str) -> str:
+    iso = (week_monday(week) - timedelta(days=7)).isocalendar()
+    return format_week(iso.year, iso.week)
+
+
+def last_complete_week(now: datetime, tz: str) -> str:
+    """The newest week that has wholly ended at `now`: the one before the week `now` falls in."""
+    return previous_week(week_of(now, tz))
+
+
+# --- what the database hands over -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TeamTotals:
+    """Sums over a team's GPU jobs that finished in one week; None where nothing was measured."""
+
+    jobs: int = 0
+    # Jobs without a usage record or whose GPU-minutes are null.
+    jobs_unmeasured: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    oom: int = 0
+    gpu_minutes: float | None = None
+    used_gpu_minutes: float | None = None
+    idle_gpu_minutes: float | None = None
+    # GiB × hours held, over the jobs where both the memory request and the peak are known.
+    memory_requested_gib_hours: float | None = None
+    memory_peak_gib_hours: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersonRow:
+    owner: str | None
+    jobs: int
+    gpu_minutes: float | None
+    used_gpu_minutes: float | None
+    idle_gpu_minutes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DailyRow:
+    """One person's GPU-minutes of the jobs that finished on local day `day` (0 = Monday)."""
+
+    owner: str | None
+    day: int
+    gpu_minutes: float
+    used_gpu_minutes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WasteRow:
+    """A job and its largest recommendation by wasted GPU-minutes."""
+
+    cluster: str
+    uid: str
+    namespace: str
+    name: str
+    owner: str | None
+    waste_gpu_minutes: float
+    kind: str
+    severity: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DigestRows:
+    """Everything the SQL aggregation returns for one team and week."""
+
+    totals: TeamTotals
+    people: tuple[PersonRow, ...] = ()
+    daily: tuple[DailyRow, ...] = ()
+    top_waste: tuple[WasteRow, ...] = ()
+    # Either already computed in the database (Postgres percentile_cont) ...
+    queue_p50_seconds: float | None = None
+    queue_p95_seconds: float | None = None
+    # ... or the sorted queue waits, for a dialect without percentile functions (SQLite).
+    queue_seconds_sorted: tuple[float, ...] | None = None
+
+
+# --- the digest -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    figure: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PersonLine:
+    owner: str
+    jobs: int
+    gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    efficiency: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WasteLine:
+    namespace: str
+    name: str
+    uid: str
+    owner: str
+    waste_gpu_hours: float
+    kind: str
+    severity: str
+    recommendation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """This week against the previous one; `delta` and `percent` are None where either is unknown."""
+
+    previous: float | None
+    delta: float | None
+    percent: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PersonSeries:
+    """One person's daily GPU-hours for the chart (seven local days, Monday first)."""
+
+    owner: str
+    held: tuple[float, ...]
+    used: tuple[float | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    team: str
+    week: str
+    timezone: str
+    start: datetime
+    end: datetime
+    no_gpu_jobs: bool
+    jobs: int
+    jobs_unmeasured: int
+    succeeded: int
+    failed: int
+    oom: int
+    gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    efficiency: float | None
+    memory_requested_gib_hours: float | None
+    memory_peak_gib_hours: float | None
+    queue_p50_seconds: float | None
+    queue_p95_seconds: float | None
+    people: tuple[PersonLine, ...]
+    top_waste: tuple[WasteLine, ...]
+    days: tuple[date, ...]
+    daily: tuple[PersonSeries, ...]
+    change_gpu_hours: Change
+    change_efficiency: Change
+    change_idle_gpu_hours: Change
+    quota_gpus: float | None
+    quota_share: float | None
+    missing: tuple[Missing, ...] = field(default=())
+
+    @property
+    def week_hours(self) -> float:
+        """167, 168 or 169: the length of the local week."""
+        return (self.end - self.start).total_seconds() / 3600
+
+
+def _hours(minutes: float | None) -> float | None:
+    return None if minutes is None else minutes / 60
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    if part is None or whole is None or whole <= 0:
+        return None
+    return part / whole
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks: what Postgres' percentile_cont computes."""
+    if not sorted_values:
+        return None
+    position = fraction * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def change(current: float | None, previous: float | None) -> Change:
+    if current is None or previous is None:
+        return Change(previous, None, None)
+    delta = current - previous
+    percent = None if previous == 0 else 100 * delta / previous
+    return Change(previous, delta, percent)
+
+
+def build_digest(
+    team: str,
+    week: str,
+    tz: str,
+    rows: DigestRows,
+    previous: TeamTotals | None = None,
+    *,
+    quota_gpus: float | None = None,
+) -> Digest:
+    """The digest of `team` for `week` in zone `tz` from the aggregated rows of that week.
+
+    `previous` is the previous week's totals (None: not looked up); `quota_gpus` the nominal GPU
+    quota of the team's Kueue ClusterQueue, where known.
+    """
+    start, end = week_bounds(week, tz)
+    monday = week_monday(week)
+    t = rows.totals
+    missing: list[Missing] = []
+    gpu_hours = _hours(t.gpu_minutes)
+    used = _hours(t.used_gpu_minutes)
+    idle = _hours(t.idle_gpu_minutes)
+    if t.jobs:
+        for name, value in (
+            ("gpu_hours", gpu_hours),
+            ("used_gpu_hours", used),
+            ("idle_gpu_hours", idle),
+            ("memory_gib_hours", t.memory_requested_gib_hours),
+        ):
+            if value is None:
+                missing.append(Missing(name, "not measured for any job of the week"))
+    p50, p95 = rows.queue_p50_seconds, rows.queue_p95_seconds
+    if rows.queue_seconds_sorted is not None:
+        p50 = percentile(rows.queue_seconds_sorted, 0.5)
+        p95 = percentile(rows.queue_seconds_sorted, 0.95)
+    if t.jobs and p50 is None:
+        missing.append(Missing("queue_wait", "no job of the week has a scheduling time"))
+    quota_share = None
+    if quota_gpus is None:
+        missing.append(Missing("quota_share", "no Kueue quota known for the team"))
+    elif gpu_hours is not None and quota_gpus > 0:
+        quota_share = gpu_hours / (quota_gpus * (end - start).total_seconds() / 3600)
+    prev_gpu = _hours(previous.gpu_minutes) if previous else None
+    prev_eff = _ratio(previous.used_gpu_minutes, previous.gpu_minutes) if previous else None
+    prev_idle = _hours(previous.idle_gpu_minutes) if previous else None
+    efficiency = _ratio(t.used_gpu_minutes, t.gpu_minutes)
+    people = _people(rows.people)
+    return Digest(
+        team=team,
+        week=week,
+        timezone=tz,
+        start=start,
+        end=end,
+        no_gpu_jobs=t.jobs == 0,
+        jobs=t.jobs,
+        jobs_unmeasured=t.jobs_unmeasured,
+        succeeded=t.succeeded,
+        failed=t.failed,
+        oom=t.oom,
+        gpu_hours=gpu_hours,
+        used_gpu_hours=used,
+        idle_gpu_hours=idle,
+        efficiency=efficiency,
+        memory_requested_gib_hours=t.memory_requested_gib_hours,
+        memory_peak_gib_hours=t.memory_peak_gib_hours,
+        queue_p50_seconds=p50,
+        queue_p95_seconds=p95,
+        people=people,
+        top_waste=_top_waste(rows.top_waste),
+        days=tuple(monday + timedelta(days=i) for i in range(7)),
+        daily=_series(rows.daily, [p.owner for p in people]),
+        change_gpu_hours=change(gpu_hours, prev_gpu),
+        change_efficiency=change(efficiency, prev_eff),
+        change_idle_gpu_hours=change(idle, prev_idle),
+        quota_gpus=quota_gpus,
+        quota_share=quota_share,
+        missing=tuple(missing),
+    )
+
+
+def _people(rows: Sequence[PersonRow]) -> tuple[PersonLine, ...]:
+    lines = [
+        PersonLine(
+            owner=r.owner or NO_OWNER,
+            jobs=r.jobs,
+            gpu_hours=_hours(r.gpu_minutes),
+            used_gpu_hours=_hours(r.used_gpu_minutes),
+            idle_gpu_hours=_hours(r.idle_gpu_minutes),
+            efficiency=_ratio(r.used_gpu_minutes, r.gpu_minutes),
+        )
+        for r in rows
+    ]
+    # Largest consumers first; unmeasured people last, then by name for a stable order.
+    lines.sort(key=lambda p: (p.gpu_hours is None, -(p.gpu_hours or 0.0), p.owner))
+    return tuple(lines)
+
+
+def _top_waste(rows: Sequence[WasteRow]) -> tuple[WasteLine, ...]:
+    ranked = sorted(rows, key=lambda r: (-r.waste_gpu_minutes, r.namespace, r.name, r.uid))
+    return tuple(
+        WasteLine(
+            namespace=r.namespace,
+            name=r.name,
+            uid=r.uid,
+            owner=r.owner or NO_OWNER,
+            waste_gpu_hours=r.waste_gpu_minutes / 60,
+            kind=r.kind,
+            severity=r.severity,
+            recommendation=r.message,
+        )
+        for r in ranked[:TOP_WASTE]
+        if r.waste_gpu_minutes > 0
+    )
+
+
+def _series(rows: Sequence[DailyRow], order: Sequence[str]) -> tuple[PersonSeries, ...]:
+    held: dict[str, list[float]] = {}
+    used: dict[str, list[float | None]] = {}
+    for row in rows:
+        if not 0 <= row.day < 7:
+            raise ValueError(f"day index {row.day} outside the week")
+        owner = row.owner or NO_OWNER
+        held.setdefault(owner, [0.0] * 7)[row.day] += row.gpu_minutes / 60
+        slot = used.setdefault(owner, [0.0] * 7)
+        if row.used_gpu_minutes is None or slot[row.day] is None:
+            slot[row.day] = None
+        else:
+            slot[row.day] = (slot[row.day] or 0.0) + row.used_gpu_minutes / 60
+    # The chart lists people in the order of the table: largest consumers first.
+    ordered = [n for n in order if n in held] + sorted(n for n in held if n not in order)
+    return tuple(PersonSeries(n, tuple(held[n]), tuple(used[n])) for n in ordered)
+
+
+def digest_to_dict(digest: Digest) -> dict[str, Any]:
+    """The digest as JSON-ready data (GET /api/v1/digests/{team}, `inno-notify digest --format json`)."""
+
+    def change_dict(c: Change) -> dict[str, float | None]:
+        return {"previous": c.previous, "delta": c.delta, "percent": c.percent}
+
+    return {
+        "team": digest.team,
+        "week": digest.week,
+        "timezone": digest.timezone,
+        "start": digest.start.isoformat(),
+        "end": digest.end.isoformat(),
+        "week_hours": digest.week_hours,
+        "no_gpu_jobs": digest.no_gpu_jobs,
+        "jobs": {
+            "total": digest.jobs,
+            "unmeasured": digest.jobs_unmeasured,
+            "succeeded": digest.succeeded,
+            "failed": digest.failed,
+            "oom": digest.oom,
+        },
+        "gpu_hours": digest.gpu_hours,
+        "used_gpu_hours": digest.used_gpu_hours,
+        "idle_gpu_hours": digest.idle_gpu_hours,
+        "efficiency": digest.efficiency,
+        "memory_gib_hours": {
+            "requested": digest.memory_requested_gib_hours,
+            "peak": digest.memory_peak_gib_hours,
+        },
+        "queue_wait_seconds": {"p50": digest.queue_p50_seconds, "p95": digest.queue_p95_seconds},
+        "people": [
+            {
+                "owner": p.owner,
+                "jobs": p.jobs,
+                "gpu_hours": p.gpu_hours,
+                "used_gpu_hours": p.used_gpu_hours,
+                "idle_gpu_hours": p.idle_gpu_hours,
+                "efficiency": p.efficiency,
+            }
+            for p in digest.people
+        ],
+        "top_waste": [
+            {
+                "namespace": w.namespace,
+                "name": w.name,
+                "uid": w.uid,
+                "owner": w.owner,
+                "waste_gpu_hours": w.waste_gpu_hours,
+                "kind": w.kind,
+                "severity": w.severity,
+                "recommendation": w.recommendation,
+            }
+            for w in digest.top_waste
+        ],
+        "daily": {
+            "days": [d.isoformat() for d in digest.days],
+            "people": [{"owner": s.owner, "held": list(s.held), "used": list(s.used)} for s in digest.daily],
+        },
+        "change": {
+            "gpu_hours": change_dict(digest.change_gpu_hours),
+            "efficiency": change_dict(digest.change_efficiency),
+            "idle_gpu_hours": change_dict(digest.change_idle_gpu_hours),
+        },
+        "quota": {"gpus": digest.quota_gpus, "share": digest.quota_share},
+        "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],
+    }
