@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlencode
+from urllib.parse import quote_plus, urlencode
 
 from inno_notify.adapters.prometheus.queries import Window, regex_alternation
 
@@ -57,16 +57,16 @@ def plan_buckets(targets: Sequence[PodWindow], *, scrape_seconds: float, gap_sec
             last.append(target)
         else:
             groups.append([target])
+    return [Bucket(window=window_for(group, scrape_seconds), pods=tuple(group)) for group in groups]
+
+
+def window_for(pods: Sequence[PodWindow], scrape_seconds: float) -> Window:
+    """``@`` one scrape after the last end, so its final sample has landed inside the range (ranges
+    are left-open, right-closed); the range reaches one scrape before the first start."""
     step = max(1, round(scrape_seconds))
-    buckets = []
-    for group in groups:
-        # One scrape after the last end, so its final sample has landed inside the range (ranges are
-        # left-open, right-closed), and one scrape before the first start for the same reason.
-        at = max(p.held_until for p in group).timestamp() + scrape_seconds
-        start = min(p.held_from for p in group).timestamp() - scrape_seconds
-        span = max(step, math.ceil(at - start))
-        buckets.append(Bucket(window=Window(at=at, range_seconds=span, step_seconds=step), pods=tuple(group)))
-    return buckets
+    at = max(p.held_until for p in pods).timestamp() + scrape_seconds
+    start = min(p.held_from for p in pods).timestamp() - scrape_seconds
+    return Window(at=at, range_seconds=max(step, math.ceil(at - start)), step_seconds=step)
 
 
 def url_length(promql: str) -> int:
@@ -74,27 +74,61 @@ def url_length(promql: str) -> int:
 
 
 def chunk_pods(
-    pods: Sequence[PodWindow], build: Callable[[str, str], str], *, max_url_bytes: int
+    pods: Sequence[PodWindow],
+    build: Callable[[str, str, Window], str],
+    *,
+    max_url_bytes: int,
+    scrape_seconds: float,
 ) -> list[tuple[tuple[PodWindow, ...], str]]:
-    """Split ``pods`` so that ``build(pod_regex, namespace_regex)`` stays under ``max_url_bytes``.
+    """Split ``pods`` (in end-time order) so that ``build(pod_regex, namespace_regex, window)`` stays
+    under ``max_url_bytes``; each chunk gets the window of its own pods.
 
-    Returns (pods, query) pairs. A single pod whose query is too long on its own still gets its query.
+    Consecutive pods end close together, so a chunk's range is hardly longer than its longest pod's
+    life: subqueries, whose cost grows with range × series, stay cheap at no extra query. Returns
+    (pods, query) pairs; a single pod whose query is too long on its own still gets its query. The
+    length is added up from a template, not rebuilt per pod.
     """
-    chunks: list[tuple[tuple[PodWindow, ...], str]] = []
+    template = build(_POD_MARK, _NS_MARK, window_for(pods, scrape_seconds)) if pods else ""
+    pod_uses, ns_uses = template.count(_POD_MARK), template.count(_NS_MARK)
+    # Margin for a chunk window's numbers being longer than the template's.
+    base = url_length(template) - pod_uses * len(_POD_MARK) - ns_uses * len(_NS_MARK) + 16
+    chunks: list[tuple[PodWindow, ...]] = []
     current: list[PodWindow] = []
-    current_query = ""
+    names: set[str] = set()
+    namespaces: set[str] = set()
+    length = base
     for pod in pods:
-        candidate = [*current, pod]
-        query = _build(candidate, build)
-        if current and url_length(query) > max_url_bytes:
-            chunks.append((tuple(current), current_query))
-            current, current_query = [pod], _build([pod], build)
+        added = 0
+        if pod.pod not in names:
+            added += pod_uses * (_encoded(pod.pod) + (_SEPARATOR if names else 0))
+        if pod.namespace not in namespaces:
+            added += ns_uses * (_encoded(pod.namespace) + (_SEPARATOR if namespaces else 0))
+        if current and length + added > max_url_bytes:
+            chunks.append(tuple(current))
+            current, names, namespaces = [], set(), set()
+            length = base + pod_uses * _encoded(pod.pod) + ns_uses * _encoded(pod.namespace)
         else:
-            current, current_query = candidate, query
+            length += added
+        current.append(pod)
+        names.add(pod.pod)
+        namespaces.add(pod.namespace)
     if current:
-        chunks.append((tuple(current), current_query))
-    return chunks
+        chunks.append(tuple(current))
+    return [(chunk, _build(chunk, build, scrape_seconds)) for chunk in chunks]
 
 
-def _build(pods: Sequence[PodWindow], build: Callable[[str, str], str]) -> str:
-    return build(regex_alternation([p.pod for p in pods]), regex_alternation([p.namespace for p in pods]))
+_POD_MARK = "PODREGEXMARK"
+_NS_MARK = "NSREGEXMARK"
+_SEPARATOR = len(quote_plus("|"))
+
+
+def _encoded(name: str) -> int:
+    return len(quote_plus(regex_alternation([name])))
+
+
+def _build(pods: Sequence[PodWindow], build: Callable[[str, str, Window], str], scrape_seconds: float) -> str:
+    return build(
+        regex_alternation([p.pod for p in pods]),
+        regex_alternation([p.namespace for p in pods]),
+        window_for(pods, scrape_seconds),
+    )

@@ -90,18 +90,18 @@ class UsageMeter:
     async def _measure_bucket(self, bucket: Bucket) -> dict[str, PodMeasurement]:
         spelling = self._spelling or await self._detect_spelling(bucket)
         dcgm = q.DcgmSelector(spelling[0], spelling[1], self._config.labels.hostname)
-        window = bucket.window
-        rate_seconds = max(60, 4 * window.step_seconds)
-        builders: dict[str, Callable[[str, str], str]] = {
-            "prof": lambda pods, ns: q.gpu_util(dcgm, q.GR_ENGINE_ACTIVE, pods, ns, window),
-            "util": lambda pods, ns: q.gpu_util(dcgm, q.GPU_UTIL, pods, ns, window),
-            "fb": lambda pods, ns: q.gpu_memory(dcgm, pods, ns, window),
-            "mem": lambda pods, ns: q.pod_memory(self._cadvisor, pods, ns, window),
-            "cpu": lambda pods, ns: q.pod_cpu(self._cadvisor, pods, ns, window, rate_seconds),
+        step = max(1, round(self._config.scrape_interval_seconds))
+        rate_seconds = max(60, 4 * step)
+        builders: dict[str, Callable[[str, str, q.Window], str]] = {
+            "prof": lambda pods, ns, w: q.gpu_util(dcgm, q.GR_ENGINE_ACTIVE, pods, ns, w),
+            "util": lambda pods, ns, w: q.gpu_util(dcgm, q.GPU_UTIL, pods, ns, w),
+            "fb": lambda pods, ns, w: q.gpu_memory(dcgm, pods, ns, w),
+            "mem": lambda pods, ns, w: q.pod_memory(self._cadvisor, pods, ns, w),
+            "cpu": lambda pods, ns, w: q.pod_cpu(self._cadvisor, pods, ns, w, rate_seconds),
         }
         jobs: list[tuple[str, str]] = []
         for kind, build in builders.items():
-            for _pods, promql in chunk_pods(bucket.pods, build, max_url_bytes=self._config.max_url_bytes):
+            for _pods, promql in self._chunks(bucket.pods, build):
                 jobs.append((kind, promql))
         self.last_queries_by_kind.update(kind for kind, _ in jobs)
         answers = await asyncio.gather(*(self._client.query(promql) for _, promql in jobs))
@@ -109,6 +109,14 @@ class UsageMeter:
         for (kind, _), answer in zip(jobs, answers, strict=True):
             by_kind[kind].extend(answer)
         return self._assemble(bucket.pods, dcgm, by_kind)
+
+    def _chunks(
+        self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]
+    ) -> list[tuple[tuple[PodWindow, ...], str]]:
+        cfg = self._config
+        return chunk_pods(
+            pods, build, max_url_bytes=cfg.max_url_bytes, scrape_seconds=cfg.scrape_interval_seconds
+        )
 
     async def _detect_spelling(self, bucket: Bucket) -> tuple[str, str]:
         spellings = self._config.labels.dcgm_spellings()
@@ -119,8 +127,7 @@ class UsageMeter:
         for pod_label, ns_label in spellings:
             sel = q.DcgmSelector(pod_label, ns_label, ())
             # The first chunk is enough: a cluster uses one spelling for all its pods.
-            probe = functools.partial(q.spelling_probe, sel, window=bucket.window)
-            chunks = chunk_pods(bucket.pods, probe, max_url_bytes=self._config.max_url_bytes)
+            chunks = self._chunks(bucket.pods, functools.partial(q.spelling_probe, sel))
             probes.append(self._client.query(chunks[0][1]))
             self.last_queries_by_kind["probe"] += 1
         answers = await asyncio.gather(*probes)
@@ -149,6 +156,7 @@ class UsageMeter:
                 gpu_stats[target.uid][key].setdefault(kind, {})[labels.get(q.STAT, "")] = value
 
         pod_stats: dict[str, _Stats] = defaultdict(dict)
+        reused: set[str] = set()
         cad = self._cadvisor
         for kind in ("mem", "cpu"):
             for sample in by_kind.get(kind, []):
@@ -159,8 +167,13 @@ class UsageMeter:
                     continue
                 uid = labels.get(q.UID_LABEL, "").replace("_", "-")
                 if uid and uid != target.uid:
-                    continue  # an earlier pod that had the same name
+                    reused.add(target.uid)  # another pod had the same name within the range
+                    continue
                 pod_stats[target.uid][f"{kind}.{labels.get(q.STAT, '')}"] = value
+        for uid in reused:
+            # Figures grouped by name alone may mix the two pods: better none than a wrong one.
+            for stat in ("mem.peak", "cpu.p95"):
+                pod_stats[uid].pop(stat, None)
 
         results = {}
         for target in by_name.values():

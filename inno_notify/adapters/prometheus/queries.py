@@ -68,17 +68,14 @@ class Window:
         return f"[{self.range_seconds}s:{self.step_seconds}s] @ {self.at:.3f}"
 
 
-_SAFE = re.compile(r"[A-Za-z0-9_-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def regex_alternation(values: list[str]) -> str:
     """`a|b\\.c` for a PromQL string literal (regexes are fully anchored in PromQL)."""
-    parts = []
-    for value in sorted(set(values)):
-        # Kubernetes names are DNS labels; escape anything else (only '.' in practice) for RE2,
-        # then double the backslash for the PromQL string literal.
-        parts.append("".join(ch if _SAFE.match(ch) else "\\\\" + ch for ch in value))
-    return "|".join(parts)
+    # Kubernetes names are DNS labels; escape anything else (only '.' in practice) for RE2, then
+    # double the backslash for the PromQL string literal.
+    return "|".join(_UNSAFE.sub(lambda m: "\\\\" + m.group(), value) for value in sorted(set(values)))
 
 
 def _tag(expr: str, stat: str) -> str:
@@ -154,10 +151,15 @@ class CadvisorSelector:
 
 
 def pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, window: Window) -> str:
-    """Peak of the pod's working set summed over its containers at one instant, and scrape count."""
+    """Peak of the pod's working set summed over its containers at one instant, and scrape count.
+
+    The subquery groups by name only: a label_replace per step doubles its cost, and at one instant
+    a name belongs to one pod. The sample count carries the UID, so a name that two pods used within
+    the range shows up there (``measure`` then states no peak rather than a mixed one).
+    """
     series = sel.selector(WORKING_SET, pods, namespaces)
     by = sel.group_by()
-    per_instant = f"sum by ({by}) ({sel.with_uid(series)})"
+    per_instant = f"sum by ({sel.namespace_label}, {sel.pod_label}) ({series})"
     return _union(
         _tag(f"max_over_time({per_instant}{window.subquery()})", "peak"),
         _tag(f"max by ({by}) ({sel.with_uid(f'count_over_time({series}{window.range()})')})", "samples"),
@@ -170,7 +172,7 @@ def pod_cpu(sel: CadvisorSelector, pods: str, namespaces: str, window: Window, r
     usage = sel.selector(CPU_USAGE, pods, namespaces)
     throttled = sel.selector(CPU_THROTTLED, pods, namespaces)
     by = sel.group_by()
-    cores = f"sum by ({by}) ({sel.with_uid(f'rate({usage}[{rate_seconds}s])')})"
+    cores = f"sum by ({sel.namespace_label}, {sel.pod_label}) (rate({usage}[{rate_seconds}s]))"
     return _union(
         _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({usage}{window.range()})')})", "seconds"),
         _tag(f"quantile_over_time(0.95, {cores}{window.subquery()})", "p95"),

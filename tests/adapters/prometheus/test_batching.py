@@ -55,23 +55,40 @@ def test_bucket_window_covers_every_lifetime_plus_a_scrape() -> None:
 
 
 def test_chunks_keep_urls_short_and_cover_every_pod() -> None:
-    pods = [pod(f"sweep-{i:04d}-abcde", 0, 60) for i in range(500)]
-    window = q.Window(at=T0.timestamp(), range_seconds=3600, step_seconds=15)
+    pods = [pod(f"sweep-{i:04d}-abcde", 0, 60, ns=f"team-{i % 7}") for i in range(500)]
     sel = q.DcgmSelector("pod", "namespace", ("Hostname", "hostname"))
 
-    def build(p: str, n: str) -> str:
-        return q.gpu_util(sel, q.GPU_UTIL, p, n, window)
+    def build(p: str, n: str, w: q.Window) -> str:
+        return q.gpu_util(sel, q.GPU_UTIL, p, n, w)
 
-    chunks = chunk_pods(pods, build, max_url_bytes=8000)
+    chunks = chunk_pods(pods, build, max_url_bytes=8000, scrape_seconds=15)
     assert len(chunks) > 1
     assert all(url_length(query) <= 8000 for _, query in chunks)
+    # Not far below the limit either: the length estimate is close.
+    assert all(url_length(query) > 7000 for _, query in chunks[:-1])
     assert sorted(p.pod for chunk, _ in chunks for p in chunk) == sorted(p.pod for p in pods)
     # Fewer, larger chunks when URLs may be longer: the count follows the URL budget, not the job count.
-    assert len(chunk_pods(pods, build, max_url_bytes=10**6)) == 1
+    assert len(chunk_pods(pods, build, max_url_bytes=10**6, scrape_seconds=15)) == 1
+
+
+def test_each_chunk_gets_the_window_of_its_own_pods() -> None:
+    # Ends spread over 10 h, each pod living 1 h: a chunk's range covers its pods, not the whole round.
+    pods = [pod(f"p-{i:03d}", i * 3 - 60, i * 3) for i in range(200)]
+
+    def build(p: str, n: str, w: q.Window) -> str:
+        return f'x{{pod=~"{p}"}}[{w.range_seconds}s] @ {w.at}'
+
+    chunks = chunk_pods(pods, build, max_url_bytes=800, scrape_seconds=15)
+    assert len(chunks) > 3
+    for chunk, query in chunks:
+        spread = (chunk[-1].held_until - chunk[0].held_until).total_seconds()
+        assert f"[{3600 + int(spread) + 30}s]" in query
 
 
 def test_a_single_pod_over_the_limit_still_gets_its_query() -> None:
-    chunks = chunk_pods([pod("a" * 60, 0, 1)], lambda p, n: f'x{{pod=~"{p}"}}', max_url_bytes=10)
+    chunks = chunk_pods(
+        [pod("a" * 60, 0, 1)], lambda p, n, w: f'x{{pod=~"{p}"}}', max_url_bytes=10, scrape_seconds=15
+    )
     assert len(chunks) == 1
 
 
