@@ -14,7 +14,14 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inno_notify.adapters.db import directory, jobs, outbox
+from inno_notify.adapters.db import (
+    directory,
+    job_details,
+    jobs,
+    outbox,
+    recommendation_queries,
+    usage_queries,
+)
 from inno_notify.adapters.db.engine import create_engine
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
 from inno_notify.domain.model import (
@@ -304,3 +311,39 @@ class Store:
     async def set_checkpoint(self, key: str, value: str) -> None:
         async with self._engine.begin() as conn:
             await directory.set_checkpoint(conn, key, value)
+
+    # --- admin API read side --------------------------------------------------------------------
+
+    async def job_details(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> tuple[dict[tuple[str, str], Usage], dict[tuple[str, str], list[Recommendation]]]:
+        """Usage and recommendations of many jobs, keyed by (cluster, uid), in one transaction."""
+        async with self._engine.connect() as conn:
+            found_usage = await job_details.usage_of_jobs(conn, keys)
+            return found_usage, await job_details.recommendations_of_jobs(conn, keys)
+
+    async def usage_by_group(
+        self,
+        group_by: usage_queries.GroupBy,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        cluster: str | None = None,
+    ) -> list[usage_queries.UsageGroup]:
+        """Usage per team, owner or namespace of the jobs finished in [since, until)."""
+        async with self._engine.connect() as conn:
+            return await usage_queries.usage_by_group(conn, group_by, since, until, cluster)
+
+    async def open_recommendations(
+        self,
+        *,
+        team: str | None = None,
+        owner: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[recommendation_queries.JobRecommendation], str | None]:
+        """Open recommendations, largest waste first, and the next page's cursor."""
+        async with self._engine.connect() as conn:
+            return await recommendation_queries.open_recommendations(
+                conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
+            )

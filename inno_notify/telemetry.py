@@ -1,0 +1,103 @@
+"""The service's own Prometheus metrics, defined once and served by the API's `/metrics`.
+
+Defined here, at the top of the package, because both the service (which increments them) and
+the API (which serves them) need the same objects, and neither may import the other. Every metric
+lives on the CollectorRegistry passed in, never on prometheus-client's global one, so that tests
+and several service instances in one process do not collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+NAMESPACE = "inno_notify"
+
+# Seconds: from sub-millisecond local queries to Prometheus's own 2-minute query timeout.
+QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+# Seconds from an object's change in Kubernetes to its record in the database.
+LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
+API_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """The metric objects; build them with `Telemetry.create(registry)`."""
+
+    registry: CollectorRegistry
+    watch_events: Counter
+    watch_restarts: Counter
+    ingest_lag: Histogram
+    outbox_depth: Gauge
+    sends: Counter
+    prometheus_query_seconds: Histogram
+    jobs_summarized: Counter
+    api_request_seconds: Histogram
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> Telemetry:
+        return cls(
+            registry=registry,
+            watch_events=Counter(
+                "watch_events",
+                "Kubernetes watch events received, by resource (jobs, pods, workloads, events) and "
+                "event type (ADDED, MODIFIED, DELETED, BOOKMARK).",
+                ["resource", "type"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            watch_restarts=Counter(
+                "watch_restarts",
+                "Watch streams started again, by resource and why (gone: 410 Gone relist, timeout: "
+                "silent stream, error: connection or API error).",
+                ["resource", "reason"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            ingest_lag=Histogram(
+                "ingest_lag_seconds",
+                "Seconds from a watch event's arrival to its record being committed.",
+                buckets=LAG_BUCKETS,
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            outbox_depth=Gauge(
+                "outbox_depth",
+                "Notifications in the outbox, by delivery status (pending, sent, failed).",
+                ["status"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            sends=Counter(
+                "sends",
+                "Send attempts, by channel and outcome (sent, retry, failed).",
+                ["channel", "outcome"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            prometheus_query_seconds=Histogram(
+                "prometheus_query_seconds",
+                "Latency of PromQL queries made for usage collection, by metric queried.",
+                ["metric"],
+                buckets=QUERY_BUCKETS,
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            jobs_summarized=Counter(
+                "jobs_summarized",
+                "Finished jobs whose summary was planned, by outcome (summarized, silent, missing: "
+                "summarized with figures missing after giving up on Prometheus).",
+                ["outcome"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            api_request_seconds=Histogram(
+                "api_request_seconds",
+                "REST API request latency, by route template, method and status code.",
+                ["route", "method", "status"],
+                buckets=API_BUCKETS,
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+        )
