@@ -1,7 +1,8 @@
 """Composition root: builds the adapters from the settings and runs the service's parts together.
 
 `serve` runs every component in one TaskGroup until SIGTERM/SIGINT, then asks them to stop and
-waits for them (graceful: in-flight work finishes). `check_dependencies` reaches each configured
+waits for them (graceful: in-flight sends finish). `build_pipeline` is shared with the demo, which
+runs the same pipeline against a simulated cluster. `check_dependencies` reaches each configured
 dependency once, for `inno-notify check`.
 """
 
@@ -11,22 +12,230 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
-from dataclasses import dataclass
 
-from sqlalchemy import text
-
-from inno_notify.adapters.db.engine import create_engine
+from inno_notify.adapters.channels.base import Sender
+from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.render import Renderer
+from inno_notify.adapters.channels.slack import SlackSender
+from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db.migrate import migrate
-from inno_notify.settings import Settings
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
+from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
+from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
+from inno_notify.adapters.prometheus.queries import LabelConfig
+from inno_notify.domain.model import DirectoryUser, Team
+from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.planner import DirectoryPlanner
+from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
+from inno_notify.settings import Settings, secret_value
 
 log = logging.getLogger("inno_notify.runtime")
 
 CHECK_TIMEOUT_SECONDS = 10.0
+Clock = Callable[[], datetime]
 
 # A component runs until the stop event is set, then returns after finishing its in-flight work.
 Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- settings → domain and adapter configuration ----------------------------------------------------
+
+
+def parse_config(settings: Settings) -> ParseConfig:
+    namespace_teams = {ns: team.name for team in settings.directory.teams for ns in team.namespaces}
+    return ParseConfig(
+        cluster=settings.cluster,
+        gpu_resources=dict(settings.accounting.gpu_resources),
+        owner_keys=settings.directory.owner_keys,
+        namespace_teams=namespace_teams,
+        default_team=settings.directory.default_team,
+    )
+
+
+def rightsizing_policy(settings: Settings) -> RightsizingPolicy:
+    return RightsizingPolicy(**settings.rightsizing.model_dump())
+
+
+def directory(settings: Settings) -> tuple[list[DirectoryUser], list[Team]]:
+    users = [
+        DirectoryUser(
+            email=u.email,
+            name=u.name,
+            slack_user_id=u.slack_user_id,
+            telegram_chat_id=u.telegram_chat_id,
+            channels=u.channels,
+        )
+        for u in settings.directory.users
+    ]
+    teams = [
+        Team(
+            name=t.name,
+            namespaces=t.namespaces,
+            leads=t.leads,
+            digest_channels=t.digest_channels,
+            slack_channel=t.slack_channel,
+            notify_unowned=t.notify_unowned,
+        )
+        for t in settings.directory.teams
+    ]
+    return users, teams
+
+
+async def seed_directory(store: Store, settings: Settings) -> None:
+    """The configured directory is written to the store, where the API can extend it."""
+    users, teams = directory(settings)
+    for user in users:
+        await store.upsert_user(user)
+    if teams:
+        await store.replace_teams(teams)
+
+
+def build_senders(settings: Settings) -> dict[str, Sender]:
+    """A sender for every channel the configuration enables (a token or an SMTP host is set)."""
+    channels = settings.channels
+    senders: dict[str, Sender] = {}
+    telegram_token = secret_value(channels.telegram.token)
+    if telegram_token:
+        senders["telegram"] = TelegramSender(telegram_token, channels.telegram.api_url)
+    slack_token = secret_value(channels.slack.token)
+    if slack_token:
+        senders["slack"] = SlackSender(slack_token, channels.slack.api_url)
+    email = channels.email
+    if email.host:
+        senders["email"] = EmailSender(
+            email.host,
+            email.sender or "inno-notify@localhost",
+            port=email.port,
+            starttls=email.starttls,
+            tls=email.tls,
+            username=email.username,
+            password=secret_value(email.password),
+        )
+    return senders
+
+
+def build_renderer(settings: Settings) -> Renderer:
+    template_dir = Path(settings.notify.template_dir) if settings.notify.template_dir else None
+    return Renderer(template_dir, settings.notify.dashboard_url, settings.notify.log_url_template)
+
+
+def build_meter(settings: Settings) -> UsageMeter:
+    prom = settings.prometheus
+    labels = LabelConfig(
+        pod=prom.labels.pod,
+        namespace=prom.labels.namespace,
+        container=prom.labels.container,
+        hostname=prom.labels.hostname,
+    )
+    client = PrometheusClient(ClientConfig(url=prom.url, timeout_seconds=prom.timeout_seconds))
+    return UsageMeter(
+        client, MeterConfig(scrape_interval_seconds=prom.scrape_interval_seconds, labels=labels)
+    )
+
+
+# --- the pipeline -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """The service's moving parts, built once from the settings."""
+
+    store: Store
+    ingestor: Ingestor
+    collector: UsageCollector
+    dispatcher: Dispatcher
+    senders: Mapping[str, Sender]
+    components: list[tuple[str, Component]] = field(default_factory=list)
+
+
+def build_pipeline(
+    settings: Settings,
+    store: Store,
+    source: UsageSource,
+    senders: Mapping[str, Sender],
+    clock: Clock,
+    *,
+    started_at: datetime,
+    poll_seconds: float = 5.0,
+) -> Pipeline:
+    ingestor = Ingestor(
+        store,
+        parse_config(settings),
+        IngestOptions(
+            catch_up_seconds=settings.kubernetes.catch_up_seconds,
+            metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
+            namespaces=settings.kubernetes.namespaces,
+        ),
+        clock,
+        started_at,
+    )
+    planner = DirectoryPlanner(store, frozenset(senders), settings.notify.group_wait_seconds, clock)
+    collector = UsageCollector(
+        store,
+        source,
+        rightsizing_policy(settings),
+        planner,
+        CollectorOptions(
+            give_up_after_seconds=settings.prometheus.give_up_after_seconds,
+            idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
+            scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
+            poll_seconds=poll_seconds,
+        ),
+        clock,
+    )
+    dispatcher = Dispatcher(
+        store,
+        senders,
+        build_renderer(settings),
+        clock=clock,
+        group_wait_seconds=settings.notify.group_wait_seconds,
+        give_up_after_seconds=settings.notify.give_up_after_seconds,
+        poll_seconds=min(1.0, poll_seconds),
+    )
+
+    async def run_ingestor(stop: asyncio.Event) -> None:
+        consumer = asyncio.create_task(ingestor.run(), name="ingest")
+        await stop.wait()
+        await asyncio.wait_for(ingestor.drained(), timeout=10)
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+
+    return Pipeline(
+        store=store,
+        ingestor=ingestor,
+        collector=collector,
+        dispatcher=dispatcher,
+        senders=senders,
+        components=[("ingest", run_ingestor), ("usage", collector.run), ("dispatch", dispatcher.run)],
+    )
+
+
+def watch_component(watcher: ClusterWatcher) -> Component:
+    async def run(stop: asyncio.Event) -> None:
+        task = asyncio.create_task(watcher.run(), name="watch")
+        await stop.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return run
+
+
+# --- inno-notify check ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,31 +251,76 @@ def _one_line(exc: BaseException) -> str:
 
 
 async def _check_database(settings: Settings) -> CheckResult:
-    engine = create_engine(settings.database_url)
+    store = Store.from_url(settings.database_url)
     try:
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await store.ping()
         return CheckResult("database", True, settings.database_url_redacted)
     except Exception as exc:  # any failure to reach it is the answer we report
         return CheckResult("database", False, f"{settings.database_url_redacted}: {_one_line(exc)}")
     finally:
-        await engine.dispose()
+        await store.close()
 
 
-CHECKS: tuple[Callable[[Settings], Awaitable[CheckResult]], ...] = (_check_database,)
+async def _check_kubernetes(settings: Settings) -> CheckResult:
+    try:
+        api = await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
+    except KubeConfigError as exc:
+        return CheckResult("kubernetes", False, _one_line(exc))
+    try:
+        host = api.configuration.host
+        response = await api.call_api("/version", "GET", _preload_content=False, _request_timeout=10)
+        body = await response.json()
+        return CheckResult("kubernetes", True, f"{host} {body.get('gitVersion', '')}".strip())
+    except Exception as exc:
+        return CheckResult("kubernetes", False, _one_line(exc))
+    finally:
+        await api.close()
+
+
+async def _check_prometheus(settings: Settings) -> CheckResult:
+    meter = build_meter(settings)
+    try:
+        await meter.client.query("vector(1)")
+        return CheckResult("prometheus", True, settings.prometheus.url)
+    except Exception as exc:
+        return CheckResult("prometheus", False, f"{settings.prometheus.url}: {_one_line(exc)}")
+    finally:
+        meter.client.close()
+
+
+async def _check_channels(settings: Settings) -> list[CheckResult]:
+    results = []
+    for name, sender in build_senders(settings).items():
+        try:
+            detail = await sender.check()  # type: ignore[attr-defined]
+            results.append(CheckResult(name, True, str(detail)))
+        except Exception as exc:
+            results.append(CheckResult(name, False, _one_line(exc)))
+        finally:
+            await sender.aclose()
+    return results
 
 
 async def check_dependencies(settings: Settings) -> list[CheckResult]:
     """Reaches every configured dependency once; one result per dependency."""
 
-    async def bounded(check: Callable[[Settings], Awaitable[CheckResult]]) -> CheckResult:
-        name = check.__name__.removeprefix("_check_")
+    async def bounded(name: str, check: Awaitable[CheckResult | list[CheckResult]]) -> list[CheckResult]:
         try:
-            return await asyncio.wait_for(check(settings), CHECK_TIMEOUT_SECONDS)
+            result = await asyncio.wait_for(check, CHECK_TIMEOUT_SECONDS)
         except TimeoutError:
-            return CheckResult(name, False, f"no answer within {CHECK_TIMEOUT_SECONDS:.0f} s")
+            return [CheckResult(name, False, f"no answer within {CHECK_TIMEOUT_SECONDS:.0f} s")]
+        return result if isinstance(result, list) else [result]
 
-    return list(await asyncio.gather(*(bounded(check) for check in CHECKS)))
+    groups = await asyncio.gather(
+        bounded("database", _check_database(settings)),
+        bounded("kubernetes", _check_kubernetes(settings)),
+        bounded("prometheus", _check_prometheus(settings)),
+        bounded("channels", _check_channels(settings)),
+    )
+    return [result for group in groups for result in group]
+
+
+# --- inno-notify serve -----------------------------------------------------------------------------------
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:
@@ -74,6 +328,25 @@ def _install_signal_handlers(stop: asyncio.Event) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+
+
+async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[ClusterWatcher | None, Any]:
+    """The cluster watcher, or None when no Kubernetes configuration exists and none was named."""
+    try:
+        api = await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
+    except KubeConfigError as exc:
+        if settings.kubernetes.kubeconfig is not None:
+            raise
+        log.warning("kubernetes: %s; no jobs will be watched until it is configured", exc)
+        return None, None
+    watcher = ClusterWatcher(
+        api,
+        ingestor.on_event,
+        ingestor.on_relist,
+        namespaces=settings.kubernetes.namespaces,
+        kueue=settings.kubernetes.kueue,
+    )
+    return watcher, api
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -84,20 +357,39 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
-    engine = create_engine(settings.database_url)
-    components: list[tuple[str, Component]] = []
+    store = Store.from_url(settings.database_url)
+    await seed_directory(store, settings)
+    senders = build_senders(settings)
+    meter = build_meter(settings)
+    pipeline = build_pipeline(settings, store, meter, senders, utc_now, started_at=utc_now())
+    watcher, api = await _kube_watcher(settings, pipeline.ingestor)
+    components = list(pipeline.components)
+    if watcher is not None:
+        components.append(("watch", watch_component(watcher)))
     try:
         async with asyncio.TaskGroup() as group:
             for name, component in components:
                 group.create_task(component(stop), name=name)
+            if watcher is not None:
+                ready = asyncio.ensure_future(watcher.wait_ready())
+                stopping = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (ready, stopping):
+                    task.cancel()
             log.info(
-                "inno-notify ready: cluster=%s database=%s components=%s",
+                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s",
                 settings.cluster,
                 settings.database_url_redacted,
-                ",".join(name for name, _ in components) or "none",
+                "watching" if watcher is not None else "not configured",
+                ",".join(sorted(senders)) or "none",
             )
             await stop.wait()
-            log.info("stopping: waiting for in-flight work")
+            log.info("stopping: finishing in-flight work")
     finally:
-        await engine.dispose()
+        for sender in senders.values():
+            await sender.aclose()
+        meter.client.close()
+        if api is not None:
+            await api.close()
+        await store.close()
     log.info("stopped")

@@ -1,0 +1,106 @@
+"""Synthetic DCGM and cAdvisor traces of the simulated workload, served like the Prometheus meter.
+
+For the demo without a Prometheus server: `SimMetrics.measure_pods` has the signature of the
+Prometheus adapter's `UsageMeter.measure_pods` and answers from sample traces generated every
+`scrape_seconds` (utilization with noise around each GPU's true mean, framebuffer ramping to its
+peak, the pod's working set with its short spike, CPU with noise). The figures come out of the
+samples the same way PromQL would compute them (mean, max, p95 over the held interval), so a job
+shorter than one scrape has no samples and its figures are missing, exactly as in production.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from inno_notify.adapters.prometheus.batching import PodWindow
+from inno_notify.adapters.prometheus.measure import PodMeasurement
+from inno_notify.domain.model import GpuUsage, PodUsage
+from inno_notify.sim.workload import GIB, GPU_MODEL, SimJob
+
+MIB = 1024 * 1024
+
+
+def _sample_times(start: datetime, end: datetime, step: float) -> list[datetime]:
+    """Scrape instants strictly inside (start, end]: a scrape lands every `step` seconds of the epoch."""
+    first = math.floor(start.timestamp() / step) * step + step
+    times = []
+    t = first
+    while t <= end.timestamp():
+        times.append(datetime.fromtimestamp(t, tz=start.tzinfo))
+        t += step
+    return times
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+class SimMetrics:
+    """Measures simulated pods from their traces; `queries` counts calls like the meter counts queries."""
+
+    def __init__(self, jobs: Sequence[SimJob], scrape_seconds: float = 15.0) -> None:
+        self._by_pod = {job.pod_uid: job for job in jobs}
+        self._step = scrape_seconds
+        self.calls = 0
+
+    async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
+        self.calls += 1
+        return {t.uid: self._measure(t) for t in targets if t.uid in self._by_pod}
+
+    def _measure(self, window: PodWindow) -> PodMeasurement:
+        job = self._by_pod[window.uid]
+        times = _sample_times(window.held_from, window.held_until, self._step)
+        rng = random.Random(window.uid)
+        gpus = tuple(
+            self._gpu(job, window, g, times, rng) for g in range(len(job.behaviour.gpu_util_percent))
+        )
+        return PodMeasurement(window=window, gpus=gpus, pod=self._pod(job, window, times, rng))
+
+    def _gpu(
+        self, job: SimJob, window: PodWindow, index: int, times: list[datetime], rng: random.Random
+    ) -> GpuUsage:
+        mean = job.behaviour.gpu_util_percent[index]
+        peak_fb = job.behaviour.gpu_memory_gib[index] * GIB
+        utils = [min(100.0, max(0.0, rng.gauss(mean, min(8.0, mean / 4)))) for _ in times]
+        ramp = [min(1.0, (i + 1) / 8) for i in range(len(times))]
+        fbs = [peak_fb * r for r in ramp]
+        total = 80 * GIB if job.mig_profile is None else 10 * GIB
+        return GpuUsage(
+            pod_uid=window.uid,
+            pod_name=window.pod,
+            gpu=str(index),
+            uuid=f"GPU-{window.uid[:8]}-{index}" if job.mig_profile is None else f"MIG-{window.uid[:8]}",
+            model=GPU_MODEL,
+            mig_profile=job.mig_profile,
+            held_minutes=window.held_seconds / 60,
+            util_mean_percent=sum(utils) / len(utils) if utils else None,
+            util_max_percent=max(utils) if utils else None,
+            # dcgm-exporter reports MiB: round like the exporter does.
+            fb_used_peak_bytes=int(max(fbs) // MIB * MIB) if fbs else None,
+            fb_total_bytes=int(total),
+            samples=len(utils),
+        )
+
+    def _pod(self, job: SimJob, window: PodWindow, times: list[datetime], rng: random.Random) -> PodUsage:
+        b = job.behaviour
+        spike_at = window.held_from + (window.held_until - window.held_from) * 0.7
+        spike_end = spike_at + timedelta(seconds=max(b.memory_spike_seconds, self._step))
+        memory = [
+            b.memory_peak_bytes
+            if spike_at <= t <= spike_end
+            else b.memory_peak_bytes * rng.uniform(0.55, 0.65)
+            for t in times
+        ]
+        cpus = [max(0.05, rng.gauss(b.cpu_cores, b.cpu_cores / 6)) for _ in times]
+        return PodUsage(
+            pod_uid=window.uid,
+            pod_name=window.pod,
+            memory_peak_bytes=int(max(memory)) if memory else None,
+            cpu_cores_mean=sum(cpus) / len(cpus) if cpus else None,
+            cpu_cores_p95=_p95(cpus) if cpus else None,
+            samples=len(times),
+        )

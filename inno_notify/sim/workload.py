@@ -1,0 +1,225 @@
+"""A realistic GPU workload for the demo, tests and benchmarks: who runs what, and how it really behaves.
+
+Teams of researchers submit jobs of 1–8 GPUs (and MIG slices), a hyper-parameter sweep, and jobs that
+fail (OOM, a crash, a deadline). Requests are drawn the way people make them — rounded up "just in
+case" — and usage the way jobs behave: some GPUs never used, memory far below the request. Each
+job's behaviour is a `Behaviour` from which `sim.metrics` derives the per-GPU and per-container
+traces that a DCGM exporter and cAdvisor would have shown; nothing downstream sees the behaviour
+itself, only the traces (through the same interface as the Prometheus adapter).
+
+Everything is drawn from a seeded `random.Random`, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from inno_notify.sim.objects import JobSpec
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    email: str
+    name: str
+    team: str
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSpec:
+    name: str
+    namespace: str
+    lead: str
+
+
+TEAMS = (
+    TeamSpec("face", "face-research", "lead.face@example.com"),
+    TeamSpec("nlp", "nlp-research", "lead.nlp@example.com"),
+    TeamSpec("speech", "speech-lab", "lead.speech@example.com"),
+)
+PEOPLE = (
+    Person("alice@example.com", "Alice Kim", "face"),
+    Person("bob@example.com", "Bob Novak", "face"),
+    Person("chen@example.com", "Chen Wei", "nlp"),
+    Person("dana@example.com", "Dana Ortiz", "nlp"),
+    Person("emil@example.com", "Emil Berg", "speech"),
+    Person("fatima@example.com", "Fatima Haddad", "speech"),
+)
+GPU_MODEL = "NVIDIA H100 80GB HBM3"
+MIG_PROFILE = "1g.10gb"
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """How the job really runs: the truth behind the traces."""
+
+    gpu_util_percent: tuple[float, ...]  # mean utilization per GPU (0 = never used)
+    gpu_memory_gib: tuple[float, ...]  # peak framebuffer per GPU
+    memory_peak_bytes: int  # peak working set of the pod
+    cpu_cores: float  # typical CPU use
+    memory_spike_seconds: float = 0.0  # a short spike to the peak (the rest of the time ~60 %)
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    spec: JobSpec
+    person: Person
+    submit_at: datetime
+    queue_seconds: float
+    run_seconds: float
+    outcome: str  # succeeded | oom | error | deadline
+    behaviour: Behaviour
+    node: str
+    mig_profile: str | None = None
+    pod_uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def scheduled_at(self) -> datetime:
+        return self.submit_at + timedelta(seconds=self.queue_seconds)
+
+    @property
+    def ends_at(self) -> datetime:
+        return self.scheduled_at + timedelta(seconds=self.run_seconds)
+
+    @property
+    def exit_code(self) -> int:
+        return {"succeeded": 0, "oom": 137, "error": 1, "deadline": 143}[self.outcome]
+
+    @property
+    def over_requested(self) -> bool:
+        """True when the job held GPUs it never used or asked for at least twice the memory it needed."""
+        idle = any(u < 5 for u in self.behaviour.gpu_util_percent)
+        memory_request = _gib(self.spec.memory)
+        return idle or memory_request >= 2 * self.behaviour.memory_peak_bytes / GIB + 8
+
+
+def _gib(quantity: str) -> float:
+    return float(quantity.removesuffix("Gi"))
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    start: datetime
+    jobs: tuple[SimJob, ...]
+    people: tuple[Person, ...] = PEOPLE
+    teams: tuple[TeamSpec, ...] = TEAMS
+
+    @property
+    def end(self) -> datetime:
+        return max((j.ends_at for j in self.jobs), default=self.start)
+
+
+def _suffix(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+
+
+def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 2 * 3600) -> Workload:
+    """`n_jobs` jobs submitted over `span_seconds` from `start`: a mix of every case the service handles."""
+    rng = random.Random(seed)
+    jobs: list[SimJob] = []
+    kinds = _kinds(n_jobs)
+    # A sweep is submitted at once by one person: its jobs end close together and group.
+    sweep_owner = PEOPLE[1]
+    sweep_start = start + timedelta(seconds=rng.uniform(0, span_seconds * 0.3))
+    for i, kind in enumerate(kinds):
+        person = sweep_owner if kind == "sweep" else PEOPLE[i % len(PEOPLE)]
+        team = next(t for t in TEAMS if t.name == person.team)
+        if kind == "sweep":
+            submit = sweep_start + timedelta(seconds=rng.uniform(0, 30))
+        else:
+            submit = start + timedelta(seconds=rng.uniform(0, span_seconds * 0.6))
+        jobs.append(_job(kind, i, person, team, submit, rng))
+    return Workload(start=start, jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)))
+
+
+def _kinds(n: int) -> list[str]:
+    """The mix: every case present once n is large enough, then mostly ordinary training jobs."""
+    base = ["over_gpus", "sweep", "sweep", "sweep", "oom", "mig", "good", "over_memory", "error", "deadline"]
+    kinds = base[:n]
+    while len(kinds) < n:
+        kinds.append(["good", "over_gpus", "over_memory", "sweep"][len(kinds) % 4])
+    return kinds
+
+
+def _job(kind: str, i: int, person: Person, team: TeamSpec, submit: datetime, rng: random.Random) -> SimJob:
+    gpus = rng.choice([1, 2, 4, 8])
+    memory_gib = rng.choice([64, 128, 256])
+    run = rng.uniform(20 * 60, 150 * 60)
+    util = tuple(round(rng.uniform(55, 95), 1) for _ in range(gpus))
+    fb = tuple(round(rng.uniform(20, 70), 1) for _ in range(gpus))
+    peak = int(memory_gib * rng.uniform(0.55, 0.85) * GIB)
+    annotations: dict[str, str] = {}
+    name = f"train-{['resnet', 'vit', 'whisper', 'llama', 'conformer'][i % 5]}-{_suffix(rng)}"
+    outcome = "succeeded"
+    mig = None
+    resource = "nvidia.com/gpu"
+    if kind == "over_gpus":
+        gpus = max(gpus, 4)
+        busy = gpus // 2
+        util = tuple(
+            round(rng.uniform(60, 90), 1) if g < busy else round(rng.uniform(0, 1.5), 1) for g in range(gpus)
+        )
+        fb = tuple(round(rng.uniform(20, 60), 1) if g < busy else 0.4 for g in range(gpus))
+    elif kind == "over_memory":
+        memory_gib = 256
+        peak = int(rng.uniform(18, 40) * GIB)
+    elif kind == "sweep":
+        gpus, memory_gib = 1, 64
+        util, fb = (round(rng.uniform(40, 90), 1),), (round(rng.uniform(8, 30), 1),)
+        peak = int(rng.uniform(20, 40) * GIB)
+        run = rng.uniform(24 * 60, 26 * 60)
+        name = f"sweep-lr-{_suffix(rng)}"
+        annotations["inno-notify/group"] = f"sweep-{person.email.split('@')[0]}"
+    elif kind == "oom":
+        memory_gib, gpus = 64, 2
+        util, fb = (88.0, 86.0), (61.0, 60.5)
+        peak = 64 * GIB
+        outcome = "oom"
+        run = rng.uniform(10 * 60, 30 * 60)
+    elif kind == "mig":
+        gpus, memory_gib = 1, 32
+        resource, mig = f"nvidia.com/mig-{MIG_PROFILE}", MIG_PROFILE
+        util, fb = (round(rng.uniform(20, 60), 1),), (round(rng.uniform(3, 7), 1),)
+        peak = int(rng.uniform(6, 12) * GIB)
+        name = f"notebook-eval-{_suffix(rng)}"
+    elif kind == "error":
+        outcome = "error"
+        run = rng.uniform(2 * 60, 10 * 60)
+    elif kind == "deadline":
+        outcome = "deadline"
+        run = 2 * 3600.0
+    elif kind == "good":
+        peak = int(memory_gib * rng.uniform(0.7, 0.85) * GIB)
+    spec = JobSpec(
+        name=name,
+        namespace=team.namespace,
+        owner=person.email,
+        gpus=gpus,
+        gpu_resource=resource,
+        memory=f"{memory_gib}Gi",
+        cpu=str(rng.choice([8, 16, 32])),
+        annotations=annotations,
+        labels={"team": team.name},
+    )
+    behaviour = Behaviour(
+        gpu_util_percent=util,
+        gpu_memory_gib=fb,
+        memory_peak_bytes=peak,
+        cpu_cores=round(rng.uniform(2, 6), 1),
+        memory_spike_seconds=20.0 if kind == "over_memory" else 0.0,
+    )
+    return SimJob(
+        spec=spec,
+        person=person,
+        submit_at=submit,
+        queue_seconds=rng.uniform(5, 60) if kind == "sweep" else rng.uniform(5, 600),
+        run_seconds=run,
+        outcome=outcome,
+        behaviour=behaviour,
+        node=f"gpu-node-{rng.randint(1, 12):02d}",
+        mig_profile=mig,
+    )
