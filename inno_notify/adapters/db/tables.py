@@ -110,6 +110,8 @@ jobs = sa.Table(
     sa.Index(None, "summary_state", "usage_due_at"),
     # Right-sizing reads the newest runs of a family in a namespace.
     sa.Index(None, "cluster", "namespace", "family", "finished_at"),
+    # The weekly digest aggregates one team's jobs that finished in a week.
+    sa.Index(None, "team", "finished_at"),
 )
 
 pods = sa.Table(
