@@ -125,11 +125,14 @@ def plan_batch(
     messages: list[tuple[Notification, ...]] = []
     deferred: list[tuple[Notification, datetime]] = []
     cap = timedelta(seconds=cap_factor * group_wait_seconds)
+    window = timedelta(seconds=group_wait_seconds)
     for rows in buckets.values():
         if rows[0].kind is not NotificationKind.JOB_SUMMARY:
             messages.extend((row,) for row in rows if row.id in due_ids)
             continue
-        ungrouped = [r for r in rows if r.group_key is None]
+        # A row that is not due rides along only if it becomes due within the window (a row from
+        # a writer whose clock runs ahead waits for its own time instead).
+        ungrouped = [r for r in rows if r.group_key is None and (r.id in due_ids or r.due_at <= now + window)]
         sets: dict[str, list[Notification]] = {}
         for r in rows:
             if r.group_key is not None:

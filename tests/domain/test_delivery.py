@@ -80,7 +80,7 @@ def deferred(plan: BatchPlan) -> dict[int | None, float]:
 
 
 def plan(due: Sequence[Notification], waiting: Sequence[Notification], at: float, **kw: int) -> BatchPlan:
-    return plan_batch(due, waiting, T0 + s(at), WAIT, **kw)  # type: ignore[arg-type]
+    return plan_batch(due, waiting, T0 + s(at), WAIT, **kw)
 
 
 def test_rows_to_one_recipient_within_the_window_are_one_message() -> None:
@@ -88,6 +88,10 @@ def test_rows_to_one_recipient_within_the_window_are_one_message() -> None:
     result = plan([first], [second, third], at=30)
     assert ids(result) == [[1, 2, 3]]
     assert result.deferred == ()
+
+
+def test_a_row_due_beyond_the_window_waits_for_its_own_time() -> None:
+    assert ids(plan([row(1)], [row(2, created=29), row(3, created=31)], at=30)) == [[1, 2]]
 
 
 def test_recipients_and_channels_are_separate_messages_oldest_first() -> None:

@@ -1,0 +1,79 @@
+"""Helpers for the dispatcher tests: an injected clock whose sleep advances it, and job seeding."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from inno_notify.adapters.db import Store
+from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Team
+from inno_notify.domain.routing import route_summary
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ALL_CHANNELS = frozenset({"telegram", "slack", "email"})
+
+
+@dataclass
+class FakeClock:
+    """`clock()` reads it; `await clock.sleep(s)` moves it forward by s at once and records s."""
+
+    now: datetime = T0
+    slept: list[float] = field(default_factory=list)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += timedelta(seconds=seconds)
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+def finished_job(uid: str, owner: str | None = "alice@example.com", **changes: object) -> JobRecord:
+    job = JobRecord(
+        cluster="default",
+        uid=uid,
+        namespace="face-research",
+        name=f"train-{uid}",
+        status=JobStatus.SUCCEEDED,
+        owner=owner,
+        team="face",
+        created_at=T0 - timedelta(hours=2),
+        started_at=T0 - timedelta(hours=1),
+        finished_at=T0 - timedelta(minutes=1),
+    )
+    return replace(job, **changes)  # type: ignore[arg-type]
+
+
+async def finish(
+    store: Store,
+    jobs: Sequence[JobRecord],
+    users: Mapping[str, DirectoryUser],
+    now: datetime,
+    *,
+    group_wait_seconds: float = 30.0,
+    teams: Mapping[str, Team] | None = None,
+    enabled: frozenset[str] = ALL_CHANNELS,
+) -> list[Notification]:
+    """Stores the jobs and routes their summaries into the outbox, as the summarizer does."""
+    await store.upsert_jobs(jobs)
+    planned: list[Notification] = []
+    for job in jobs:
+        rows = route_summary(job, users, teams or {}, enabled, now, group_wait_seconds)
+        await store.summarize(job.cluster, job.uid, rows)
+        planned.extend(rows)
+    return planned
+
+
+async def all_rows(store: Store) -> list[Notification]:
+    rows: list[Notification] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = await store.list_notifications(limit=500, cursor=cursor)
+        rows.extend(page)
+        if cursor is None:
+            return sorted(rows, key=lambda n: n.id or 0)
