@@ -103,6 +103,9 @@ class TeamTotals:
     oom: int = 0
     gpu_minutes: float | None = None
     used_gpu_minutes: float | None = None
+    # GPU-minutes held by the jobs whose used GPU-minutes are known: efficiency's denominator, so
+    # that a MIG job without a utilization metric does not count as idle.
+    used_basis_gpu_minutes: float | None = None
     idle_gpu_minutes: float | None = None
     # GiB × hours held, over the jobs where both the memory request and the peak are known.
     memory_requested_gib_hours: float | None = None
@@ -116,6 +119,8 @@ class PersonRow:
     gpu_minutes: float | None
     used_gpu_minutes: float | None
     idle_gpu_minutes: float | None
+    # As TeamTotals.used_basis_gpu_minutes; None: the same as gpu_minutes.
+    used_basis_gpu_minutes: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +260,11 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return part / whole
 
 
+def _efficiency(row: TeamTotals | PersonRow) -> float | None:
+    basis = row.used_basis_gpu_minutes if row.used_basis_gpu_minutes is not None else row.gpu_minutes
+    return _ratio(row.used_gpu_minutes, basis)
+
+
 def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
     """Linear interpolation between closest ranks: what Postgres' percentile_cont computes."""
     if not sorted_values:
@@ -315,9 +325,9 @@ def build_digest(
     elif gpu_hours is not None and quota_gpus > 0:
         quota_share = gpu_hours / (quota_gpus * (end - start).total_seconds() / 3600)
     prev_gpu = _hours(previous.gpu_minutes) if previous else None
-    prev_eff = _ratio(previous.used_gpu_minutes, previous.gpu_minutes) if previous else None
+    prev_eff = _efficiency(previous) if previous else None
     prev_idle = _hours(previous.idle_gpu_minutes) if previous else None
-    efficiency = _ratio(t.used_gpu_minutes, t.gpu_minutes)
+    efficiency = _efficiency(t)
     people = _people(rows.people)
     return Digest(
         team=team,
@@ -360,7 +370,7 @@ def _people(rows: Sequence[PersonRow]) -> tuple[PersonLine, ...]:
             gpu_hours=_hours(r.gpu_minutes),
             used_gpu_hours=_hours(r.used_gpu_minutes),
             idle_gpu_hours=_hours(r.idle_gpu_minutes),
-            efficiency=_ratio(r.used_gpu_minutes, r.gpu_minutes),
+            efficiency=_efficiency(r),
         )
         for r in rows
     ]

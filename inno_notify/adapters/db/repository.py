@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inno_notify.adapters.db import (
+    digest_queries,
     directory,
     job_details,
     jobs,
@@ -24,6 +25,7 @@ from inno_notify.adapters.db import (
 )
 from inno_notify.adapters.db.engine import create_engine
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
+from inno_notify.domain.digest import Digest
 from inno_notify.domain.model import (
     DeliveryStatus,
     DirectoryUser,
@@ -346,4 +348,15 @@ class Store:
         async with self._engine.connect() as conn:
             return await recommendation_queries.open_recommendations(
                 conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
+            )
+
+    # --- weekly digest ------------------------------------------------------------------------
+
+    async def team_digest(
+        self, team: str, week: str, tz: str, *, cluster: str | None = None, quota_gpus: float | None = None
+    ) -> Digest:
+        """A team's digest of ISO `week` in zone `tz`, aggregated by the database (digest_queries)."""
+        async with self._engine.connect() as conn:
+            return await digest_queries.load_digest(
+                conn, team, week, tz, cluster=cluster, quota_gpus=quota_gpus
             )
