@@ -110,10 +110,16 @@ async def run(url: str, targets: list[PodWindow], scrape: float) -> dict[str, fl
     batched_client.close()
     loop_client.close()
 
+    per_metric: dict[str, int] = {}
+    for kind, n in meter.last_queries_by_kind.items():
+        # The summed-memory step belongs to the memory metric; spelling probes to none.
+        metric = {"mem_sum": "mem"}.get(kind, kind)
+        per_metric[metric] = per_metric.get(metric, 0) + n
     with_gpu_data = sum(1 for m in batched.values() if m.gpus and m.pod.memory_peak_bytes is not None)
     return {
         "queries": batched_client.queries_sent,
-        "queries_per_metric_max": max(n for kind, n in meter.last_queries_by_kind.items() if kind != "probe"),
+        "queries_per_metric_max": max(per_metric.values()),
+        **{f"queries_{kind}": n for kind, n in sorted(per_metric.items())},
         "seconds": seconds,
         "baseline_queries": loop_client.queries_sent,
         "baseline_seconds": baseline_seconds,

@@ -103,12 +103,23 @@ class UsageMeter:
         for kind, build in builders.items():
             for _pods, promql in self._chunks(bucket.pods, build):
                 jobs.append((kind, promql))
+        by_kind = await self._run(jobs)
+        # Second step, only for pods with several container series: their peak is a sum at one instant.
+        multi = _multi_container(bucket.pods, by_kind.get("mem", []), self._cadvisor)
+        if multi:
+            summed = functools.partial(q.pod_memory_summed, self._cadvisor)
+            by_kind.update(
+                await self._run([("mem_sum", promql) for _, promql in self._chunks(multi, summed)])
+            )
+        return self._assemble(bucket.pods, dcgm, by_kind)
+
+    async def _run(self, jobs: list[tuple[str, str]]) -> dict[str, list[Sample]]:
         self.last_queries_by_kind.update(kind for kind, _ in jobs)
         answers = await asyncio.gather(*(self._client.query(promql) for _, promql in jobs))
         by_kind: dict[str, list[Sample]] = defaultdict(list)
         for (kind, _), answer in zip(jobs, answers, strict=True):
             by_kind[kind].extend(answer)
-        return self._assemble(bucket.pods, dcgm, by_kind)
+        return by_kind
 
     def _chunks(
         self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]
@@ -158,7 +169,7 @@ class UsageMeter:
         pod_stats: dict[str, _Stats] = defaultdict(dict)
         reused: set[str] = set()
         cad = self._cadvisor
-        for kind in ("mem", "cpu"):
+        for kind in ("mem", "mem_sum", "cpu"):
             for sample in by_kind.get(kind, []):
                 labels = sample["metric"]
                 target = by_name.get((labels.get(cad.namespace_label, ""), labels.get(cad.pod_label, "")))
@@ -172,7 +183,7 @@ class UsageMeter:
                 pod_stats[target.uid][f"{kind}.{labels.get(q.STAT, '')}"] = value
         for uid in reused:
             # Figures grouped by name alone may mix the two pods: better none than a wrong one.
-            for stat in ("mem.peak", "cpu.p95"):
+            for stat in ("mem_sum.peak", "cpu.p95"):
                 pod_stats[uid].pop(stat, None)
 
         results = {}
@@ -241,8 +252,22 @@ def _gpu_usage(
     )
 
 
+def _multi_container(
+    pods: Iterable[PodWindow], answers: Iterable[Sample], sel: q.CadvisorSelector
+) -> list[PodWindow]:
+    """Pods with more than one container series (sidecars, restarts), in the order given."""
+    counts: dict[tuple[str, str], float] = {}
+    for sample in answers:
+        labels = sample["metric"]
+        if labels.get(q.STAT) == "series":
+            key = (labels.get(sel.namespace_label, ""), labels.get(sel.pod_label, ""))
+            counts[key] = max(counts.get(key, 0.0), _value(sample) or 0.0)
+    return [p for p in pods if counts.get((p.namespace, p.pod), 0) > 1]
+
+
 def _pod_usage(target: PodWindow, stats: Mapping[str, float]) -> PodUsage:
-    peak = stats.get("mem.peak")
+    series = stats.get("mem.series", 0)
+    peak = stats.get("mem.series_peak") if series == 1 else stats.get("mem_sum.peak")
     seconds = stats.get("cpu.seconds")
     held = target.held_seconds
     return PodUsage(

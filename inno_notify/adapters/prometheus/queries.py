@@ -64,8 +64,8 @@ class Window:
     def range(self) -> str:
         return f"[{self.range_seconds}s] @ {self.at:.3f}"
 
-    def subquery(self) -> str:
-        return f"[{self.range_seconds}s:{self.step_seconds}s] @ {self.at:.3f}"
+    def subquery(self, step_seconds: int | None = None) -> str:
+        return f"[{self.range_seconds}s:{step_seconds or self.step_seconds}s] @ {self.at:.3f}"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -151,30 +151,44 @@ class CadvisorSelector:
 
 
 def pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, window: Window) -> str:
-    """Peak of the pod's working set summed over its containers at one instant, and scrape count.
-
-    The subquery groups by name only: a label_replace per step doubles its cost, and at one instant
-    a name belongs to one pod. The sample count carries the UID, so a name that two pods used within
-    the range shows up there (``measure`` then states no peak rather than a mixed one).
-    """
+    """Per pod: the peak of its largest container series, how many container series it had, and
+    the scrape count. For a pod with one series the first is its peak; the others need
+    ``pod_memory_summed`` (a subquery, several times dearer), so only they pay for it."""
     series = sel.selector(WORKING_SET, pods, namespaces)
     by = sel.group_by()
-    per_instant = f"sum by ({sel.namespace_label}, {sel.pod_label}) ({series})"
+    per_series = sel.with_uid(f"max_over_time({series}{window.range()})")
     return _union(
-        _tag(f"max_over_time({per_instant}{window.subquery()})", "peak"),
+        _tag(f"max by ({by}) ({per_series})", "series_peak"),
+        _tag(f"count by ({by}) ({per_series})", "series"),
         _tag(f"max by ({by}) ({sel.with_uid(f'count_over_time({series}{window.range()})')})", "samples"),
     )
 
 
+def pod_memory_summed(sel: CadvisorSelector, pods: str, namespaces: str, window: Window) -> str:
+    """Peak of the pod's working set summed over its containers at one instant.
+
+    Grouped by name only: a label_replace per step doubles the subquery's cost, and at one instant
+    a name belongs to one pod. ``pod_memory`` carries the UID, so a name that two pods used within
+    the range shows up there (``measure`` then states no peak rather than a mixed one).
+    """
+    series = sel.selector(WORKING_SET, pods, namespaces)
+    per_instant = f"sum by ({sel.namespace_label}, {sel.pod_label}) ({series})"
+    return _tag(f"max_over_time({per_instant}{window.subquery()})", "peak")
+
+
 def pod_cpu(sel: CadvisorSelector, pods: str, namespaces: str, window: Window, rate_seconds: int) -> str:
     """CPU seconds used (the counters' last values: every container's counter starts at 0 with it),
-    p95 of cores over the lifetime, and CFS throttled seconds where cAdvisor reports them."""
+    p95 of cores over the lifetime, and CFS throttled seconds where cAdvisor reports them.
+
+    The p95 is over back-to-back ``rate_seconds`` windows (the subquery steps by the window, so
+    each sample counts once): the 95th percentile of the pod's per-window mean cores.
+    """
     usage = sel.selector(CPU_USAGE, pods, namespaces)
     throttled = sel.selector(CPU_THROTTLED, pods, namespaces)
     by = sel.group_by()
     cores = f"sum by ({sel.namespace_label}, {sel.pod_label}) (rate({usage}[{rate_seconds}s]))"
     return _union(
         _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({usage}{window.range()})')})", "seconds"),
-        _tag(f"quantile_over_time(0.95, {cores}{window.subquery()})", "p95"),
+        _tag(f"quantile_over_time(0.95, {cores}{window.subquery(rate_seconds)})", "p95"),
         _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({throttled}{window.range()})')})", "throttled"),
     )
