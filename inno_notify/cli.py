@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="a self-contained run on a simulated GPU cluster")
     demo.add_argument("--jobs", type=int, default=24, help="number of jobs to simulate")
-    demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per real second")
+    demo.add_argument("--speed", type=float, default=400.0, help="simulated seconds per real second")
     demo.add_argument("--out", metavar="DIR", help="folder for the database and rendered e-mails")
 
     digest = sub.add_parser("digest", help="build one team's weekly digest")
@@ -117,12 +117,23 @@ def _cmd_unavailable(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from inno_notify.demo import DEFAULT_OUT, run_demo
+
+    if args.jobs < 1 or args.speed <= 0:
+        raise ConfigError("demo: --jobs must be at least 1 and --speed above 0")
+    asyncio.run(run_demo(args.jobs, args.speed, Path(args.out) if args.out else DEFAULT_OUT))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "version": _cmd_version,
     "migrate": _cmd_migrate,
     "check": _cmd_check,
     "serve": _cmd_serve,
-    "demo": _cmd_unavailable,
+    "demo": _cmd_demo,
     "digest": _cmd_unavailable,
     "agent": _cmd_unavailable,
 }

@@ -1,0 +1,220 @@
+"""`inno-notify demo`: the real service against a simulated GPU cluster, on the embedded SQLite default.
+
+What runs is the production pipeline — the Kubernetes watch over real HTTP (kubernetes-asyncio
+against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
+the outbox and the dispatcher with the real renderer — with two stand-ins at the edges: the
+cluster's metrics come from the simulator's traces (through the same interface as the Prometheus
+meter), and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs
+`speed` times faster than the wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from inno_notify.adapters.db.jobs import JobFilter
+from inno_notify.adapters.db.migrate import migrate
+from inno_notify.adapters.db.repository import Store, SummaryState
+from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.model import DeliveryStatus
+from inno_notify.runtime import build_pipeline, seed_directory
+from inno_notify.settings import Settings
+from inno_notify.sim.cluster import ClusterPlayer, SimClock
+from inno_notify.sim.kube_api import SimKubeServer
+from inno_notify.sim.mailbox import MailboxSender
+from inno_notify.sim.metrics import SimMetrics
+from inno_notify.sim.workload import MIG_PROFILE, Workload, generate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OUT = Path("demo-out")
+SENDER = "gpu-bot@inno-notify.example"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    workload: Workload
+    out: Path
+    database_url: str
+    summaries_sent: int
+    messages: int
+    recipients: Counter[str]
+    seconds: float
+
+
+def demo_settings(workload: Workload, database_url: str) -> Settings:
+    """The configuration a team would write for this cluster: its people, teams and GPU resources."""
+    config: dict[str, Any] = {
+        "database_url": database_url,
+        "cluster": "demo",
+        "prometheus": {"metrics_delay_seconds": 60, "give_up_after_seconds": 1800},
+        "accounting": {"gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7}},
+        # A sweep's jobs end within a few simulated minutes of each other: wait for them.
+        "notify": {"group_wait_seconds": 300, "dashboard_url": "http://inno-notify.example/"},
+        "channels": {"email": {"host": "mailbox", "sender": SENDER}},
+        "directory": {
+            "users": [{"email": p.email, "name": p.name, "channels": ["email"]} for p in workload.people],
+            "teams": [
+                {"name": t.name, "namespaces": [t.namespace], "leads": [t.lead]} for t in workload.teams
+            ],
+        },
+    }
+    return Settings.model_validate(config)
+
+
+def _fresh_output(out: Path) -> tuple[Path, Path]:
+    """The database file and mail folder of a run, with what an earlier run left there removed."""
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = out / "inno-notify-demo.db"
+    for stale in out.glob("inno-notify-demo.db*"):
+        stale.unlink()
+    mail_dir = out / "mail"
+    for old in [*mail_dir.glob("*.eml"), *mail_dir.glob("*.html")]:
+        old.unlink()
+    return db_path, mail_dir
+
+
+async def run_demo(
+    jobs: int = 24,
+    speed: float = 400.0,
+    out: Path = DEFAULT_OUT,
+    console: Console | None = None,
+    *,
+    start: datetime | None = None,
+    timeout_seconds: float = 300.0,
+) -> DemoResult:
+    console = console or Console()
+    db_path, mail_dir = _fresh_output(out)
+    database_url = f"sqlite+aiosqlite:///{db_path}"
+    start = start or datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
+    workload = generate(jobs, start)
+    settings = demo_settings(workload, database_url)
+    clock = SimClock(start, speed)
+
+    await migrate(database_url)
+    store = Store.from_url(database_url)
+    await seed_directory(store, settings)
+    mailbox = MailboxSender(mail_dir, SENDER, console)
+    pipeline = build_pipeline(
+        settings,
+        store,
+        SimMetrics(workload.jobs),
+        {"email": mailbox},
+        clock.now,
+        started_at=start,
+        poll_seconds=0.05,
+    )
+    server = SimKubeServer(bookmark_interval=5.0)
+    await server.start()
+    api = await load_api_client(server.kubeconfig(out / "kubeconfig"))
+    watcher = ClusterWatcher(
+        api, pipeline.ingestor.on_event, pipeline.ingestor.on_relist, kueue=False, options=WatchOptions()
+    )
+    player = ClusterPlayer(server, workload, clock)
+    stop = asyncio.Event()
+    began = asyncio.get_running_loop().time()
+    console.rule(f"[bold]inno-notify demo[/] · {len(workload.jobs)} jobs · simulated time × {speed:g}")
+    try:
+        async with asyncio.TaskGroup() as group:
+            watch = group.create_task(watcher.run(), name="watch")
+            for name, component in pipeline.components:
+                group.create_task(component(stop), name=name)
+            await watcher.wait_ready()
+            play = group.create_task(player.run(), name="player")
+            try:
+                async with asyncio.timeout(timeout_seconds):
+                    await _progress(console, store, workload, player, play)
+            finally:
+                stop.set()
+                watch.cancel()
+                play.cancel()
+    finally:
+        with contextlib.suppress(Exception):
+            await api.close()
+        await server.stop()
+    sent = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    await store.close()
+    recipients = Counter(r.email or "" for r, _ in mailbox.sent)
+    result = DemoResult(
+        workload=workload,
+        out=out,
+        database_url=database_url,
+        summaries_sent=len(sent[0]),
+        messages=len(mailbox.sent),
+        recipients=recipients,
+        seconds=asyncio.get_running_loop().time() - began,
+    )
+    _report(console, result)
+    return result
+
+
+async def _progress(
+    console: Console, store: Store, workload: Workload, player: ClusterPlayer, play: asyncio.Task[None]
+) -> None:
+    """Shows the cluster's progress until every job ended and every summary was delivered."""
+    total = len(workload.jobs)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
+        submitted = progress.add_task("jobs submitted", total=total)
+        ended = progress.add_task("jobs ended", total=total)
+        sent = progress.add_task("summaries delivered", total=total)
+        while True:
+            delivered = await _delivered(store)
+            progress.update(submitted, completed=player.submitted)
+            progress.update(ended, completed=player.ended)
+            progress.update(sent, completed=delivered)
+            if play.done() and await _settled(store, total):
+                return
+            await asyncio.sleep(0.1)
+
+
+async def _delivered(store: Store) -> int:
+    rows, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    return len(rows)
+
+
+async def _settled(store: Store, total: int) -> bool:
+    """Every job ended and was summarized, and no summary is still waiting to be sent."""
+    page, _ = await store.list_jobs(JobFilter(), limit=total + 1)
+    if len(page) < total or any(not j.status.is_terminal for j in page):
+        return False
+    for job in page:
+        if await store.summary_state(job.cluster, job.uid) in (
+            None,
+            SummaryState.NONE,
+            SummaryState.AWAITING_USAGE,
+        ):
+            return False
+    pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+    return not pending
+
+
+def _report(console: Console, result: DemoResult) -> None:
+    table = Table(title="What happened", show_lines=False)
+    table.add_column("job")
+    table.add_column("owner")
+    table.add_column("outcome")
+    table.add_column("GPUs")
+    for job in result.workload.jobs:
+        outcome = {"succeeded": "[green]succeeded[/]", "oom": "[red]OOMKilled[/]"}.get(
+            job.outcome, f"[red]{job.outcome}[/]"
+        )
+        table.add_row(job.spec.name, job.person.name, outcome, str(job.spec.gpus))
+    console.print(table)
+    console.print(
+        f"[bold]{result.summaries_sent}[/] job summaries delivered in [bold]{result.messages}[/] e-mails "
+        f"to {len(result.recipients)} people in {result.seconds:.0f} s."
+    )
+    console.print(f"E-mails (.eml and .html): {result.out / 'mail'}")
+    console.print(f"Database: {result.database_url}")
