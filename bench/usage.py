@@ -4,7 +4,8 @@ A real Prometheus holds generated dcgm-exporter and cAdvisor series for ``--gpus
 ``--days`` days (every GPU busy with 1–8-GPU jobs of 1–8 h). The ``--jobs`` most recently finished
 jobs are measured twice in the same run: once as one batched round (``UsageMeter.measure_pods``
 over all of them), once the naive way, one ``measure_pods`` call per job in a loop. Both must
-agree figure for figure. Prints ``name=value`` lines.
+agree figure for figure. Prints ``name=value`` lines; ``seconds`` is the median of ``--repeats``
+batched rounds after one warm-up round, ``baseline_seconds`` one pass of the loop.
 
 The TSDB is cached under ``--cache`` (keyed by the parameters); the first run builds it (minutes).
 
@@ -18,6 +19,7 @@ import asyncio
 import dataclasses
 import math
 import random
+import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -92,13 +94,22 @@ def same(a: PodMeasurement, b: PodMeasurement) -> bool:
     )
 
 
-async def run(url: str, targets: list[PodWindow], scrape: float) -> dict[str, float]:
+async def run(url: str, targets: list[PodWindow], scrape: float, repeats: int) -> dict[str, float]:
     config = MeterConfig(scrape_interval_seconds=scrape)
-    batched_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
-    meter = UsageMeter(batched_client, config)
-    t0 = time.perf_counter()
-    batched = await meter.measure_pods(targets)
-    seconds = time.perf_counter() - t0
+    # One warm-up round (Prometheus pages the blocks in, the meter learns the label spelling), then
+    # the median of ``repeats`` rounds: one round is short enough for a busy machine to skew it.
+    warm_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    await UsageMeter(warm_client, config).measure_pods(targets)
+    warm_client.close()
+    timings = []
+    for _ in range(repeats):
+        batched_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+        meter = UsageMeter(batched_client, config)
+        t0 = time.perf_counter()
+        batched = await meter.measure_pods(targets)
+        timings.append(time.perf_counter() - t0)
+        batched_client.close()
+    seconds = statistics.median(timings)
 
     loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
     loop_meter = UsageMeter(loop_client, config)
@@ -107,7 +118,6 @@ async def run(url: str, targets: list[PodWindow], scrape: float) -> dict[str, fl
     for target in targets:
         looped.update(await loop_meter.measure_pods([target]))
     baseline_seconds = time.perf_counter() - t0
-    batched_client.close()
     loop_client.close()
 
     per_metric: dict[str, int] = {}
@@ -121,6 +131,8 @@ async def run(url: str, targets: list[PodWindow], scrape: float) -> dict[str, fl
         "queries_per_metric_max": max(per_metric.values()),
         **{f"queries_{kind}": n for kind, n in sorted(per_metric.items())},
         "seconds": seconds,
+        "seconds_min": min(timings),
+        "seconds_max": max(timings),
         "baseline_queries": loop_client.queries_sent,
         "baseline_seconds": baseline_seconds,
         "speedup": baseline_seconds / seconds,
@@ -138,6 +150,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--scrape", type=float, default=60.0, help="seconds between generated samples")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5, help="batched rounds timed (median reported)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
     args = parser.parse_args()
     if not HAVE_PROMETHEUS:
@@ -181,7 +194,7 @@ def main() -> None:
     print(f"jobs={len(targets)}")
     print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
     with PrometheusServer(tsdb) as server:
-        figures = asyncio.run(run(server.url, targets, args.scrape))
+        figures = asyncio.run(run(server.url, targets, args.scrape, args.repeats))
     for name, value in figures.items():
         print(f"{name}={value:.3f}" if isinstance(value, float) else f"{name}={value}")
 
