@@ -1,0 +1,118 @@
+"""The app factory: builds the aiohttp application of the admin REST API from what it is given.
+
+Nothing here reads a global: the store, the API settings, the service's readiness and the metrics
+registry are passed in by the composition root (runtime.py) or a test. The app refuses to be built
+without tokens, so a deployment can never expose the API unauthenticated by forgetting them; an
+empty `api.listen` is how the API is switched off (see `api_enabled`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import UTC, datetime
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from prometheus_client import CollectorRegistry
+
+from inno_notify.adapters.db import Store
+from inno_notify.api import keys, openapi
+from inno_notify.api.auth import ApiConfigError, TokenTable, auth_middleware
+from inno_notify.api.errors import error_middleware
+from inno_notify.api.routes import setup_routes
+from inno_notify.api.usage_cache import UsageCache
+from inno_notify.settings import ApiSettings
+from inno_notify.telemetry import Telemetry
+
+__all__ = ["ApiConfigError", "api_enabled", "create_app"]
+
+USAGE_FRESH_SECONDS = 30.0
+USAGE_MAX_STALE_SECONDS = 300.0
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _always_ready() -> Mapping[str, bool]:
+    return {}
+
+
+def api_enabled(settings: ApiSettings) -> bool:
+    """False when `api.listen` is empty: the API is switched off and needs no tokens."""
+    return bool(settings.listen)
+
+
+def create_app(
+    store: Store,
+    settings: ApiSettings,
+    readiness: keys.Readiness = _always_ready,
+    metrics_registry: CollectorRegistry | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+    digest_provider: keys.DigestProvider | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+    monotonic: Callable[[], float] = time.monotonic,
+    usage_fresh_seconds: float = USAGE_FRESH_SECONDS,
+    close_store: bool = False,
+) -> web.Application:
+    """The REST API application.
+
+    `readiness` reports the service's parts (e.g. {"watchers_synced": True, "dispatcher_alive":
+    True}); /readyz adds the database. `metrics_registry` is what /metrics serves (default: the
+    `telemetry`'s registry, else a new one with a Telemetry on it); the API times its requests on
+    `api_request_seconds` of the telemetry, when it has one. With `close_store` the app disposes of the
+    store's engine when it shuts down (when the app is the store's only user).
+
+    Raises ApiConfigError when no tokens are configured.
+    """
+    tokens = TokenTable(settings.tokens)
+    if metrics_registry is None:
+        if telemetry is None:
+            telemetry = Telemetry.create(CollectorRegistry())
+        metrics_registry = telemetry.registry
+    registry = metrics_registry
+
+    app = web.Application(middlewares=[error_middleware, auth_middleware(tokens)])
+    app[keys.STORE] = store
+    app[keys.TOKENS] = tokens
+    app[keys.CLOCK] = clock
+    app[keys.READINESS] = readiness
+    app[keys.REGISTRY] = registry
+    app[keys.DIGESTS] = digest_provider
+    app[keys.USAGE_CACHE] = UsageCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
+    app[keys.OPENAPI] = orjson.dumps(openapi.build())
+    if telemetry is not None:
+        app[keys.TELEMETRY] = telemetry
+        app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))
+    setup_routes(app)
+
+    async def resources(app: web.Application) -> AsyncIterator[None]:
+        yield
+        await app[keys.USAGE_CACHE].close()
+        if close_store:
+            await store.close()
+
+    app.cleanup_ctx.append(resources)
+    return app
+
+
+def _timing_middleware(telemetry: Telemetry, monotonic: Callable[[], float]) -> Middleware:
+    @web.middleware
+    async def timed(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = monotonic()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        finally:
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else "unmatched"
+            telemetry.api_request_seconds.labels(route, request.method, str(status)).observe(
+                monotonic() - started
+            )
+
+    return timed

@@ -1,0 +1,76 @@
+"""Every failure leaves the API as the contract's error JSON, produced in exactly one place.
+
+Views and query helpers raise (ApiError, the store's RecordNotFound and InvalidCursor, aiohttp's
+HTTP exceptions for unknown routes and methods); the middleware below turns each into
+`{"error": {"code", "message"}}` with its status. Anything unexpected becomes a 500 whose message
+names no internals: the details go to the log, never to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from inno_notify.adapters.db import InvalidCursor, RecordNotFound
+
+log = logging.getLogger("inno_notify.api")
+
+# Headers of aiohttp's own HTTP errors that the client needs (405 lists the allowed methods).
+_KEPT_HEADERS = ("Allow", "WWW-Authenticate")
+
+
+class ApiError(Exception):
+    """An error the client caused (or may retry), with its status and a stable machine-readable code."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def bad_request(message: str, code: str = "invalid_parameter") -> ApiError:
+    return ApiError(400, code, message)
+
+
+def not_found(message: str, code: str = "not_found") -> ApiError:
+    return ApiError(404, code, message)
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    body = orjson.dumps({"error": {"code": code, "message": message}})
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def _code_of(exc: web.HTTPException) -> str:
+    return exc.reason.lower().replace(" ", "_").replace("-", "_") or "error"
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    except RecordNotFound as exc:
+        return error_response(404, "not_found", str(exc) or "not found")
+    except InvalidCursor:
+        return error_response(400, "invalid_cursor", "cursor is not one this API handed out")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {k: exc.headers[k] for k in _KEPT_HEADERS if k in exc.headers}
+        message = f"{request.method} {request.path}: {exc.reason}"
+        return error_response(exc.status, _code_of(exc), message, headers)
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal_error", "internal error; the service log has the details")

@@ -1,0 +1,30 @@
+"""Typed application keys: what the app factory puts in the app and the views take out."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from inno_notify.adapters.db import Store
+from inno_notify.api.auth import TokenTable
+from inno_notify.api.usage_cache import UsageCache
+from inno_notify.telemetry import Telemetry
+
+# (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
+# the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
+DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
+Readiness = Callable[[], Mapping[str, bool]]
+
+STORE = web.AppKey("store", Store)
+TOKENS = web.AppKey("tokens", TokenTable)
+CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
+READINESS: web.AppKey[Readiness] = web.AppKey("readiness")
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+TELEMETRY = web.AppKey("telemetry", Telemetry)
+DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
+USAGE_CACHE = web.AppKey("usage_cache", UsageCache)
+OPENAPI = web.AppKey("openapi", bytes)

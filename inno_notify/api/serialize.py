@@ -1,0 +1,159 @@
+"""Domain records to the JSON resources of CONTRACT.md §5, field for field.
+
+One function per resource, returning plain dicts that orjson encodes (datetimes as RFC 3339 in UTC
+with a `Z`). The OpenAPI document in openapi.py describes exactly these shapes, and a test checks
+every response against it, so a field added here without its schema fails the build.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from inno_notify.adapters.db.recommendation_queries import JobRecommendation
+from inno_notify.adapters.db.usage_queries import UsageGroup
+from inno_notify.domain.model import (
+    DirectoryUser,
+    JobRecord,
+    Notification,
+    Recommendation,
+    Usage,
+)
+
+JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(document: object) -> bytes:
+    return orjson.dumps(document, option=JSON_OPTIONS)
+
+
+def recommendation(rec: Recommendation) -> dict[str, Any]:
+    return {
+        "kind": rec.kind.value,
+        "severity": rec.severity.value,
+        "current": rec.current,
+        "suggested": rec.suggested,
+        "unit": rec.unit.value,
+        "waste_gpu_minutes": rec.waste_gpu_minutes,
+        "message": rec.message,
+    }
+
+
+def usage(figures: Usage) -> dict[str, Any]:
+    return {
+        "gpu_minutes": figures.gpu_minutes,
+        "used_gpu_minutes": figures.used_gpu_minutes,
+        "gpus_idle": figures.gpus_idle,
+        "gpu_util_mean_percent": figures.gpu_util_mean_percent,
+        "gpu_memory_peak_bytes": figures.gpu_memory_peak_bytes,
+        "memory_peak_bytes": figures.memory_peak_bytes,
+        "cpu_cores_p95": figures.cpu_cores_p95,
+        "missing": [{"figure": m.figure, "reason": m.reason.value} for m in figures.missing],
+    }
+
+
+def job(record: JobRecord, figures: Usage | None, recs: list[Recommendation]) -> dict[str, Any]:
+    """The Job resource; `usage` is null until the job's usage has been collected."""
+    return {
+        "uid": record.uid,
+        "cluster": record.cluster,
+        "namespace": record.namespace,
+        "name": record.name,
+        "owner": record.owner,
+        "team": record.team,
+        "status": record.status.value,
+        "reason": record.reason,
+        "exit_code": record.exit_code,
+        "exit_reason": record.exit_reason,
+        "created_at": record.created_at,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "queue_seconds": record.queue_seconds,
+        "runtime_seconds": record.runtime_seconds,
+        "requested": {
+            "gpus": record.requested.gpus,
+            "cpu_cores": record.requested.cpu_cores,
+            "memory_bytes": record.requested.memory_bytes,
+        },
+        "usage": None if figures is None else usage(figures),
+        "recommendations": [recommendation(r) for r in recs],
+    }
+
+
+def job_recommendation(item: JobRecommendation) -> dict[str, Any]:
+    rec = item.recommendation
+    return {
+        "id": item.id,
+        "job": {
+            "cluster": item.cluster,
+            "uid": item.job_uid,
+            "namespace": item.namespace,
+            "name": item.name,
+            "owner": item.owner,
+            "team": item.team,
+            "finished_at": item.finished_at,
+        },
+        **recommendation(rec),
+        "waste_gib_hours": rec.waste_gib_hours,
+        "waste_core_hours": rec.waste_core_hours,
+        "field_path": rec.field_path,
+    }
+
+
+USAGE_FIELDS = (
+    "group",
+    "jobs",
+    "measured_jobs",
+    "gpu_minutes",
+    "used_gpu_minutes",
+    "idle_gpu_minutes",
+    "memory_jobs",
+    "memory_requested_bytes",
+    "memory_peak_bytes",
+)
+
+
+def usage_group(group: UsageGroup) -> dict[str, Any]:
+    return {
+        "group": group.key,
+        "jobs": group.jobs,
+        "measured_jobs": group.measured_jobs,
+        "gpu_minutes": group.gpu_minutes,
+        "used_gpu_minutes": group.used_gpu_minutes,
+        "idle_gpu_minutes": group.idle_gpu_minutes,
+        "memory_jobs": group.memory_jobs,
+        "memory_requested_bytes": group.memory_requested_bytes,
+        "memory_peak_bytes": group.memory_peak_bytes,
+    }
+
+
+def notification(n: Notification) -> dict[str, Any]:
+    """A delivery-log entry; the rendered payload stays out (it can be large and is not the log)."""
+    return {
+        "id": n.id,
+        "kind": n.kind.value,
+        "channel": n.channel.value,
+        "recipient": n.recipient,
+        "status": n.status.value,
+        "cluster": n.cluster,
+        "job_uid": n.job_uid,
+        "group_key": n.group_key,
+        "created_at": n.created_at,
+        "due_at": n.due_at,
+        "next_attempt_at": n.next_attempt_at,
+        "attempts": n.attempts,
+        "last_error": n.last_error,
+        "provider_message_id": n.provider_message_id,
+        "sent_at": n.sent_at,
+    }
+
+
+def user(u: DirectoryUser) -> dict[str, Any]:
+    return {
+        "email": u.email,
+        "name": u.name,
+        "slack_user_id": u.slack_user_id,
+        "telegram_chat_id": u.telegram_chat_id,
+        "channels": list(u.channels),
+    }
