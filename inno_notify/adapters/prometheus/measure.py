@@ -192,6 +192,14 @@ class UsageMeter:
                 _gpu_usage(target, key, gpu_info[key], stats, dcgm.hostname_labels)
                 for key, stats in sorted(gpu_stats.get(target.uid, {}).items())
             )
+            if target.uid in reused:
+                # dcgm-exporter has no UID label: these series may be both pods'. State nothing.
+                gpus = tuple(
+                    replace(
+                        g, util_mean_percent=None, util_max_percent=None, fb_used_peak_bytes=None, samples=0
+                    )
+                    for g in gpus
+                )
             results[target.uid] = PodMeasurement(
                 window=target, gpus=gpus, pod=_pod_usage(target, pod_stats.get(target.uid, {}))
             )

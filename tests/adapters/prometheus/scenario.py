@@ -201,7 +201,29 @@ def build(days: float = 3.0, nodes: int = 3, seed: int = 7) -> Cluster:
             gpus=[GpuUse(g(0, 4), const(40.0), const(9000))],
             containers=[Container("main", const(7 * GIB), const(2.0))],
         ),
+        PodTrace(
+            "vision",
+            "notebook-alice",
+            uid(9),
+            e - 2 * 3600,
+            e - 1800,
+            gpus=[GpuUse(g(0, 6), const(25.0), const(4000))],
+            containers=[Container("main", const(3 * GIB), const(1.0))],
+        ),
     ]
+    # A bare pod of the same name ran earlier, inside the round's query range: the measurement must
+    # not mix the two.
+    background.append(
+        PodTrace(
+            "vision",
+            "notebook-alice",
+            uid(10),
+            e - 3 * 3600,
+            e - 2.5 * 3600,
+            gpus=[GpuUse(g(0, 6), const(95.0), const(60000))],
+            containers=[Container("main", const(50 * GIB), const(6.0))],
+        )
+    )
     return Cluster(gpus=gpus, background=background, round=rounds, start=START, end=end)
 
 

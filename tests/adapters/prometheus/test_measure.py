@@ -197,6 +197,24 @@ async def test_time_sliced_gpu_is_marked_shared(
     assert not any(g.shared for g in measured[retry.uid].gpus)
 
 
+async def test_reused_pod_name_is_not_mixed(
+    cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    pod = cluster_prometheus.cluster.by_name("notebook-alice")
+    m = measured[pod.uid]
+    truth = cluster_prometheus.truth[pod.uid]
+    # cAdvisor's cgroup path carries the UID: this pod's own series are still measured exactly ...
+    assert m.pod.memory_peak_bytes == truth.memory_peak == 3 * 1024**3
+    assert m.pod.cpu_cores_mean == pytest.approx(truth.cpu_total_seconds / m.window.held_seconds, rel=1e-6)
+    # ... while figures grouped by name alone (dcgm-exporter has no UID; the CPU p95 subquery) are
+    # not stated rather than mixed with the earlier pod's 95 % and 60000 MiB.
+    assert m.pod.cpu_cores_p95 is None
+    (gpu,) = m.gpus
+    assert gpu.util_mean_percent is None and gpu.fb_used_peak_bytes is None
+    usage = job_usage([pod], measured, now=dt(cluster_prometheus.cluster.end))
+    assert usage.used_gpu_minutes is None and usage.reason_for("used_gpu_minutes") is MissingReason.NO_SAMPLES
+
+
 async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) -> None:
     round_pods = cluster_prometheus.cluster.round
     counts = []
