@@ -1,0 +1,273 @@
+"""The weekly digest as people read it: spelt figures, and the message per channel, page and JSON.
+
+Like the job summary (views.py, render.py), templates get plain strings ("12.5 h", "41 %",
+"+4 h (+80 %) vs last week", "n/a (not measured)") and never compute; the strings are escaped by
+each channel's template environment, not here. The chart is rendered once per digest and goes
+inline in the e-mail (a CID image) and the web page (a data: URI), always with its alt text.
+
+Templates: `{email,slack,telegram}/digest.*.j2` and `web/digest.html.j2`; a configured template
+directory overrides them by the same relative path, as for summaries.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+import orjson
+from jinja2.sandbox import SandboxedEnvironment
+
+from inno_notify.adapters.channels import figures
+from inno_notify.adapters.channels.base import InlineImage, MailMessage, RenderedMessage, TelegramMessage
+from inno_notify.adapters.channels.digest_chart import chart_alt_text
+from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
+from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
+from inno_notify.domain.digest import Change, Digest, digest_to_dict
+from inno_notify.domain.model import Channel
+
+CHART_CID = "digest-chart@inno-notify"
+_NOT_MEASURED = figures.not_available("not measured")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    label: str
+    value: str
+    # "+4 h (+80 %)" against the previous week, or "" where there is nothing to compare.
+    change: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PersonView:
+    owner: str
+    jobs: str
+    gpu_hours: str
+    used_gpu_hours: str
+    idle_gpu_hours: str
+    efficiency: str
+
+
+@dataclass(frozen=True, slots=True)
+class WasteView:
+    job_ref: str
+    owner: str
+    waste: str
+    severity: str
+    recommendation: str
+
+
+@dataclass(frozen=True, slots=True)
+class DigestView:
+    team: str
+    week: str
+    # "19 Oct – 25 Oct 2026 (Europe/Berlin)"
+    period: str
+    no_gpu_jobs: bool
+    headline: str
+    figures: tuple[Figure, ...]
+    people: tuple[PersonView, ...]
+    waste: tuple[WasteView, ...]
+    notes: tuple[str, ...]
+    chart_alt: str
+
+
+def hours(value: float | None, unit: str = "h") -> str:
+    return _NOT_MEASURED if value is None else f"{figures.number(value)} {unit}"
+
+
+def percent(value: float | None) -> str:
+    return _NOT_MEASURED if value is None else f"{round(100 * value)} %"
+
+
+def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
+    """ "+4 h (+80 %)", "−3 pts" for a ratio, "" where the previous week is unknown."""
+    if c.delta is None:
+        return "" if c.previous is None else "no previous figure to compare"
+    if ratio:
+        return f"{_signed(round(100 * c.delta))} pts"
+    text = f"{_signed(c.delta)} {unit}"
+    if c.percent is not None:
+        text += f" ({_signed(round(c.percent))} %)"
+    return text
+
+
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else '−'}{figures.number(abs(value))}"
+
+
+def digest_view(digest: Digest) -> DigestView:
+    d = digest
+    last_day = d.days[-1]
+    period = f"{d.days[0]:%d %b} – {last_day:%d %b %Y} ({d.timezone})"
+    memory = (
+        _NOT_MEASURED
+        if d.memory_requested_gib_hours is None
+        else f"{figures.number(d.memory_requested_gib_hours)} requested / "
+        f"{figures.number(d.memory_peak_gib_hours or 0.0)} peak GiB-h"
+    )
+    queue = (
+        _NOT_MEASURED
+        if d.queue_p50_seconds is None
+        else f"p50 {figures.duration(d.queue_p50_seconds)} · "
+        f"p95 {figures.duration(d.queue_p95_seconds or 0.0)}"
+    )
+    quota = (
+        figures.not_available("no Kueue quota known")
+        if d.quota_gpus is None
+        else percent(d.quota_share)
+        + f" of {figures.number(d.quota_gpus)} GPUs × {figures.number(d.week_hours)} h"
+    )
+    rows = (
+        Figure("GPU-hours held", hours(d.gpu_hours), change_text(d.change_gpu_hours)),
+        Figure("GPU-hours used", hours(d.used_gpu_hours)),
+        Figure("Idle GPU-hours", hours(d.idle_gpu_hours), change_text(d.change_idle_gpu_hours)),
+        Figure(
+            "Efficiency (used / held)", percent(d.efficiency), change_text(d.change_efficiency, ratio=True)
+        ),
+        Figure("Memory (requested / peak)", memory),
+        Figure("Jobs", f"{d.jobs}: {d.succeeded} succeeded, {d.failed} failed, {d.oom} OOM-killed"),
+        Figure("Queue wait", queue),
+        Figure("Share of Kueue quota", quota),
+    )
+    if d.no_gpu_jobs:
+        headline = f"No GPU jobs finished in {d.week}."
+        if d.change_gpu_hours.previous is not None:
+            headline += f" The week before: {hours(d.change_gpu_hours.previous)} held."
+    else:
+        headline = (
+            f"{hours(d.gpu_hours)} of GPU held, {percent(d.efficiency)} used, "
+            f"{hours(d.idle_gpu_hours)} idle, over {d.jobs} jobs."
+        )
+    notes = [f"{m.figure.replace('_', ' ')}: {m.reason}" for m in d.missing if m.figure != "quota_share"]
+    if d.jobs_unmeasured:
+        notes.insert(0, f"{d.jobs_unmeasured} of {d.jobs} jobs have no measured usage; sums leave them out.")
+    return DigestView(
+        team=d.team,
+        week=d.week,
+        period=period,
+        no_gpu_jobs=d.no_gpu_jobs,
+        headline=headline,
+        figures=() if d.no_gpu_jobs else rows,
+        people=tuple(
+            PersonView(
+                owner=p.owner,
+                jobs=str(p.jobs),
+                gpu_hours=hours(p.gpu_hours),
+                used_gpu_hours=hours(p.used_gpu_hours),
+                idle_gpu_hours=hours(p.idle_gpu_hours),
+                efficiency=percent(p.efficiency),
+            )
+            for p in d.people
+        ),
+        waste=tuple(
+            WasteView(
+                job_ref=f"{w.namespace}/{w.name}",
+                owner=w.owner,
+                waste=hours(w.waste_gpu_hours, "GPU-h"),
+                severity=w.severity,
+                recommendation=w.recommendation,
+            )
+            for w in d.top_waste
+        ),
+        notes=tuple(notes),
+        chart_alt=chart_alt_text(d),
+    )
+
+
+def render_json(digest: Digest) -> str:
+    """`--format json` and the API's JSON body."""
+    return orjson.dumps(digest_to_dict(digest), option=orjson.OPT_INDENT_2).decode()
+
+
+_FILES: dict[Channel, tuple[str, ...]] = {
+    Channel.TELEGRAM: ("telegram/digest.html.j2",),
+    Channel.SLACK: ("slack/digest.mrkdwn.j2",),
+    Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
+}
+WEB_PAGE = "web/digest.html.j2"
+
+
+class DigestRenderer:
+    """Renders digests for every channel, the text for the terminal and the page for the API."""
+
+    def __init__(self, template_dir: Path | None = None, dashboard_url: str | None = None) -> None:
+        dirs = [str(template_dir)] if template_dir is not None else []
+        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
+        self._dashboard_url = dashboard_url.rstrip("/") if dashboard_url else None
+        self._html = _environment(loader, autoescape=True)
+        self._text = _environment(loader, autoescape=False)
+        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
+        self._mrkdwn.filters["link"] = mrkdwn_link
+        try:
+            for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE]:
+                self._environment_for(name).get_template(name)
+        except jinja2.TemplateError as exc:
+            raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
+
+    def message(self, channel: Channel | str, digest: Digest, chart_png: bytes | None) -> RenderedMessage:
+        """The digest for `channel`. E-mail carries the chart inline (CID); Slack gets it as an
+        upload next to the post (see the report on the sender), Telegram text only."""
+        channel = Channel(channel)
+        view = digest_view(digest)
+        images = (
+            (InlineImage(CHART_CID, chart_png, f"digest-{digest.team}-{digest.week}.png"),)
+            if chart_png
+            else ()
+        )
+        context = {"d": view, "chart_src": f"cid:{CHART_CID}" if chart_png else None, **self._links(digest)}
+        parts = self._render(_FILES[channel], context)
+        if channel is Channel.TELEGRAM:
+            return TelegramMessage(truncate_html(parts[0].strip()))
+        if channel is Channel.SLACK:
+            return slack_message(parts[0])
+        subject, text, html = parts
+        return MailMessage(
+            subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=images
+        )
+
+    def text(self, digest: Digest) -> str:
+        """Plain text, as `inno-notify digest` prints it (the e-mail's text part)."""
+        context = {"d": digest_view(digest), "chart_src": None, **self._links(digest)}
+        return self._render(("email/digest.txt.j2",), context)[0].strip() + "\n"
+
+    def html_page(self, digest: Digest, chart_png: bytes | None) -> str:
+        """A standalone page (`--format html`, the API's text/html) with the chart as a data: URI."""
+        src = None if chart_png is None else "data:image/png;base64," + base64.b64encode(chart_png).decode()
+        context = {"d": digest_view(digest), "chart_src": src, **self._links(digest)}
+        return self._render((WEB_PAGE,), context)[0]
+
+    def _links(self, digest: Digest) -> dict[str, Any]:
+        url = (
+            f"{self._dashboard_url}/teams/{quote(digest.team, safe='')}?week={digest.week}"
+            if self._dashboard_url
+            else None
+        )
+        return {"dashboard_url": url}
+
+    def _render(self, names: Sequence[str], context: dict[str, Any]) -> list[str]:
+        try:
+            return [self._environment_for(n).get_template(n).render(context) for n in names]
+        except jinja2.TemplateError as exc:
+            raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
+
+    def _environment_for(self, name: str) -> jinja2.Environment:
+        if name.startswith("slack/"):
+            return self._mrkdwn
+        return self._html if name.endswith(".html.j2") else self._text
+
+
+def _environment(
+    loader: jinja2.BaseLoader, *, autoescape: bool, finalize: Any = None
+) -> SandboxedEnvironment:
+    return SandboxedEnvironment(
+        loader=loader,
+        autoescape=autoescape,
+        finalize=finalize,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+    )
