@@ -101,6 +101,10 @@ class PrometheusClient:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._query_blocking, promql)
 
+    async def ping(self) -> None:
+        """Raise a ``PrometheusError`` unless Prometheus evaluates a trivial query (`check`, readiness)."""
+        await self.query("vector(1)")
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 

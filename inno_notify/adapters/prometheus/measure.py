@@ -70,6 +70,10 @@ class UsageMeter:
     def client(self) -> PrometheusClient:
         return self._client
 
+    @property
+    def config(self) -> MeterConfig:
+        return self._config
+
     async def measure_pods(self, targets: Sequence[PodWindow]) -> dict[str, PodMeasurement]:
         """Measure every target; the result has one entry per target uid, with or without data.
 
