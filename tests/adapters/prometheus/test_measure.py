@@ -3,7 +3,8 @@
 Every expected value comes from what the generator wrote (``metricgen.PodTruth``). Tolerances:
 GPU mean/max utilization 1e-6 % (avg_over_time over exactly the written samples), framebuffer and
 memory peaks exact (integers), CPU seconds and mean 1e-6 relative (the counters' last values), CPU
-p95 2 % (Prometheus takes it over 60 s rate windows, the truth over single scrape intervals).
+p95 2 % (Prometheus takes it over back-to-back 60 s rate windows, the truth over single scrape
+intervals; the generated CPU load changes slowly enough for both to agree).
 """
 
 from __future__ import annotations
