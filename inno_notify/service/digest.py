@@ -1,0 +1,209 @@
+"""The weekly digest scheduler: plans each team's digest rows in the outbox, once per team and week.
+
+At every firing of `digest.schedule` (cron, in `digest.timezone`) the last complete ISO week's
+digest is due for every team: one outbox row per lead and channel (plus one for the team's Slack
+channel). The dedup key `digest/{team}/{week}/{channel}/{recipient}` is unique in the outbox, so
+enqueueing is idempotent: a restart, a second replica or a late round inserts nothing new, and
+nothing is sent twice. The scheduler only plans; the dispatcher sends DIGEST rows, rendering them
+with `DigestMessages` (figures aggregated by the database when the row is sent, so a resend
+shows the same week).
+
+A round plans the newest firing at or before `now`; a service started after a firing therefore
+still sends that week's digest, but never older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from inno_notify.adapters.channels.base import RenderedMessage
+from inno_notify.adapters.channels.digest_chart import render_chart
+from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.db import Store
+from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLL_SECONDS = 300.0
+
+
+def digest_dedup_key(team: str, week: str, channel: str, recipient: str) -> str:
+    return f"digest/{team}/{week}/{channel}/{recipient}"
+
+
+async def build_digest(
+    store: Store,
+    team: str,
+    week: str,
+    tz: str,
+    *,
+    cluster: str | None = None,
+    quota_gpus: float | None = None,
+) -> Digest:
+    """One team's digest for ISO `week` in zone `tz` (`inno-notify digest`, the API)."""
+    return await store.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
+
+
+def last_firing(schedule: str, tz: str, now: datetime) -> datetime:
+    """The newest time at or before `now` at which the cron `schedule` fires in zone `tz`."""
+    # croniter's get_prev is strictly before its start: start a microsecond later so that a
+    # round exactly at the firing counts it.
+    start = now.astimezone(ZoneInfo(tz)) + timedelta(microseconds=1)
+    fired: datetime = croniter(schedule, start).get_prev(datetime)
+    return fired.astimezone(UTC)
+
+
+def next_firing(schedule: str, tz: str, now: datetime) -> datetime:
+    fired: datetime = croniter(schedule, now.astimezone(ZoneInfo(tz))).get_next(datetime)
+    return fired.astimezone(UTC)
+
+
+def plan_digest(
+    team: Team,
+    week: str,
+    tz: str,
+    *,
+    due_at: datetime,
+    now: datetime,
+    users: Mapping[str, DirectoryUser],
+    channels: Collection[str],
+) -> list[Notification]:
+    """The outbox rows of one team's digest: each lead on each of the team's digest channels the
+    service has configured (Telegram only for leads with a chat id), and the team's Slack channel
+    instead of Slack DMs where one is set."""
+    rows: list[Notification] = []
+    base = {"team": team.name, "week": week, "timezone": tz}
+
+    def add(channel: Channel, recipient: str, **extra: object) -> None:
+        rows.append(
+            Notification(
+                dedup_key=digest_dedup_key(team.name, week, channel.value, recipient),
+                kind=NotificationKind.DIGEST,
+                channel=channel,
+                recipient=recipient,
+                due_at=due_at,
+                created_at=now,
+                payload={**base, **{k: v for k, v in extra.items() if v is not None}},
+            )
+        )
+
+    for name in dict.fromkeys(team.digest_channels):
+        if name not in channels or name not in {c.value for c in Channel}:
+            continue
+        channel = Channel(name)
+        if channel is Channel.SLACK and team.slack_channel:
+            add(channel, team.slack_channel, slack_channel=team.slack_channel)
+            continue
+        for lead in dict.fromkeys(lead.lower() for lead in team.leads):
+            user = users.get(lead)
+            name_ = user.name if user else None
+            if channel is Channel.EMAIL:
+                add(channel, lead, name=name_)
+            elif channel is Channel.SLACK:
+                add(channel, lead, name=name_, slack_user_id=user.slack_user_id if user else None)
+            elif user is not None and user.telegram_chat_id is not None:
+                add(channel, lead, name=name_, telegram_chat_id=user.telegram_chat_id)
+    return rows
+
+
+class DigestScheduler:
+    """Enqueues every team's weekly digest when `schedule` fires; safe to run in every replica."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        schedule: str,
+        timezone: str,
+        channels: Collection[str],
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        teams: Sequence[Team] | None = None,
+        poll_seconds: float = DEFAULT_POLL_SECONDS,
+    ) -> None:
+        if not croniter.is_valid(schedule):
+            raise ValueError(f"not a cron expression: {schedule!r}")
+        ZoneInfo(timezone)
+        self._store = store
+        self._schedule = schedule
+        self._tz = timezone
+        self._channels = frozenset(channels)
+        self._clock = clock
+        self._sleep = sleep
+        # None: the teams stored in the database (the configuration is synced there at startup).
+        self._teams = None if teams is None else tuple(teams)
+        self._poll = poll_seconds
+
+    async def run_once(self, now: datetime) -> int:
+        """Enqueues the digests of the newest firing at or before `now`; returns how many rows were new."""
+        fired = last_firing(self._schedule, self._tz, now)
+        week = last_complete_week(fired, self._tz)
+        teams = self._teams if self._teams is not None else await self._store.list_teams()
+        users = {u.email.lower(): u for u in await self._store.list_users()}
+        rows = [
+            row
+            for team in teams
+            for row in plan_digest(
+                team, week, self._tz, due_at=fired, now=now, users=users, channels=self._channels
+            )
+        ]
+        new = await self._store.enqueue(rows) if rows else 0
+        if new:
+            log.info("planned %d digest message(s) for %s", new, week)
+        return new
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Rounds at each firing (and at least every poll interval) until `stop` is set."""
+        while not stop.is_set():
+            now = self._clock()
+            try:
+                await self.run_once(now)
+            except Exception:
+                # The database is away: the next round plans the same week, nothing is lost.
+                log.exception("digest round failed; trying again in %.0f s", self._poll)
+            wait = (next_firing(self._schedule, self._tz, now) - now).total_seconds()
+            await self._pause(min(self._poll, max(0.0, wait)), stop)
+
+    async def _pause(self, seconds: float, stop: asyncio.Event) -> None:
+        sleeper = asyncio.ensure_future(self._sleep(seconds))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, stopper):
+                task.cancel()
+
+
+class DigestMessages:
+    """Renders DIGEST outbox rows for the dispatcher; a digest and its chart are built once per
+    (team, week) for the life of this object (one dispatch round)."""
+
+    def __init__(self, store: Store, renderer: DigestRenderer, *, cluster: str | None = None) -> None:
+        self._store = store
+        self._renderer = renderer
+        self._cluster = cluster
+        self._built: dict[tuple[str, str, str], tuple[Digest, bytes | None]] = {}
+
+    async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
+        key = (team, week, tz)
+        if key not in self._built:
+            digest = await build_digest(self._store, team, week, tz, cluster=self._cluster)
+            # matplotlib is CPU-bound (~0.1-1 s): keep it off the event loop.
+            chart = await asyncio.to_thread(render_chart, digest)
+            self._built[key] = (digest, chart)
+        return self._built[key]
+
+    async def render(self, row: Notification) -> RenderedMessage:
+        payload = row.payload
+        team, week, tz = (str(payload.get(k, "")) for k in ("team", "week", "timezone"))
+        if not team or not week:
+            raise ValueError(f"digest row {row.id} has no team/week in its payload")
+        digest, chart = await self.digest_and_chart(team, week, tz or "UTC")
+        return self._renderer.message(row.channel, digest, chart)

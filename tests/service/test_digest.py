@@ -1,0 +1,191 @@
+"""The digest scheduler: cron firings in a zone, the rows planned per team, exactly once per team and
+week across rounds, restarts and replicas, and rendering of a planned row for the dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inno_notify.adapters.channels.base import MailMessage, SlackMessage
+from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.db import Store
+from inno_notify.domain.model import (
+    Channel,
+    DirectoryUser,
+    JobRecord,
+    JobStatus,
+    NotificationKind,
+    Requested,
+    Team,
+    Usage,
+)
+from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
+
+BERLIN = "Europe/Berlin"
+MONDAY_8 = "0 8 * * MON"
+ALL = frozenset({"email", "slack", "telegram"})
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("now", "fired"),
+    [
+        # Monday 30 Nov 2026, 08:00 CET = 07:00 UTC: a round exactly then counts this firing.
+        (utc(2026, 11, 30, 7), utc(2026, 11, 30, 7)),
+        (utc(2026, 11, 30, 6, 59), utc(2026, 11, 23, 7)),
+        (utc(2026, 12, 3, 12), utc(2026, 11, 30, 7)),
+        # Monday 26 Oct, the day after summer time ended: 08:00 CET is 07:00 UTC; the Monday
+        # before, 08:00 CEST was 06:00 UTC.
+        (utc(2026, 10, 26, 6, 30), utc(2026, 10, 19, 6)),
+        (utc(2026, 10, 26, 7), utc(2026, 10, 26, 7)),
+    ],
+)
+def test_last_firing_in_the_zone(now: datetime, fired: datetime) -> None:
+    assert last_firing(MONDAY_8, BERLIN, now) == fired
+    upcoming = next_firing(MONDAY_8, BERLIN, fired)
+    assert upcoming > fired and last_firing(MONDAY_8, BERLIN, upcoming) == upcoming
+
+
+USERS = {
+    "lead@example.com": DirectoryUser("lead@example.com", "Lead", slack_user_id="U1", telegram_chat_id=42),
+    "co@example.com": DirectoryUser("co@example.com", "Co"),
+}
+FACE = Team(
+    "face", ("face-research",), ("lead@example.com", "Co@example.com"), ("email", "slack", "telegram")
+)
+NOW = utc(2026, 11, 30, 7)
+
+
+@pytest.mark.parametrize(
+    ("team", "channels", "expected"),
+    [
+        (
+            FACE,
+            ALL,
+            {
+                ("email", "lead@example.com"),
+                ("email", "co@example.com"),
+                ("slack", "lead@example.com"),
+                ("slack", "co@example.com"),
+                # co has no chat id: no Telegram row for them.
+                ("telegram", "lead@example.com"),
+            },
+        ),
+        # A team channel replaces the Slack DMs.
+        (
+            Team(
+                "face", leads=("lead@example.com",), digest_channels=("email", "slack"), slack_channel="#face"
+            ),
+            ALL,
+            {("email", "lead@example.com"), ("slack", "#face")},
+        ),
+        # Channels the service has not configured are left out.
+        (FACE, frozenset({"email"}), {("email", "lead@example.com"), ("email", "co@example.com")}),
+        (Team("solo", leads=()), ALL, set()),
+    ],
+)
+def test_plan_digest_rows(team: Team, channels: frozenset[str], expected: set[tuple[str, str]]) -> None:
+    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, users=USERS, channels=channels)
+    assert {(r.channel.value, r.recipient) for r in rows} == expected
+    for row in rows:
+        assert row.kind is NotificationKind.DIGEST
+        assert row.dedup_key == f"digest/{team.name}/2026-W48/{row.channel.value}/{row.recipient}"
+        assert row.payload["team"] == team.name and row.payload["week"] == "2026-W48"
+        assert row.payload["timezone"] == BERLIN
+    slack_post = [r for r in rows if r.recipient == "#face"]
+    assert all(r.payload["slack_channel"] == "#face" for r in slack_post)
+    telegram = [r for r in rows if r.channel is Channel.TELEGRAM]
+    assert all(r.payload["telegram_chat_id"] == 42 for r in telegram)
+
+
+async def digest_rows(store: Store) -> list[tuple[str, str, datetime]]:
+    page, _ = await store.list_notifications(limit=500)
+    return sorted((n.dedup_key, n.kind.value, n.due_at) for n in page)
+
+
+async def test_exactly_once_per_team_and_week_across_rounds_restarts_and_replicas(store: Store) -> None:
+    await store.replace_teams([FACE, Team("vision", leads=("v@example.com",))])
+    for user in USERS.values():
+        await store.upsert_user(user)
+
+    def scheduler() -> DigestScheduler:
+        return DigestScheduler(
+            store, schedule=MONDAY_8, timezone=BERLIN, channels={"email"}, clock=lambda: NOW
+        )
+
+    first, replica = scheduler(), scheduler()
+    assert await first.run_once(NOW) == 3
+    assert await replica.run_once(NOW + timedelta(minutes=1)) == 0
+    assert await scheduler().run_once(NOW + timedelta(days=3)) == 0  # a restart mid-week
+    rows = await digest_rows(store)
+    assert [key for key, _, _ in rows] == [
+        "digest/face/2026-W48/email/co@example.com",
+        "digest/face/2026-W48/email/lead@example.com",
+        "digest/vision/2026-W48/email/v@example.com",
+    ]
+    assert {(kind, due) for _, kind, due in rows} == {("digest", NOW)}
+    # The next Monday's firing plans the next week, once.
+    assert await replica.run_once(NOW + timedelta(days=7)) == 3
+    assert await first.run_once(NOW + timedelta(days=7, hours=1)) == 0
+    assert len(await digest_rows(store)) == 6
+
+
+async def test_run_plans_at_the_firing_and_stops(store: Store) -> None:
+    await store.replace_teams([Team("face", leads=("lead@example.com",))])
+    now = [utc(2026, 11, 30, 6)]  # an hour before the firing
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += timedelta(seconds=seconds)
+        if now[0] > utc(2026, 11, 30, 7):
+            stop.set()
+        await asyncio.sleep(0)
+
+    stop = asyncio.Event()
+    scheduler = DigestScheduler(
+        store, schedule=MONDAY_8, timezone=BERLIN, channels={"email"}, clock=lambda: now[0], sleep=sleep
+    )
+    await asyncio.wait_for(scheduler.run(stop), 5)
+    keys = [key for key, _, _ in await digest_rows(store)]
+    # At 06:00 UTC the newest firing was the week before (plans W47); at 07:00 it plans W48.
+    assert keys == [
+        "digest/face/2026-W47/email/lead@example.com",
+        "digest/face/2026-W48/email/lead@example.com",
+    ]
+    assert sleeps[0] == 300.0  # never sleeps past one poll interval
+
+
+async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> None:
+    job = JobRecord(
+        cluster="default",
+        uid="j1",
+        namespace="face-research",
+        name="train",
+        status=JobStatus.SUCCEEDED,
+        owner="alice@example.com",
+        team="face",
+        created_at=utc(2026, 11, 24, 9),
+        first_scheduled_at=utc(2026, 11, 24, 9, 1),
+        started_at=utc(2026, 11, 24, 9, 2),
+        finished_at=utc(2026, 11, 24, 11),
+        requested=Requested(gpus=2),
+    )
+    await store.upsert_jobs([job])
+    await store.save_usage("default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120))
+    team = Team(
+        "face", leads=("lead@example.com",), digest_channels=("email", "slack"), slack_channel="#face"
+    )
+    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, users={}, channels=ALL)
+    messages = DigestMessages(store, DigestRenderer())
+    mail = await messages.render(next(r for r in rows if r.channel is Channel.EMAIL))
+    assert isinstance(mail, MailMessage)
+    assert "4 h of GPU held, 25 % used, 2 h idle, over 1 jobs." in mail.text
+    assert len(mail.images) == 1 and mail.images[0].png.startswith(b"\x89PNG")
+    post = await messages.render(next(r for r in rows if r.channel is Channel.SLACK))
+    assert isinstance(post, SlackMessage) and "alice@example.com" in str(post.blocks)
