@@ -24,7 +24,6 @@ from inno_notify.settings import ApiToken
 Role = Literal["admin", "viewer"]
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PRINCIPAL = "inno_notify.principal"  # request key of the authenticated Principal
 
 
 class ApiConfigError(ValueError):
@@ -35,6 +34,9 @@ class ApiConfigError(ValueError):
 class Principal:
     name: str
     role: Role
+
+
+PRINCIPAL = web.RequestKey("principal", Principal)
 
 
 class TokenTable:

@@ -456,6 +456,13 @@ def build() -> Schema:
                     tag="directory",
                 ),
             },
+            "/api/v1/openapi.json": {
+                "get": _op(
+                    "This document",
+                    {"200": _json({"type": "object"}, "The OpenAPI 3.1 document.")},
+                    tag="operations",
+                )
+            },
             "/healthz": {
                 "get": _op("Liveness", {"200": _json(ref("Health"), "Alive.")}, open_=True, tag="operations")
             },

@@ -1,0 +1,46 @@
+"""Fixtures of the API tests: `api`, the real app over the `store` of tests/db_support.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from inno_notify.adapters.db import Store
+from inno_notify.api import openapi
+from inno_notify.api.app import create_app
+
+from .support import NOW, SETTINGS, Api, Recorder, check_conforms
+
+DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
+
+
+@pytest.fixture
+def digest_provider() -> DigestProvider | None:
+    """No digest builder by default; tests of the digest route override this fixture."""
+    return None
+
+
+@pytest.fixture
+async def api(store: Store, digest_provider: DigestProvider | None) -> AsyncIterator[Api]:
+    readiness = {"watchers_synced": True, "dispatcher_alive": True}
+    monotonic = [1000.0]
+    app = create_app(
+        store,
+        SETTINGS,
+        readiness=lambda: readiness,
+        digest_provider=digest_provider,
+        clock=lambda: NOW,
+        monotonic=lambda: monotonic[0],
+    )
+    recorder = Recorder()
+    app.middlewares.insert(0, recorder.middleware)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        yield Api(client, app, recorder, readiness, monotonic)
+    finally:
+        await client.close()
+    check_conforms(openapi.build(), recorder.seen)
