@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
@@ -80,6 +82,7 @@ class Dispatcher:
         self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
         self._backoff = backoff or Backoff()
         self._rand = rand
+        self._recorder = _SentRecorder(store.engine)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; a round in progress finishes its sends first."""
@@ -153,10 +156,7 @@ class Dispatcher:
                 known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
             )
             return
-        async with self._store.engine.begin() as conn:
-            await dispatch_queries.mark_sent(
-                conn, [r.id for r in known if r.id is not None], message_id, self._clock()
-            )
+        await self._recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
         log.debug("sent %d summaries to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
 
     def _render(
@@ -218,6 +218,44 @@ class Dispatcher:
         finally:
             for task in (sleeper, stopper):
                 task.cancel()
+
+
+class _SentRecorder:
+    """Records accepted messages, several per transaction when sends finish together.
+
+    A commit per message caps a dispatcher at the database's commit rate; here a send that
+    finishes while a commit is in flight waits for the next one, which takes everything queued
+    meanwhile (group commit). No send waits longer than one commit it was not part of, and each
+    caller returns only once its rows are recorded.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._queue: list[tuple[list[int], str | None, datetime, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def record(self, ids: list[int], message_id: str | None, at: datetime) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((ids, message_id, at, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        await done
+
+    async def _flush(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            rows = [(id, message_id, at) for ids, message_id, at, _ in batch for id in ids]
+            try:
+                async with self._engine.begin() as conn:
+                    await dispatch_queries.mark_sent_many(conn, rows)
+            except Exception as exc:
+                for *_, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for *_, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
 
 def recipient_of(row: Notification) -> Recipient:

@@ -107,24 +107,21 @@ async def _companions(
     return found
 
 
-async def mark_sent(
-    conn: AsyncConnection, ids: Sequence[int], provider_message_id: str | None, at: datetime
-) -> int:
-    """Records one accepted message for all its rows; returns how many were still pending."""
-    count = 0
-    for chunk in chunks(list(ids)):
-        result = await conn.execute(
-            sa.update(outbox)
-            .where(outbox.c.id.in_(chunk), outbox.c.status == _PENDING)
-            .values(
-                status=DeliveryStatus.SENT.value,
-                provider_message_id=provider_message_id,
-                sent_at=at,
-                next_attempt_at=None,
-            )
-        )
-        count += result.rowcount
-    return count
+async def mark_sent_many(conn: AsyncConnection, sent: Sequence[tuple[int, str | None, datetime]]) -> None:
+    """(id, provider message id, sent at) for rows of several messages, in one statement."""
+    if not sent:
+        return
+    await conn.execute(
+        sa.update(outbox)
+        .where(outbox.c.id == sa.bindparam("b_id"), outbox.c.status == _PENDING)
+        .values(
+            status=DeliveryStatus.SENT.value,
+            provider_message_id=sa.bindparam("b_message"),
+            sent_at=sa.bindparam("b_at"),
+            next_attempt_at=None,
+        ),
+        [{"b_id": id, "b_message": message, "b_at": at} for id, message, at in sent],
+    )
 
 
 async def mark_retries(conn: AsyncConnection, retries: Sequence[tuple[int, str, datetime]]) -> None:
