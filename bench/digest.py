@@ -1,0 +1,273 @@
+"""Benchmark: all weekly digests over a large Postgres database.
+
+Fills a throwaway Postgres database with N jobs (default 1,000,000) of T teams and P people spread
+over ten ISO weeks, with usage for most of them and recommendations for some, then builds the
+digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
+prints `name=value` lines. With --explain it also prints EXPLAIN ANALYZE of every statement one
+digest runs, so the indexes used can be checked.
+
+    .venv/bin/python bench/digest.py [--jobs 1000000] [--teams 50] [--people 500] [--explain]
+
+Postgres: $INNO_NOTIFY_TEST_POSTGRES_URL (an admin database), else postgres@127.0.0.1:5432.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inno_notify.adapters.db import Store, migrate
+from inno_notify.domain.digest import week_bounds
+
+DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+WEEK = "2026-W48"
+WEEKS = 10
+CHUNK = 50_000
+GIB = 1024**3
+
+
+async def connect(url: str) -> asyncpg.Connection:
+    u = make_url(url)
+    return await asyncpg.connect(
+        user=u.username, password=u.password, host=u.host, port=u.port, database=u.database
+    )
+
+
+def job_rows(
+    start: int, count: int, teams: int, people: int, first: datetime, span: float, rnd: random.Random
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    jobs, usage, recs = [], [], []
+    for i in range(start, start + count):
+        uid = f"job-{i:08d}"
+        person = rnd.randrange(people)
+        team = f"team-{person % teams:02d}"
+        finished = first + timedelta(seconds=rnd.random() * span)
+        runtime = timedelta(minutes=rnd.randint(5, 600))
+        created = finished - runtime - timedelta(seconds=rnd.randint(0, 3600))
+        scheduled = created + timedelta(seconds=rnd.expovariate(1 / 300))
+        gpus = rnd.choice((0.0, 1.0, 1.0, 2.0, 4.0, 8.0))
+        status = "failed" if rnd.random() < 0.15 else "succeeded"
+        exit_reason = "OOMKilled" if status == "failed" and rnd.random() < 0.3 else None
+        memory = rnd.choice((16, 32, 64, 128, 256)) * GIB
+        jobs.append(
+            (
+                "default",
+                uid,
+                f"ns-{team}",
+                f"train-{i}",
+                "job",
+                status,
+                "ok",
+                f"u{person}@example.com",
+                team,
+                "always",
+                created,
+                scheduled + timedelta(seconds=5),
+                finished,
+                scheduled,
+                finished,
+                exit_reason,
+                gpus,
+                8.0,
+                memory,
+                json.dumps({"gpus": gpus}),
+                "{}",
+                "{}",
+                "summarized",
+            )
+        )
+        if rnd.random() < 0.95:
+            held = gpus * runtime.total_seconds() / 60
+            util = rnd.random()
+            usage.append(
+                (
+                    "default",
+                    uid,
+                    held,
+                    held * util,
+                    held * (1 - util) if util < 0.3 else 0.0,
+                    util * 100,
+                    int(memory * rnd.uniform(0.1, 0.9)),
+                    '{"gpus": [], "pods": [], "missing": []}',
+                )
+            )
+            if gpus > 0 and util < 0.4:
+                recs.append(
+                    (
+                        "default",
+                        uid,
+                        0,
+                        "idle_gpu",
+                        "warning",
+                        '{"current": 4, "suggested": 2}',
+                        "gpus",
+                        "request fewer GPUs",
+                        held * (1 - util),
+                        0.0,
+                        0.0,
+                        "{}",
+                    )
+                )
+    return jobs, usage, recs
+
+
+JOB_COLUMNS = [
+    "cluster",
+    "uid",
+    "namespace",
+    "name",
+    "kind",
+    "status",
+    "reason",
+    "owner",
+    "team",
+    "notify",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "first_scheduled_at",
+    "sort_at",
+    "exit_reason",
+    "gpus_requested",
+    "cpu_requested_cores",
+    "memory_requested_bytes",
+    "requested",
+    "labels",
+    "event_counts",
+    "summary_state",
+]
+USAGE_COLUMNS = [
+    "cluster",
+    "job_uid",
+    "gpu_minutes",
+    "used_gpu_minutes",
+    "idle_gpu_minutes",
+    "gpu_util_mean_percent",
+    "memory_peak_bytes",
+    "detail",
+]
+REC_COLUMNS = [
+    "cluster",
+    "job_uid",
+    "position",
+    "kind",
+    "severity",
+    "amounts",
+    "unit",
+    "message",
+    "waste_gpu_minutes",
+    "waste_gib_hours",
+    "waste_core_hours",
+    "evidence",
+]
+
+
+async def fill(url: str, n_jobs: int, teams: int, people: int) -> float:
+    conn = await connect(url)
+    # JSONB through binary COPY: a version byte (1) and the JSON text.
+    await conn.set_type_codec(
+        "jsonb",
+        encoder=lambda v: b"\x01" + v.encode(),
+        decoder=lambda v: v[1:].decode(),
+        schema="pg_catalog",
+        format="binary",
+    )
+    rnd = random.Random(48)
+    _, end = week_bounds(WEEK, "UTC")
+    first = end - timedelta(weeks=WEEKS)
+    span = (end - first).total_seconds()
+    began = time.perf_counter()
+    try:
+        for start in range(0, n_jobs, CHUNK):
+            jobs, usage, recs = job_rows(start, min(CHUNK, n_jobs - start), teams, people, first, span, rnd)
+            await conn.copy_records_to_table("jobs", records=jobs, columns=JOB_COLUMNS)
+            await conn.copy_records_to_table("usage", records=usage, columns=USAGE_COLUMNS)
+            await conn.copy_records_to_table("recommendations", records=recs, columns=REC_COLUMNS)
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+    return time.perf_counter() - began
+
+
+async def explain(store: Store, team: str) -> list[str]:
+    """EXPLAIN ANALYZE of each statement one digest runs; returns the plans' text."""
+    captured: list[tuple[str, Any]] = []
+
+    def capture(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
+        captured.append((statement, parameters))
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        await store.team_digest(team, WEEK, "UTC")
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", capture)
+    plans = []
+    async with store.engine.connect() as conn:
+        for statement, parameters in captured:
+            result = await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters)
+            plans.append("\n".join(row[0] for row in result))
+    return plans
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--teams", type=int, default=50)
+    parser.add_argument("--people", type=int, default=500)
+    parser.add_argument("--explain", action="store_true")
+    args = parser.parse_args()
+    admin = make_url(os.environ.get("INNO_NOTIFY_TEST_POSTGRES_URL", DEFAULT_ADMIN))
+    name = f"inno_bench_digest_{uuid.uuid4().hex[:8]}"
+    admin_conn = await connect(admin.render_as_string(hide_password=False))
+    await admin_conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    try:
+        await migrate(url)
+        fill_s = await fill(url, args.jobs, args.teams, args.people)
+        print(f"jobs={args.jobs}\nteams={args.teams}\npeople={args.people}\nweeks={WEEKS}")
+        print(f"fill_s={fill_s:.1f}")
+        store = Store.from_url(url)
+        try:
+            teams = [f"team-{t:02d}" for t in range(args.teams)]
+            await store.team_digest(teams[0], WEEK, "UTC")  # connection and statement warm-up
+            began = time.perf_counter()
+            digests = [await store.team_digest(team, WEEK, "UTC") for team in teams]
+            all_s = time.perf_counter() - began
+            print(f"all_digests_s={all_s:.3f}")
+            print(f"per_digest_ms={1000 * all_s / len(teams):.1f}")
+            print(f"jobs_in_week={sum(d.jobs for d in digests)}")
+            print(f"gpu_hours_in_week={sum(d.gpu_hours or 0 for d in digests):.0f}")
+            if args.explain:
+                plans = await explain(store, teams[0])
+                indexes = sorted({m for p in plans for m in re.findall(r"(?:using|Index Scan on) (\w+)", p)})
+                print(f"indexes_used={','.join(indexes)}")
+                for plan in plans:
+                    print("---\n" + plan, file=sys.stderr)
+        finally:
+            await store.close()
+    finally:
+        await admin_conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin_conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
