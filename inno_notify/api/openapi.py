@@ -23,7 +23,7 @@ Schema = dict[str, Any]
 
 # JSON Schema (ECMA-262) spelling of params.SAFE_TEXT: no NUL byte, which no database stores.
 SAFE_PATTERN = "^[^\\x00]*$"
-EMAIL_PATTERN = "^[^@\\s/\\x00]{1,64}@[^@\\s/\\x00]{1,189}$"
+EMAIL_PATTERN = "^[^@/\\x00\\x09-\\x0d\\x20]{1,64}@[^@/\\x00\\x09-\\x0d\\x20]{1,189}$"
 
 
 def ref(name: str) -> Schema:
@@ -425,7 +425,7 @@ def build() -> Schema:
                         _text_param("team", "path"),
                         _param(
                             "week",
-                            {"type": "string", "pattern": "^[0-9]{4}-W[0-9]{2}$"},
+                            {"type": "string", "pattern": "^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$"},
                             "ISO week like 2026-W48; default: the last complete week.",
                         ),
                     ],

@@ -16,7 +16,8 @@ from inno_notify.api.views.respond import json
 from inno_notify.domain.model import DirectoryUser
 
 # Deliberately loose (one @, no spaces): the directory matches what owners write in annotations.
-EMAIL = re.compile(r"[^@\s/\x00]{1,64}@[^@\s/\x00]{1,189}")
+# ASCII whitespace spelled out: Python's \s also matches Unicode spaces, the schema's (ECMA) \s fewer.
+EMAIL = re.compile(r"[^@/\x00\x09-\x0d\x20]{1,64}@[^@/\x00\x09-\x0d\x20]{1,189}")
 SAFE_TEXT = r"^[^\x00]*$"
 MAX_BODY = 64 * 1024
 
