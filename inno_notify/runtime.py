@@ -26,9 +26,7 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
-from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
-from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
-from inno_notify.adapters.prometheus.queries import LabelConfig
+from inno_notify.adapters.prometheus import build_meter
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
@@ -130,20 +128,6 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
 def build_renderer(settings: Settings) -> Renderer:
     template_dir = Path(settings.notify.template_dir) if settings.notify.template_dir else None
     return Renderer(template_dir, settings.notify.dashboard_url, settings.notify.log_url_template)
-
-
-def build_meter(settings: Settings) -> UsageMeter:
-    prom = settings.prometheus
-    labels = LabelConfig(
-        pod=prom.labels.pod,
-        namespace=prom.labels.namespace,
-        container=prom.labels.container,
-        hostname=prom.labels.hostname,
-    )
-    client = PrometheusClient(ClientConfig(url=prom.url, timeout_seconds=prom.timeout_seconds))
-    return UsageMeter(
-        client, MeterConfig(scrape_interval_seconds=prom.scrape_interval_seconds, labels=labels)
-    )
 
 
 # --- the pipeline -------------------------------------------------------------------------------------
@@ -278,7 +262,7 @@ async def _check_kubernetes(settings: Settings) -> CheckResult:
 
 
 async def _check_prometheus(settings: Settings) -> CheckResult:
-    meter = build_meter(settings)
+    meter = build_meter(settings.prometheus)
     try:
         await meter.client.query("vector(1)")
         return CheckResult("prometheus", True, settings.prometheus.url)
@@ -360,7 +344,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     store = Store.from_url(settings.database_url)
     await seed_directory(store, settings)
     senders = build_senders(settings)
-    meter = build_meter(settings)
+    meter = build_meter(settings.prometheus)
     pipeline = build_pipeline(settings, store, meter, senders, utc_now, started_at=utc_now())
     watcher, api = await _kube_watcher(settings, pipeline.ingestor)
     components = list(pipeline.components)

@@ -160,12 +160,43 @@ class TerminalMark:
 
 
 async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[TerminalMark]) -> int:
-    """mark_terminal for many jobs; returns how many ended for the first time."""
-    count = 0
-    for mark in marks:
-        due = mark.usage_due_at if mark.state is SummaryState.AWAITING_USAGE else None
-        count += await mark_terminal(conn, cluster, mark.uid, mark.at, mark.state, due)
-    return count
+    """mark_terminal for many jobs in two statements; returns how many ended for the first time.
+
+    The first statement finds (and on Postgres locks) the jobs whose end is not yet recorded, so
+    a replica replaying the same end concurrently waits and then finds nothing to do.
+    """
+    by_uid = {m.uid: m for m in marks}
+    fresh: list[str] = []
+    for chunk in chunks(list(by_uid)):
+        result = await conn.execute(
+            sa.select(jobs.c.uid)
+            .where(jobs.c.cluster == cluster, jobs.c.uid.in_(chunk), jobs.c.terminal_recorded_at.is_(None))
+            .with_for_update()
+        )
+        fresh.extend(result.scalars())
+    if not fresh:
+        return 0
+    await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("b_uid"))
+        .values(
+            terminal_recorded_at=sa.bindparam("b_at"),
+            summary_state=sa.bindparam("b_state"),
+            usage_due_at=sa.bindparam("b_due"),
+        ),
+        [
+            {
+                "b_uid": uid,
+                "b_at": by_uid[uid].at,
+                "b_state": by_uid[uid].state.value,
+                "b_due": by_uid[uid].usage_due_at
+                if by_uid[uid].state is SummaryState.AWAITING_USAGE
+                else None,
+            }
+            for uid in fresh
+        ],
+    )
+    return len(fresh)
 
 
 async def list_jobs(

@@ -8,11 +8,12 @@ directory.py; here they are only composed into transactions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import (
     digest_queries,
@@ -40,6 +41,48 @@ from inno_notify.domain.model import (
 __all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState", "TerminalMark"]
 
 DEFAULT_USAGE_LEASE_SECONDS = 300.0
+
+
+class IngestTransaction:
+    """The reads and writes of one ingestion batch on one connection, in one transaction.
+
+    A batch reads what is stored, merges in memory and writes back; doing all of it on one
+    connection saves a pool checkout (and its liveness ping) per step, and on Postgres it also
+    makes the read-merge-write atomic.
+    """
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def get_jobs(self, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
+        return await jobs.get_jobs(self._conn, cluster, uids)
+
+    async def pods_of_jobs(self, cluster: str, job_uids: Sequence[str]) -> dict[str, list[PodRecord]]:
+        return await jobs.pods_of_jobs(self._conn, cluster, job_uids)
+
+    async def job_uids_of_pods(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
+        return await jobs.job_uids_of_pods(self._conn, cluster, pod_uids)
+
+    async def open_jobs(
+        self, cluster: str, namespaces: Sequence[str] = (), *, kind: str | None = None
+    ) -> list[JobRecord]:
+        return await jobs.open_jobs(self._conn, cluster, namespaces, kind)
+
+    async def write(
+        self,
+        cluster: str,
+        job_records: Sequence[JobRecord],
+        pod_records: Sequence[PodRecord],
+        marks: Sequence[TerminalMark],
+    ) -> int:
+        """Upserts the batch's jobs and pods and records the jobs that ended; returns how many
+        ended for the first time."""
+        clusters = {j.cluster for j in job_records} | {p.cluster for p in pod_records}
+        if clusters - {cluster}:
+            raise ValueError(f"one batch, one cluster: got {sorted(clusters)}")
+        await jobs.upsert_jobs(self._conn, job_records)
+        await jobs.upsert_pods(self._conn, pod_records)
+        return await jobs.mark_terminals(self._conn, cluster, marks) if marks else 0
 
 
 class Store:
@@ -108,6 +151,12 @@ class Store:
         async with self._engine.connect() as conn:
             return await jobs.open_jobs(conn, cluster, namespaces, kind)
 
+    @contextlib.asynccontextmanager
+    async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
+        """One ingestion batch: commits when the block ends, rolls back if it raises."""
+        async with self._engine.begin() as conn:
+            yield IngestTransaction(conn)
+
     async def ingest(
         self,
         job_records: Sequence[JobRecord],
@@ -118,13 +167,9 @@ class Store:
 
         Returns how many jobs were recorded as ended for the first time.
         """
-        cluster = {j.cluster for j in job_records} | {p.cluster for p in pod_records}
-        if len(cluster) > 1:
-            raise ValueError(f"one batch, one cluster: got {sorted(cluster)}")
-        async with self._engine.begin() as conn:
-            await jobs.upsert_jobs(conn, job_records)
-            await jobs.upsert_pods(conn, pod_records)
-            return await jobs.mark_terminals(conn, next(iter(cluster), ""), marks) if marks else 0
+        clusters = sorted({j.cluster for j in job_records} | {p.cluster for p in pod_records})
+        async with self.ingest_transaction() as tx:
+            return await tx.write(clusters[0] if clusters else "", job_records, pod_records, marks)
 
     async def list_jobs(
         self, filters: JobFilter, limit: int = 50, cursor: str | None = None

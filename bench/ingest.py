@@ -1,0 +1,251 @@
+"""Ingestion throughput and latency: Job+Pod watch events through the sim API server into Postgres.
+
+Prints `name=value` lines:
+- events_per_s: events through kubernetes-asyncio's HTTP watch, the batched pipeline, into Postgres,
+  with the simulated API server in the same process (one core for both);
+- p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
+- baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
+  event), run in the same process;
+- speedup: events_per_s / baseline_events_per_s.
+
+Usage: .venv/bin/python bench/ingest.py [--jobs 2000] [--postgres postgresql+asyncpg://postgres@127.0.0.1/postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inno_notify.adapters.db.migrate import migrate
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
+from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.sim.kube_api import SimKubeServer
+from inno_notify.sim.kube_store import JOBS, PODS
+from inno_notify.sim.objects import (
+    JobSpec,
+    job_object,
+    job_started,
+    job_succeeded,
+    pod_object,
+    pod_running,
+    pod_terminated,
+)
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+CFG = ParseConfig(cluster="bench")
+EVENTS_PER_JOB = 6
+
+
+def lifecycle(i: int) -> list[tuple[Any, dict[str, Any], bool]]:
+    """(resource, object, is_create) for the six writes of one job's life."""
+    spec = JobSpec(name=f"bench-{i:06d}", namespace=f"team-{i % 20}", owner="alice@example.com", gpus=4)
+    start = T0 + timedelta(seconds=i)
+    job = job_object(spec, start)
+    pod = pod_object(job, f"{i:05d}", start)
+    running = pod_running(pod, "node-1", start + timedelta(seconds=5), start + timedelta(seconds=9))
+    end = start + timedelta(hours=1)
+    return [
+        (JOBS, job, True),
+        (PODS, pod, True),
+        (JOBS, job_started(job, start + timedelta(seconds=1)), False),
+        (PODS, running, False),
+        (PODS, pod_terminated(running, end, 0), False),
+        (JOBS, job_succeeded(job_started(job, start), end), False),
+    ]
+
+
+class TimedIngestor(Ingestor):
+    """Records when each event reached the service and when its batch was committed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.received: deque[float] = deque()
+        self.latencies_ms: list[float] = []
+
+    async def on_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        self.received.append(time.perf_counter())
+        await super().on_event(kind, event_type, obj)
+
+    async def apply(self, items: Any) -> None:
+        await super().apply(items)
+        done = time.perf_counter()
+        for _ in range(sum(1 for kind, _, _ in items if kind != "relist")):
+            if self.received:
+                self.latencies_ms.append((done - self.received.popleft()) * 1000)
+
+
+class NaiveConsumer:
+    """The design we avoid: one read-merge-write transaction per event."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.events = 0
+
+    async def on_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        if kind == "Job":
+            new = parse_job(obj, CFG)
+            old = await self.store.get_job(CFG.cluster, new.uid)
+            await self.store.upsert_jobs([merge_job(old, new)])
+        elif kind == "Pod":
+            await self.store.upsert_pods([parse_pod(obj, CFG)])
+        self.events += 1
+
+    async def on_relist(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        return None
+
+
+async def fresh_database(admin_url: str, name: str) -> str:
+    dsn = admin_url.replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
+    await migrate(url)
+    return url
+
+
+async def watch_into(
+    sim: SimKubeServer, consumer: Any, kubeconfig: Path
+) -> tuple[ClusterWatcher, Any, asyncio.Task[None]]:
+    api = await load_api_client(kubeconfig)
+    watcher = ClusterWatcher(api, consumer.on_event, consumer.on_relist, kueue=False, options=WatchOptions())
+    task = asyncio.create_task(watcher.run())
+    await watcher.wait_ready()
+    while sim.open_watches < 3:
+        await asyncio.sleep(0.01)
+    return watcher, api, task
+
+
+async def stop(api: Any, task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await api.close()
+
+
+async def throughput(url: str, jobs: int, kubeconfig_dir: Path) -> tuple[float, int]:
+    store = Store.from_url(url)
+    sim = SimKubeServer(bookmark_interval=30)
+    await sim.start()
+    ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
+    consumer_task = asyncio.create_task(ingestor.run())
+    _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-throughput"))
+    writes = [w for i in range(jobs) for w in lifecycle(i)]
+    started = time.perf_counter()
+    for n, (rt, obj, create) in enumerate(writes):
+        (sim.create if create else sim.update)(rt, obj)
+        if n % 200 == 0:
+            await asyncio.sleep(0)  # let the server stream and the pipeline consume
+    while ingestor.stats.events < len(writes):
+        await asyncio.sleep(0.005)
+    await ingestor.drained()
+    elapsed = time.perf_counter() - started
+    await stop(api, watch)
+    consumer_task.cancel()
+    await sim.stop()
+    ended = await store.open_jobs(CFG.cluster)
+    assert not ended, f"{len(ended)} jobs still open after the run"
+    await store.close()
+    return len(writes) / elapsed, len(writes)
+
+
+async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path) -> list[float]:
+    store = Store.from_url(url)
+    sim = SimKubeServer(bookmark_interval=30)
+    await sim.start()
+    ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
+    consumer_task = asyncio.create_task(ingestor.run())
+    _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-latency"))
+    ingestor.latencies_ms.clear()
+    total = int(rate * seconds)
+    writes = [w for i in range(10_000_000, 10_000_000 + total // EVENTS_PER_JOB + 1) for w in lifecycle(i)][
+        :total
+    ]
+    began = time.perf_counter()
+    for n, (rt, obj, create) in enumerate(writes):
+        delay = began + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        (sim.create if create else sim.update)(rt, obj)
+    while ingestor.stats.events < total:
+        await asyncio.sleep(0.01)
+    await ingestor.drained()
+    await stop(api, watch)
+    consumer_task.cancel()
+    await sim.stop()
+    await store.close()
+    return ingestor.latencies_ms
+
+
+async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
+    store = Store.from_url(url)
+    sim = SimKubeServer(bookmark_interval=30)
+    await sim.start()
+    consumer = NaiveConsumer(store)
+    _, api, watch = await watch_into(sim, consumer, sim.kubeconfig(kubeconfig_dir / "kc-baseline"))
+    writes = [w for i in range(20_000_000, 20_000_000 + jobs) for w in lifecycle(i)]
+    started = time.perf_counter()
+    for n, (rt, obj, create) in enumerate(writes):
+        (sim.create if create else sim.update)(rt, obj)
+        if n % 200 == 0:
+            await asyncio.sleep(0)
+    while consumer.events < len(writes):
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    await stop(api, watch)
+    await sim.stop()
+    await store.close()
+    return len(writes) / elapsed
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--baseline-jobs", type=int, default=300)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--postgres", default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    url = await fresh_database(args.postgres, "inno_bench_ingest")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        rate, events = await throughput(url, args.jobs, folder)
+        latencies = await latency(url, args.rate, args.seconds, folder)
+        naive = await baseline(url, args.baseline_jobs, folder)
+    print(f"events={events}")
+    print(f"events_per_s={rate:.0f}")
+    print(f"latency_rate_per_s={args.rate:.0f}")
+    print(f"p50_commit_ms={statistics.median(latencies):.1f}")
+    print(f"p99_commit_ms={percentile(latencies, 0.99):.1f}")
+    print(f"baseline_events={args.baseline_jobs * EVENTS_PER_JOB}")
+    print(f"baseline_events_per_s={naive:.0f}")
+    print(f"speedup={rate / naive:.1f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
