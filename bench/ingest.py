@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,14 @@ class NaiveConsumer:
         return None
 
 
+async def until(condition: Callable[[], bool], poll: float = 0.005) -> None:
+    """Polls a counter of another component (no event to wait on)."""
+    while True:
+        if condition():
+            return
+        await asyncio.sleep(poll)
+
+
 async def fresh_database(admin_url: str, name: str) -> str:
     dsn = admin_url.replace("postgresql+asyncpg://", "postgresql://")
     conn = await asyncpg.connect(dsn)
@@ -130,8 +139,7 @@ async def watch_into(
     watcher = ClusterWatcher(api, consumer.on_event, consumer.on_relist, kueue=False, options=WatchOptions())
     task = asyncio.create_task(watcher.run())
     await watcher.wait_ready()
-    while sim.open_watches < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: sim.open_watches >= 3)
     return watcher, api, task
 
 
@@ -155,8 +163,7 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path) -> tuple[float, 
         (sim.create if create else sim.update)(rt, obj)
         if n % 200 == 0:
             await asyncio.sleep(0)  # let the server stream and the pipeline consume
-    while ingestor.stats.events < len(writes):
-        await asyncio.sleep(0.005)
+    await until(lambda: ingestor.stats.events >= len(writes))
     await ingestor.drained()
     elapsed = time.perf_counter() - started
     await stop(api, watch)
@@ -186,8 +193,7 @@ async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path) -
         if delay > 0:
             await asyncio.sleep(delay)
         (sim.create if create else sim.update)(rt, obj)
-    while ingestor.stats.events < total:
-        await asyncio.sleep(0.01)
+    await until(lambda: ingestor.stats.events >= total)
     await ingestor.drained()
     await stop(api, watch)
     consumer_task.cancel()
@@ -208,8 +214,7 @@ async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
         (sim.create if create else sim.update)(rt, obj)
         if n % 200 == 0:
             await asyncio.sleep(0)
-    while consumer.events < len(writes):
-        await asyncio.sleep(0.005)
+    await until(lambda: consumer.events >= len(writes))
     elapsed = time.perf_counter() - started
     await stop(api, watch)
     await sim.stop()
