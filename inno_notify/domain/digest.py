@@ -161,6 +161,8 @@ class DigestRows:
     queue_p95_seconds: float | None = None
     # ... or the sorted queue waits, for a dialect without percentile functions (SQLite).
     queue_seconds_sorted: tuple[float, ...] | None = None
+    # The previous week's totals, where they were fetched along.
+    previous: TeamTotals | None = None
 
 
 # --- the digest -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -80,65 +81,20 @@ def _float(value: sa.ColumnElement[float] | sa.ColumnElement[int]) -> sa.ColumnE
     return sa.cast(value, sa.Double())
 
 
-def _figure_columns() -> list[sa.Label[Any]]:
-    """The aggregates shared by the team's totals and the per-person lines."""
-    # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
-    # counted over the same held time, and only where both the request and the peak are known, so
-    # that requested and peak compare like with like.
-    pod_hours = usage.c.gpu_minutes / (60.0 * jobs.c.gpus_requested)
-    both_known = sa.and_(
-        jobs.c.memory_requested_bytes.is_not(None),
-        usage.c.memory_peak_bytes.is_not(None),
-        usage.c.gpu_minutes.is_not(None),
-    )
-    return [
-        sa.func.count().label("jobs"),
-        _count_if(usage.c.gpu_minutes.is_(None)).label("jobs_unmeasured"),
-        sa.func.sum(usage.c.gpu_minutes).label("gpu_minutes"),
-        sa.func.sum(usage.c.used_gpu_minutes).label("used_gpu_minutes"),
-        sa.func.sum(sa.case((usage.c.used_gpu_minutes.is_not(None), usage.c.gpu_minutes))).label(
-            "used_basis_gpu_minutes"
-        ),
-        sa.func.sum(usage.c.idle_gpu_minutes).label("idle_gpu_minutes"),
-        sa.func.sum(sa.case((both_known, _float(jobs.c.memory_requested_bytes) * pod_hours / GIB))).label(
-            "memory_requested_gib_hours"
-        ),
-        sa.func.sum(sa.case((both_known, _float(usage.c.memory_peak_bytes) * pod_hours / GIB))).label(
-            "memory_peak_gib_hours"
-        ),
-    ]
+def _null(type_: Any) -> sa.ColumnElement[Any]:
+    return sa.cast(sa.null(), type_)
 
 
-async def team_totals(
-    source: Connectable, cluster: str | None, team: str, start: datetime, end: datetime
-) -> TeamTotals:
-    """The team's sums over the GPU jobs that finished in [start, end)."""
-    query = (
-        sa.select(
-            *_figure_columns(),
-            _count_if(jobs.c.status == JobStatus.SUCCEEDED.value).label("succeeded"),
-            _count_if(jobs.c.status == JobStatus.FAILED.value).label("failed"),
-            _count_if(jobs.c.exit_reason == "OOMKilled").label("oom"),
-        )
-        .select_from(_joined())
-        .where(*_week_jobs(cluster, team, start, end))
-    )
-    async with _connection(source) as conn:
-        row = (await conn.execute(query)).mappings().one()
-    return TeamTotals(**dict(row))
-
-
-async def _people(
-    conn: AsyncConnection, conditions: Sequence[sa.ColumnElement[bool]]
-) -> tuple[PersonRow, ...]:
-    columns = [c for c in _figure_columns() if c.name not in {"jobs_unmeasured"} and "memory" not in c.name]
-    query = sa.select(jobs.c.owner, *columns).select_from(_joined()).where(*conditions).group_by(jobs.c.owner)
-    return tuple(PersonRow(**dict(row)) for row in (await conn.execute(query)).mappings())
-
-
-async def _daily(
-    conn: AsyncConnection, conditions: Sequence[sa.ColumnElement[bool]], days: Sequence[datetime]
-) -> tuple[DailyRow, ...]:
+def _week_rows(
+    conn: AsyncConnection,
+    cluster: str | None,
+    team: str,
+    previous_start: datetime,
+    start: datetime,
+    end: datetime,
+    days: Sequence[datetime],
+) -> sa.CTE:
+    """The GPU jobs of the week and the week before, each read once, with what the aggregates need."""
     # days[1..6] are the local midnights inside the week; the week filter bounds days[0] and days[7].
     day = sa.case(
         *[
@@ -146,18 +102,165 @@ async def _daily(
             for index, boundary in enumerate(days[1:7])
         ],
         else_=6,
-    ).label("day")
-    # A day's used GPU-minutes are known only if known for every job that day.
-    used = sa.case(
-        (sa.func.count(usage.c.used_gpu_minutes) == sa.func.count(), sa.func.sum(usage.c.used_gpu_minutes))
-    ).label("used_gpu_minutes")
-    query = (
-        sa.select(jobs.c.owner, day, sa.func.sum(usage.c.gpu_minutes).label("gpu_minutes"), used)
-        .select_from(_joined())
-        .where(*conditions, usage.c.gpu_minutes.is_not(None))
-        .group_by(jobs.c.owner, day)
     )
-    return tuple(DailyRow(**dict(row)) for row in (await conn.execute(query)).mappings())
+    # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
+    # counted over the same held time, and only where both the request and the peak are known, so
+    # that requested and peak compare like with like.
+    pod_hours = usage.c.gpu_minutes / (60.0 * jobs.c.gpus_requested)
+    both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), usage.c.memory_peak_bytes.is_not(None))
+    queue_known = sa.and_(jobs.c.first_scheduled_at.is_not(None), jobs.c.created_at.is_not(None))
+    return (
+        sa.select(
+            sa.case((jobs.c.finished_at >= sa.literal(start, UTCDateTime()), 1), else_=0).label("current"),
+            jobs.c.owner,
+            day.label("day"),
+            jobs.c.status,
+            jobs.c.exit_reason,
+            usage.c.gpu_minutes,
+            usage.c.used_gpu_minutes,
+            usage.c.idle_gpu_minutes,
+            sa.case((both_known, _float(jobs.c.memory_requested_bytes) * pod_hours / GIB)).label(
+                "memory_requested"
+            ),
+            sa.case((both_known, _float(usage.c.memory_peak_bytes) * pod_hours / GIB)).label("memory_peak"),
+            sa.case((queue_known, _queue_seconds(conn))).label("queue_seconds"),
+        )
+        .select_from(_joined())
+        .where(*_week_jobs(cluster, team, previous_start, end))
+        .cte("week_jobs")
+    )
+
+
+def _aggregates(week: sa.CTE, *, percentiles: bool) -> list[sa.Label[Any]]:
+    c = week.c
+    p50: sa.ColumnElement[Any]
+    p95: sa.ColumnElement[Any]
+    if percentiles:
+        p50 = sa.func.percentile_cont(0.5).within_group(c.queue_seconds)
+        p95 = sa.func.percentile_cont(0.95).within_group(c.queue_seconds)
+    else:
+        p50 = p95 = _null(sa.Double())
+    return [
+        sa.func.count().label("jobs"),
+        _count_if(c.gpu_minutes.is_(None)).label("jobs_unmeasured"),
+        _count_if(c.status == JobStatus.SUCCEEDED.value).label("succeeded"),
+        _count_if(c.status == JobStatus.FAILED.value).label("failed"),
+        _count_if(c.exit_reason == "OOMKilled").label("oom"),
+        sa.func.sum(c.gpu_minutes).label("gpu_minutes"),
+        sa.func.sum(c.used_gpu_minutes).label("used_gpu_minutes"),
+        sa.func.sum(sa.case((c.used_gpu_minutes.is_not(None), c.gpu_minutes))).label(
+            "used_basis_gpu_minutes"
+        ),
+        # A day's used GPU-minutes are known only if known for every job that day.
+        sa.case(
+            (sa.func.count(c.used_gpu_minutes) == sa.func.count(), sa.func.sum(c.used_gpu_minutes))
+        ).label("used_all_known"),
+        sa.func.sum(c.idle_gpu_minutes).label("idle_gpu_minutes"),
+        sa.func.sum(c.memory_requested).label("memory_requested_gib_hours"),
+        sa.func.sum(c.memory_peak).label("memory_peak_gib_hours"),
+        p50.label("queue_p50"),
+        p95.label("queue_p95"),
+    ]
+
+
+_TOTALS = (
+    "jobs",
+    "jobs_unmeasured",
+    "succeeded",
+    "failed",
+    "oom",
+    "gpu_minutes",
+    "used_gpu_minutes",
+    "used_basis_gpu_minutes",
+    "idle_gpu_minutes",
+    "memory_requested_gib_hours",
+    "memory_peak_gib_hours",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Aggregated:
+    current: TeamTotals
+    previous: TeamTotals
+    people: tuple[PersonRow, ...]
+    daily: tuple[DailyRow, ...]
+    queue_p50: float | None
+    queue_p95: float | None
+
+
+async def _aggregate(
+    conn: AsyncConnection,
+    cluster: str | None,
+    team: str,
+    previous_start: datetime,
+    start: datetime,
+    end: datetime,
+    days: Sequence[datetime],
+) -> _Aggregated:
+    """Totals of both weeks, per-person lines and per-person local days, in one statement: the
+    week's rows are read once (a CTE) and grouped three ways (UNION ALL)."""
+    week = _week_rows(conn, cluster, team, previous_start, start, end, days)
+    postgres = conn.dialect.name == "postgresql"
+    owner, day = week.c.owner, week.c.day
+    query = sa.union_all(
+        sa.select(
+            sa.literal("total").label("part"),
+            week.c.current,
+            _null(sa.String()).label("owner"),
+            _null(sa.Integer()).label("day"),
+            *_aggregates(week, percentiles=postgres),
+        ).group_by(week.c.current),
+        sa.select(
+            sa.literal("person"),
+            sa.literal(1),
+            owner,
+            _null(sa.Integer()),
+            *_aggregates(week, percentiles=False),
+        )
+        .where(week.c.current == 1)
+        .group_by(owner),
+        sa.select(sa.literal("day"), sa.literal(1), owner, day, *_aggregates(week, percentiles=False))
+        .where(week.c.current == 1, week.c.gpu_minutes.is_not(None))
+        .group_by(owner, day),
+    )
+    totals = {0: TeamTotals(), 1: TeamTotals()}
+    people: list[PersonRow] = []
+    daily: list[DailyRow] = []
+    p50 = p95 = None
+    for row in (await conn.execute(query)).mappings():
+        if row["part"] == "total":
+            totals[row["current"]] = TeamTotals(**{name: row[name] for name in _TOTALS})
+            if row["current"] == 1:
+                p50, p95 = row["queue_p50"], row["queue_p95"]
+        elif row["part"] == "person":
+            people.append(
+                PersonRow(
+                    row["owner"],
+                    row["jobs"],
+                    row["gpu_minutes"],
+                    row["used_gpu_minutes"],
+                    row["idle_gpu_minutes"],
+                    row["used_basis_gpu_minutes"],
+                )
+            )
+        else:
+            daily.append(DailyRow(row["owner"], row["day"], row["gpu_minutes"], row["used_all_known"]))
+    return _Aggregated(
+        totals[1],
+        totals[0],
+        tuple(people),
+        tuple(daily),
+        None if p50 is None else float(p50),
+        None if p95 is None else float(p95),
+    )
+
+
+async def team_totals(
+    source: Connectable, cluster: str | None, team: str, start: datetime, end: datetime
+) -> TeamTotals:
+    """The team's sums over the GPU jobs that finished in [start, end) (no local days needed)."""
+    async with _connection(source) as conn:
+        return (await _aggregate(conn, cluster, team, start, start, end, [start] * 7 + [end])).current
 
 
 async def _top_waste(
@@ -214,21 +317,15 @@ def _queue_seconds(conn: AsyncConnection) -> sa.ColumnElement[float]:
     return sa.case((seconds < 0, 0.0), else_=seconds)
 
 
-async def _queue(
+async def _sorted_queue_seconds(
     conn: AsyncConnection, conditions: Sequence[sa.ColumnElement[bool]]
-) -> tuple[float | None, float | None, tuple[float, ...] | None]:
+) -> tuple[float, ...]:
+    """For SQLite, which has no percentile function: the one narrow column, sorted by the database."""
     seconds = _queue_seconds(conn)
     known = [*conditions, jobs.c.first_scheduled_at.is_not(None), jobs.c.created_at.is_not(None)]
-    if conn.dialect.name == "postgresql":
-        query = sa.select(
-            sa.func.percentile_cont(0.5).within_group(seconds),
-            sa.func.percentile_cont(0.95).within_group(seconds),
-        ).where(*known)
-        p50, p95 = (await conn.execute(query)).one()
-        return (None if p50 is None else float(p50), None if p95 is None else float(p95), None)
     rows = await conn.execute(sa.select(seconds).where(*known).order_by(seconds))
     # julianday() keeps ~10 µs; round so the figures match Postgres' exact microseconds.
-    return None, None, tuple(round(float(v), 3) for (v,) in rows)
+    return tuple(round(float(v), 3) for (v,) in rows)
 
 
 async def team_week(
@@ -238,24 +335,28 @@ async def team_week(
     start: datetime,
     end: datetime,
     days: Sequence[datetime],
+    previous_start: datetime | None = None,
 ) -> DigestRows:
-    """All the aggregates of one team's week; `days` are the 8 local-day boundaries (day_bounds)."""
+    """All the aggregates of one team's week; `days` are the 8 local-day boundaries (day_bounds).
+    With `previous_start`, the totals of [previous_start, start) come along as `previous`."""
     if len(days) != 8 or days[0] != start or days[-1] != end:
         raise ValueError("days must be the week's 8 local-day boundaries, from start to end")
     conditions = _week_jobs(cluster, team, start, end)
     async with _connection(source) as conn:
-        totals = await team_totals(conn, cluster, team, start, end)
-        if totals.jobs == 0:
-            return DigestRows(totals)
-        p50, p95, waits = await _queue(conn, conditions)
+        agg = await _aggregate(conn, cluster, team, previous_start or start, start, end, days)
+        previous = agg.previous if previous_start is not None else None
+        if agg.current.jobs == 0:
+            return DigestRows(agg.current, previous=previous)
+        postgres = conn.dialect.name == "postgresql"
         return DigestRows(
-            totals=totals,
-            people=await _people(conn, conditions),
-            daily=await _daily(conn, conditions, days),
+            totals=agg.current,
+            people=agg.people,
+            daily=agg.daily,
             top_waste=await _top_waste(conn, conditions, TOP_WASTE),
-            queue_p50_seconds=p50,
-            queue_p95_seconds=p95,
-            queue_seconds_sorted=waits,
+            queue_p50_seconds=agg.queue_p50,
+            queue_p95_seconds=agg.queue_p95,
+            queue_seconds_sorted=None if postgres else await _sorted_queue_seconds(conn, conditions),
+            previous=previous,
         )
 
 
@@ -270,8 +371,6 @@ async def load_digest(
 ) -> Digest:
     """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before."""
     start, end = week_bounds(week, tz)
-    prev_start, prev_end = week_bounds(previous_week(week), tz)
-    async with _connection(source) as conn:
-        rows = await team_week(conn, cluster, team, start, end, day_bounds(week, tz))
-        previous = await team_totals(conn, cluster, team, prev_start, prev_end)
-    return build_digest(team, week, tz, rows, previous, quota_gpus=quota_gpus)
+    previous_start, _ = week_bounds(previous_week(week), tz)
+    rows = await team_week(source, cluster, team, start, end, day_bounds(week, tz), previous_start)
+    return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus)
