@@ -55,3 +55,12 @@ def _by_cluster(keys: Sequence[JobKey]) -> dict[str, list[str]]:
     for cluster, uid in dict.fromkeys(keys):
         grouped[cluster].append(uid)
     return grouped
+
+
+async def usage_and_recommendations(
+    conn: AsyncConnection, keys: Sequence[JobKey]
+) -> tuple[dict[JobKey, Usage], dict[JobKey, list[Recommendation]]]:
+    """Both of the above on the caller's connection."""
+    if not keys:
+        return {}, {}
+    return await usage_of_jobs(conn, keys), await recommendations_of_jobs(conn, keys)

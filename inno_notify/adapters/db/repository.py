@@ -366,8 +366,7 @@ class Store:
     ) -> tuple[dict[tuple[str, str], Usage], dict[tuple[str, str], list[Recommendation]]]:
         """Usage and recommendations of many jobs, keyed by (cluster, uid), in one transaction."""
         async with self._engine.connect() as conn:
-            found_usage = await job_details.usage_of_jobs(conn, keys)
-            return found_usage, await job_details.recommendations_of_jobs(conn, keys)
+            return await job_details.usage_and_recommendations(conn, keys)
 
     async def usage_by_group(
         self,
@@ -405,3 +404,19 @@ class Store:
             return await digest_queries.load_digest(
                 conn, team, week, tz, cluster=cluster, quota_gpus=quota_gpus
             )
+
+    async def list_jobs_with_details(
+        self, filters: JobFilter, limit: int = 50, cursor: str | None = None
+    ) -> tuple[
+        list[JobRecord],
+        dict[tuple[str, str], Usage],
+        dict[tuple[str, str], list[Recommendation]],
+        str | None,
+    ]:
+        """list_jobs plus the page's usage and recommendations, on one connection (the API's page)."""
+        async with self._engine.connect() as conn:
+            page, next_cursor = await jobs.list_jobs(conn, filters, limit, cursor)
+            found_usage, recs = await job_details.usage_and_recommendations(
+                conn, [(j.cluster, j.uid) for j in page]
+            )
+            return page, found_usage, recs, next_cursor

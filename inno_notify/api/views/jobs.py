@@ -36,8 +36,11 @@ async def list_jobs(request: web.Request) -> web.Response:
         until=until,
     )
     store = request.app[keys.STORE]
-    page, next_cursor = await store.list_jobs(filters, params.limit(query), params.cursor(query))
-    return json({"items": await _resources(store, page), "next_cursor": next_cursor})
+    page, usage, recs, next_cursor = await store.list_jobs_with_details(
+        filters, params.limit(query), params.cursor(query)
+    )
+    items = [serialize.job(j, usage.get((j.cluster, j.uid)), recs.get((j.cluster, j.uid), [])) for j in page]
+    return json({"items": items, "next_cursor": next_cursor})
 
 
 async def get_job(request: web.Request) -> web.Response:
