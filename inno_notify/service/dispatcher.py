@@ -2,9 +2,10 @@
 
 A round (`run_once`) claims a batch in one transaction (rows leased, so a crashed dispatcher's rows
 come back when the lease runs out), loads the jobs' figures in a few queries, and sends the
-messages concurrently within the channels' rate limits. Each message is recorded as soon as the
-provider accepted it, for all its rows at once: a duplicate can only come from a crash between
-the provider's answer and that commit. Failures are classified by the channel (ChannelError);
+messages concurrently within the channels' rate limits. Each message is recorded, for all its
+rows at once, in the first commit after the provider accepted it (sends that finish together
+share a commit): a duplicate can only come from a crash between the provider's answer and that
+commit. Failures are classified by the channel (ChannelError);
 what happens next (retry at, or failed with the reason) is decided by domain.delivery.
 
 Only job summaries are claimed here; other kinds of rows (digests, nudges) stay pending for the
