@@ -415,6 +415,10 @@ class Store:
     ]:
         """list_jobs plus the page's usage and recommendations, on one connection (the API's page)."""
         async with self._engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                # Reads only: at READ COMMITTED a transaction adds no consistency, just BEGIN and
+                # ROLLBACK round trips on the API's hottest path.
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
             page, next_cursor = await jobs.list_jobs(conn, filters, limit, cursor)
             found_usage, recs = await job_details.usage_and_recommendations(
                 conn, [(j.cluster, j.uid) for j in page]
