@@ -191,12 +191,19 @@ def build_pipeline(
     )
 
     async def run_ingestor(stop: asyncio.Event) -> None:
-        consumer = asyncio.create_task(ingestor.run(), name="ingest")
-        await stop.wait()
-        await asyncio.wait_for(ingestor.drained(), timeout=10)
-        consumer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await consumer
+        consumer = asyncio.create_task(ingestor.run(), name="ingest-consumer")
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({consumer, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if consumer.done():
+                consumer.result()  # the consumer never returns on its own: surface its failure
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ingestor.drained(), timeout=10)
+        finally:
+            stopping.cancel()
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
 
     return Pipeline(
         store=store,

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
 from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord
 from inno_notify.domain.parsing import (
@@ -64,6 +66,7 @@ class IngestStats:
     batches: int = 0
     terminal_marked: int = 0
     parse_errors: int = 0
+    write_errors: int = 0
     relists: int = 0
     closed_in_gap: int = 0
     last_commit_at: datetime | None = None
@@ -154,9 +157,23 @@ class Ingestor:
                     items.append(await asyncio.wait_for(self._queue.get(), remaining))
                 except TimeoutError:
                     break
-            await self.apply(items)
+            await self._apply_until_done(items)
             if self._queue.empty():
                 self._idle.set()
+
+    async def _apply_until_done(self, items: Sequence[tuple[str, str, Any]]) -> None:
+        """Applies a batch, retrying with backoff while the database fails: events are never dropped
+        (the watch is held back meanwhile by the bounded queue)."""
+        delay = 0.1
+        while True:
+            try:
+                await self.apply(items)
+                return
+            except (SQLAlchemyError, OSError) as exc:
+                self.stats.write_errors += 1
+                log.warning("writing %d event(s) failed (%s); retrying in %.1f s", len(items), exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
         """Applies items in order; a relist closes the segment before it so reconciliation sees it."""

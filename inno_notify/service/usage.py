@@ -99,7 +99,13 @@ class UsageCollector:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            done = await self.run_once(self.clock())
+            try:
+                done = await self.run_once(self.clock())
+            except Exception:
+                # The database went away or a bug surfaced: claimed jobs come back after their
+                # lease, so waiting and trying again loses nothing.
+                log.exception("usage round failed; trying again in %.1f s", self.options.poll_seconds)
+                done = 0
             if done:
                 continue
             self._wake.clear()

@@ -55,4 +55,8 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        # IMMEDIATE takes the write lock up front: a deferred transaction that reads and then
+        # writes fails at once with "database is locked" (no busy wait) when another connection
+        # wrote in between, which is exactly what a read-merge-write batch does. One writer at a
+        # time is SQLite's model anyway; readers in WAL mode are not blocked by it.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
