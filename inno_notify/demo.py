@@ -61,7 +61,7 @@ def demo_settings(workload: Workload, database_url: str) -> Settings:
         "prometheus": {"metrics_delay_seconds": 60, "give_up_after_seconds": 1800},
         "accounting": {"gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7}},
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
-        "notify": {"group_wait_seconds": 300, "dashboard_url": "http://inno-notify.example/"},
+        "notify": {"group_wait_seconds": 600, "dashboard_url": "http://inno-notify.example/"},
         "channels": {"email": {"host": "mailbox", "sender": SENDER}},
         "directory": {
             "users": [{"email": p.email, "name": p.name, "channels": ["email"]} for p in workload.people],

@@ -22,7 +22,7 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     out = io.StringIO()
     result = await run_demo(
         jobs=10,
-        speed=2000,
+        speed=1000,
         out=tmp_path,
         console=Console(file=out, width=100),
         start=START,
