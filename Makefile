@@ -21,11 +21,16 @@ venv: $(STAMP)
 demo: venv
 	$(BIN)/inno-notify demo
 
-# Everything the tests need that pip does not bring: Prometheus + promtool (Debian package).
+# Everything the tests need that pip does not bring (Debian packages): Prometheus + promtool for
+# the usage tests, Chromium for the tests that render pages and e-mails in a real browser.
 system-deps:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
-	  echo "installing prometheus (Debian package)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+	@missing=""; \
+	command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 # Starts the local PostgreSQL cluster when it is down; tests create their own throwaway database.
 postgres:
