@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -117,6 +118,21 @@ def _cmd_unavailable(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
+def _cmd_digest(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from inno_notify.runtime import digest_command
+    from inno_notify.service.digest_pages import UnknownTeam
+
+    if args.week is not None and not re.fullmatch(r"\d{4}-W\d{2}", args.week):
+        raise ConfigError(f"digest: --week must look like 2026-W48, got {args.week!r}")
+    try:
+        print(asyncio.run(digest_command(settings, args.team, args.week, args.format, args.send)))
+    except UnknownTeam as exc:
+        print(f"inno-notify: digest: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -134,7 +150,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": _cmd_check,
     "serve": _cmd_serve,
     "demo": _cmd_demo,
-    "digest": _cmd_unavailable,
+    "digest": _cmd_digest,
     "agent": _cmd_unavailable,
 }
 

@@ -22,13 +22,17 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.digest import week_of
 from inno_notify.domain.model import DeliveryStatus
 from inno_notify.runtime import build_pipeline, seed_directory
+from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.settings import Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer
@@ -51,6 +55,8 @@ class DemoResult:
     messages: int
     recipients: Counter[str]
     seconds: float
+    # team -> (the digest as text, the file of its HTML page)
+    digests: dict[str, tuple[str, Path]]
 
 
 def demo_settings(workload: Workload, database_url: str) -> Settings:
@@ -144,6 +150,7 @@ async def run_demo(
             await api.close()
         await server.stop()
     sent = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    digests = await _digests(store, workload, out)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
     result = DemoResult(
@@ -154,9 +161,23 @@ async def run_demo(
         messages=len(mailbox.sent),
         recipients=recipients,
         seconds=asyncio.get_running_loop().time() - began,
+        digests=digests,
     )
     _report(console, result)
     return result
+
+
+async def _digests(store: Store, workload: Workload, out: Path) -> dict[str, tuple[str, Path]]:
+    """Each team's weekly digest of the simulated week: its text, and its page written to `out`."""
+    week = week_of(workload.start, "UTC")
+    renderer = DigestRenderer(dashboard_url="http://inno-notify.example/")
+    found = {}
+    for team in workload.teams:
+        digest = await team_digest(store, team.name, week, "UTC", workload.end)
+        page = out / f"digest-{team.name}-{week}.html"
+        await asyncio.to_thread(page.write_text, render_digest(digest, "html", renderer), "utf-8")
+        found[team.name] = (render_digest(digest, "text", renderer), page)
+    return found
 
 
 async def _progress(
@@ -216,5 +237,9 @@ def _report(console: Console, result: DemoResult) -> None:
         f"[bold]{result.summaries_sent}[/] job summaries delivered in [bold]{result.messages}[/] e-mails "
         f"to {len(result.recipients)} people in {result.seconds:.0f} s."
     )
+    for team, (text, page) in result.digests.items():
+        console.rule(f"[bold]weekly digest · {team}[/]")
+        console.print(Text(text.strip()))
+        console.print(f"Page: {page}")
     console.print(f"E-mails (.eml and .html): {result.out / 'mail'}")
     console.print(f"Database: {result.database_url}")

@@ -18,7 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
 from inno_notify.adapters.channels.base import Sender
+from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
@@ -27,14 +31,18 @@ from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
-from inno_notify.domain.model import DirectoryUser, Team
+from inno_notify.api.app import ApiConfigError, api_enabled, create_app
+from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.service.digest import DigestScheduler, plan_digest
+from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.settings import Settings, secret_value
+from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger("inno_notify.runtime")
 
@@ -340,6 +348,52 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
     return watcher, api
 
 
+def api_component(
+    settings: Settings, store: Store, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
+) -> Component | None:
+    """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
+    if not api_enabled(settings.api):
+        log.info("api: disabled (api.listen is empty)")
+        return None
+    try:
+        app = create_app(
+            store,
+            settings.api,
+            readiness,
+            telemetry=telemetry,
+            digest_provider=digest_provider(
+                store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
+            ),
+        )
+    except ApiConfigError as exc:
+        log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
+        return None
+    host, _, port = settings.api.listen.rpartition(":")
+
+    async def run(stop: asyncio.Event) -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host.strip("[]") or None, int(port)).start()
+            log.info("api: listening on %s", settings.api.listen)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    return run
+
+
+def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sender]) -> Component:
+    scheduler = DigestScheduler(
+        store,
+        schedule=settings.digest.schedule,
+        timezone=settings.digest.timezone,
+        channels=frozenset(senders),
+        clock=utc_now,
+    )
+    return scheduler.run
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Runs the service until `stop` is set (by SIGTERM/SIGINT when not given)."""
     if stop is None:
@@ -350,17 +404,30 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log.info("database migrated to %s", applied[-1])
     store = Store.from_url(settings.database_url)
     await seed_directory(store, settings)
+    telemetry = Telemetry.create(CollectorRegistry())
     senders = build_senders(settings)
     meter = build_meter(settings.prometheus)
     pipeline = build_pipeline(settings, store, meter, senders, utc_now, started_at=utc_now())
     watcher, api = await _kube_watcher(settings, pipeline.ingestor)
     components = list(pipeline.components)
+    components.append(("digest", digest_component(settings, store, senders)))
     if watcher is not None:
         components.append(("watch", watch_component(watcher)))
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    def readiness() -> dict[str, bool]:
+        return {
+            "watchers_synced": watcher is None or watcher.ready,
+            "dispatcher_alive": "dispatch" in tasks and not tasks["dispatch"].done(),
+        }
+
+    http = api_component(settings, store, telemetry, readiness)
+    if http is not None:
+        components.append(("api", http))
     try:
         async with asyncio.TaskGroup() as group:
             for name, component in components:
-                group.create_task(component(stop), name=name)
+                tasks[name] = group.create_task(component(stop), name=name)
             if watcher is not None:
                 ready = asyncio.ensure_future(watcher.wait_ready())
                 stopping = asyncio.ensure_future(stop.wait())
@@ -368,11 +435,12 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 for task in (ready, stopping):
                     task.cancel()
             log.info(
-                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s",
+                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s api=%s",
                 settings.cluster,
                 settings.database_url_redacted,
                 "watching" if watcher is not None else "not configured",
                 ",".join(sorted(senders)) or "none",
+                settings.api.listen if http is not None else "off",
             )
             await stop.wait()
             log.info("stopping: finishing in-flight work")
@@ -384,3 +452,75 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             await api.close()
         await store.close()
     log.info("stopped")
+
+
+# --- inno-notify digest ----------------------------------------------------------------------------------
+
+
+async def digest_command(settings: Settings, team: str, week: str | None, fmt: str, send: bool) -> str:
+    """Builds one team's digest; prints it (returned) or sends it through the team's channels now."""
+    await migrate(settings.database_url)
+    store = Store.from_url(settings.database_url)
+    try:
+        await seed_directory(store, settings)
+        digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())
+        if not send:
+            return render_digest(digest, fmt, DigestRenderer(dashboard_url=settings.notify.dashboard_url))
+        return await _send_digest(settings, store, team, digest.week)
+    finally:
+        await store.close()
+
+
+async def _send_digest(settings: Settings, store: Store, team_name: str, week: str) -> str:
+    senders = build_senders(settings)
+    try:
+        if not senders:
+            raise UnknownTeam("no channel is configured (channels.email.host, or a Slack/Telegram token)")
+        team = next(t for t in await store.list_teams() if t.name == team_name)
+        users = {u.email.lower(): u for u in await store.list_users()}
+        now = utc_now()
+        rows = plan_digest(
+            team,
+            week,
+            settings.digest.timezone,
+            due_at=now,
+            now=now,
+            users=users,
+            channels=frozenset(senders),
+        )
+        if not rows:
+            return f"{team_name} {week}: nobody to send to (leads and digest_channels of the team)"
+        await store.enqueue(rows)
+        dispatcher = build_pipeline(settings, store, _NoUsage(), senders, utc_now, started_at=now).dispatcher
+        keys = {row.dedup_key for row in rows}
+        deadline = asyncio.get_running_loop().time() + 60
+        while asyncio.get_running_loop().time() < deadline:
+            await dispatcher.run_once(utc_now())
+            states = await _states(store, keys)
+            if all(state != "pending" for state in states.values()):
+                break
+            await asyncio.sleep(0.5)
+        states = await _states(store, keys)
+        return "\n".join(f"{state} {key}" for key, state in sorted(states.items()))
+    finally:
+        for sender in senders.values():
+            await sender.aclose()
+
+
+async def _states(store: Store, keys: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for status in ("pending", "sent", "failed"):
+        cursor = None
+        while True:
+            page, cursor = await store.list_notifications(DeliveryStatus(status), limit=500, cursor=cursor)
+            found.update({n.dedup_key: status for n in page if n.dedup_key in keys})
+            if cursor is None:
+                break
+    return found
+
+
+class _NoUsage:
+    """`digest --send` runs only the dispatcher; nothing is measured."""
+
+    async def measure_pods(self, targets: Any) -> dict[str, Any]:
+        return {}

@@ -121,3 +121,38 @@ def test_serve_with_empty_config_is_ready_then_stops_on_sigterm(tmp_path: Path) 
             proc.kill()
             proc.wait()
     assert (tmp_path / "inno-notify.db").exists()
+
+
+@pytest.mark.parametrize(("fmt", "expected"), [("text", "GPU digest — team face"), ("json", '"team"')])
+def test_digest_of_a_week_without_jobs(tmp_path: Path, fmt: str, expected: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"database_url: sqlite+aiosqlite:///{tmp_path / 'd.db'}\n"
+        "directory: {teams: [{name: face, namespaces: [face-research], leads: [lead@example.com]}]}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(
+        "digest",
+        "--config",
+        str(config),
+        "--team",
+        "face",
+        "--week",
+        "2026-W48",
+        "--format",
+        fmt,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
+    assert "2026-W48" in result.stdout
+
+
+def test_digest_of_an_unknown_team_and_a_bad_week(tmp_path: Path) -> None:
+    env = {"INNO_NOTIFY_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'd.db'}"}
+    unknown = run_cli("digest", "--team", "nobody", cwd=tmp_path, env=env)
+    assert unknown.returncode == 1
+    assert "unknown team 'nobody'" in unknown.stderr
+    bad = run_cli("digest", "--team", "face", "--week", "last", cwd=tmp_path, env=env)
+    assert bad.returncode == 2
+    assert "--week must look like 2026-W48" in bad.stderr

@@ -69,3 +69,12 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert "job summaries delivered" in text
     for sim in workload.jobs:
         assert sim.spec.name in text
+
+    # The weekly digest of each team counts that team's jobs, and its page was written.
+    for team in workload.teams:
+        text, page = result.digests[team.name]
+        n_jobs = sum(1 for sim in workload.jobs if sim.person.team == team.name)
+        assert f"team {team.name}" in text
+        if n_jobs:
+            assert f"over {n_jobs} job" in text
+        assert page.exists() and "<html" in page.read_text(encoding="utf-8").lower()
