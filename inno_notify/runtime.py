@@ -162,6 +162,7 @@ def build_pipeline(
     *,
     started_at: datetime,
     poll_seconds: float = 5.0,
+    telemetry: Telemetry | None = None,
 ) -> Pipeline:
     ingestor = Ingestor(
         store,
@@ -173,6 +174,7 @@ def build_pipeline(
         ),
         clock,
         started_at,
+        telemetry,
     )
     planner = DirectoryPlanner(store, frozenset(senders), settings.notify.group_wait_seconds, clock)
     collector = UsageCollector(
@@ -187,6 +189,7 @@ def build_pipeline(
             poll_seconds=poll_seconds,
         ),
         clock,
+        telemetry,
     )
     dispatcher = Dispatcher(
         store,
@@ -383,6 +386,22 @@ def api_component(
     return run
 
 
+def telemetry_component(store: Store, telemetry: Telemetry, interval: float = 15.0) -> Component:
+    """Samples what no code path counts as it happens: the outbox's depth by status."""
+
+    async def run(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                for status, count in (await store.outbox_depth()).items():
+                    telemetry.outbox_depth.labels(status).set(count)
+            except Exception as exc:  # the database is away: readiness says so, try again later
+                log.debug("outbox depth not sampled: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
+    return run
+
+
 def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sender]) -> Component:
     scheduler = DigestScheduler(
         store,
@@ -407,10 +426,13 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     telemetry = Telemetry.create(CollectorRegistry())
     senders = build_senders(settings)
     meter = build_meter(settings.prometheus)
-    pipeline = build_pipeline(settings, store, meter, senders, utc_now, started_at=utc_now())
+    pipeline = build_pipeline(
+        settings, store, meter, senders, utc_now, started_at=utc_now(), telemetry=telemetry
+    )
     watcher, api = await _kube_watcher(settings, pipeline.ingestor)
     components = list(pipeline.components)
     components.append(("digest", digest_component(settings, store, senders)))
+    components.append(("telemetry", telemetry_component(store, telemetry)))
     if watcher is not None:
         components.append(("watch", watch_component(watcher)))
     tasks: dict[str, asyncio.Task[None]] = {}

@@ -78,7 +78,8 @@ class Telemetry:
             ),
             prometheus_query_seconds=Histogram(
                 "prometheus_query_seconds",
-                "Latency of PromQL queries made for usage collection, by metric queried.",
+                'Latency of usage collection against Prometheus: metric="round" is one batched round, '
+                "all metrics of all jobs due together.",
                 ["metric"],
                 buckets=QUERY_BUCKETS,
                 namespace=NAMESPACE,

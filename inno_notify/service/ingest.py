@@ -36,6 +36,7 @@ from inno_notify.domain.parsing import (
     relevant_event,
 )
 from inno_notify.domain.parsing.fields import timestamp
+from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,10 @@ class Ingestor:
         options: IngestOptions,
         clock: Clock,
         started_at: datetime,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry
         self.cfg = parse_config
         self.options = options
         self.clock = clock
@@ -129,6 +132,8 @@ class Ingestor:
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
         self._idle.clear()
+        if self.telemetry is not None:
+            self.telemetry.watch_events.labels(kind, event_type).inc()
         await self._queue.put((kind, event_type, obj))
 
     async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
@@ -145,6 +150,7 @@ class Ingestor:
         loop = asyncio.get_running_loop()
         while True:
             items = [await self._queue.get()]
+            first_at = loop.time()
             deadline = loop.time() + self.options.batch_linger_seconds
             while len(items) < self.options.batch_max:
                 if not self._queue.empty():
@@ -158,6 +164,9 @@ class Ingestor:
                 except TimeoutError:
                     break
             await self._apply_until_done(items)
+            if self.telemetry is not None:
+                # The oldest event of the batch waited longest: its lag bounds the batch's.
+                self.telemetry.ingest_lag.observe(loop.time() - first_at)
             if self._queue.empty():
                 self._idle.set()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,6 +28,7 @@ from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.accounting import compute_usage
 from inno_notify.domain.model import JobRecord, MissingReason, Notification, PodRecord
 from inno_notify.domain.rightsizing import FamilyRun, RightsizingPolicy, current_run, recommend
+from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +85,10 @@ class UsageCollector:
         plan: PlanNotifications,
         options: CollectorOptions,
         clock: Clock,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry
         self.source = source
         self.policy = policy
         self.plan = plan
@@ -139,6 +143,7 @@ class UsageCollector:
             for pod in pods.get(job.uid, [])
             if (window := pod_window(pod, job, now)) is not None
         ]
+        began = time.monotonic()
         try:
             measured = await self.source.measure_pods(windows) if windows else {}
         except PrometheusError as exc:
@@ -146,6 +151,10 @@ class UsageCollector:
             self.stats.errors = [*self.stats.errors[-9:], str(exc)]
             log.warning("usage round for %d job(s) failed: %s", len(jobs), exc)
             return await self._after_failure(jobs, pods, now, exc)
+        finally:
+            if self.telemetry is not None and windows:
+                # One batched round queries every metric; its duration is what bounds the summaries.
+                self.telemetry.prometheus_query_seconds.labels("round").observe(time.monotonic() - began)
         for job in jobs:
             await self._settle(job, pods.get(job.uid, []), measured, now, None)
         self.stats.jobs_summarized += len(jobs)
@@ -192,6 +201,8 @@ class UsageCollector:
         notifications = await self.plan(job, now)
         added = await self.store.complete_summary(job.cluster, job.uid, usage, recs, notifications)
         self.stats.notifications_planned += added
+        if self.telemetry is not None:
+            self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
 
     async def _history(self, job: JobRecord, now: datetime) -> list[FamilyRun]:
         if not job.family:

@@ -120,3 +120,11 @@ async def list_page(
     if len(rows) <= limit:
         return page, None
     return page, encode_cursor([rows[limit - 1]["id"]])
+
+
+async def depth(conn: AsyncConnection) -> dict[str, int]:
+    """Rows per delivery status (the outbox-depth gauge)."""
+    result = await conn.execute(sa.select(outbox.c.status, sa.func.count()).group_by(outbox.c.status))
+    counts = {status.value: 0 for status in DeliveryStatus}
+    counts.update({status: int(n) for status, n in result.all()})
+    return counts
