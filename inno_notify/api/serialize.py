@@ -7,6 +7,8 @@ every response against it, so a field added here without its schema fails the bu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -78,6 +80,89 @@ def job(record: JobRecord, figures: Usage | None, recs: list[Recommendation]) ->
         },
         "usage": None if figures is None else usage(figures),
         "recommendations": [recommendation(r) for r in recs],
+    }
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    # JobRecord.queue_seconds / runtime_seconds, on a row's values.
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+def job_row(row: Any, recs: Sequence[Any]) -> dict[str, Any]:
+    """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and the rows
+    of its recommendations (REC_COLUMNS): the same document as `job`, without building records."""
+    (
+        cluster,
+        uid,
+        namespace,
+        name,
+        owner,
+        team,
+        status,
+        reason,
+        exit_code,
+        exit_reason,
+        created_at,
+        started_at,
+        finished_at,
+        first_scheduled_at,
+        gpus,
+        cpu_cores,
+        memory_bytes,
+        _sort_at,
+        usage_uid,
+        gpu_minutes,
+        used_gpu_minutes,
+        gpus_idle,
+        util_mean,
+        gpu_memory_peak,
+        memory_peak,
+        cpu_p95,
+        missing,
+    ) = row
+    return {
+        "uid": uid,
+        "cluster": cluster,
+        "namespace": namespace,
+        "name": name,
+        "owner": owner,
+        "team": team,
+        "status": status,
+        "reason": reason,
+        "exit_code": exit_code,
+        "exit_reason": exit_reason,
+        "created_at": created_at,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "queue_seconds": _seconds(created_at, first_scheduled_at),
+        "runtime_seconds": _seconds(started_at, finished_at),
+        "requested": {"gpus": gpus, "cpu_cores": cpu_cores, "memory_bytes": memory_bytes},
+        "usage": None
+        if usage_uid is None
+        else {
+            "gpu_minutes": gpu_minutes,
+            "used_gpu_minutes": used_gpu_minutes,
+            "gpus_idle": gpus_idle,
+            "gpu_util_mean_percent": util_mean,
+            "gpu_memory_peak_bytes": gpu_memory_peak,
+            "memory_peak_bytes": memory_peak,
+            "cpu_cores_p95": cpu_p95,
+            "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing or ()],
+        },
+        "recommendations": [
+            {
+                "kind": kind,
+                "severity": severity,
+                "current": amounts["current"],
+                "suggested": amounts["suggested"],
+                "unit": unit,
+                "waste_gpu_minutes": waste_gpu_minutes,
+                "message": message,
+            }
+            for _uid, kind, severity, amounts, unit, waste_gpu_minutes, message in recs
+        ],
     }
 
 

@@ -24,8 +24,16 @@ def _json_dumps(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def create_engine(url: str, *, pool_size: int = POSTGRES_POOL_SIZE, echo: bool = False) -> AsyncEngine:
-    """An AsyncEngine for `sqlite+aiosqlite://…` or `postgresql+asyncpg://…`."""
+def create_engine(
+    url: str, *, pool_size: int = POSTGRES_POOL_SIZE, echo: bool = False, pre_ping: bool = True
+) -> AsyncEngine:
+    """An AsyncEngine for `sqlite+aiosqlite://…` or `postgresql+asyncpg://…`.
+
+    `pre_ping` tests each pooled Postgres connection with a round trip before handing it out. The
+    service keeps it (a long-lived worker must survive a database restart); the admin API turns it
+    off, because on its hottest path the ping is one round trip in every few, and a dead pooled
+    connection there costs one failed request, which the client retries.
+    """
     parsed = make_url(url)
     common: dict[str, Any] = {"echo": echo, "json_serializer": _json_dumps, "json_deserializer": orjson.loads}
     if parsed.get_backend_name() == "sqlite":
@@ -36,7 +44,7 @@ def create_engine(url: str, *, pool_size: int = POSTGRES_POOL_SIZE, echo: bool =
         url,
         pool_size=pool_size,
         max_overflow=POSTGRES_MAX_OVERFLOW,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         **common,
     )
 

@@ -1,24 +1,239 @@
-"""Usage and recommendations of a page of jobs, in two queries instead of two per job.
+"""The admin API's job pages: a page of jobs with their usage and advice in two statements.
 
-The API's job resource embeds both; fetching them per job would make a page of 50 cost 100 round
-trips. Jobs are keyed by (cluster, uid); the queries go one cluster at a time so that each uses the
-(cluster, job_uid) indexes.
+The API's job list is its hottest path (dashboards poll it), so it does not go through domain
+records. One statement reads the page (jobs LEFT JOIN usage, only the columns the resource shows,
+the usage's `missing` list picked out of its JSON detail instead of decoding every per-GPU figure)
+and a second one reads the page's recommendations; the caller gets plain rows. Both statements are
+built once per shape (which filters are set, which dialect) and take every value as a bound
+parameter, so SQLAlchemy's compiled cache and the driver's prepared statements are hit on every
+request instead of rebuilding and recompiling SQL per page. On Postgres the uids go as one array
+(`= ANY(:uids)`): one statement text whatever the page's length.
+
+`usage_of_jobs` and `recommendations_of_jobs` return domain records for callers that want them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.sql import chunks
-from inno_notify.adapters.db.tables import recommendations, usage
+from inno_notify.adapters.db.jobs import JobFilter
+from inno_notify.adapters.db.sql import InvalidCursor, chunks, decode_cursor, encode_cursor
+from inno_notify.adapters.db.tables import jobs, recommendations, usage
 from inno_notify.domain.model import Recommendation, Usage
 
 JobKey = tuple[str, str]  # (cluster, uid)
+
+# The columns of a page row, in order.
+PAGE_COLUMNS = (
+    jobs.c.cluster,
+    jobs.c.uid,
+    jobs.c.namespace,
+    jobs.c.name,
+    jobs.c.owner,
+    jobs.c.team,
+    jobs.c.status,
+    jobs.c.reason,
+    jobs.c.exit_code,
+    jobs.c.exit_reason,
+    jobs.c.created_at,
+    jobs.c.started_at,
+    jobs.c.finished_at,
+    jobs.c.first_scheduled_at,
+    jobs.c.gpus_requested,
+    jobs.c.cpu_requested_cores,
+    jobs.c.memory_requested_bytes,
+    jobs.c.sort_at,
+    # NULL when the job has no usage row yet (the outer join found none).
+    usage.c.job_uid.label("usage_job_uid"),
+    usage.c.gpu_minutes,
+    usage.c.used_gpu_minutes,
+    usage.c.gpus_idle,
+    usage.c.gpu_util_mean_percent,
+    usage.c.gpu_memory_peak_bytes,
+    usage.c.memory_peak_bytes,
+    usage.c.cpu_cores_p95,
+    usage.c.detail["missing"].label("usage_missing"),
+)
+REC_COLUMNS = (
+    recommendations.c.job_uid,
+    recommendations.c.kind,
+    recommendations.c.severity,
+    recommendations.c.amounts,
+    recommendations.c.unit,
+    recommendations.c.waste_gpu_minutes,
+    recommendations.c.message,
+)
+# Filter name -> (column, comparison); the bound parameter is named after the filter.
+_FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
+    "cluster": (jobs.c.cluster, "eq"),
+    "namespace": (jobs.c.namespace, "eq"),
+    "owner": (jobs.c.owner, "eq"),
+    "team": (jobs.c.team, "eq"),
+    "status": (jobs.c.status, "eq"),
+    "since": (jobs.c.sort_at, "ge"),
+    "until": (jobs.c.sort_at, "lt"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """Rows of jobs (in page order) and each job's recommendation rows, in their stored order.
+
+    A job row has the values of `PAGE_COLUMNS`, by position or by name (`row.uid`,
+    `row.usage_job_uid`, `row.usage_missing`, …); a recommendation row those of `REC_COLUMNS`.
+    """
+
+    rows: Sequence[sa.Row[Any]]
+    recommendations: Mapping[JobKey, Sequence[sa.Row[Any]]]
+    next_cursor: str | None
+
+
+@functools.cache
+def _page_statement(filters: frozenset[str], with_cursor: bool) -> sa.Select[Any]:
+    query = sa.select(*PAGE_COLUMNS).select_from(
+        jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
+    )
+    for name in sorted(filters):
+        column, op = _FILTERS[name]
+        value = sa.bindparam(f"f_{name}", type_=column.type)
+        query = query.where(
+            column == value if op == "eq" else column >= value if op == "ge" else column < value
+        )
+    if with_cursor:
+        key = sa.tuple_(jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
+        query = query.where(
+            key
+            < sa.tuple_(
+                sa.bindparam("c_at", type_=jobs.c.sort_at.type),
+                sa.bindparam("c_uid", type_=sa.String()),
+                sa.bindparam("c_cluster", type_=sa.String()),
+            )
+        )
+    return query.order_by(jobs.c.sort_at.desc(), jobs.c.uid.desc(), jobs.c.cluster.desc()).limit(
+        sa.bindparam("page_limit", type_=sa.Integer())
+    )
+
+
+@functools.cache
+def _keys_statement(dialect: str) -> sa.Select[Any]:
+    """The job rows of one cluster's uids (the same columns as a page)."""
+    query = sa.select(*PAGE_COLUMNS).select_from(
+        jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
+    )
+    return query.where(jobs.c.cluster == sa.bindparam("cluster"), _uid_in(jobs.c.uid, dialect))
+
+
+@functools.cache
+def _recommendations_statement(dialect: str) -> sa.Select[Any]:
+    return (
+        sa.select(*REC_COLUMNS)
+        .where(
+            recommendations.c.cluster == sa.bindparam("cluster"),
+            _uid_in(recommendations.c.job_uid, dialect),
+        )
+        .order_by(recommendations.c.job_uid, recommendations.c.position)
+    )
+
+
+def _uid_in(column: sa.ColumnElement[str], dialect: str) -> sa.ColumnElement[bool]:
+    if dialect == "postgresql":
+        return column == sa.any_(sa.bindparam("uids", type_=postgresql.ARRAY(sa.String())))
+    return column.in_(sa.bindparam("uids", expanding=True))
+
+
+def _filter_values(filters: JobFilter) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "cluster": filters.cluster,
+        "namespace": filters.namespace,
+        "owner": filters.owner,
+        "team": filters.team,
+        "status": None if filters.status is None else filters.status.value,
+        "since": filters.since,
+        "until": filters.until,
+    }
+    return {name: value for name, value in values.items() if value is not None}
+
+
+async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None) -> JobPage:
+    """A page of jobs, newest first (by finish, else creation time), with usage and advice.
+
+    The same order and cursors as jobs.list_jobs. Raises InvalidCursor for a cursor this store did
+    not hand out.
+    """
+    values = _filter_values(filters)
+    params = {f"f_{name}": value for name, value in values.items()}
+    params["page_limit"] = limit + 1
+    if cursor is not None:
+        at, uid, cluster = decode_cursor(cursor, (str, str, str))
+        try:
+            params["c_at"] = codec.parse_iso(at)
+        except ValueError as exc:
+            raise InvalidCursor("invalid cursor") from exc
+        params["c_uid"], params["c_cluster"] = uid, cluster
+    statement = _page_statement(frozenset(values), cursor is not None)
+    rows = list(await conn.execute(statement, params))
+    next_cursor = None
+    if len(rows) > limit:
+        del rows[limit:]
+        last = rows[-1]
+        next_cursor = encode_cursor([last.sort_at.isoformat(), last.uid, last.cluster])
+    return JobPage(rows, await _recommendation_rows(conn, rows), next_cursor)
+
+
+@functools.cache
+def _find_statement(with_uid: bool) -> sa.Select[Any]:
+    query = sa.select(jobs.c.cluster, jobs.c.uid).where(
+        jobs.c.namespace == sa.bindparam("namespace"), jobs.c.name == sa.bindparam("name")
+    )
+    if with_uid:
+        query = query.where(jobs.c.uid == sa.bindparam("uid"))
+    return query.order_by(jobs.c.created_at.desc().nulls_last(), jobs.c.uid.desc()).limit(1)
+
+
+async def find_job_row(conn: AsyncConnection, namespace: str, name: str, uid: str | None) -> JobPage:
+    """The newest job (by creation time) of that name, or the one with that uid: no row if none."""
+    params = {"namespace": namespace, "name": name}
+    if uid is not None:
+        params["uid"] = uid
+    found = (await conn.execute(_find_statement(uid is not None), params)).first()
+    return await job_rows(conn, [] if found is None else [(found.cluster, found.uid)])
+
+
+async def job_rows(conn: AsyncConnection, keys: Sequence[JobKey]) -> JobPage:
+    """The rows of the given jobs (those that are stored; in no particular order) with their advice."""
+    rows: list[sa.Row[Any]] = []
+    statement = _keys_statement(conn.dialect.name)
+    for cluster, uids in _by_cluster(keys).items():
+        for chunk in chunks(uids):
+            rows.extend(await conn.execute(statement, {"cluster": cluster, "uids": list(chunk)}))
+    return JobPage(rows, await _recommendation_rows(conn, rows), None)
+
+
+async def _recommendation_rows(
+    conn: AsyncConnection, rows: Sequence[sa.Row[Any]]
+) -> dict[JobKey, list[sa.Row[Any]]]:
+    found: dict[JobKey, list[sa.Row[Any]]] = {}
+    if not rows:
+        return found
+    statement = _recommendations_statement(conn.dialect.name)
+    for cluster, uids in _by_cluster([(row.cluster, row.uid) for row in rows]).items():
+        for chunk in chunks(uids):
+            result = await conn.execute(statement, {"cluster": cluster, "uids": list(chunk)})
+            for rec in result:
+                found.setdefault((cluster, rec.job_uid), []).append(rec)
+    return found
+
+
+# --- domain records (other callers) ------------------------------------------------------------
 
 
 async def usage_of_jobs(conn: AsyncConnection, keys: Sequence[JobKey]) -> dict[JobKey, Usage]:

@@ -1,26 +1,27 @@
-"""GET /api/v1/jobs (filtered, keyset-paginated) and GET /api/v1/jobs/{namespace}/{name}."""
+"""GET /api/v1/jobs (filtered, keyset-paginated) and GET /api/v1/jobs/{namespace}/{name}.
+
+Both read the store's job rows and turn them straight into the resource (serialize.job_row): the
+list is the API's hottest path, and building domain records only to take them apart again cost
+most of its CPU time.
+"""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from inno_notify.adapters.db import JobFilter, Store
+from inno_notify.adapters.db import JobFilter
+from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.api import keys, params, serialize
 from inno_notify.api.errors import not_found
 from inno_notify.api.views.respond import json
-from inno_notify.domain.model import JobRecord, JobStatus
+from inno_notify.domain.model import JobStatus
 
 LIST_PARAMS = ("namespace", "owner", "team", "status", "since", "until", "limit", "cursor")
 
 
-async def _resources(store: Store, records: list[JobRecord]) -> list[dict[str, object]]:
-    if not records:
-        return []
-    job_keys = [(j.cluster, j.uid) for j in records]
-    usage, recs = await store.job_details(job_keys)
-    return [
-        serialize.job(j, usage.get((j.cluster, j.uid)), recs.get((j.cluster, j.uid), [])) for j in records
-    ]
+def _items(page: JobPage) -> list[dict[str, object]]:
+    recs = page.recommendations
+    return [serialize.job_row(row, recs.get((row.cluster, row.uid), ())) for row in page.rows]
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -36,11 +37,8 @@ async def list_jobs(request: web.Request) -> web.Response:
         until=until,
     )
     store = request.app[keys.STORE]
-    page, usage, recs, next_cursor = await store.list_jobs_with_details(
-        filters, params.limit(query), params.cursor(query)
-    )
-    items = [serialize.job(j, usage.get((j.cluster, j.uid)), recs.get((j.cluster, j.uid), [])) for j in page]
-    return json({"items": items, "next_cursor": next_cursor})
+    page = await store.job_page(filters, params.limit(query), params.cursor(query))
+    return json({"items": _items(page), "next_cursor": page.next_cursor})
 
 
 async def get_job(request: web.Request) -> web.Response:
@@ -49,9 +47,9 @@ async def get_job(request: web.Request) -> web.Response:
     name = params.path_text(request.match_info, "name")
     uid = params.text(request.query, "uid")
     store = request.app[keys.STORE]
-    record = await store.find_job(namespace, name, uid)
-    if record is None:
+    page = await store.find_job_row(namespace, name, uid)
+    if not page.rows:
         which = f" with uid {uid}" if uid else ""
         raise not_found(f"no job {namespace}/{name}{which}", code="job_not_found")
-    (resource,) = await _resources(store, [record])
+    (resource,) = _items(page)
     return json(resource)
