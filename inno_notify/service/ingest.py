@@ -98,6 +98,22 @@ class _Batch:
             self.events[uid] = obj
 
 
+# The reason of a job whose success we inferred from its pods: its Complete condition was never seen.
+INFERRED_SUCCESS = "SucceededPerPods"
+
+
+def succeeded_by_pods(job: JobRecord, pods: Sequence[PodRecord]) -> bool:
+    """A job deleted while we were away "finished if we can tell": every pod we saw has ended and
+    as many succeeded as the job needed. Anything less (a failed pod, a pod still running when we
+    last looked) leaves it `deleted`: we do not guess a failure."""
+    if not pods or any(p.finished_at is None and p.deleted_at is None for p in pods):
+        return False
+    needed = job.requested.completions or job.requested.parallelism or 1
+    return sum(1 for p in pods if p.phase == "Succeeded") >= needed and all(
+        p.phase == "Succeeded" for p in pods
+    )
+
+
 def _event_count(obj: JsonObj) -> int:
     series = obj.get("series") or {}
     count = obj.get("count") or series.get("count") or obj.get("deprecatedCount") or 1
@@ -359,7 +375,10 @@ class Ingestor:
             return
         pods = await tx.pods_of_jobs(self.cfg.cluster, [j.uid for j in gone])
         for job in gone:
-            closed = apply_pods_to_job(replace(job, status=JobStatus.DELETED), pods.get(job.uid, ()))
+            job_pods = pods.get(job.uid, [])
+            closed = apply_pods_to_job(replace(job, status=JobStatus.DELETED), job_pods)
+            if succeeded_by_pods(job, job_pods):
+                closed = replace(closed, status=JobStatus.SUCCEEDED, reason=INFERRED_SUCCESS)
             merged[job.uid] = replace(closed, finished_at=closed.finished_at or now)
             self.stats.closed_in_gap += 1
         log.info("closed out %d job(s) deleted while the watch was away", len(gone))

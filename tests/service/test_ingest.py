@@ -265,3 +265,25 @@ async def test_requested_gpus(store: Store, gpus: int) -> None:
     await ingestor(store, Clock(T0 + timedelta(hours=2))).apply(events)
     job = await store.get_job("test", events[0][2]["metadata"]["uid"])
     assert job is not None and job.requested.gpus == gpus
+
+
+async def test_a_job_whose_pods_succeeded_before_the_gap_is_closed_out_as_succeeded(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=2))
+    events = lifecycle("pods-done-then-gone")
+    ing = ingestor(store, clock)
+    await ing.apply(events[:5])  # the pod's success was seen, the Job's Complete condition was not
+    await ing.apply([("relist", "Job", [])])
+    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    assert job is not None
+    assert (job.status, job.reason, job.exit_code) == (JobStatus.SUCCEEDED, "SucceededPerPods", 0)
+    assert job.finished_at == T0 + timedelta(hours=1)  # the pod's end, not when we noticed
+
+
+async def test_a_job_whose_pod_failed_before_the_gap_is_not_guessed(store: Store) -> None:
+    events = lifecycle("pod-failed-then-gone", exit_code=1)
+    ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
+    await ing.apply(events[:5])
+    await ing.apply([("relist", "Job", [])])
+    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    assert job is not None
+    assert (job.status, job.exit_code) == (JobStatus.DELETED, 1)
