@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
@@ -54,6 +54,10 @@ class CollectorOptions:
     retry_min_seconds: float = 15.0
     retry_max_seconds: float = 300.0
     family_runs: int = 20
+    # After giving up, a job summarized with figures missing is measured again (its stored usage and
+    # advice are updated, nothing is re-sent) every `remeasure_every_seconds` for this long.
+    remeasure_for_seconds: float = 86400.0
+    remeasure_every_seconds: float = 900.0
 
 
 @dataclass(slots=True)
@@ -137,6 +141,8 @@ class UsageCollector:
 
     async def _round(self, cluster: str, jobs: list[JobRecord], now: datetime) -> int:
         pods = await self.store.pods_of_jobs(cluster, [j.uid for j in jobs])
+        states = await self.store.summary_states(cluster, [j.uid for j in jobs])
+        again = {uid for uid, state in states.items() if state is SummaryState.REMEASURE}
         windows = [
             window
             for job in jobs
@@ -150,23 +156,36 @@ class UsageCollector:
             self.stats.failed_rounds += 1
             self.stats.errors = [*self.stats.errors[-9:], str(exc)]
             log.warning("usage round for %d job(s) failed: %s", len(jobs), exc)
-            return await self._after_failure(jobs, pods, now, exc)
+            return await self._after_failure(jobs, pods, again, now, exc)
         finally:
             if self.telemetry is not None and windows:
                 # One batched round queries every metric; its duration is what bounds the summaries.
                 self.telemetry.prometheus_query_seconds.labels("round").observe(time.monotonic() - began)
         for job in jobs:
-            await self._settle(job, pods.get(job.uid, []), measured, now, None)
+            await self._settle(job, pods.get(job.uid, []), measured, now, None, remeasured=job.uid in again)
         self.stats.jobs_summarized += len(jobs)
         return len(jobs)
 
     async def _after_failure(
-        self, jobs: list[JobRecord], pods: Mapping[str, list[PodRecord]], now: datetime, exc: PrometheusError
+        self,
+        jobs: list[JobRecord],
+        pods: Mapping[str, list[PodRecord]],
+        again: set[str],
+        now: datetime,
+        exc: PrometheusError,
     ) -> int:
         settled = 0
         for job in jobs:
             ended = job.finished_at or now
             age = (now - ended).total_seconds()
+            if job.uid in again:
+                # Already summarized with figures missing: try later, or stop trying.
+                if age >= self.options.remeasure_for_seconds or not exc.retryable:
+                    await self.store.set_summary_state(job.cluster, job.uid, SummaryState.SUMMARIZED)
+                else:
+                    later = now + timedelta(seconds=self.options.remeasure_every_seconds)
+                    await self.store.reschedule_usage(job.cluster, job.uid, later)
+                continue
             if age >= self.options.give_up_after_seconds or not exc.retryable:
                 await self._settle(job, pods.get(job.uid, []), {}, now, MissingReason.PROMETHEUS_UNAVAILABLE)
                 self.stats.jobs_given_up += 1
@@ -183,6 +202,8 @@ class UsageCollector:
         measured: Mapping[str, PodMeasurement],
         now: datetime,
         missing: MissingReason | None,
+        *,
+        remeasured: bool = False,
     ) -> None:
         gpus = [g for p in pods if p.uid in measured for g in measured[p.uid].gpus]
         pod_usage = [measured[p.uid].pod for p in pods if p.uid in measured]
@@ -198,8 +219,16 @@ class UsageCollector:
         )
         history = await self._history(job, now)
         recs = recommend(job, usage, pods, history, self.policy, now)
-        notifications = await self.plan(job, now)
-        added = await self.store.complete_summary(job.cluster, job.uid, usage, recs, notifications)
+        # A job measured again was already summarized: its rows exist, planning again adds nothing.
+        notifications = [] if remeasured else await self.plan(job, now)
+        if missing is None:
+            state, remeasure_at = SummaryState.SUMMARIZED, None
+        else:
+            state = SummaryState.REMEASURE
+            remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
+        added = await self.store.complete_summary(
+            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
+        )
         self.stats.notifications_planned += added
         if self.telemetry is not None:
             self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()

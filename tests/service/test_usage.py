@@ -154,4 +154,26 @@ async def test_outage_is_retried_then_given_up_with_the_reason(store: Store) -> 
     assert usage.reason_for("memory_peak_bytes") is MissingReason.PROMETHEUS_UNAVAILABLE
     assert usage.gpu_minutes == 4 * 59.5  # held time comes from timestamps, not from Prometheus
     assert await store.recommendations_of("test", uid) == []
+    assert await store.summary_state("test", uid) is SummaryState.REMEASURE
+    assert coll.stats.notifications_planned == 1
+
+    # Prometheus is back: the next re-measure fills the figures in and advises; nothing is re-sent.
+    coll.source = FakeSource([80.0, 70.0, 0.0, 0.0], 6 * GIB)
+    assert await coll.run_once(late + timedelta(minutes=10)) == 0  # not due yet (every 15 min)
+    assert await coll.run_once(late + timedelta(minutes=16)) == 1
+    usage = await store.get_usage("test", uid)
+    assert usage is not None and usage.gpus_idle == 2 and usage.memory_peak_bytes == 6 * GIB
+    assert usage.missing == ()
+    assert await store.recommendations_of("test", uid) != []
+    assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+    assert coll.stats.notifications_planned == 1
+
+
+async def test_remeasuring_stops_after_a_day(store: Store) -> None:
+    (uid,) = await ingest(store, ["never-back"])
+    end = T0 + timedelta(hours=1, seconds=2)
+    coll = collector(store, FakeSource([50.0], GIB, fail=True), end)
+    assert await coll.run_once(end + timedelta(seconds=1801)) == 1
+    assert await store.summary_state("test", uid) is SummaryState.REMEASURE
+    assert await coll.run_once(end + timedelta(days=1, minutes=1)) == 0
     assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED

@@ -42,7 +42,13 @@ class SummaryState(enum.StrEnum):
     NONE = "none"  # not finished, or finished but not yet recorded as terminal
     AWAITING_USAGE = "awaiting_usage"  # finished; usage collection pending (see claim_usage_due)
     SUMMARIZED = "summarized"  # its notifications are in the outbox
+    # Summarized with figures missing (Prometheus was away); measured again until it answers.
+    REMEASURE = "remeasure"
     SILENT = "silent"  # finished, recorded, deliberately not summarized (too old, opted out)
+
+
+# States whose usage is (again) due for measurement.
+_MEASURABLE = (SummaryState.AWAITING_USAGE.value, SummaryState.REMEASURE.value)
 
 
 class RecordNotFound(LookupError):
@@ -260,7 +266,7 @@ async def claim_usage_due(
 ) -> list[JobRecord]:
     due = (
         sa.select(jobs.c.cluster, jobs.c.uid)
-        .where(jobs.c.summary_state == SummaryState.AWAITING_USAGE.value, jobs.c.usage_due_at <= now)
+        .where(jobs.c.summary_state.in_(_MEASURABLE), jobs.c.usage_due_at <= now)
         .order_by(jobs.c.usage_due_at, jobs.c.cluster, jobs.c.uid)
         .limit(limit)
         .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
@@ -282,21 +288,37 @@ async def reschedule_usage(conn: AsyncConnection, cluster: str, uid: str, due_at
         .where(
             jobs.c.cluster == cluster,
             jobs.c.uid == uid,
-            jobs.c.summary_state == SummaryState.AWAITING_USAGE.value,
+            jobs.c.summary_state.in_(_MEASURABLE),
         )
         .values(usage_due_at=due_at)
     )
     return result.rowcount == 1
 
 
-async def set_summary_state(conn: AsyncConnection, cluster: str, uid: str, state: SummaryState) -> None:
+async def set_summary_state(
+    conn: AsyncConnection, cluster: str, uid: str, state: SummaryState, usage_due_at: datetime | None = None
+) -> None:
+    """Sets where the job stands; `usage_due_at` is kept only for states that are measured again."""
+    due = usage_due_at if state.value in _MEASURABLE else None
     result = await conn.execute(
         sa.update(jobs)
         .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
-        .values(summary_state=state.value, usage_due_at=None)
+        .values(summary_state=state.value, usage_due_at=due)
     )
     if result.rowcount != 1:
         raise RecordNotFound(f"job {cluster}/{uid} is not stored")
+
+
+async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
+    found: dict[str, SummaryState] = {}
+    for chunk in chunks(list(dict.fromkeys(uids))):
+        result = await conn.execute(
+            sa.select(jobs.c.uid, jobs.c.summary_state).where(
+                jobs.c.cluster == cluster, jobs.c.uid.in_(chunk)
+            )
+        )
+        found.update({row.uid: SummaryState(row.summary_state) for row in result})
+    return found
 
 
 async def summary_state(conn: AsyncConnection, cluster: str, uid: str) -> SummaryState | None:

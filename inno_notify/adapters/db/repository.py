@@ -218,6 +218,14 @@ class Store:
         async with self._engine.begin() as conn:
             return await jobs.reschedule_usage(conn, cluster, uid, due_at)
 
+    async def set_summary_state(self, cluster: str, uid: str, state: SummaryState) -> None:
+        async with self._engine.begin() as conn:
+            await jobs.set_summary_state(conn, cluster, uid, state)
+
+    async def summary_states(self, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
+        async with self._engine.connect() as conn:
+            return await jobs.summary_states(conn, cluster, uids)
+
     async def summary_state(self, cluster: str, uid: str) -> SummaryState | None:
         async with self._engine.connect() as conn:
             return await jobs.summary_state(conn, cluster, uid)
@@ -252,14 +260,15 @@ class Store:
         recommendations: Sequence[Recommendation],
         notifications: Sequence[Notification],
         state: SummaryState = SummaryState.SUMMARIZED,
+        remeasure_at: datetime | None = None,
     ) -> int:
         """Stores a job's usage and advice, sets its summary state and enqueues its notifications,
         all in one transaction: a summary is either wholly planned or not at all. Returns how many
-        notifications were new."""
+        notifications were new. With state REMEASURE the job is measured again from `remeasure_at`."""
         async with self._engine.begin() as conn:
             await jobs.save_usage(conn, cluster, uid, usage)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
-            await jobs.set_summary_state(conn, cluster, uid, state)
+            await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at)
             return await outbox.enqueue(conn, notifications)
 
     async def save_usage(self, cluster: str, uid: str, usage: Usage) -> None:
