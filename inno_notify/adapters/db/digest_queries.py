@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -94,7 +94,10 @@ def _week_rows(
     end: datetime,
     days: Sequence[datetime],
 ) -> sa.CTE:
-    """The GPU jobs of the week and the week before, each read once, with what the aggregates need."""
+    """The GPU jobs of the week and the week before, each read once, with what the aggregates need.
+
+    Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), so
+    Postgres reads the jobs from the index alone; only usage is reached row by row, by its key."""
     # days[1..6] are the local midnights inside the week; the week filter bounds days[0] and days[7].
     day = sa.case(
         *[
@@ -112,6 +115,8 @@ def _week_rows(
     return (
         sa.select(
             sa.case((jobs.c.finished_at >= sa.literal(start, UTCDateTime()), 1), else_=0).label("current"),
+            jobs.c.cluster,
+            jobs.c.uid,
             jobs.c.owner,
             day.label("day"),
             jobs.c.status,
@@ -131,7 +136,7 @@ def _week_rows(
     )
 
 
-def _aggregates(week: sa.CTE, *, percentiles: bool) -> list[sa.Label[Any]]:
+def _aggregates(week: sa.CTE, *, percentiles: bool) -> dict[str, sa.ColumnElement[Any]]:
     c = week.c
     p50: sa.ColumnElement[Any]
     p95: sa.ColumnElement[Any]
@@ -140,27 +145,25 @@ def _aggregates(week: sa.CTE, *, percentiles: bool) -> list[sa.Label[Any]]:
         p95 = sa.func.percentile_cont(0.95).within_group(c.queue_seconds)
     else:
         p50 = p95 = _null(sa.Double())
-    return [
-        sa.func.count().label("jobs"),
-        _count_if(c.gpu_minutes.is_(None)).label("jobs_unmeasured"),
-        _count_if(c.status == JobStatus.SUCCEEDED.value).label("succeeded"),
-        _count_if(c.status == JobStatus.FAILED.value).label("failed"),
-        _count_if(c.exit_reason == "OOMKilled").label("oom"),
-        sa.func.sum(c.gpu_minutes).label("gpu_minutes"),
-        sa.func.sum(c.used_gpu_minutes).label("used_gpu_minutes"),
-        sa.func.sum(sa.case((c.used_gpu_minutes.is_not(None), c.gpu_minutes))).label(
-            "used_basis_gpu_minutes"
-        ),
+    return {
+        "jobs": sa.func.count(),
+        "jobs_unmeasured": _count_if(c.gpu_minutes.is_(None)),
+        "succeeded": _count_if(c.status == JobStatus.SUCCEEDED.value),
+        "failed": _count_if(c.status == JobStatus.FAILED.value),
+        "oom": _count_if(c.exit_reason == "OOMKilled"),
+        "gpu_minutes": sa.func.sum(c.gpu_minutes),
+        "used_gpu_minutes": sa.func.sum(c.used_gpu_minutes),
+        "used_basis_gpu_minutes": sa.func.sum(sa.case((c.used_gpu_minutes.is_not(None), c.gpu_minutes))),
         # A day's used GPU-minutes are known only if known for every job that day.
-        sa.case(
+        "used_all_known": sa.case(
             (sa.func.count(c.used_gpu_minutes) == sa.func.count(), sa.func.sum(c.used_gpu_minutes))
-        ).label("used_all_known"),
-        sa.func.sum(c.idle_gpu_minutes).label("idle_gpu_minutes"),
-        sa.func.sum(c.memory_requested).label("memory_requested_gib_hours"),
-        sa.func.sum(c.memory_peak).label("memory_peak_gib_hours"),
-        p50.label("queue_p50"),
-        p95.label("queue_p95"),
-    ]
+        ),
+        "idle_gpu_minutes": sa.func.sum(c.idle_gpu_minutes),
+        "memory_requested_gib_hours": sa.func.sum(c.memory_requested),
+        "memory_peak_gib_hours": sa.func.sum(c.memory_peak),
+        "queue_p50": p50,
+        "queue_p95": p95,
+    }
 
 
 _TOTALS = (
@@ -177,15 +180,146 @@ _TOTALS = (
     "memory_peak_gib_hours",
 )
 
+# The one result set every part of the statement fills: each part sets its own columns and leaves
+# the others NULL (UNION ALL needs the same columns, of the same types, in every part).
+_COLUMNS: dict[str, Any] = {
+    "part": sa.String(),
+    "current": sa.Integer(),
+    "owner": sa.String(),
+    "day": sa.Integer(),
+    **dict.fromkeys(("jobs", "jobs_unmeasured", "succeeded", "failed", "oom"), sa.BigInteger()),
+    **dict.fromkeys(
+        (*_TOTALS[5:], "used_all_known", "queue_p50", "queue_p95", "waste_gpu_minutes", "queue_seconds"),
+        sa.Double(),
+    ),
+    **dict.fromkeys(("cluster", "uid", "namespace", "name", "kind", "severity", "message"), sa.String()),
+}
+
+
+def _part(name: str, given: dict[str, sa.ColumnElement[Any]]) -> sa.Select[Any]:
+    given = {"part": sa.literal(name, sa.String()), **given}
+    return sa.select(*[given.get(key, _null(type_)).label(key) for key, type_ in _COLUMNS.items()])
+
+
+def _top_waste(week: sa.CTE) -> sa.Select[Any]:
+    """The jobs of the week whose largest recommendation wastes the most GPU-minutes.
+
+    Ties at the last place all come along (rank(), not row_number()), so the domain can break them
+    by namespace and name as it orders the list; namespace and name, which the index does not
+    carry, are read from the table for those few jobs only."""
+    rec = recommendations
+    per_job = (
+        sa.select(
+            week.c.cluster,
+            week.c.uid,
+            week.c.owner,
+            rec.c.waste_gpu_minutes,
+            rec.c.kind,
+            rec.c.severity,
+            rec.c.message,
+            sa.func.row_number()
+            .over(
+                partition_by=(week.c.cluster, week.c.uid),
+                order_by=(rec.c.waste_gpu_minutes.desc(), rec.c.position),
+            )
+            .label("per_job"),
+        )
+        .select_from(week.join(rec, sa.and_(rec.c.cluster == week.c.cluster, rec.c.job_uid == week.c.uid)))
+        .where(week.c.current == 1, rec.c.waste_gpu_minutes > 0)
+        .subquery("per_job")
+    )
+    best = (
+        sa.select(
+            *[c for c in per_job.c if c.name != "per_job"],
+            sa.func.rank().over(order_by=per_job.c.waste_gpu_minutes.desc()).label("place"),
+        )
+        .where(per_job.c.per_job == 1)
+        .subquery("best")
+    )
+    return (
+        _part(
+            "waste",
+            {
+                "current": sa.literal(1),
+                "owner": best.c.owner,
+                "cluster": best.c.cluster,
+                "uid": best.c.uid,
+                "namespace": jobs.c.namespace,
+                "name": jobs.c.name,
+                "waste_gpu_minutes": best.c.waste_gpu_minutes,
+                "kind": best.c.kind,
+                "severity": best.c.severity,
+                "message": best.c.message,
+            },
+        )
+        .select_from(best.join(jobs, sa.and_(jobs.c.cluster == best.c.cluster, jobs.c.uid == best.c.uid)))
+        .where(best.c.place <= TOP_WASTE)
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class _Aggregated:
     current: TeamTotals
     previous: TeamTotals
-    people: tuple[PersonRow, ...]
-    daily: tuple[DailyRow, ...]
-    queue_p50: float | None
-    queue_p95: float | None
+    people: tuple[PersonRow, ...] = ()
+    daily: tuple[DailyRow, ...] = ()
+    top_waste: tuple[WasteRow, ...] = ()
+    queue_p50: float | None = None
+    queue_p95: float | None = None
+    # SQLite, which has no percentile function: the queue waits themselves.
+    queue_seconds: tuple[float, ...] | None = None
+
+
+def _statement(
+    conn: AsyncConnection,
+    cluster: str | None,
+    team: str,
+    previous_start: datetime,
+    start: datetime,
+    end: datetime,
+    days: Sequence[datetime],
+    *,
+    details: bool,
+) -> sa.CompoundSelect[Any]:
+    """Everything a digest needs as one statement, so that it costs one round trip: the week's rows
+    are read once (a CTE) and grouped per week, per person, and per person and day, and the top
+    waste (and, on SQLite, the queue waits) come along as parts of one UNION ALL."""
+    week = _week_rows(conn, cluster, team, previous_start, start, end, days)
+    postgres = conn.dialect.name == "postgresql"
+    owner, day = week.c.owner, week.c.day
+    parts = [
+        _part(
+            "total",
+            {"current": week.c.current, **_aggregates(week, percentiles=postgres)},
+        ).group_by(week.c.current)
+    ]
+    if details:
+        parts += [
+            _part(
+                "person", {"current": sa.literal(1), "owner": owner, **_aggregates(week, percentiles=False)}
+            )
+            .where(week.c.current == 1)
+            .group_by(owner),
+            _part(
+                "day",
+                {
+                    "current": sa.literal(1),
+                    "owner": owner,
+                    "day": day,
+                    **_aggregates(week, percentiles=False),
+                },
+            )
+            .where(week.c.current == 1, week.c.gpu_minutes.is_not(None))
+            .group_by(owner, day),
+            _top_waste(week),
+        ]
+        if not postgres:
+            parts.append(
+                _part("queue", {"current": sa.literal(1), "queue_seconds": week.c.queue_seconds}).where(
+                    week.c.current == 1, week.c.queue_seconds.is_not(None)
+                )
+            )
+    return sa.union_all(*parts)
 
 
 async def _aggregate(
@@ -196,43 +330,23 @@ async def _aggregate(
     start: datetime,
     end: datetime,
     days: Sequence[datetime],
+    *,
+    details: bool = True,
 ) -> _Aggregated:
-    """Totals of both weeks, per-person lines and per-person local days, in one statement: the
-    week's rows are read once (a CTE) and grouped three ways (UNION ALL)."""
-    week = _week_rows(conn, cluster, team, previous_start, start, end, days)
-    postgres = conn.dialect.name == "postgresql"
-    owner, day = week.c.owner, week.c.day
-    query = sa.union_all(
-        sa.select(
-            sa.literal("total").label("part"),
-            week.c.current,
-            _null(sa.String()).label("owner"),
-            _null(sa.Integer()).label("day"),
-            *_aggregates(week, percentiles=postgres),
-        ).group_by(week.c.current),
-        sa.select(
-            sa.literal("person"),
-            sa.literal(1),
-            owner,
-            _null(sa.Integer()),
-            *_aggregates(week, percentiles=False),
-        )
-        .where(week.c.current == 1)
-        .group_by(owner),
-        sa.select(sa.literal("day"), sa.literal(1), owner, day, *_aggregates(week, percentiles=False))
-        .where(week.c.current == 1, week.c.gpu_minutes.is_not(None))
-        .group_by(owner, day),
-    )
+    query = _statement(conn, cluster, team, previous_start, start, end, days, details=details)
     totals = {0: TeamTotals(), 1: TeamTotals()}
     people: list[PersonRow] = []
     daily: list[DailyRow] = []
+    waste: list[WasteRow] = []
+    queue: list[float] = []
     p50 = p95 = None
     for row in (await conn.execute(query)).mappings():
-        if row["part"] == "total":
+        part = row["part"]
+        if part == "total":
             totals[row["current"]] = TeamTotals(**{name: row[name] for name in _TOTALS})
             if row["current"] == 1:
                 p50, p95 = row["queue_p50"], row["queue_p95"]
-        elif row["part"] == "person":
+        elif part == "person":
             people.append(
                 PersonRow(
                     row["owner"],
@@ -243,15 +357,22 @@ async def _aggregate(
                     row["used_basis_gpu_minutes"],
                 )
             )
-        else:
+        elif part == "day":
             daily.append(DailyRow(row["owner"], row["day"], row["gpu_minutes"], row["used_all_known"]))
+        elif part == "waste":
+            waste.append(WasteRow(**{f.name: row[f.name] for f in fields(WasteRow)}))
+        else:
+            # julianday() keeps ~10 µs; round so the figures match Postgres' exact microseconds.
+            queue.append(round(float(row["queue_seconds"]), 3))
     return _Aggregated(
         totals[1],
         totals[0],
         tuple(people),
         tuple(daily),
+        tuple(waste),
         None if p50 is None else float(p50),
         None if p95 is None else float(p95),
+        None if conn.dialect.name == "postgresql" else tuple(sorted(queue)),
     )
 
 
@@ -260,49 +381,8 @@ async def team_totals(
 ) -> TeamTotals:
     """The team's sums over the GPU jobs that finished in [start, end) (no local days needed)."""
     async with _connection(source) as conn:
-        return (await _aggregate(conn, cluster, team, start, start, end, [start] * 7 + [end])).current
-
-
-async def _top_waste(
-    conn: AsyncConnection, conditions: Sequence[sa.ColumnElement[bool]], limit: int
-) -> tuple[WasteRow, ...]:
-    rank = (
-        sa.func.row_number()
-        .over(
-            partition_by=(recommendations.c.cluster, recommendations.c.job_uid),
-            order_by=(recommendations.c.waste_gpu_minutes.desc(), recommendations.c.position),
-        )
-        .label("rank")
-    )
-    ranked = (
-        sa.select(
-            jobs.c.cluster,
-            jobs.c.uid,
-            jobs.c.namespace,
-            jobs.c.name,
-            jobs.c.owner,
-            recommendations.c.waste_gpu_minutes,
-            recommendations.c.kind,
-            recommendations.c.severity,
-            recommendations.c.message,
-            rank,
-        )
-        .select_from(
-            jobs.join(
-                recommendations,
-                sa.and_(recommendations.c.cluster == jobs.c.cluster, recommendations.c.job_uid == jobs.c.uid),
-            )
-        )
-        .where(*conditions, recommendations.c.waste_gpu_minutes > 0)
-        .subquery()
-    )
-    query = (
-        sa.select(*[c for c in ranked.c if c.name != "rank"])
-        .where(ranked.c.rank == 1)
-        .order_by(ranked.c.waste_gpu_minutes.desc(), ranked.c.namespace, ranked.c.name, ranked.c.uid)
-        .limit(limit)
-    )
-    return tuple(WasteRow(**dict(row)) for row in (await conn.execute(query)).mappings())
+        days = [start] * 7 + [end]
+        return (await _aggregate(conn, cluster, team, start, start, end, days, details=False)).current
 
 
 def _queue_seconds(conn: AsyncConnection) -> sa.ColumnElement[float]:
@@ -317,17 +397,6 @@ def _queue_seconds(conn: AsyncConnection) -> sa.ColumnElement[float]:
     return sa.case((seconds < 0, 0.0), else_=seconds)
 
 
-async def _sorted_queue_seconds(
-    conn: AsyncConnection, conditions: Sequence[sa.ColumnElement[bool]]
-) -> tuple[float, ...]:
-    """For SQLite, which has no percentile function: the one narrow column, sorted by the database."""
-    seconds = _queue_seconds(conn)
-    known = [*conditions, jobs.c.first_scheduled_at.is_not(None), jobs.c.created_at.is_not(None)]
-    rows = await conn.execute(sa.select(seconds).where(*known).order_by(seconds))
-    # julianday() keeps ~10 µs; round so the figures match Postgres' exact microseconds.
-    return tuple(round(float(v), 3) for (v,) in rows)
-
-
 async def team_week(
     source: Connectable,
     cluster: str | None,
@@ -337,27 +406,26 @@ async def team_week(
     days: Sequence[datetime],
     previous_start: datetime | None = None,
 ) -> DigestRows:
-    """All the aggregates of one team's week; `days` are the 8 local-day boundaries (day_bounds).
-    With `previous_start`, the totals of [previous_start, start) come along as `previous`."""
+    """All the aggregates of one team's week, in one statement; `days` are the 8 local-day boundaries
+    (day_bounds). With `previous_start`, the totals of [previous_start, start) come along as
+    `previous`."""
     if len(days) != 8 or days[0] != start or days[-1] != end:
         raise ValueError("days must be the week's 8 local-day boundaries, from start to end")
-    conditions = _week_jobs(cluster, team, start, end)
     async with _connection(source) as conn:
         agg = await _aggregate(conn, cluster, team, previous_start or start, start, end, days)
-        previous = agg.previous if previous_start is not None else None
-        if agg.current.jobs == 0:
-            return DigestRows(agg.current, previous=previous)
-        postgres = conn.dialect.name == "postgresql"
-        return DigestRows(
-            totals=agg.current,
-            people=agg.people,
-            daily=agg.daily,
-            top_waste=await _top_waste(conn, conditions, TOP_WASTE),
-            queue_p50_seconds=agg.queue_p50,
-            queue_p95_seconds=agg.queue_p95,
-            queue_seconds_sorted=None if postgres else await _sorted_queue_seconds(conn, conditions),
-            previous=previous,
-        )
+    previous = agg.previous if previous_start is not None else None
+    if agg.current.jobs == 0:
+        return DigestRows(agg.current, previous=previous)
+    return DigestRows(
+        totals=agg.current,
+        people=agg.people,
+        daily=agg.daily,
+        top_waste=agg.top_waste,
+        queue_p50_seconds=agg.queue_p50,
+        queue_p95_seconds=agg.queue_p95,
+        queue_seconds_sorted=agg.queue_seconds,
+        previous=previous,
+    )
 
 
 async def load_digest(
