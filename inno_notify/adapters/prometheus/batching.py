@@ -10,6 +10,7 @@ the URL even with POST, so a bucket's pod regex is split into chunks that keep U
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,16 +48,20 @@ class Bucket:
 def plan_buckets(targets: Sequence[PodWindow], *, scrape_seconds: float, gap_seconds: float) -> list[Bucket]:
     """Group pods by end time: consecutive ends further apart than ``gap_seconds`` start a new bucket."""
     groups: list[list[PodWindow]] = []
+    names: set[tuple[str, str]] = set()  # (namespace, pod) in the last group
     for target in sorted(targets, key=lambda t: (t.held_until, t.uid)):
         last = groups[-1] if groups else None
+        name = (target.namespace, target.pod)
         if (
             last is not None
             and (target.held_until - last[-1].held_until).total_seconds() <= gap_seconds
-            and not any(p.namespace == target.namespace and p.pod == target.pod for p in last)
+            and name not in names
         ):
             last.append(target)
         else:
             groups.append([target])
+            names = set()
+        names.add(name)
     return [Bucket(window=window_for(group, scrape_seconds), pods=tuple(group)) for group in groups]
 
 
@@ -122,7 +127,9 @@ _NS_MARK = "NSREGEXMARK"
 _SEPARATOR = len(quote_plus("|"))
 
 
+@functools.lru_cache(maxsize=65536)
 def _encoded(name: str) -> int:
+    # Asked once per pod and query kind in every round: the same names come back each time.
     return len(quote_plus(regex_alternation([name])))
 
 

@@ -108,13 +108,22 @@ class UsageMeter:
             for _pods, promql in self._chunks(bucket.pods, build):
                 jobs.append((kind, promql))
         by_kind = await self._run(jobs)
-        # Second step, only for pods with several container series: their peak is a sum at one instant.
-        multi = _multi_container(bucket.pods, by_kind.get("mem", []), self._cadvisor)
-        if multi:
-            summed = functools.partial(q.pod_memory_summed, self._cadvisor)
-            by_kind.update(
-                await self._run([("mem_sum", promql) for _, promql in self._chunks(multi, summed)])
+        # Second step, only for pods with several container series: their memory peak and CPU p95
+        # are of sums at one instant, which cost a subquery each.
+        cad = self._cadvisor
+        second: list[tuple[str, str]] = []
+        mem_multi = _multi_series(bucket.pods, by_kind.get("mem", []), cad)
+        if mem_multi:
+            summed = functools.partial(q.pod_memory_summed, cad)
+            second += [("mem_sum", promql) for _, promql in self._chunks(mem_multi, summed)]
+        cpu_multi = _multi_series(bucket.pods, by_kind.get("cpu", []), cad)
+        if cpu_multi:
+            cpu_summed: Callable[[str, str, q.Window], str] = lambda pods, ns, w: q.pod_cpu_summed(  # noqa: E731
+                cad, pods, ns, w, rate_seconds
             )
+            second += [("cpu_sum", promql) for _, promql in self._chunks(cpu_multi, cpu_summed)]
+        if second:
+            by_kind.update(await self._run(second))
         return self._assemble(bucket.pods, dcgm, by_kind)
 
     async def _run(self, jobs: list[tuple[str, str]]) -> dict[str, list[Sample]]:
@@ -156,25 +165,27 @@ class UsageMeter:
     def _assemble(
         self, pods: Iterable[PodWindow], dcgm: q.DcgmSelector, by_kind: Mapping[str, list[Sample]]
     ) -> dict[str, PodMeasurement]:
+        # Runs on the event loop for every answer row of a round: plain loops and local names.
         by_name = {(p.namespace, p.pod): p for p in pods}
         gpu_stats: dict[str, dict[_GpuKey, dict[str, _Stats]]] = defaultdict(lambda: defaultdict(dict))
         gpu_info: dict[_GpuKey, Mapping[str, str]] = {}
+        ns_label, pod_label, hosts = dcgm.namespace_label, dcgm.pod_label, dcgm.hostname_labels
         for kind in ("prof", "util", "fb"):
-            for sample in by_kind.get(kind, []):
+            for sample in by_kind.get(kind, ()):
                 labels = sample["metric"]
-                target = by_name.get((labels.get(dcgm.namespace_label, ""), labels.get(dcgm.pod_label, "")))
+                target = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
                 value = _value(sample)
                 if target is None or value is None:
                     continue
-                key = _gpu_key(labels, dcgm.hostname_labels)
+                key = _gpu_key(labels, hosts)
                 gpu_info.setdefault(key, labels)
                 gpu_stats[target.uid][key].setdefault(kind, {})[labels.get(q.STAT, "")] = value
 
         pod_stats: dict[str, _Stats] = defaultdict(dict)
         reused: set[str] = set()
         cad = self._cadvisor
-        for kind in ("mem", "mem_sum", "cpu"):
-            for sample in by_kind.get(kind, []):
+        for kind in ("mem", "mem_sum", "cpu", "cpu_sum"):
+            for sample in by_kind.get(kind, ()):
                 labels = sample["metric"]
                 target = by_name.get((labels.get(cad.namespace_label, ""), labels.get(cad.pod_label, "")))
                 value = _value(sample)
@@ -184,16 +195,25 @@ class UsageMeter:
                 if uid and uid != target.uid:
                     reused.add(target.uid)  # another pod had the same name within the range
                     continue
-                pod_stats[target.uid][f"{kind}.{labels.get(q.STAT, '')}"] = value
+                stats = pod_stats[target.uid]
+                name = f"{kind}.{labels.get(q.STAT, '')}"
+                if q.STAT_VALUE in labels:
+                    # count_values: the per-series figure is the label, the value how many series had it.
+                    stats[name + ".series"] = stats.get(name + ".series", 0.0) + value
+                    per_series = _parse(labels[q.STAT_VALUE])
+                    if per_series is not None:
+                        stats[name] = max(stats.get(name, per_series), per_series)
+                else:
+                    stats[name] = value
         for uid in reused:
             # Figures grouped by name alone may mix the two pods: better none than a wrong one.
-            for stat in ("mem_sum.peak", "cpu.p95"):
+            for stat in ("mem_sum.peak", "cpu.p95", "cpu_sum.p95"):
                 pod_stats[uid].pop(stat, None)
 
         results = {}
         for target in by_name.values():
             gpus = tuple(
-                _gpu_usage(target, key, gpu_info[key], stats, dcgm.hostname_labels)
+                _gpu_usage(target, key, gpu_info[key], stats)
                 for key, stats in sorted(gpu_stats.get(target.uid, {}).items())
             )
             if target.uid in reused:
@@ -212,31 +232,26 @@ class UsageMeter:
 
 def _value(sample: Sample) -> float | None:
     try:
-        value = float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
+        return _parse(sample["value"][1])
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _parse(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
         return None
     return None if math.isnan(value) else value
 
 
-def _first(labels: Mapping[str, str], names: Iterable[str]) -> str:
-    return next((labels[n] for n in names if labels.get(n)), "")
-
-
 def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuKey:
-    return (
-        _first(labels, hostname_labels),
-        labels.get("gpu", ""),
-        labels.get("UUID", ""),
-        labels.get("GPU_I_ID", ""),
-    )
+    host = next((labels[n] for n in hostname_labels if labels.get(n)), "")
+    return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
 
 
 def _gpu_usage(
-    target: PodWindow,
-    key: _GpuKey,
-    labels: Mapping[str, str],
-    stats: Mapping[str, _Stats],
-    hostname_labels: Iterable[str],
+    target: PodWindow, key: _GpuKey, labels: Mapping[str, str], stats: Mapping[str, _Stats]
 ) -> GpuUsage:
     host, index, uuid, instance = key
     # GR_ENGINE_ACTIVE is the better measure where present (and the only one on MIG instances).
@@ -247,7 +262,9 @@ def _gpu_usage(
     if instance:
         name += f"/mig{instance}"
     used_peak = fb.get("used_peak")
-    total = fb.get("total")
+    free_min = fb.get("free_min")
+    # used + free is constant: at the instant used peaked, free was at its least.
+    total = None if used_peak is None or free_min is None else used_peak + free_min
     return GpuUsage(
         pod_uid=target.uid,
         pod_name=target.pod,
@@ -264,22 +281,31 @@ def _gpu_usage(
     )
 
 
-def _multi_container(
+def _multi_series(
     pods: Iterable[PodWindow], answers: Iterable[Sample], sel: q.CadvisorSelector
 ) -> list[PodWindow]:
-    """Pods with more than one container series (sidecars, restarts), in the order given."""
-    counts: dict[tuple[str, str], float] = {}
+    """Pods with more than one container series (sidecars, restarts), in the order given: the
+    ``count_values`` rows of an answer, their counts added per pod UID."""
+    counts: dict[tuple[str, str, str], float] = defaultdict(float)
     for sample in answers:
         labels = sample["metric"]
-        if labels.get(q.STAT) == "series":
-            key = (labels.get(sel.namespace_label, ""), labels.get(sel.pod_label, ""))
-            counts[key] = max(counts.get(key, 0.0), _value(sample) or 0.0)
-    return [p for p in pods if counts.get((p.namespace, p.pod), 0) > 1]
+        if q.STAT_VALUE in labels:
+            key = (
+                labels.get(sel.namespace_label, ""),
+                labels.get(sel.pod_label, ""),
+                labels.get(q.UID_LABEL, ""),
+            )
+            counts[key] += _value(sample) or 0.0
+    most: dict[tuple[str, str], float] = {}
+    for (namespace, pod, _uid), n in counts.items():
+        most[(namespace, pod)] = max(most.get((namespace, pod), 0.0), n)
+    return [p for p in pods if most.get((p.namespace, p.pod), 0) > 1]
 
 
 def _pod_usage(target: PodWindow, stats: Mapping[str, float]) -> PodUsage:
-    series = stats.get("mem.series", 0)
+    series = stats.get("mem.samples.series", 0)
     peak = stats.get("mem.series_peak") if series == 1 else stats.get("mem_sum.peak")
+    p95 = stats.get("cpu.p95") if stats.get("cpu.p95.series", 0) == 1 else stats.get("cpu_sum.p95")
     seconds = stats.get("cpu.seconds")
     held = target.held_seconds
     return PodUsage(
@@ -287,7 +313,7 @@ def _pod_usage(target: PodWindow, stats: Mapping[str, float]) -> PodUsage:
         pod_name=target.pod,
         memory_peak_bytes=None if peak is None else round(peak),
         cpu_cores_mean=None if seconds is None or held <= 0 else seconds / held,
-        cpu_cores_p95=stats.get("cpu.p95"),
+        cpu_cores_p95=p95,
         cpu_throttled_seconds=stats.get("cpu.throttled"),
         samples=int(stats.get("mem.samples", 0)),
     )

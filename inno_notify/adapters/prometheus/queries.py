@@ -6,6 +6,11 @@ held its resources, and ``@ T`` pins the evaluation to just after the batch ende
 query runs does not matter). Several statistics of one family come back in one answer, told apart
 by a ``stat`` label added with ``label_replace``. The range of a selector only finds samples while
 the pod's labels existed, so a range longer than one pod's lifetime does not dilute its figures.
+
+What a query costs is mostly how often it reads the samples in its range: PromQL evaluates every
+selector on its own, so each statistic of one series is one more read. The builders keep reads to
+what the figures need; where two figures come from one read, ``count_values`` carries them (the
+value in the ``STAT_VALUE`` label, exact: Prometheus writes it in shortest round-trip form).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ UID_LABEL = "pod_uid"
 # dcgm-exporter labels that identify one GPU or MIG instance and describe it.
 GPU_IDENTITY = ("gpu", "UUID", "modelName", "GPU_I_PROFILE", "GPU_I_ID")
 STAT = "stat"
+# count_values writes each distinct value into this label; the sample's value is how many series had it.
+STAT_VALUE = "stat_value"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +126,17 @@ def gpu_util(sel: DcgmSelector, metric: str, pods: str, namespaces: str, window:
 
 
 def gpu_memory(sel: DcgmSelector, pods: str, namespaces: str, window: Window) -> str:
-    """Peak framebuffer used, and used+free (the card's size less the reserved part), in MiB."""
+    """Peak framebuffer used and least free, in MiB: one read of each series.
+
+    used + free is constant (the card's size less the reserved part), so ``used_peak + free_min``
+    is the usable size (``measure`` adds them) without reading FB_USED a second time for its minimum.
+    """
     used = sel.selector(FB_USED, pods, namespaces) + window.range()
     free = sel.selector(FB_FREE, pods, namespaces) + window.range()
     by = sel.group_by()
-    # used + free is constant, so min(used) + max(free) is that constant without a subquery.
     return _union(
         _tag(f"max by ({by}) (max_over_time({used}))", "used_peak"),
-        _tag(f"min by ({by}) (min_over_time({used})) + max by ({by}) (max_over_time({free}))", "total"),
+        _tag(f"min by ({by}) (min_over_time({free}))", "free_min"),
     )
 
 
@@ -151,16 +161,18 @@ class CadvisorSelector:
 
 
 def pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, window: Window) -> str:
-    """Per pod: the peak of its largest container series, how many container series it had, and
-    the scrape count. For a pod with one series the first is its peak; the others need
-    ``pod_memory_summed`` (a subquery, several times dearer), so only they pay for it."""
+    """Per pod: the peak of its largest container series (``series_peak``), and per distinct sample
+    count of its container series how many series had it (``samples``, via ``count_values``): the
+    largest count is the pod's scrape count, the sum of the values its number of series. For a pod
+    with one series the first is its peak; the others need ``pod_memory_summed`` (a subquery,
+    several times dearer), so only they pay for it. Two reads of the series, not three."""
     series = sel.selector(WORKING_SET, pods, namespaces)
     by = sel.group_by()
     per_series = sel.with_uid(f"max_over_time({series}{window.range()})")
+    counts = sel.with_uid(f"count_over_time({series}{window.range()})")
     return _union(
         _tag(f"max by ({by}) ({per_series})", "series_peak"),
-        _tag(f"count by ({by}) ({per_series})", "series"),
-        _tag(f"max by ({by}) ({sel.with_uid(f'count_over_time({series}{window.range()})')})", "samples"),
+        _tag(f'count_values by ({by}) ("{STAT_VALUE}", {counts})', "samples"),
     )
 
 
@@ -178,17 +190,35 @@ def pod_memory_summed(sel: CadvisorSelector, pods: str, namespaces: str, window:
 
 def pod_cpu(sel: CadvisorSelector, pods: str, namespaces: str, window: Window, rate_seconds: int) -> str:
     """CPU seconds used (the counters' last values: every container's counter starts at 0 with it),
-    p95 of cores over the lifetime, and CFS throttled seconds where cAdvisor reports them.
+    p95 of cores over the lifetime per container series, and CFS throttled seconds where cAdvisor
+    reports them.
 
     The p95 is over back-to-back ``rate_seconds`` windows (the subquery steps by the window, so
-    each sample counts once): the 95th percentile of the pod's per-window mean cores.
+    each sample counts once): the 95th percentile of the per-window mean cores. It comes per series
+    through ``count_values`` (value in ``STAT_VALUE``, count of series with it): for a pod with one
+    container series that is the pod's p95; only pods with several need ``pod_cpu_summed``, whose
+    ``sum by`` at every step of the subquery costs more than the rest of this query.
     """
     usage = sel.selector(CPU_USAGE, pods, namespaces)
     throttled = sel.selector(CPU_THROTTLED, pods, namespaces)
     by = sel.group_by()
-    cores = f"sum by ({sel.namespace_label}, {sel.pod_label}) (rate({usage}[{rate_seconds}s]))"
+    per_series_p95 = sel.with_uid(
+        f"quantile_over_time(0.95, rate({usage}[{rate_seconds}s]){window.subquery(rate_seconds)})"
+    )
     return _union(
         _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({usage}{window.range()})')})", "seconds"),
-        _tag(f"quantile_over_time(0.95, {cores}{window.subquery(rate_seconds)})", "p95"),
+        _tag(f'count_values by ({by}) ("{STAT_VALUE}", {per_series_p95})', "p95"),
         _tag(f"sum by ({by}) ({sel.with_uid(f'max_over_time({throttled}{window.range()})')})", "throttled"),
     )
+
+
+def pod_cpu_summed(
+    sel: CadvisorSelector, pods: str, namespaces: str, window: Window, rate_seconds: int
+) -> str:
+    """p95 of the pod's cores summed over its container series, for pods with several of them.
+
+    Grouped by name only, for the same reason as ``pod_memory_summed``.
+    """
+    usage = sel.selector(CPU_USAGE, pods, namespaces)
+    cores = f"sum by ({sel.namespace_label}, {sel.pod_label}) (rate({usage}[{rate_seconds}s]))"
+    return _tag(f"quantile_over_time(0.95, {cores}{window.subquery(rate_seconds)})", "p95")

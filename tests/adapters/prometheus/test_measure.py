@@ -219,14 +219,19 @@ async def test_reused_pod_name_is_not_mixed(
 async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) -> None:
     round_pods = cluster_prometheus.cluster.round
     counts = []
+    kinds = []
     for pods in (round_pods[:1], round_pods):
         client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url))
-        await UsageMeter(client).measure_pods([window(p) for p in pods])
+        meter = UsageMeter(client)
+        await meter.measure_pods([window(p) for p in pods])
         counts.append(client.queries_sent)
+        kinds.append(dict(meter.last_queries_by_kind))
         client.close()
     # 2 spelling probes + one query each for GR_ENGINE_ACTIVE, GPU_UTIL, FB, memory, CPU, and the
-    # summed-memory step (the first pod has two containers, as do others in the round).
-    assert counts == [8, 8]
+    # summed memory and CPU step (the first pod has two containers, as do others in the round).
+    assert counts == [9, 9]
+    expected = {"probe": 2, "prof": 1, "util": 1, "fb": 1, "mem": 1, "cpu": 1, "mem_sum": 1, "cpu_sum": 1}
+    assert kinds == [expected, expected]
 
 
 async def test_exported_label_spelling(exported_tsdb) -> None:  # type: ignore[no-untyped-def]
