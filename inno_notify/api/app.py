@@ -8,6 +8,9 @@ empty `api.listen` is how the API is switched off (see `api_enabled`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
@@ -17,16 +20,19 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 
-from inno_notify.adapters.db import Store
+from inno_notify.adapters.db import Store, create_engine
 from inno_notify.api import keys, openapi
 from inno_notify.api.auth import ApiConfigError, TokenTable, auth_middleware
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.routes import setup_routes
 from inno_notify.api.usage_cache import UsageCache
+from inno_notify.api.views import usage
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
 
-__all__ = ["ApiConfigError", "api_enabled", "create_app"]
+__all__ = ["ApiConfigError", "api_enabled", "create_api_store", "create_app"]
+
+log = logging.getLogger("inno_notify.api")
 
 USAGE_FRESH_SECONDS = 30.0
 USAGE_MAX_STALE_SECONDS = 300.0
@@ -45,6 +51,12 @@ def api_enabled(settings: ApiSettings) -> bool:
     return bool(settings.listen)
 
 
+def create_api_store(database_url: str) -> Store:
+    """A store of the API's own, without the pool's liveness ping (one round trip per request
+    saved on the hottest path); pass it to create_app with `close_store=True`."""
+    return Store(create_engine(database_url, pre_ping=False))
+
+
 def create_app(
     store: Store,
     settings: ApiSettings,
@@ -57,6 +69,7 @@ def create_app(
     monotonic: Callable[[], float] = time.monotonic,
     usage_fresh_seconds: float = USAGE_FRESH_SECONDS,
     close_store: bool = False,
+    warm_usage: bool = False,
 ) -> web.Application:
     """The REST API application.
 
@@ -64,7 +77,10 @@ def create_app(
     True}); /readyz adds the database. `metrics_registry` is what /metrics serves (default: the
     `telemetry`'s registry, else a new one with a Telemetry on it); the API times its requests on
     `api_request_seconds` of the telemetry, when it has one. With `close_store` the app disposes of the
-    store's engine when it shuts down (when the app is the store's only user).
+    store's engine when it shuts down (when the app is the store's only user). With `warm_usage`
+    the usage report of all time is computed in the background as the app starts (its task is
+    `app[keys.USAGE_WARMUP]`), so that no request waits on the first, slowest computation; it is
+    off by default because an app built before its data (tests, fresh demos) would cache nothing.
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -90,13 +106,26 @@ def create_app(
     setup_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
+        if warm_usage:
+            app[keys.USAGE_WARMUP] = asyncio.create_task(_warm_usage(app))
         yield
+        if warm_usage:
+            app[keys.USAGE_WARMUP].cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await app[keys.USAGE_WARMUP]
         await app[keys.USAGE_CACHE].close()
         if close_store:
             await store.close()
 
     app.cleanup_ctx.append(resources)
     return app
+
+
+async def _warm_usage(app: web.Application) -> None:
+    try:
+        await usage.warm(app)
+    except Exception as exc:  # the first request computes it then; the API itself is fine
+        log.warning("usage warm-up failed: %s", exc)
 
 
 def _timing_middleware(telemetry: Telemetry, monotonic: Callable[[], float]) -> Middleware:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -28,3 +29,4 @@ TELEMETRY = web.AppKey("telemetry", Telemetry)
 DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
 USAGE_CACHE = web.AppKey("usage_cache", UsageCache)
 OPENAPI = web.AppKey("openapi", bytes)
+USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")

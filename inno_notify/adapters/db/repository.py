@@ -461,3 +461,11 @@ class Store:
         """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
         async with self._read_connection() as conn:
             return await job_details.find_job_row(conn, namespace, name, uid)
+
+    async def usage_cells(
+        self, since: datetime | None = None, until: datetime | None = None, cluster: str | None = None
+    ) -> list[usage_queries.UsageCell]:
+        """Usage per (team, owner, namespace) of the jobs finished in [since, until); every grouping
+        of usage_by_group is a sum of these (usage_queries.group_cells)."""
+        async with self._engine.connect() as conn:
+            return await usage_queries.usage_cells(conn, since, until, cluster)

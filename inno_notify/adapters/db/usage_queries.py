@@ -23,13 +23,17 @@ The figures of a group:
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db.tables import jobs, usage
+
+AGGREGATION_WORK_MEM = "64MB"
 
 
 class GroupBy(enum.StrEnum):
@@ -53,35 +57,59 @@ class UsageGroup:
     memory_peak_bytes: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class UsageCell:
+    """The figures of the jobs of one (team, owner, namespace): what every grouping is summed from.
+
+    Sums stay floats here (memory sums too) and are rounded once a group is complete.
+    """
+
+    team: str | None
+    owner: str | None
+    namespace: str
+    jobs: int
+    measured_jobs: int
+    gpu_minutes: float | None
+    used_gpu_minutes: float | None
+    idle_gpu_minutes: float | None
+    memory_jobs: int
+    memory_requested_bytes: float | None
+    memory_peak_bytes: float | None
+
+
 def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]  # Decimal on Postgres
 
 
-def _int(value: object) -> int | None:
-    return None if value is None else round(float(value))  # type: ignore[arg-type]
+def _add(total: float | None, value: float | None) -> float | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
 
 
-async def usage_by_group(
+async def usage_cells(
     conn: AsyncConnection,
-    group_by: GroupBy,
     since: datetime | None = None,
     until: datetime | None = None,
     cluster: str | None = None,
-) -> list[UsageGroup]:
-    """The groups with any job finished in [since, until), most GPU-minutes first."""
-    key = jobs.c[group_by.value]
+) -> list[UsageCell]:
+    """The figures per (team, owner, namespace) of the jobs finished in [since, until).
+
+    One aggregation serves every `group_by` (see group_cells): there are far fewer cells than jobs,
+    and the pass over every finished job is what costs.
+    """
     parallelism = sa.func.coalesce(jobs.c.requested["parallelism"].as_integer(), 1)
     both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), usage.c.memory_peak_bytes.is_not(None))
     # REAL products: SQLite's integer sum() raises on overflow, and petabyte-scale sums are real.
     requested = sa.case((both_known, sa.cast(jobs.c.memory_requested_bytes, sa.Double) * parallelism))
     peak = sa.case((both_known, sa.cast(usage.c.memory_peak_bytes, sa.Double) * parallelism))
-    gpu_minutes = sa.func.sum(usage.c.gpu_minutes)
+    keys = (jobs.c.team, jobs.c.owner, jobs.c.namespace)
     query = (
         sa.select(
-            key.label("key"),
+            *keys,
             sa.func.count().label("jobs"),
             sa.func.count(usage.c.gpu_minutes).label("measured_jobs"),
-            gpu_minutes.label("gpu_minutes"),
+            sa.func.sum(usage.c.gpu_minutes).label("gpu_minutes"),
             sa.func.sum(usage.c.used_gpu_minutes).label("used_gpu_minutes"),
             sa.func.sum(usage.c.idle_gpu_minutes).label("idle_gpu_minutes"),
             sa.func.count(sa.case((both_known, 1))).label("memory_jobs"),
@@ -92,8 +120,7 @@ async def usage_by_group(
             jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
         )
         .where(jobs.c.finished_at.is_not(None))
-        .group_by(key)
-        .order_by(gpu_minutes.desc().nulls_last(), key.asc().nulls_last())
+        .group_by(*keys)
     )
     if since is not None:
         query = query.where(jobs.c.finished_at >= since)
@@ -101,18 +128,93 @@ async def usage_by_group(
         query = query.where(jobs.c.finished_at < until)
     if cluster is not None:
         query = query.where(jobs.c.cluster == cluster)
+    if conn.dialect.name == "postgresql":
+        # Measured on 1M jobs (EXPLAIN ANALYZE, 2 cores): with the default 4 MB the join's hash
+        # spills to disk in 16 batches; JIT spends ~0.2 s compiling a plan that runs once; and two
+        # parallel workers took as long as one process (2.9 s) on a loaded machine while taking
+        # three cores' time from the API's requests. The settings end with the transaction.
+        for setting in (
+            f"work_mem = '{AGGREGATION_WORK_MEM}'",
+            "jit = off",
+            "max_parallel_workers_per_gather = 0",
+        ):
+            await conn.exec_driver_sql(f"SET LOCAL {setting}")
     result = await conn.execute(query)
     return [
-        UsageGroup(
-            key=row.key,
+        UsageCell(
+            team=row.team,
+            owner=row.owner,
+            namespace=row.namespace,
             jobs=int(row.jobs),
             measured_jobs=int(row.measured_jobs),
             gpu_minutes=_float(row.gpu_minutes),
             used_gpu_minutes=_float(row.used_gpu_minutes),
             idle_gpu_minutes=_float(row.idle_gpu_minutes),
             memory_jobs=int(row.memory_jobs),
-            memory_requested_bytes=_int(row.memory_requested_bytes),
-            memory_peak_bytes=_int(row.memory_peak_bytes),
+            memory_requested_bytes=_float(row.memory_requested_bytes),
+            memory_peak_bytes=_float(row.memory_peak_bytes),
         )
         for row in result
     ]
+
+
+def group_cells(cells: Sequence[UsageCell], group_by: GroupBy) -> list[UsageGroup]:
+    """The cells summed per team, owner or namespace, most GPU-minutes first (then by key, None last)."""
+    totals: dict[str | None, list[Any]] = {}
+    for cell in cells:
+        key: str | None = getattr(cell, group_by.value)
+        total = totals.get(key)
+        if total is None:
+            totals[key] = [
+                cell.jobs,
+                cell.measured_jobs,
+                cell.gpu_minutes,
+                cell.used_gpu_minutes,
+                cell.idle_gpu_minutes,
+                cell.memory_jobs,
+                cell.memory_requested_bytes,
+                cell.memory_peak_bytes,
+            ]
+            continue
+        total[0] += cell.jobs
+        total[1] += cell.measured_jobs
+        total[2] = _add(total[2], cell.gpu_minutes)
+        total[3] = _add(total[3], cell.used_gpu_minutes)
+        total[4] = _add(total[4], cell.idle_gpu_minutes)
+        total[5] += cell.memory_jobs
+        total[6] = _add(total[6], cell.memory_requested_bytes)
+        total[7] = _add(total[7], cell.memory_peak_bytes)
+    groups = [
+        UsageGroup(
+            key=key,
+            jobs=t[0],
+            measured_jobs=t[1],
+            gpu_minutes=t[2],
+            used_gpu_minutes=t[3],
+            idle_gpu_minutes=t[4],
+            memory_jobs=t[5],
+            memory_requested_bytes=None if t[6] is None else round(t[6]),
+            memory_peak_bytes=None if t[7] is None else round(t[7]),
+        )
+        for key, t in totals.items()
+    ]
+    groups.sort(
+        key=lambda g: (
+            g.gpu_minutes is None,
+            -(g.gpu_minutes or 0.0),
+            g.key is None,
+            g.key or "",
+        )
+    )
+    return groups
+
+
+async def usage_by_group(
+    conn: AsyncConnection,
+    group_by: GroupBy,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cluster: str | None = None,
+) -> list[UsageGroup]:
+    """The groups with any job finished in [since, until), most GPU-minutes first."""
+    return group_cells(await usage_cells(conn, since, until, cluster), group_by)
