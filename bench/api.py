@@ -12,15 +12,21 @@ so a slow server cannot slow the load down and hide its own queueing). Two phase
 - ``GET /api/v1/usage?group_by=owner`` (aggregation over every finished job; cached ≤ 30 s and
   refreshed in the background, so ``usage_cold_ms`` also reports one uncached computation).
 
-Prints ``name=value`` lines. Targets (issue 8): jobs_p99_ms ≤ 50, usage_p99_ms ≤ 300.
+The app is built as a deployment builds it: its own store without pre-ping (`create_api_store`)
+and the usage report warmed at start; the load starts once the warm-up is done
+(``usage_warmup_ms``). Prints ``name=value`` lines, with the machine's load average
+(``load_before``/``load_after`` of each phase: 1-minute figure, other work shares the cores).
+``--profile FILE`` writes a cProfile of the server process during the jobs phase. ``--drop``
+drops the database at the end. Targets (issue 8): jobs_p99_ms ≤ 50, usage_p99_ms ≤ 300.
 
-    .venv/bin/python bench/api.py [--jobs 1000000 --rate 200 --seconds 20 --reuse]
+    .venv/bin/python bench/api.py [--jobs 1000000 --rate 200 --seconds 20 --reuse --profile F --drop]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import statistics
@@ -29,6 +35,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,9 +44,9 @@ import asyncpg
 from aiohttp import web
 from sqlalchemy.engine import make_url
 
-from inno_notify.adapters.db import Store, migrate
-from inno_notify.adapters.db.usage_queries import GroupBy
-from inno_notify.api.app import create_app
+from inno_notify.adapters.db import migrate
+from inno_notify.api import keys
+from inno_notify.api.app import create_api_store, create_app
 from inno_notify.settings import ApiSettings, ApiToken
 
 ADMIN_URL = os.environ.get(
@@ -107,7 +114,7 @@ def _pg_args(url: str) -> dict[str, object]:
 async def prepare(jobs: int, reuse: bool) -> tuple[str, dict[str, float]]:
     figures: dict[str, float] = {}
     url = make_url(ADMIN_URL).set(database=DATABASE).render_as_string(hide_password=False)
-    admin = await asyncpg.connect(**_pg_args(ADMIN_URL))  # type: ignore[arg-type]
+    admin = await asyncpg.connect(**_pg_args(ADMIN_URL))
     try:
         exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
         if exists and reuse:
@@ -117,7 +124,7 @@ async def prepare(jobs: int, reuse: bool) -> tuple[str, dict[str, float]]:
     finally:
         await admin.close()
     await migrate(url)
-    conn = await asyncpg.connect(**_pg_args(url))  # type: ignore[arg-type]
+    conn = await asyncpg.connect(**_pg_args(url))
     try:
         started = time.perf_counter()
         await conn.execute(FILL_JOBS, NOW, NAMESPACES, OWNERS, TEAMS, jobs)
@@ -171,12 +178,13 @@ async def load(base: str, paths: list[str], rate: float, seconds: float, warmup:
     }
 
 
-def run_load(base: str, paths: list[str], rate: float, seconds: float, warmup: float) -> dict[str, object]:
+def run_load(base: str, paths: list[str], rate: float, seconds: float, warmup: float) -> dict[str, Any]:
     spec = json.dumps({"base": base, "paths": paths, "rate": rate, "seconds": seconds, "warmup": warmup})
     done = subprocess.run(
         [sys.executable, __file__, "--load", spec], capture_output=True, text=True, check=True
     )
-    return json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 # --- the server side ---------------------------------------------------------------------------
@@ -188,7 +196,7 @@ async def bench(args: argparse.Namespace) -> None:
     url, figures = await prepare(args.jobs, args.reuse)
     for name, value in figures.items():
         print(f"{name}={value:.1f}", flush=True)
-    store = Store.from_url(url)
+    store = create_api_store(url)
     settings = ApiSettings(
         listen="127.0.0.1:0",
         tokens=(ApiToken(name="bench", sha256=hashlib.sha256(TOKEN.encode()).hexdigest(), role="viewer"),),
@@ -203,14 +211,17 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"jobs={jobs_count}", flush=True)
 
     started = time.perf_counter()
-    await store.usage_by_group(GroupBy.OWNER)
-    print(f"usage_cold_ms={(time.perf_counter() - started) * 1000:.1f}", flush=True)
+    await store.usage_cells()
+    print(f"usage_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
 
-    app = create_app(store, settings, close_store=True)
+    app = create_app(store, settings, close_store=True, warm_usage=True)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
+    started = time.perf_counter()
+    await app[keys.USAGE_WARMUP]
+    print(f"usage_warmup_ms={(time.perf_counter() - started) * 1000:.1f}", flush=True)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     since = (NOW - timedelta(days=7)).isoformat().replace("+00:00", "Z")
     try:
@@ -219,7 +230,15 @@ async def bench(args: argparse.Namespace) -> None:
             "usage": ["/api/v1/usage?group_by=owner"],
         }
         for name, paths in phases.items():
+            print(f"{name}_load_before={_load()}", flush=True)
+            profiler = cProfile.Profile() if args.profile and name == "jobs" else None
+            if profiler is not None:
+                profiler.enable()
             result = await asyncio.to_thread(run_load, base, paths, args.rate, args.seconds, args.warmup)
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+            print(f"{name}_load_after={_load()}", flush=True)
             print(f"{name}_rate={args.rate}", flush=True)
             print(f"{name}_achieved_rate={result['achieved_rate']:.1f}")
             print(f"{name}_requests={result['n']}")
@@ -229,6 +248,20 @@ async def bench(args: argparse.Namespace) -> None:
             print(f"{name}_max_ms={result['max']:.1f}", flush=True)
     finally:
         await runner.cleanup()
+        if args.drop:
+            await drop()
+
+
+async def drop() -> None:
+    admin = await asyncpg.connect(**_pg_args(ADMIN_URL))
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def main() -> None:
@@ -240,6 +273,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--reuse", action="store_true", help="keep an existing inno_bench_api database")
+    parser.add_argument("--profile", help="write a cProfile of the server during the jobs phase here")
+    parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     parser.add_argument("--load", help=argparse.SUPPRESS)  # internal: run as the load generator
     args = parser.parse_args()
     if args.load:
