@@ -1,20 +1,25 @@
 """The weekly digest's aggregation, done by the database: sums per team, person and local day.
 
 A digest covers a team's GPU jobs that finished in [start, end) (domain/digest.py states the
-conventions). Each figure is one aggregate query over jobs LEFT JOIN usage, narrowed by the
-(team, finished_at) index, so building a digest reads a week of one team, never the whole table,
-and no job row ever reaches Python.
+conventions). It is one statement: the GPU jobs of the week and the week before are read once (a
+CTE over jobs LEFT JOIN usage, narrowed by the (team, finished_at) index, which on Postgres carries
+every jobs column needed, so the jobs come from the index alone) and grouped per week, per person,
+and per person and local day; the five most wasteful jobs come along in the same UNION ALL. So a
+digest costs one round trip, reads one team's fortnight, never the whole table, and no job row
+reaches Python. The statement is built once per dialect and shape, with bound parameters, because
+building and hashing a SQLAlchemy statement of this size costs milliseconds per digest.
 
 Portability between Postgres and SQLite:
 - Local days for the chart are a CASE over day boundaries computed in Python in the digest's zone
   (bound as parameters), so neither dialect needs time zone support.
 - Queue-wait percentiles: Postgres computes them with percentile_cont; SQLite has no percentile
-  function, so there we fetch the one narrow column of queue waits, sorted by the database, and
+  function, so there the queue waits themselves come along as one more part of the statement, and
   the domain interpolates the same way percentile_cont does.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
@@ -54,17 +59,20 @@ async def _connection(source: Connectable) -> AsyncIterator[AsyncConnection]:
             yield conn
 
 
-def _week_jobs(
-    cluster: str | None, team: str, start: datetime, end: datetime
-) -> list[sa.ColumnElement[bool]]:
+def _at(name: str) -> sa.BindParameter[datetime]:
+    return sa.bindparam(name, type_=UTCDateTime())
+
+
+def _week_jobs(by_cluster: bool) -> list[sa.ColumnElement[bool]]:
+    """The GPU jobs of the team that finished in [previous_start, end): the two weeks compared."""
     conditions = [
-        jobs.c.team == team,
-        jobs.c.finished_at >= start,
-        jobs.c.finished_at < end,
+        jobs.c.team == sa.bindparam("team", type_=sa.String()),
+        jobs.c.finished_at >= _at("previous_start"),
+        jobs.c.finished_at < _at("end"),
         jobs.c.gpus_requested > 0,
     ]
-    if cluster is not None:
-        conditions.append(jobs.c.cluster == cluster)
+    if by_cluster:
+        conditions.append(jobs.c.cluster == sa.bindparam("cluster", type_=sa.String()))
     return conditions
 
 
@@ -85,27 +93,13 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
     return sa.cast(sa.null(), type_)
 
 
-def _week_rows(
-    conn: AsyncConnection,
-    cluster: str | None,
-    team: str,
-    previous_start: datetime,
-    start: datetime,
-    end: datetime,
-    days: Sequence[datetime],
-) -> sa.CTE:
+def _week_rows(dialect: str, by_cluster: bool) -> sa.CTE:
     """The GPU jobs of the week and the week before, each read once, with what the aggregates need.
 
     Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), so
     Postgres reads the jobs from the index alone; only usage is reached row by row, by its key."""
-    # days[1..6] are the local midnights inside the week; the week filter bounds days[0] and days[7].
-    day = sa.case(
-        *[
-            (jobs.c.finished_at < sa.literal(boundary, UTCDateTime()), index)
-            for index, boundary in enumerate(days[1:7])
-        ],
-        else_=6,
-    )
+    # day_1..day_6 are the local midnights inside the week; the week filter bounds the first and last.
+    day = sa.case(*[(jobs.c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
     # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
     # counted over the same held time, and only where both the request and the peak are known, so
     # that requested and peak compare like with like.
@@ -114,7 +108,7 @@ def _week_rows(
     queue_known = sa.and_(jobs.c.first_scheduled_at.is_not(None), jobs.c.created_at.is_not(None))
     return (
         sa.select(
-            sa.case((jobs.c.finished_at >= sa.literal(start, UTCDateTime()), 1), else_=0).label("current"),
+            sa.case((jobs.c.finished_at >= _at("start"), 1), else_=0).label("current"),
             jobs.c.cluster,
             jobs.c.uid,
             jobs.c.owner,
@@ -128,10 +122,10 @@ def _week_rows(
                 "memory_requested"
             ),
             sa.case((both_known, _float(usage.c.memory_peak_bytes) * pod_hours / GIB)).label("memory_peak"),
-            sa.case((queue_known, _queue_seconds(conn))).label("queue_seconds"),
+            sa.case((queue_known, _queue_seconds(dialect))).label("queue_seconds"),
         )
         .select_from(_joined())
-        .where(*_week_jobs(cluster, team, previous_start, end))
+        .where(*_week_jobs(by_cluster))
         .cte("week_jobs")
     )
 
@@ -270,22 +264,13 @@ class _Aggregated:
     queue_seconds: tuple[float, ...] | None = None
 
 
-def _statement(
-    conn: AsyncConnection,
-    cluster: str | None,
-    team: str,
-    previous_start: datetime,
-    start: datetime,
-    end: datetime,
-    days: Sequence[datetime],
-    *,
-    details: bool,
-) -> sa.CompoundSelect[Any]:
+@functools.cache
+def _statement(dialect: str, by_cluster: bool, details: bool) -> sa.CompoundSelect[Any]:
     """Everything a digest needs as one statement, so that it costs one round trip: the week's rows
     are read once (a CTE) and grouped per week, per person, and per person and day, and the top
     waste (and, on SQLite, the queue waits) come along as parts of one UNION ALL."""
-    week = _week_rows(conn, cluster, team, previous_start, start, end, days)
-    postgres = conn.dialect.name == "postgresql"
+    week = _week_rows(dialect, by_cluster)
+    postgres = dialect == "postgresql"
     owner, day = week.c.owner, week.c.day
     parts = [
         _part(
@@ -333,14 +318,23 @@ async def _aggregate(
     *,
     details: bool = True,
 ) -> _Aggregated:
-    query = _statement(conn, cluster, team, previous_start, start, end, days, details=details)
+    query = _statement(conn.dialect.name, cluster is not None, details)
+    params: dict[str, Any] = {
+        "team": team,
+        "previous_start": previous_start,
+        "start": start,
+        "end": end,
+        **{f"day_{index}": days[index] for index in range(1, 7)},
+    }
+    if cluster is not None:
+        params["cluster"] = cluster
     totals = {0: TeamTotals(), 1: TeamTotals()}
     people: list[PersonRow] = []
     daily: list[DailyRow] = []
     waste: list[WasteRow] = []
     queue: list[float] = []
     p50 = p95 = None
-    for row in (await conn.execute(query)).mappings():
+    for row in (await conn.execute(query, params)).mappings():
         part = row["part"]
         if part == "total":
             totals[row["current"]] = TeamTotals(**{name: row[name] for name in _TOTALS})
@@ -385,9 +379,9 @@ async def team_totals(
         return (await _aggregate(conn, cluster, team, start, start, end, days, details=False)).current
 
 
-def _queue_seconds(conn: AsyncConnection) -> sa.ColumnElement[float]:
+def _queue_seconds(dialect: str) -> sa.ColumnElement[float]:
     seconds: sa.ColumnElement[float]
-    if conn.dialect.name == "postgresql":
+    if dialect == "postgresql":
         seconds = sa.cast(sa.extract("epoch", jobs.c.first_scheduled_at - jobs.c.created_at), sa.Double())
     else:
         seconds = (

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy import event, inspect
+from sqlalchemy.engine import Connection
 
 from inno_notify.adapters.db import Store
-from inno_notify.adapters.db.digest_queries import team_totals, team_week
+from inno_notify.adapters.db.digest_queries import load_digest, team_totals, team_week
+from inno_notify.adapters.db.tables import DIGEST_JOB_COLUMNS
 from inno_notify.domain.digest import day_bounds, week_bounds
 from inno_notify.domain.model import (
     JobRecord,
@@ -216,3 +220,62 @@ async def test_a_week_without_gpu_jobs(filled: Store) -> None:
     d = await filled.team_digest("face", "2026-W45", TZ)
     assert d.no_gpu_jobs and d.people == () and d.gpu_hours is None
     assert d.change_gpu_hours.previous == pytest.approx(999 / 60)  # j3 finished in W44
+
+
+async def test_ties_at_the_last_place_of_the_top_waste_are_broken_by_name(store: Store) -> None:
+    # Wastes 100, 90, 80, 70, then three jobs tied at 60 inserted in reverse name order: the
+    # database hands over every job tied at the fifth place, and the digest keeps the first by name.
+    wastes = {"t1": 100, "t2": 90, "t3": 80, "t4": 70, "t7": 60, "t6": 60, "t5": 60}
+    finished = utc(2026, 10, 21, 12)
+    await store.upsert_jobs([job(uid, finished, owner="dora@example.com", gpus=1) for uid in wastes])
+    for uid, waste in wastes.items():
+        await store.save_recommendations("default", uid, [rec(RecommendationKind.IDLE_GPU, waste, uid)])
+
+    start, end = week_bounds(WEEK, TZ)
+    rows = await team_week(store.engine, None, "face", start, end, day_bounds(WEEK, TZ))
+    digest = await store.team_digest("face", WEEK, TZ)
+
+    assert sorted(w.uid for w in rows.top_waste) == sorted(wastes)
+    assert [w.uid for w in digest.top_waste] == ["t1", "t2", "t3", "t4", "t5"]
+
+
+def _include_columns(connection: Connection) -> list[str] | None:
+    for index in inspect(connection).get_indexes("jobs"):
+        if index["name"] == "ix_jobs_team_finished_at":
+            assert index["column_names"] == ["team", "finished_at"]
+            include: list[str] = index.get("dialect_options", {}).get("postgresql_include", [])
+            return include
+    return None
+
+
+async def test_the_digest_index_covers_every_jobs_column_the_digest_reads(
+    filled: Store, db_dialect: str
+) -> None:
+    # Alembic's autogenerate does not compare INCLUDE columns, so migration and model are compared
+    # here; and the plan shows that the statement reads no jobs column the index lacks.
+    async with filled.engine.connect() as conn:
+        include = await conn.run_sync(_include_columns)
+    if db_dialect == "sqlite":
+        assert include == []
+        return
+    assert include == DIGEST_JOB_COLUMNS
+
+    captured: list[tuple[str, Any]] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        captured.append((statement, parameters))
+
+    async with filled.engine.connect() as conn:
+        # On a table this small the planner would rather read it whole; rule that out.
+        await conn.exec_driver_sql("SET enable_seqscan = off")
+        await conn.exec_driver_sql("SET enable_bitmapscan = off")
+        event.listen(filled.engine.sync_engine, "before_cursor_execute", capture)
+        try:
+            await load_digest(conn, "face", WEEK, TZ)
+        finally:
+            event.remove(filled.engine.sync_engine, "before_cursor_execute", capture)
+        assert len(captured) == 1  # the whole digest is one statement
+        statement, parameters = captured[0]
+        plan = "\n".join(row[0] for row in await conn.exec_driver_sql("EXPLAIN " + statement, parameters))
+    assert "Index Only Scan using ix_jobs_team_finished_at on jobs" in plan
+    assert "Seq Scan on jobs" not in plan
