@@ -113,7 +113,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_unavailable(args: argparse.Namespace) -> int:
-    _settings(args) if hasattr(args, "config") else None
+    _settings(args)  # bad configuration is reported as such (exit 2) even here
     print(f"inno-notify: `{args.command}` is not available in this version yet", file=sys.stderr)
     return EXIT_FAILED
 
