@@ -20,8 +20,7 @@ LIST_PARAMS = ("namespace", "owner", "team", "status", "since", "until", "limit"
 
 
 def _items(page: JobPage) -> list[dict[str, object]]:
-    recs = page.recommendations
-    return [serialize.job_row(row, recs.get((row.cluster, row.uid), ())) for row in page.rows]
+    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, page.recommendations, strict=True)]
 
 
 async def list_jobs(request: web.Request) -> web.Response:
