@@ -21,6 +21,9 @@ from inno_notify.adapters.prometheus.queries import Window, regex_alternation
 
 # nginx's default large_client_header_buffers is 8 KiB for the request line; stay below it.
 DEFAULT_MAX_URL_BYTES = 8000
+# A form body has no such limit. Enough for about a thousand pods per query: a round is one query
+# per metric, and a very large round still a handful, each well below Prometheus' sample limit.
+DEFAULT_MAX_BODY_BYTES = 64_000
 _URL_OVERHEAD = len("GET /api/v1/query?&timeout=30s HTTP/1.1") + 200  # path, params, a proxy's prefix
 
 

@@ -1,10 +1,12 @@
 """An asyncio face for prometheus-api-client, which is synchronous (requests).
 
 Queries run in a small bounded thread pool so that a slow Prometheus can neither block the event
-loop nor take every thread of the process. Every failure leaves here classified
-(``PrometheusUnavailable`` / ``PrometheusQueryError``); the library's own urllib3 retries are
-switched off because the usage service is the one place that retries, with its own backoff and
-give-up time.
+loop nor take every thread of the process. They go out as POST form bodies (``_FormBodySession``):
+a round's query is tens of kilobytes of pod regex, which a URL would limit to 8 KiB per query and
+which requests and urllib3 re-scan byte by byte in a URL but not in a body. Every failure leaves
+here classified (``PrometheusUnavailable`` / ``PrometheusQueryError``); the library's own urllib3
+retries are switched off because the usage service is the one place that retries, with its own
+backoff and give-up time.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ class ClientConfig:
     # Concurrent queries in flight; a handful keeps Prometheus busy without overloading it.
     max_workers: int = 4
     headers: Mapping[str, str] = field(default_factory=dict)
+    # False: the query travels in the URL (GET), for a proxy in front of Prometheus that refuses POST.
+    form_body: bool = True
+
+
+class _FormBodySession(requests.Session):
+    """prometheus-api-client puts the query into the URL even with ``method="POST"``; Prometheus reads
+    the same parameters from a form body. This session (the library's documented ``session`` hook)
+    moves a POST's parameters into the body."""
+
+    def request(self, method: str, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        if method.upper() == "POST" and kwargs.get("params") is not None and kwargs.get("data") is None:
+            kwargs["data"] = kwargs.pop("params")
+        return super().request(method, url, *args, **kwargs)
 
 
 class PrometheusClient:
@@ -64,11 +79,14 @@ class PrometheusClient:
     def _connection(self) -> PrometheusConnect:
         conn: PrometheusConnect | None = getattr(self._local, "conn", None)
         if conn is None:
+            body = self._config.form_body
             conn = PrometheusConnect(
                 url=self._config.url.rstrip("/"),
                 headers=dict(self._config.headers) or None,
                 retry=Retry(total=0, connect=0, read=0, status=0, raise_on_status=False),
                 timeout=self._config.timeout_seconds,
+                session=_FormBodySession() if body else None,
+                method="POST" if body else "GET",
             )
             self._local.conn = conn
         return conn

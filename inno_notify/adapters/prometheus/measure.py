@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from inno_notify.adapters.prometheus import queries as q
 from inno_notify.adapters.prometheus.batching import (
+    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_URL_BYTES,
     Bucket,
     PodWindow,
@@ -42,7 +43,9 @@ class PodMeasurement:
 @dataclass(frozen=True, slots=True)
 class MeterConfig:
     scrape_interval_seconds: float = 15.0
+    # Query size per request: max_url_bytes where the client sends queries in the URL, else max_body_bytes.
     max_url_bytes: int = DEFAULT_MAX_URL_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     # Ends further apart than this go to separate buckets; below it one range serves them all.
     bucket_gap_seconds: float = 6 * 3600
     labels: q.LabelConfig = field(default_factory=q.LabelConfig)
@@ -138,9 +141,8 @@ class UsageMeter:
         self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]
     ) -> list[tuple[tuple[PodWindow, ...], str]]:
         cfg = self._config
-        return chunk_pods(
-            pods, build, max_url_bytes=cfg.max_url_bytes, scrape_seconds=cfg.scrape_interval_seconds
-        )
+        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
+        return chunk_pods(pods, build, max_url_bytes=budget, scrape_seconds=cfg.scrape_interval_seconds)
 
     async def _detect_spelling(self, bucket: Bucket) -> tuple[str, str]:
         spellings = self._config.labels.dcgm_spellings()
@@ -212,8 +214,9 @@ class UsageMeter:
 
         results = {}
         for target in by_name.values():
+            held_minutes = target.held_seconds / 60
             gpus = tuple(
-                _gpu_usage(target, key, gpu_info[key], stats)
+                _gpu_usage(target, held_minutes, key, gpu_info[key], stats)
                 for key, stats in sorted(gpu_stats.get(target.uid, {}).items())
             )
             if target.uid in reused:
@@ -246,12 +249,20 @@ def _parse(text: str) -> float | None:
 
 
 def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuKey:
-    host = next((labels[n] for n in hostname_labels if labels.get(n)), "")
+    host = ""
+    for name in hostname_labels:
+        host = labels.get(name, "")
+        if host:
+            break
     return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
 
 
 def _gpu_usage(
-    target: PodWindow, key: _GpuKey, labels: Mapping[str, str], stats: Mapping[str, _Stats]
+    target: PodWindow,
+    held_minutes: float,
+    key: _GpuKey,
+    labels: Mapping[str, str],
+    stats: Mapping[str, _Stats],
 ) -> GpuUsage:
     host, index, uuid, instance = key
     # GR_ENGINE_ACTIVE is the better measure where present (and the only one on MIG instances).
@@ -272,7 +283,7 @@ def _gpu_usage(
         uuid=uuid or None,
         model=labels.get("modelName") or None,
         mig_profile=labels.get("GPU_I_PROFILE") or None,
-        held_minutes=target.held_seconds / 60,
+        held_minutes=held_minutes,
         util_mean_percent=util.get("mean"),
         util_max_percent=util.get("max"),
         fb_used_peak_bytes=None if used_peak is None else round(used_peak * MIB),
@@ -333,10 +344,14 @@ def mark_shared_gpus(results: Mapping[str, PodMeasurement]) -> dict[str, PodMeas
             for b in windows[i + 1 :]:
                 if a.uid != b.uid and a.held_from < b.held_until and b.held_from < a.held_until:
                     shared.update({(a.uid, device), (b.uid, device)})
+    sharing = {uid for uid, _ in shared}
+    # dataclasses.replace is dear and rounds are large: rebuild only the measurements that change.
     return {
         uid: replace(
             m, gpus=tuple(replace(g, shared=True) if (uid, _physical(g)) in shared else g for g in m.gpus)
         )
+        if uid in sharing
+        else m
         for uid, m in results.items()
     }
 

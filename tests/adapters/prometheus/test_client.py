@@ -45,11 +45,15 @@ CASES = [
 
 @pytest.fixture
 async def sick_prometheus() -> AsyncIterator[tuple[str, dict[str, object]]]:
-    """A server whose next answer the test sets in ``state``; it records the query it was sent."""
+    """A server whose next answer the test sets in ``state``; it records the query it was sent, and
+    how: the HTTP method, the URL's query string and the form body."""
     state: dict[str, object] = {"status": 200, "body": OK, "delay": 0.0}
 
     async def query(request: web.Request) -> web.StreamResponse:
-        state["query"] = request.query.get("query")
+        form = await request.post()
+        state["method"] = request.method
+        state["url_params"] = dict(request.query)
+        state["query"] = form.get("query") or request.query.get("query")
         await asyncio.sleep(float(state["delay"]))  # type: ignore[arg-type]
         body = state["body"]
         status = int(state["status"])  # type: ignore[call-overload]
@@ -91,6 +95,28 @@ async def test_answers_are_classified(
                 assert info.value.status == status
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("form_body", "method", "in_url"),
+    [
+        (True, "POST", {}),  # the query is long: in the body, past any URL limit
+        (False, "GET", {"query": "up", "timeout": "29s"}),  # for a proxy that refuses POST
+    ],
+)
+async def test_where_the_query_travels(
+    form_body: bool,
+    method: str,
+    in_url: dict[str, str],
+    sick_prometheus: tuple[str, dict[str, object]],
+) -> None:
+    url, state = sick_prometheus
+    client = PrometheusClient(ClientConfig(url=url, form_body=form_body))
+    try:
+        assert await client.query("up") == OK["data"]["result"]  # type: ignore[index]
+    finally:
+        client.close()
+    assert (state["method"], state["url_params"], state["query"]) == (method, in_url, "up")
 
 
 async def test_connection_refused_is_retryable() -> None:
