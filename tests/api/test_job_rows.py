@@ -1,0 +1,139 @@
+"""The job resource built straight from the store's rows agrees with the domain records it stands for.
+
+The list and single-job endpoints no longer build JobRecord/Usage/Recommendation objects (issue 8:
+that cost most of a page's CPU); these tests hold the row path to the records' own definitions:
+every job of the population, through both endpoints, on both databases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inno_notify.adapters.db import Store
+from inno_notify.api.app import create_api_store
+from inno_notify.domain.model import JobRecord
+
+from .data import RECOMMENDATIONS, USAGE, populate
+from .support import Api
+
+
+def expected_usage(uid: str) -> dict[str, Any] | None:
+    figures = USAGE.get(uid)
+    if figures is None:
+        return None
+    return {
+        "gpu_minutes": figures.gpu_minutes,
+        "used_gpu_minutes": figures.used_gpu_minutes,
+        "gpus_idle": figures.gpus_idle,
+        "gpu_util_mean_percent": figures.gpu_util_mean_percent,
+        "gpu_memory_peak_bytes": figures.gpu_memory_peak_bytes,
+        "memory_peak_bytes": figures.memory_peak_bytes,
+        "cpu_cores_p95": figures.cpu_cores_p95,
+        "missing": [{"figure": m.figure, "reason": m.reason.value} for m in figures.missing],
+    }
+
+
+def check_job(resource: dict[str, Any], record: JobRecord) -> None:
+    assert (resource["uid"], resource["cluster"], resource["namespace"], resource["name"]) == (
+        record.uid,
+        record.cluster,
+        record.namespace,
+        record.name,
+    )
+    assert (resource["owner"], resource["team"], resource["status"], resource["reason"]) == (
+        record.owner,
+        record.team,
+        record.status.value,
+        record.reason,
+    )
+    assert (resource["exit_code"], resource["exit_reason"]) == (record.exit_code, record.exit_reason)
+    for name in ("created_at", "started_at", "finished_at"):
+        value = getattr(record, name)
+        assert resource[name] == (None if value is None else value.isoformat().replace("+00:00", "Z"))
+    assert resource["queue_seconds"] == record.queue_seconds
+    assert resource["runtime_seconds"] == record.runtime_seconds
+    assert resource["requested"] == {
+        "gpus": record.requested.gpus,
+        "cpu_cores": record.requested.cpu_cores,
+        "memory_bytes": record.requested.memory_bytes,
+    }
+    assert resource["usage"] == expected_usage(record.uid)
+    recs = RECOMMENDATIONS.get(record.uid, [])
+    assert [
+        (
+            r["kind"],
+            r["severity"],
+            r["current"],
+            r["suggested"],
+            r["unit"],
+            r["waste_gpu_minutes"],
+            r["message"],
+        )
+        for r in resource["recommendations"]
+    ] == [
+        (r.kind.value, r.severity.value, r.current, r.suggested, r.unit.value, r.waste_gpu_minutes, r.message)
+        for r in recs
+    ]
+
+
+async def test_list_items_agree_with_the_records(api: Api, store: Store) -> None:
+    records = {r.uid: r for r in await populate(store)}
+    status, body = await api.get("/api/v1/jobs", params={"limit": "500"})
+    assert status == 200 and len(body["items"]) == len(records)
+    for item in body["items"]:
+        check_job(item, records[item["uid"]])
+
+
+@pytest.mark.parametrize("uid", ["a", "b", "c", "d", "e", "r"])
+async def test_single_job_agrees_with_its_record(api: Api, store: Store, uid: str) -> None:
+    record = next(r for r in await populate(store) if r.uid == uid)
+    status, body = await api.get(f"/api/v1/jobs/{record.namespace}/{record.name}", params={"uid": uid})
+    assert status == 200
+    check_job(body, record)
+
+
+async def test_full_pages_match_recommendations_to_their_own_jobs(api: Api, store: Store) -> None:
+    """Cursor pages of the largest size over 1,200 jobs, one in seven with advice."""
+    records = await populate(store)
+    template = records[0]
+    many = [
+        JobRecord(
+            cluster="default",
+            uid=f"bulk-{i:04d}",
+            namespace="bulk",
+            name=f"bulk-{i:04d}",
+            created_at=template.created_at,
+            finished_at=template.finished_at,
+            team="bulk",
+        )
+        for i in range(1200)
+    ]
+    await store.upsert_jobs(many)
+    for i in range(0, 1200, 7):
+        await store.save_recommendations("default", f"bulk-{i:04d}", RECOMMENDATIONS["b"])
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = {"team": "bulk", "limit": "500"} | ({} if cursor is None else {"cursor": cursor})
+        status, body = await api.get("/api/v1/jobs", params=query)
+        assert status == 200
+        for item in body["items"]:
+            has_advice = int(item["uid"].removeprefix("bulk-")) % 7 == 0
+            assert [r["message"] for r in item["recommendations"]] == (["b: idle"] if has_advice else [])
+        seen += [item["uid"] for item in body["items"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == sorted((j.uid for j in many), reverse=True)
+
+
+async def test_the_api_store_does_not_ping_its_pool(database_url: str) -> None:
+    store = create_api_store(database_url)
+    try:
+        if store.engine.dialect.name == "postgresql":
+            assert store.engine.sync_engine.pool._pre_ping is False
+        await store.ping()  # and it works
+    finally:
+        await store.close()
