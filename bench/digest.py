@@ -3,12 +3,22 @@
 Fills a throwaway Postgres database with N jobs (default 1,000,000) of T teams and P people spread
 over ten ISO weeks, with usage for most of them and recommendations for some, then builds the
 digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
-prints `name=value` lines. With --explain it also prints EXPLAIN ANALYZE of every statement one
-digest runs, so the indexes used can be checked.
+prints `name=value` lines: `all_digests_s` is the 50 digests one after another (the figure the
+target is about), `all_digests_concurrent4_s` the same four at a time, each run with the machine's
+load beside it. With --explain it also prints EXPLAIN (ANALYZE, BUFFERS) of the statement one digest
+runs, so the indexes used can be checked.
 
-    .venv/bin/python bench/digest.py [--jobs 1000000] [--teams 50] [--people 500] [--explain]
+Rows are written in finish order by default, as the service writes them (a job's last upsert, its
+usage and its recommendations all land when it ends); --order random scatters them instead. After
+filling, VACUUM ANALYZE does what autovacuum would: statistics, and the visibility map that lets
+Postgres answer from an index alone.
+
+    .venv/bin/python bench/digest.py [--jobs 1000000] [--teams 50] [--people 500] [--order time|random]
+        [--runs 3] [--explain] [--keep | --database NAME]
 
 Postgres: $INNO_NOTIFY_TEST_POSTGRES_URL (an admin database), else postgres@127.0.0.1:5432.
+The database is dropped at the end unless --keep; --database NAME reuses a kept one (migrated to
+head first) instead of filling a new one.
 """
 
 from __future__ import annotations
