@@ -8,8 +8,14 @@ share a commit): a duplicate can only come from a crash between the provider's a
 commit. Failures are classified by the channel (ChannelError);
 what happens next (retry at, or failed with the reason) is decided by domain.delivery.
 
-Only job summaries are claimed here; other kinds of rows (digests, nudges) stay pending for the
-code that knows how to render them.
+Job summaries (grouped per recipient) and weekly digests (one row per message, rendered by
+service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
+once per team and week in a round) are claimed here; idle nudges stay pending for the code that
+knows how to render them.
+
+On Postgres a round's sent records go through one connection held for the round in autocommit: a
+record is then one statement, one round trip, where a pooled transaction would cost a ping, BEGIN
+and COMMIT besides. SQLite is in-process and keeps a transaction per flush.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from functools import partial
+from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
+from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store, dispatch_queries
@@ -37,15 +46,26 @@ from inno_notify.domain.delivery import (
 )
 from inno_notify.domain.delivery import after_failure as decide_after_failure
 from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.service.digest import DigestMessages
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
 
 log = logging.getLogger(__name__)
 
-HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value})
+HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value})
+
+
+class DigestSource(Protocol):
+    """Renders one DIGEST outbox row for its channel (DigestMessages)."""
+
+    async def render(self, row: Notification) -> RenderedMessage: ...
 
 
 class Dispatcher:
-    """Sends due job summaries through the configured senders (keyed by channel name)."""
+    """Sends due job summaries and digests through the configured senders (keyed by channel name).
+
+    `digest_renderer` and `digest_cluster` are what DigestMessages renders digest rows with
+    (None: the built-in templates, and the figures of every cluster in the database).
+    """
 
     def __init__(
         self,
@@ -66,6 +86,8 @@ class Dispatcher:
         limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
         backoff: Backoff | None = None,
         rand: Callable[[], float] = random.random,
+        digest_renderer: DigestRenderer | None = None,
+        digest_cluster: str | None = None,
     ) -> None:
         self._store = store
         self._senders = dict(senders)
@@ -83,7 +105,8 @@ class Dispatcher:
         self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
         self._backoff = backoff or Backoff()
         self._rand = rand
-        self._recorder = _SentRecorder(store.engine)
+        self._digest_renderer = digest_renderer or DigestRenderer()
+        self._digest_cluster = digest_cluster
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; a round in progress finishes its sends first."""
@@ -112,43 +135,80 @@ class Dispatcher:
             plan = await dispatch_queries.claim_batch(
                 conn, now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS
             )
-        if not plan.messages:
-            return 0
-        keys = [(r.cluster, r.job_uid) for m in plan.messages for r in m if r.cluster and r.job_uid]
-        async with self._store.engine.connect() as conn:
-            summaries = await dispatch_queries.load_summaries(conn, keys)
+            if not plan.messages:
+                return 0
+            # Read in the claim's transaction: one pooled connection per round instead of two.
+            keys = [
+                (r.cluster, r.job_uid)
+                for m in plan.messages
+                for r in m
+                if r.kind is NotificationKind.JOB_SUMMARY and r.cluster and r.job_uid
+            ]
+            summaries = await dispatch_queries.load_summaries(conn, keys) if keys else {}
+        digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
         seats = asyncio.Semaphore(self._concurrency)
+        async with self._recording() as recorder:
 
-        async def deliver(message: Sequence[Notification]) -> None:
-            async with seats:
-                await self._deliver(message, summaries)
+            async def deliver(message: Sequence[Notification]) -> None:
+                async with seats:
+                    await self._deliver(message, summaries, digests, recorder)
 
-        async with asyncio.TaskGroup() as tasks:
-            for message in plan.messages:
-                tasks.create_task(deliver(message))
+            async with asyncio.TaskGroup() as tasks:
+                for message in plan.messages:
+                    tasks.create_task(deliver(message))
         return sum(len(m) for m in plan.messages)
 
+    @asynccontextmanager
+    async def _recording(self) -> AsyncIterator[_SentRecorder]:
+        engine = self._store.engine
+        if engine.dialect.name != "postgresql":
+            recorder = _SentRecorder(engine.begin)
+            try:
+                yield recorder
+            finally:
+                await recorder.drain()
+            return
+        async with engine.connect() as conn:
+            held = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            recorder = _SentRecorder(partial(_statement_on, held))
+            try:
+                yield recorder
+            finally:
+                # Sends cancelled with a failing round may still have records queued: write them
+                # before the connection goes back to the pool.
+                await recorder.drain()
+
     async def _deliver(
-        self, rows: Sequence[Notification], summaries: Mapping[tuple[str, str], Summary]
+        self,
+        rows: Sequence[Notification],
+        summaries: Mapping[tuple[str, str], Summary],
+        digests: DigestSource,
+        recorder: _SentRecorder,
     ) -> None:
         channel = rows[0].channel.value
         sender = self._senders.get(channel)
         if sender is None:
             await self._record_failure(rows, f"channel {channel} is not configured", retryable=False)
             return
-        known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
-        missing = [r for r in rows if (r.cluster or "", r.job_uid or "") not in summaries]
-        if missing:
-            await self._record_failure(missing, "job record not found", retryable=False)
-        if not known:
-            return
+        if rows[0].kind is NotificationKind.DIGEST:
+            known = list(rows)
+        else:
+            known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
+            missing = [r for r in rows if (r.cluster or "", r.job_uid or "") not in summaries]
+            if missing:
+                await self._record_failure(missing, "job record not found", retryable=False)
+            if not known:
+                return
         recipient = recipient_of(known[0])
         try:
-            message = self._render(rows[0].channel, known, summaries)
+            message = await self._render(rows[0].channel, known, summaries, digests)
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 message_id = await sender.send(recipient, message)
         except ChannelError as exc:
             await self._record_failure(known, exc.message, exc.retryable, exc.retry_after)
+            return
+        except _UnusableRow as exc:
+            await self._record_failure(known, str(exc), retryable=False)
             return
         except Exception as exc:
             # A sender bug is not the recipient's fault: keep the rows and let them give up in time.
@@ -157,12 +217,22 @@ class Dispatcher:
                 known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
             )
             return
-        await self._recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
-        log.debug("sent %d summaries to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
+        await recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
+        log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
 
-    def _render(
-        self, channel: Channel, rows: Sequence[Notification], summaries: Mapping[tuple[str, str], Summary]
+    async def _render(
+        self,
+        channel: Channel,
+        rows: Sequence[Notification],
+        summaries: Mapping[tuple[str, str], Summary],
+        digests: DigestSource,
     ) -> RenderedMessage:
+        if rows[0].kind is NotificationKind.DIGEST:
+            try:
+                return await digests.render(rows[0])
+            except ValueError as exc:
+                # A payload without team or week: no later attempt can render it.
+                raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
         views = [SummaryView.from_records(*summaries[(r.cluster or "", r.job_uid or "")]) for r in rows]
         if len(views) == 1:
             return self._renderer.render_summary(channel, views[0])
@@ -221,17 +291,32 @@ class Dispatcher:
                 task.cancel()
 
 
+class _UnusableRow(Exception):
+    """A row that can never be rendered (its payload lacks what the message needs)."""
+
+
+Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+
+
+@asynccontextmanager
+async def _statement_on(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    # On an autocommit connection BEGIN and COMMIT stay on our side: the statement commits itself.
+    async with conn.begin():
+        yield conn
+
+
 class _SentRecorder:
-    """Records accepted messages, several per transaction when sends finish together.
+    """Records accepted messages, several per statement when sends finish together.
 
     A commit per message caps a dispatcher at the database's commit rate; here a send that
-    finishes while a commit is in flight waits for the next one, which takes everything queued
-    meanwhile (group commit). No send waits longer than one commit it was not part of, and each
-    caller returns only once its rows are recorded.
+    finishes while a flush is in flight waits for the next one, which takes everything queued
+    meanwhile (group commit). No send waits longer than one flush it was not part of, and each
+    caller returns only once its rows are recorded. `transaction` gives the connection each flush
+    runs on, committed when it exits.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+    def __init__(self, transaction: Transaction) -> None:
+        self._transaction = transaction
         self._queue: list[tuple[list[int], str | None, datetime, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -242,12 +327,17 @@ class _SentRecorder:
             self._flusher = asyncio.create_task(self._flush())
         await done
 
+    async def drain(self) -> None:
+        """Waits until everything queued so far is recorded (or its flush failed)."""
+        if self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
     async def _flush(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
             rows = [(id, message_id, at) for ids, message_id, at, _ in batch for id in ids]
             try:
-                async with self._engine.begin() as conn:
+                async with self._transaction() as conn:
                     await dispatch_queries.mark_sent_many(conn, rows)
             except Exception as exc:
                 for *_, done in batch:
@@ -288,4 +378,12 @@ def _text(value: object) -> str | None:
 
 
 # Re-exported for callers that build a Dispatcher with explicit limits or a custom backoff.
-__all__ = ["DEFAULT_LIMITS", "Backoff", "ChannelLimits", "Dispatcher", "limit_key", "recipient_of"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Backoff",
+    "ChannelLimits",
+    "DigestSource",
+    "Dispatcher",
+    "limit_key",
+    "recipient_of",
+]

@@ -36,17 +36,27 @@ from inno_notify.adapters.channels.base import (
 )
 
 DEFAULT_API_URL = "https://api.telegram.org"
+# At least the dispatcher's concurrency (16): with fewer connections, sends queue inside httpcore's
+# pool, whose every hand-over rescans all waiting requests and connections.
+DEFAULT_POOL_SIZE = 16
 
 
 class TelegramSender:
     """A bot that DMs people who pressed START; one instance per process."""
 
-    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        token: str,
+        api_url: str = DEFAULT_API_URL,
+        *,
+        timeout: float = 10.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         if not token:
             raise ValueError("telegram token is empty")
         self._token = token
         self._request = HTTPXRequest(
-            connection_pool_size=8,
+            connection_pool_size=pool_size,
             read_timeout=timeout,
             write_timeout=timeout,
             connect_timeout=timeout,

@@ -10,7 +10,9 @@ choose, and leases or defers the rows in the same transaction.
 A companion is a pending row that was never attempted (attempts = 0): a row that was attempted
 and is not due is either leased by a dispatcher or waiting for its retry time, and is left alone.
 Outcomes are recorded for all rows of a message in one statement, so a message is either recorded
-as sent for every job in it or for none.
+as sent for every job in it or for none. On Postgres the rows are passed as arrays (`unnest`), so a
+flush of any size is one statement with one cached plan instead of one execution per row; SQLite
+runs in-process, where executemany costs no round trips.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
@@ -67,12 +71,13 @@ async def claim_batch(
 
     lease_until = now + timedelta(seconds=lease_seconds)
     ids = [row.id for row in chosen if row.id is not None]
-    for chunk in chunks(ids):
-        await conn.execute(
-            sa.update(outbox)
-            .where(outbox.c.id.in_(chunk))
-            .values(attempts=outbox.c.attempts + 1, next_attempt_at=lease_until)
-        )
+    lease = sa.update(outbox).values(attempts=outbox.c.attempts + 1, next_attempt_at=lease_until)
+    if _is_postgres(conn):
+        if ids:
+            await conn.execute(lease.where(outbox.c.id == sa.any_(_ids_array())), {"b_ids": ids})
+    else:
+        for chunk in chunks(ids):
+            await conn.execute(lease.where(outbox.c.id.in_(chunk)))
     if deferred:
         await conn.execute(
             sa.update(outbox)
@@ -108,8 +113,30 @@ async def _companions(
 
 
 async def mark_sent_many(conn: AsyncConnection, sent: Sequence[tuple[int, str | None, datetime]]) -> None:
-    """(id, provider message id, sent at) for rows of several messages, in one statement."""
+    """(id, provider message id, sent at) for rows of several messages, in one statement.
+
+    A single statement also needs no transaction around it: on Postgres the caller may run it on an
+    autocommit connection (one round trip per flush).
+    """
     if not sent:
+        return
+    if _is_postgres(conn):
+        values = _sent_values()
+        await conn.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == values.c.id, outbox.c.status == _PENDING)
+            .values(
+                status=DeliveryStatus.SENT.value,
+                provider_message_id=values.c.message,
+                sent_at=values.c.at,
+                next_attempt_at=None,
+            ),
+            {
+                "b_ids": [id for id, _, _ in sent],
+                "b_messages": [message for _, message, _ in sent],
+                "b_ats": [at for _, _, at in sent],
+            },
+        )
         return
     await conn.execute(
         sa.update(outbox)
@@ -150,6 +177,30 @@ async def mark_failures(conn: AsyncConnection, failures: Sequence[tuple[int, str
             next_attempt_at=None,
         ),
         [{"b_id": id, "b_error": error} for id, error in failures],
+    )
+
+
+def _is_postgres(conn: AsyncConnection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _ids_array() -> sa.BindParameter[Any]:
+    return sa.bindparam("b_ids", type_=postgresql.ARRAY(sa.BigInteger()))
+
+
+def _sent_values() -> sa.TableValuedAlias:
+    # unnest(ids, messages, times) AS v(id, message, at): the flush's rows as a table to join.
+    at_type = sa.DateTime(timezone=True)
+    return (
+        sa.func.unnest(
+            _ids_array(),
+            sa.bindparam("b_messages", type_=postgresql.ARRAY(sa.String())),
+            sa.bindparam("b_ats", type_=postgresql.ARRAY(at_type)),
+        )
+        .table_valued(
+            sa.column("id", sa.BigInteger()), sa.column("message", sa.String()), sa.column("at", at_type)
+        )
+        .render_derived()
     )
 
 
