@@ -90,9 +90,10 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return max(0.0, (end - start).total_seconds())
 
 
-def job_row(row: Any, recs: Sequence[Any]) -> dict[str, Any]:
-    """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and the rows
-    of its recommendations (REC_COLUMNS): the same document as `job`, without building records."""
+def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
+    recommendations (job_details.RECOMMENDATION_FIELDS each): the document `job` makes of the
+    records, without building them."""
     (
         cluster,
         uid,
@@ -121,6 +122,7 @@ def job_row(row: Any, recs: Sequence[Any]) -> dict[str, Any]:
         memory_peak,
         cpu_p95,
         missing,
+        _recommendations,
     ) = row
     return {
         "uid": uid,
@@ -151,18 +153,7 @@ def job_row(row: Any, recs: Sequence[Any]) -> dict[str, Any]:
             "cpu_cores_p95": cpu_p95,
             "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing or ()],
         },
-        "recommendations": [
-            {
-                "kind": kind,
-                "severity": severity,
-                "current": amounts["current"],
-                "suggested": amounts["suggested"],
-                "unit": unit,
-                "waste_gpu_minutes": waste_gpu_minutes,
-                "message": message,
-            }
-            for _uid, kind, severity, amounts, unit, waste_gpu_minutes, message in recs
-        ],
+        "recommendations": recs,
     }
 
 

@@ -442,24 +442,15 @@ class Store:
 
     # --- admin API job pages (rows, not records: see job_details) -------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _read_connection(self) -> AsyncIterator[AsyncConnection]:
-        async with self._engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                # Reads only: at READ COMMITTED a transaction adds no consistency, just BEGIN and
-                # ROLLBACK round trips on the API's hottest path.
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-            yield conn
-
     async def job_page(self, filters: JobFilter, limit: int = 50, cursor: str | None = None) -> JobPage:
         """A page of job rows with their usage and recommendations (the API's job list), newest
         finish (else creation) first. Raises InvalidCursor for a cursor this store did not hand out."""
-        async with self._read_connection() as conn:
+        async with self._engine.connect() as conn:
             return await job_details.job_page(conn, filters, limit, cursor)
 
     async def find_job_row(self, namespace: str, name: str, uid: str | None = None) -> JobPage:
         """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
-        async with self._read_connection() as conn:
+        async with self._engine.connect() as conn:
             return await job_details.find_job_row(conn, namespace, name, uid)
 
     async def usage_cells(
