@@ -33,10 +33,16 @@ class PrometheusQueryError(PrometheusError):
 
 
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# Prometheus answers 422 ("execution") also when its storage closes under a running query, as in a
+# restart: "open querier for block …: open index reader: block is closing". That is not the query's fault.
+_STORAGE_CLOSING = ("block is closing", "open querier for block")
 
 
 def classify_status(status: int, message: str) -> PrometheusError:
-    """The error for a non-200 answer, following Alertmanager's rule: 5xx/429/408 retry, other 4xx don't."""
+    """The error for a non-200 answer, following Alertmanager's rule: 5xx/429/408 retry, other 4xx don't
+    (except a 422 from storage shutting down)."""
     if status in _RETRYABLE_STATUSES or status >= 500:
+        return PrometheusUnavailable(message, status=status)
+    if status == 422 and any(text in message for text in _STORAGE_CLOSING):
         return PrometheusUnavailable(message, status=status)
     return PrometheusQueryError(message, status=status)

@@ -33,6 +33,17 @@ CASES = [
     ("ok", 200, OK, None),
     ("bad_query", 400, _error("bad_data"), PrometheusQueryError),
     ("too_many_samples", 422, _error("execution"), PrometheusQueryError),
+    # What Prometheus 2.42 answered when stopped under a running query (seen in test_measure).
+    (
+        "storage_closing",
+        422,
+        {
+            "status": "error",
+            "errorType": "execution",
+            "error": "open querier for block 01M8NC3MEPAD55AAE8491Z9AYK: open index reader: block is closing",
+        },
+        PrometheusUnavailable,
+    ),
     ("wrong_path", 404, "404 page not found", PrometheusQueryError),
     ("unauthorized", 401, "no", PrometheusQueryError),
     ("query_timeout", 503, _error("timeout"), PrometheusUnavailable),
