@@ -231,14 +231,23 @@ async def bench(args: argparse.Namespace) -> None:
         }
         for name, paths in phases.items():
             print(f"{name}_load_before={_load()}", flush=True)
-            profiler = cProfile.Profile() if args.profile and name == "jobs" else None
+            # CPU time, unlike latency, hardly depends on what else the shared machine runs.
+            profiler = cProfile.Profile(time.process_time) if args.profile and name == "jobs" else None
             if profiler is not None:
                 profiler.enable()
+            server_cpu, db_cpu = time.process_time(), await _postgres_cpu_seconds(url)
             result = await asyncio.to_thread(run_load, base, paths, args.rate, args.seconds, args.warmup)
+            server_cpu, db_after = time.process_time() - server_cpu, await _postgres_cpu_seconds(url)
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(args.profile)
+            sent = sum(result["statuses"].values())
             print(f"{name}_load_after={_load()}", flush=True)
+            print(f"{name}_server_cpu_ms_per_request={server_cpu * 1000 / sent:.2f}")
+            if db_cpu is None or db_after is None:
+                print(f"{name}_postgres_cpu_ms_per_request=None (backends' /proc/PID/stat not readable)")
+            else:
+                print(f"{name}_postgres_cpu_ms_per_request={(db_after - db_cpu) * 1000 / sent:.2f}")
             print(f"{name}_rate={args.rate}", flush=True)
             print(f"{name}_achieved_rate={result['achieved_rate']:.1f}")
             print(f"{name}_requests={result['n']}")
@@ -258,6 +267,29 @@ async def drop() -> None:
         await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+async def _postgres_cpu_seconds(url: str) -> float | None:
+    """User + system CPU of the server processes on the bench database, or None where /proc does
+    not show them (a server on another machine or in a container)."""
+    conn = await asyncpg.connect(**_pg_args(url))
+    try:
+        pids = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", DATABASE)
+    finally:
+        await conn.close()
+    return _proc_cpu_seconds([row["pid"] for row in pids])
+
+
+def _proc_cpu_seconds(pids: list[int]) -> float | None:
+    total = 0.0
+    try:
+        for pid in pids:
+            # utime and stime are fields 14 and 15; the command name before them may hold spaces.
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    return total
 
 
 def _load() -> str:
