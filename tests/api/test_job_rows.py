@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from inno_notify.adapters.db import Store
-from inno_notify.api.app import create_api_store
+from inno_notify.api.app import create_api_store, create_app
 from inno_notify.domain.model import JobRecord
 
 from .data import RECOMMENDATIONS, USAGE, populate
-from .support import Api
+from .support import NOW, SETTINGS, TOKENS, Api
 
 
 def expected_usage(uid: str) -> dict[str, Any] | None:
@@ -137,3 +138,36 @@ async def test_the_api_store_does_not_ping_its_pool(database_url: str) -> None:
         await store.ping()  # and it works
     finally:
         await store.close()
+
+
+async def test_a_connection_killed_under_the_api_fails_one_request(
+    database_url: str, db_dialect: str, store: Store
+) -> None:
+    """Without pre-ping a dead pooled connection is found by the request that draws it; that one
+    fails and the connection leaves the pool, so the next request gets a fresh one."""
+    if db_dialect != "postgres":
+        pytest.skip("SQLite has no server to restart")
+    await populate(store)
+    api_store = create_api_store(database_url)
+    app = create_app(api_store, SETTINGS, clock=lambda: NOW, close_store=True)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    headers = {"Authorization": f"Bearer {TOKENS['viewer']}"}
+    try:
+        statuses = []
+
+        async def get() -> None:
+            async with client.get("/api/v1/jobs", headers=headers) as response:
+                statuses.append(response.status)
+
+        await get()
+        async with store.engine.connect() as conn:  # the test's own pool, not the API's
+            await conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        await get()
+        await get()
+        assert statuses == [200, 500, 200]
+    finally:
+        await client.close()
