@@ -3,9 +3,13 @@
 A real Prometheus holds generated dcgm-exporter and cAdvisor series for ``--gpus`` GPUs over
 ``--days`` days (every GPU busy with 1–8-GPU jobs of 1–8 h). The ``--jobs`` most recently finished
 jobs are measured twice in the same run: once as one batched round (``UsageMeter.measure_pods``
-over all of them), once the naive way, one ``measure_pods`` call per job in a loop. Both must
-agree figure for figure. Prints ``name=value`` lines; ``seconds`` is the median of ``--repeats``
-batched rounds after one warm-up round, ``baseline_seconds`` one pass of the loop.
+over all of them), once the naive way, one ``measure_pods`` call per job in a loop (the same client,
+the same PromQL for one job at a time). Both must agree figure for figure. Prints ``name=value``
+lines; ``seconds`` is the median of ``--repeats`` batched rounds after one warm-up round,
+``baseline_seconds`` one pass of the loop, cut into ``--repeats`` parts that alternate with the
+rounds. ``cpu_seconds`` and ``baseline_cpu_seconds`` add up the CPU time of Prometheus and of this
+process over the same spans (Linux ``/proc``): the work, which load on a shared machine stretches
+less than the wall clock; ``load_1min_*`` say how busy the machine was.
 
 The TSDB is cached under ``--cache`` (keyed by the parameters); the first run builds it (minutes).
 
@@ -18,6 +22,7 @@ import argparse
 import asyncio
 import dataclasses
 import math
+import os
 import random
 import statistics
 import sys
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
+from inno_notify.domain.model import GpuUsage, PodUsage
 from tests.adapters.prometheus import metricgen
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 
@@ -67,17 +73,19 @@ def workload(gpus_total: int, days: float, seed: int) -> tuple[list[metricgen.Gp
                         start=t,
                         end=t + length,
                         gpus=[
-                            metricgen.GpuUse(g, lambda _t, lv=level: lv, lambda _t: 20000.0)
+                            metricgen.GpuUse(g, constant(level), constant(20000.0))
                             for g in node_gpus[group * size : (group + 1) * size]
                         ],
-                        containers=[
-                            metricgen.Container("main", lambda _t, m=memory: m, lambda _t, c=cores: c)
-                        ],
+                        containers=[metricgen.Container("main", constant(memory), constant(cores))],
                         pod_cgroup_series=False,
                     )
                 )
                 t += length + rng.uniform(60, 1800)
     return gpus, pods
+
+
+def constant(value: float) -> metricgen.Signal:
+    return lambda _t: value
 
 
 def _close(a: object, b: object) -> bool:
@@ -88,44 +96,69 @@ def _close(a: object, b: object) -> bool:
 
 
 def same(a: PodMeasurement, b: PodMeasurement) -> bool:
-    pairs = [(a.pod, b.pod), *zip(sorted(a.gpus, key=str), sorted(b.gpus, key=str), strict=False)]
+    pairs: list[tuple[PodUsage, PodUsage] | tuple[GpuUsage, GpuUsage]] = [
+        (a.pod, b.pod),
+        *zip(sorted(a.gpus, key=str), sorted(b.gpus, key=str), strict=False),
+    ]
     return len(a.gpus) == len(b.gpus) and all(
         _close(getattr(x, f.name), getattr(y, f.name)) for x, y in pairs for f in dataclasses.fields(x)
     )
 
 
-async def run(url: str, targets: list[PodWindow], scrape: float, repeats: int) -> dict[str, float]:
+class CpuClock:
+    """CPU seconds spent by Prometheus and by this process together: a busy shared machine stretches
+    wall-clock time, far less the work done."""
+
+    def __init__(self, prometheus_pid: int) -> None:
+        self._stat = Path(f"/proc/{prometheus_pid}/stat")
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __call__(self) -> float:
+        fields = self._stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick + time.process_time()
+
+
+async def run(
+    url: str, targets: list[PodWindow], scrape: float, repeats: int, cpu: CpuClock
+) -> dict[str, float]:
     config = MeterConfig(scrape_interval_seconds=scrape)
-    # One warm-up round (Prometheus pages the blocks in, the meter learns the label spelling), then
-    # the median of ``repeats`` rounds: one round is short enough for a busy machine to skew it.
-    # The service keeps one meter, so a steady-state round no longer probes the label spelling.
+    # One warm-up round (Prometheus pages the blocks in, the meter learns the label spelling). The
+    # service keeps one meter, so a steady-state round no longer probes the label spelling.
     client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
     meter = UsageMeter(client, config)
     await meter.measure_pods(targets)
     first_round_queries = client.queries_sent
-    timings = []
-    for _ in range(repeats):
-        before = client.queries_sent
-        t0 = time.perf_counter()
-        batched = await meter.measure_pods(targets)
-        timings.append(time.perf_counter() - t0)
-        queries = client.queries_sent - before
-    client.close()
-    seconds = statistics.median(timings)
-
     loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
     loop_meter = UsageMeter(loop_client, config)
-    t0 = time.perf_counter()
+
+    # The two are interleaved: before each ``repeats``-th part of the per-job loop, one batched round.
+    # The load of a shared machine drifts within a run; this way both see the same drift.
+    timings, cpu_timings = [], []
+    baseline_seconds = baseline_cpu = 0.0
     looped: dict[str, PodMeasurement] = {}
-    for target in targets:
-        looped.update(await loop_meter.measure_pods([target]))
-    baseline_seconds = time.perf_counter() - t0
+    parts = [targets[i::repeats] for i in range(repeats)]
+    for part in parts:
+        before = client.queries_sent
+        c0, t0 = cpu(), time.perf_counter()
+        batched = await meter.measure_pods(targets)
+        timings.append(time.perf_counter() - t0)
+        cpu_timings.append(cpu() - c0)
+        queries = client.queries_sent - before
+
+        c0, t0 = cpu(), time.perf_counter()
+        for target in part:
+            looped.update(await loop_meter.measure_pods([target]))
+        baseline_seconds += time.perf_counter() - t0
+        baseline_cpu += cpu() - c0
+    client.close()
     loop_client.close()
+    seconds = statistics.median(timings)
+    cpu_seconds = statistics.median(cpu_timings)
 
     per_metric: dict[str, int] = {}
     for kind, n in meter.last_queries_by_kind.items():
-        # The summed-memory step belongs to the memory metric; spelling probes to none.
-        metric = {"mem_sum": "mem"}.get(kind, kind)
+        # The summed steps belong to their metric; spelling probes to none.
+        metric = {"mem_sum": "mem", "cpu_sum": "cpu"}.get(kind, kind)
         per_metric[metric] = per_metric.get(metric, 0) + n
     with_gpu_data = sum(1 for m in batched.values() if m.gpus and m.pod.memory_peak_bytes is not None)
     return {
@@ -136,9 +169,12 @@ async def run(url: str, targets: list[PodWindow], scrape: float, repeats: int) -
         "seconds": seconds,
         "seconds_min": min(timings),
         "seconds_max": max(timings),
+        "cpu_seconds": cpu_seconds,
         "baseline_queries": loop_client.queries_sent,
         "baseline_seconds": baseline_seconds,
+        "baseline_cpu_seconds": baseline_cpu,
         "speedup": baseline_seconds / seconds,
+        "cpu_speedup": baseline_cpu / cpu_seconds,
         "jobs_with_gpu_and_memory_figures": with_gpu_data,
         "mismatches": sum(1 for uid, m in batched.items() if not same(m, looped[uid])),
     }
@@ -153,7 +189,12 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--scrape", type=float, default=60.0, help="seconds between generated samples")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5, help="batched rounds timed (median reported)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        help="batched rounds timed (median reported), loop parts between them",
+    )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
     args = parser.parse_args()
     if not HAVE_PROMETHEUS:
@@ -197,7 +238,11 @@ def main() -> None:
     print(f"jobs={len(targets)}")
     print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
     with PrometheusServer(tsdb) as server:
-        figures = asyncio.run(run(server.url, targets, args.scrape, args.repeats))
+        # The machine may be shared: the load beside the figures says how far to trust them.
+        print(f"load_1min_before={os.getloadavg()[0]:.2f}")
+        assert server.pid is not None
+        figures = asyncio.run(run(server.url, targets, args.scrape, args.repeats, CpuClock(server.pid)))
+        print(f"load_1min_after={os.getloadavg()[0]:.2f}")
     for name, value in figures.items():
         print(f"{name}={value:.3f}" if isinstance(value, float) else f"{name}={value}")
 

@@ -1,11 +1,12 @@
-"""How a round of finished pods is cut into queries: buckets by end time, then chunks by URL length.
+"""How a round of finished pods is cut into queries: buckets by end time, then chunks by query length.
 
 The number of queries must not grow with the number of jobs. One bucket serves every pod whose
 end lies close to the others (a query range may be far longer than a pod's life, since a pod's
 series only have samples while it lived), so a round normally is one bucket; a new bucket starts
 only after a long gap between end times, or for a pod whose (namespace, name) already appears in
-the bucket (a reused name would mix two pods' series). prometheus-api-client sends the query in
-the URL even with POST, so a bucket's pod regex is split into chunks that keep URLs short.
+the bucket (a reused name would mix two pods' series). A bucket's pod regex is split into chunks
+that keep each query within a byte budget: 8 KB where the query travels in the URL, far more in a
+POST body (``client``), where a round of hundreds of pods is one query per metric.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 ``UsageMeter.measure_pods`` plans buckets and chunks (``batching``), sends the PromQL of
 ``queries`` for every chunk concurrently, and turns the answers into the domain's ``GpuUsage``
-and ``PodUsage``. It only measures: deciding when a job is ready, retrying after
-``PrometheusUnavailable`` and giving up belong to the usage service; turning figures into job
-totals belongs to ``domain.accounting``.
+and ``PodUsage``. Pods with several container series get a second, smaller step: their memory
+peak and CPU p95 are of sums at one instant, a subquery that only they pay for. It only measures:
+deciding when a job is ready, retrying after ``PrometheusUnavailable`` and giving up belong to the
+usage service; turning figures into job totals belongs to ``domain.accounting``.
 """
 
 from __future__ import annotations

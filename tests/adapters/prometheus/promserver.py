@@ -59,6 +59,11 @@ class PrometheusServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The running server's process id (benchmarks read its CPU time), None while stopped."""
+        return None if self._process is None else self._process.pid
+
     def start(self) -> None:
         self._config.write_text(_CONFIG)
         with self._log.open("ab") as log:
