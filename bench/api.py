@@ -235,19 +235,16 @@ async def bench(args: argparse.Namespace) -> None:
             profiler = cProfile.Profile(time.process_time) if args.profile and name == "jobs" else None
             if profiler is not None:
                 profiler.enable()
-            server_cpu, db_cpu = time.process_time(), await _postgres_cpu_seconds(url)
+            server_cpu, db_cpu = time.process_time(), await _postgres_cpu(url)
             result = await asyncio.to_thread(run_load, base, paths, args.rate, args.seconds, args.warmup)
-            server_cpu, db_after = time.process_time() - server_cpu, await _postgres_cpu_seconds(url)
+            server_cpu, db_after = time.process_time() - server_cpu, await _postgres_cpu(url)
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(args.profile)
             sent = sum(result["statuses"].values())
             print(f"{name}_load_after={_load()}", flush=True)
             print(f"{name}_server_cpu_ms_per_request={server_cpu * 1000 / sent:.2f}")
-            if db_cpu is None or db_after is None:
-                print(f"{name}_postgres_cpu_ms_per_request=None (backends' /proc/PID/stat not readable)")
-            else:
-                print(f"{name}_postgres_cpu_ms_per_request={(db_after - db_cpu) * 1000 / sent:.2f}")
+            print(f"{name}_postgres_cpu_ms_per_request={_postgres_cpu_figure(db_cpu, db_after, sent)}")
             print(f"{name}_rate={args.rate}", flush=True)
             print(f"{name}_achieved_rate={result['achieved_rate']:.1f}")
             print(f"{name}_requests={result['n']}")
@@ -269,9 +266,9 @@ async def drop() -> None:
         await admin.close()
 
 
-async def _postgres_cpu_seconds(url: str) -> float | None:
-    """User + system CPU of the server processes on the bench database, or None where /proc does
-    not show them (a server on another machine or in a container)."""
+async def _postgres_cpu(url: str) -> dict[int, float]:
+    """User + system CPU seconds of each server process on the bench database, by pid; empty where
+    /proc does not show them (a server on another machine or in a container)."""
     conn = await asyncpg.connect(**_pg_args(url))
     try:
         pids = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", DATABASE)
@@ -280,16 +277,26 @@ async def _postgres_cpu_seconds(url: str) -> float | None:
     return _proc_cpu_seconds([row["pid"] for row in pids])
 
 
-def _proc_cpu_seconds(pids: list[int]) -> float | None:
-    total = 0.0
-    try:
-        for pid in pids:
+def _proc_cpu_seconds(pids: list[int]) -> dict[int, float]:
+    found = {}
+    for pid in pids:
+        try:
             # utime and stime are fields 14 and 15; the command name before them may hold spaces.
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError):
-        return None
-    return total
+        except OSError:
+            continue  # exited meanwhile
+        found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def _postgres_cpu_figure(before: dict[int, float], after: dict[int, float], requests: int) -> str:
+    if not after:
+        return "None (no backend's /proc/PID/stat readable)"
+    spent = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+    figure = f"{spent * 1000 / requests:.2f}"
+    exited = len(before.keys() - after.keys())
+    # A backend that exited during the phase took its CPU time with it.
+    return figure if not exited else f"{figure} (at least: {exited} backends exited during the phase)"
 
 
 def _load() -> str:
