@@ -119,16 +119,18 @@ class CpuClock:
 
 
 async def run(
-    url: str, targets: list[PodWindow], scrape: float, repeats: int, cpu: CpuClock
+    url: str, targets: list[PodWindow], scrape: float, repeats: int, cpu: CpuClock, compress: bool
 ) -> dict[str, float]:
     config = MeterConfig(scrape_interval_seconds=scrape)
+    # requests asks for gzip by default; "identity" shows what compressing every answer costs.
+    headers = {} if compress else {"Accept-Encoding": "identity"}
     # One warm-up round (Prometheus pages the blocks in, the meter learns the label spelling). The
     # service keeps one meter, so a steady-state round no longer probes the label spelling.
-    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
     meter = UsageMeter(client, config)
     await meter.measure_pods(targets)
     first_round_queries = client.queries_sent
-    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
     loop_meter = UsageMeter(loop_client, config)
 
     # The two are interleaved: before each ``repeats``-th part of the per-job loop, one batched round.
@@ -196,6 +198,9 @@ def main() -> None:
         help="batched rounds timed (median reported), loop parts between them",
     )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
+    parser.add_argument(
+        "--no-compression", action="store_true", help="ask Prometheus for uncompressed answers (both sides)"
+    )
     args = parser.parse_args()
     if not HAVE_PROMETHEUS:
         sys.exit("prometheus and promtool are needed (apt-get install prometheus)")
@@ -236,12 +241,16 @@ def main() -> None:
     print(f"samples_in_tsdb={samples}")
     print(f"tsdb_build_seconds={build_seconds:.1f}")
     print(f"jobs={len(targets)}")
+    print(f"compression={'off' if args.no_compression else 'gzip'}")
     print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
     with PrometheusServer(tsdb) as server:
         # The machine may be shared: the load beside the figures says how far to trust them.
         print(f"load_1min_before={os.getloadavg()[0]:.2f}")
         assert server.pid is not None
-        figures = asyncio.run(run(server.url, targets, args.scrape, args.repeats, CpuClock(server.pid)))
+        clock = CpuClock(server.pid)
+        figures = asyncio.run(
+            run(server.url, targets, args.scrape, args.repeats, clock, compress=not args.no_compression)
+        )
         print(f"load_1min_after={os.getloadavg()[0]:.2f}")
     for name, value in figures.items():
         print(f"{name}={value:.3f}" if isinstance(value, float) else f"{name}={value}")
