@@ -73,7 +73,9 @@ def job_rows(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     jobs, usage, recs = [], [], []
     for i in range(start, start + count):
-        uid = f"job-{i:08d}"
+        # Kubernetes uids are random UUIDs: a week's usage and recommendation keys are spread over
+        # the whole of their indexes, not side by side as a counter would put them.
+        uid = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
         person = rnd.randrange(people)
         team = f"team-{person % teams:02d}"
         # The service writes a job's final row when it finishes and its usage and recommendations

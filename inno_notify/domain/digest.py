@@ -155,6 +155,8 @@ class DigestRows:
     totals: TeamTotals
     people: tuple[PersonRow, ...] = ()
     daily: tuple[DailyRow, ...] = ()
+    # The jobs whose largest recommendation wastes the most, best first or not: more than TOP_WASTE
+    # where several tie at the last place, so that build_digest breaks the tie by namespace and name.
     top_waste: tuple[WasteRow, ...] = ()
     # Either already computed in the database (Postgres percentile_cont) ...
     queue_p50_seconds: float | None = None
