@@ -1,4 +1,4 @@
-"""Domain records to the JSON resources of CONTRACT.md §5, field for field.
+"""Domain records (and the store's job rows) to the JSON resources of CONTRACT.md §5, field for field.
 
 One function per resource, returning plain dicts that orjson encodes (datetimes as RFC 3339 in UTC
 with a `Z`). The OpenAPI document in openapi.py describes exactly these shapes, and a test checks
@@ -8,20 +8,13 @@ every response against it, so a field added here without its schema fails the bu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import orjson
 
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
-from inno_notify.domain.model import (
-    DirectoryUser,
-    JobRecord,
-    Notification,
-    Recommendation,
-    Usage,
-)
+from inno_notify.domain.model import DirectoryUser, Notification, Recommendation
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 
@@ -42,58 +35,11 @@ def recommendation(rec: Recommendation) -> dict[str, Any]:
     }
 
 
-def usage(figures: Usage) -> dict[str, Any]:
-    return {
-        "gpu_minutes": figures.gpu_minutes,
-        "used_gpu_minutes": figures.used_gpu_minutes,
-        "gpus_idle": figures.gpus_idle,
-        "gpu_util_mean_percent": figures.gpu_util_mean_percent,
-        "gpu_memory_peak_bytes": figures.gpu_memory_peak_bytes,
-        "memory_peak_bytes": figures.memory_peak_bytes,
-        "cpu_cores_p95": figures.cpu_cores_p95,
-        "missing": [{"figure": m.figure, "reason": m.reason.value} for m in figures.missing],
-    }
-
-
-def job(record: JobRecord, figures: Usage | None, recs: list[Recommendation]) -> dict[str, Any]:
-    """The Job resource; `usage` is null until the job's usage has been collected."""
-    return {
-        "uid": record.uid,
-        "cluster": record.cluster,
-        "namespace": record.namespace,
-        "name": record.name,
-        "owner": record.owner,
-        "team": record.team,
-        "status": record.status.value,
-        "reason": record.reason,
-        "exit_code": record.exit_code,
-        "exit_reason": record.exit_reason,
-        "created_at": record.created_at,
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "queue_seconds": record.queue_seconds,
-        "runtime_seconds": record.runtime_seconds,
-        "requested": {
-            "gpus": record.requested.gpus,
-            "cpu_cores": record.requested.cpu_cores,
-            "memory_bytes": record.requested.memory_bytes,
-        },
-        "usage": None if figures is None else usage(figures),
-        "recommendations": [recommendation(r) for r in recs],
-    }
-
-
-def _seconds(start: datetime | None, end: datetime | None) -> float | None:
-    # JobRecord.queue_seconds / runtime_seconds, on a row's values.
-    if start is None or end is None:
-        return None
-    return max(0.0, (end - start).total_seconds())
-
-
 def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
     """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
-    recommendations (job_details.RECOMMENDATION_FIELDS each): the document `job` makes of the
-    records, without building them."""
+    recommendations (job_details.RECOMMENDATION_FIELDS each), without building domain records:
+    on the list endpoint that cost most of a page's CPU (tests/api/test_job_rows.py holds the
+    result to the records' own definitions)."""
     (
         cluster,
         uid,
@@ -138,8 +84,13 @@ def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
         "created_at": created_at,
         "started_at": started_at,
         "finished_at": finished_at,
-        "queue_seconds": _seconds(created_at, first_scheduled_at),
-        "runtime_seconds": _seconds(started_at, finished_at),
+        # JobRecord.queue_seconds and runtime_seconds, on the row's values.
+        "queue_seconds": None
+        if created_at is None or first_scheduled_at is None
+        else max(0.0, (first_scheduled_at - created_at).total_seconds()),
+        "runtime_seconds": None
+        if started_at is None or finished_at is None
+        else max(0.0, (finished_at - started_at).total_seconds()),
         "requested": {"gpus": gpus, "cpu_cores": cpu_cores, "memory_bytes": memory_bytes},
         "usage": None
         if usage_uid is None
@@ -151,7 +102,7 @@ def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
             "gpu_memory_peak_bytes": gpu_memory_peak,
             "memory_peak_bytes": memory_peak,
             "cpu_cores_p95": cpu_p95,
-            "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing or ()],
+            "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing] if missing else [],
         },
         "recommendations": recs,
     }

@@ -216,9 +216,10 @@ async def _fetch(conn: AsyncConnection, statement: sa.Select[Any], params: Mappi
         return list(await conn.execute(statement, dict(params)))
     compiled = _compiled(statement, conn)
     args = [params[n] if n in params else compiled.fixed[n] for n in compiled.names]
-    raw = await conn.get_raw_connection()
+    # The checked-out connection's driver connection, without get_raw_connection's greenlet hop.
+    driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
     try:
-        records: list[Row] = await raw.driver_connection.fetch(compiled.sql, *args)  # type: ignore[union-attr]
+        records: list[Row] = await driver.fetch(compiled.sql, *args)
     except Exception as exc:
         # SQLAlchemy did not see this statement fail, so it would pool a dead connection again.
         await conn.invalidate(exc)
