@@ -170,10 +170,12 @@ class UsageMeter:
     ) -> dict[str, PodMeasurement]:
         # Runs on the event loop for every answer row of a round: plain loops and local names.
         by_name = {(p.namespace, p.pod): p for p in pods}
-        gpu_stats: dict[str, dict[_GpuKey, dict[str, _Stats]]] = defaultdict(lambda: defaultdict(dict))
+        # Per pod uid and GPU, the figures as "kind.stat" (e.g. "util.mean").
+        gpu_stats: dict[str, dict[_GpuKey, _Stats]] = defaultdict(dict)
         gpu_info: dict[_GpuKey, Mapping[str, str]] = {}
         ns_label, pod_label, hosts = dcgm.namespace_label, dcgm.pod_label, dcgm.hostname_labels
         for kind in ("prof", "util", "fb"):
+            prefix = kind + "."
             for sample in by_kind.get(kind, ()):
                 labels = sample["metric"]
                 target = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
@@ -181,8 +183,12 @@ class UsageMeter:
                 if target is None or value is None:
                     continue
                 key = _gpu_key(labels, hosts)
-                gpu_info.setdefault(key, labels)
-                gpu_stats[target.uid][key].setdefault(kind, {})[labels.get(q.STAT, "")] = value
+                per_gpu = gpu_stats[target.uid]
+                stats = per_gpu.get(key)
+                if stats is None:
+                    stats = per_gpu[key] = {}
+                    gpu_info.setdefault(key, labels)
+                stats[prefix + labels.get(q.STAT, "")] = value
 
         pod_stats: dict[str, _Stats] = defaultdict(dict)
         reused: set[str] = set()
@@ -236,9 +242,10 @@ class UsageMeter:
 
 def _value(sample: Sample) -> float | None:
     try:
-        return _parse(sample["value"][1])
-    except (KeyError, IndexError, TypeError):
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
         return None
+    return None if value != value else value  # NaN: not a measurement
 
 
 def _parse(text: str) -> float | None:
@@ -259,22 +266,16 @@ def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuK
 
 
 def _gpu_usage(
-    target: PodWindow,
-    held_minutes: float,
-    key: _GpuKey,
-    labels: Mapping[str, str],
-    stats: Mapping[str, _Stats],
+    target: PodWindow, held_minutes: float, key: _GpuKey, labels: Mapping[str, str], stats: _Stats
 ) -> GpuUsage:
     host, index, uuid, instance = key
     # GR_ENGINE_ACTIVE is the better measure where present (and the only one on MIG instances).
-    util = stats.get("prof") if stats.get("prof", {}).get("samples") else stats.get("util", {})
-    util = util or {}
-    fb = stats.get("fb", {})
+    util = "prof." if stats.get("prof.samples") else "util."
     name = f"{host}/{index}" if host else index
     if instance:
         name += f"/mig{instance}"
-    used_peak = fb.get("used_peak")
-    free_min = fb.get("free_min")
+    used_peak = stats.get("fb.used_peak")
+    free_min = stats.get("fb.free_min")
     # used + free is constant: at the instant used peaked, free was at its least.
     total = None if used_peak is None or free_min is None else used_peak + free_min
     return GpuUsage(
@@ -285,11 +286,11 @@ def _gpu_usage(
         model=labels.get("modelName") or None,
         mig_profile=labels.get("GPU_I_PROFILE") or None,
         held_minutes=held_minutes,
-        util_mean_percent=util.get("mean"),
-        util_max_percent=util.get("max"),
+        util_mean_percent=stats.get(util + "mean"),
+        util_max_percent=stats.get(util + "max"),
         fb_used_peak_bytes=None if used_peak is None else round(used_peak * MIB),
         fb_total_bytes=None if total is None else round(total * MIB),
-        samples=int(util.get("samples", 0)),
+        samples=int(stats.get(util + "samples", 0)),
     )
 
 
