@@ -122,9 +122,7 @@ class UsageMeter:
             second += [("mem_sum", promql) for _, promql in self._chunks(mem_multi, summed)]
         cpu_multi = _multi_series(bucket.pods, by_kind.get("cpu", []), cad)
         if cpu_multi:
-            cpu_summed: Callable[[str, str, q.Window], str] = lambda pods, ns, w: q.pod_cpu_summed(  # noqa: E731
-                cad, pods, ns, w, rate_seconds
-            )
+            cpu_summed = functools.partial(q.pod_cpu_summed, cad, rate_seconds=rate_seconds)
             second += [("cpu_sum", promql) for _, promql in self._chunks(cpu_multi, cpu_summed)]
         if second:
             by_kind.update(await self._run(second))
