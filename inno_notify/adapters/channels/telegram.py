@@ -36,9 +36,11 @@ from inno_notify.adapters.channels.base import (
 )
 
 DEFAULT_API_URL = "https://api.telegram.org"
-# At least the dispatcher's concurrency (16): with fewer connections, sends queue inside httpcore's
-# pool, whose every hand-over rescans all waiting requests and connections.
-DEFAULT_POOL_SIZE = 16
+# httpx connections. More is not faster here: httpcore checks every pooled connection (a poll() of its
+# socket) on each request start and end. Measured with bench/dispatch.py (no rate limits, the
+# dispatcher's 16 sends at once, 2-core machine under load 4.5-5.9): 8 gave 115-144 rows/s, 16
+# gave 106-124; CPU per row equal. Under the Telegram limits (25/s) a few sends are in flight.
+DEFAULT_POOL_SIZE = 8
 
 
 class TelegramSender:
