@@ -234,6 +234,21 @@ async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) ->
     assert kinds == [expected, expected]
 
 
+async def test_queries_in_short_urls_give_the_same_figures(
+    cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    # For a proxy that refuses POST: GET, the pod regex cut to fit 1,500-byte URLs.
+    client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url, form_body=False))
+    meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE, max_url_bytes=1500))
+    result = await meter.measure_pods([window(p) for p in cluster_prometheus.cluster.round])
+    client.close()
+    assert meter.last_queries_by_kind["util"] > 1  # the URLs did force several chunks
+    assert result == measured
+    for name in MEASURED_PODS:
+        pod = cluster_prometheus.cluster.by_name(name)
+        check_against_truth(result[pod.uid], cluster_prometheus.truth[pod.uid])
+
+
 async def test_exported_label_spelling(exported_tsdb) -> None:  # type: ignore[no-untyped-def]
     cluster, truth, tsdb = exported_tsdb
     with PrometheusServer(tsdb) as server:
