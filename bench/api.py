@@ -266,15 +266,18 @@ async def drop() -> None:
         await admin.close()
 
 
-async def _postgres_cpu(url: str) -> dict[int, float]:
-    """User + system CPU seconds of each server process on the bench database, by pid; empty where
-    /proc does not show them (a server on another machine or in a container)."""
+async def _postgres_cpu(url: str) -> tuple[int, dict[int, float]]:
+    """Sessions ever started on the bench database, and the user + system CPU seconds of each of
+    its server processes now, by pid (none where /proc does not show them: another machine)."""
     conn = await asyncpg.connect(**_pg_args(url))
     try:
-        pids = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", DATABASE)
+        pids = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", DATABASE
+        )
+        sessions = await conn.fetchval("SELECT sessions FROM pg_stat_database WHERE datname = $1", DATABASE)
     finally:
         await conn.close()
-    return _proc_cpu_seconds([row["pid"] for row in pids])
+    return sessions, _proc_cpu_seconds([row["pid"] for row in pids])
 
 
 def _proc_cpu_seconds(pids: list[int]) -> dict[int, float]:
@@ -289,14 +292,20 @@ def _proc_cpu_seconds(pids: list[int]) -> dict[int, float]:
     return found
 
 
-def _postgres_cpu_figure(before: dict[int, float], after: dict[int, float], requests: int) -> str:
-    if not after:
+def _postgres_cpu_figure(
+    before: tuple[int, dict[int, float]], after: tuple[int, dict[int, float]], requests: int
+) -> str:
+    (sessions_before, cpu_before), (sessions_after, cpu_after) = before, after
+    if not cpu_after:
         return "None (no backend's /proc/PID/stat readable)"
-    spent = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
-    figure = f"{spent * 1000 / requests:.2f}"
-    exited = len(before.keys() - after.keys())
-    # A backend that exited during the phase took its CPU time with it.
-    return figure if not exited else f"{figure} (at least: {exited} backends exited during the phase)"
+    # A backend that exited took its CPU time with it (the pool closes overflow connections when
+    # the server is saturated). The second measuring session counts as started, not as a backend.
+    exited = len(cpu_before.keys() - cpu_after.keys())
+    vanished = (sessions_after - sessions_before - 1) - len(cpu_after.keys() - cpu_before.keys())
+    if exited or vanished:
+        return f"None ({exited + vanished} backends exited during the phase, their CPU unseen)"
+    spent = sum(cpu - cpu_before.get(pid, 0.0) for pid, cpu in cpu_after.items())
+    return f"{spent * 1000 / requests:.2f}"
 
 
 def _load() -> str:
