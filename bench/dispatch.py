@@ -10,7 +10,12 @@ python-telegram-bot and slack-sdk clients and no rate limits. Two phases, on a t
   dispatcher runs its normal loop; ``p50/p99_due_to_sent_ms`` is the time from a row's due time
   to the time the dispatcher recorded it sent.
 
-Prints ``name=value`` lines.
+Prints ``name=value`` lines, with ``dispatcher_cpu_ms_per_row`` (CPU of this process per settled
+row in the burst, less sensitive than the rates to other load) and the 1-minute load average: on
+a shared 2-core machine both rates move with whatever else runs, so report them together.
+``--profile FILE`` writes a cProfile of the burst (which it slows several times); for a sampling
+profile run the bench under ``py-spy record --nonblocking``. ``--telegram-pool`` sets the httpx
+pool of the Telegram sender.
 
     .venv/bin/python bench/dispatch.py [--jobs 3000 --concurrency 16 --steady-rate 200]
 """
