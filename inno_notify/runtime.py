@@ -31,7 +31,7 @@ from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
-from inno_notify.api.app import ApiConfigError, api_enabled, create_app
+from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
@@ -359,14 +359,18 @@ def api_component(
         log.info("api: disabled (api.listen is empty)")
         return None
     try:
+        # The API reads through a store of its own (no per-request liveness ping on its pool); the
+        # digest pages go through the service's store.
         app = create_app(
-            store,
+            create_api_store(settings.database_url),
             settings.api,
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
                 store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
             ),
+            close_store=True,
+            warm_usage=True,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
