@@ -13,8 +13,6 @@ On Postgres the compiled statements run on the driver's connection itself: measu
 bench's pages (50 jobs, bench/api.py), SQLAlchemy's execution and result processing cost 2.3 ms of
 CPU per page and asyncpg alone 1.0 ms, on a path whose CPU is what limits the request rate. The
 SQL is still SQLAlchemy's, compiled once per shape; SQLite goes through SQLAlchemy as usual.
-
-`usage_of_jobs` and `recommendations_of_jobs` return domain records for callers that want them.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.sql import InvalidCursor, chunks, decode_cursor, encode_cursor
 from inno_notify.adapters.db.tables import jobs, recommendations, usage
-from inno_notify.domain.model import Recommendation, Usage
 
 JobKey = tuple[str, str]  # (cluster, uid)
 
@@ -310,49 +307,8 @@ async def _recommendation_rows(conn: AsyncConnection, rows: Sequence[Row]) -> li
     return [found.get((row[CLUSTER], row[UID]), []) for row in rows]
 
 
-# --- domain records (other callers) ------------------------------------------------------------
-
-
-async def usage_of_jobs(conn: AsyncConnection, keys: Sequence[JobKey]) -> dict[JobKey, Usage]:
-    found: dict[JobKey, Usage] = {}
-    for cluster, uids in _by_cluster(keys).items():
-        for chunk in chunks(uids):
-            result = await conn.execute(
-                sa.select(usage).where(usage.c.cluster == cluster, usage.c.job_uid.in_(chunk))
-            )
-            for row in result.mappings():
-                found[(cluster, row["job_uid"])] = codec.usage_from_row(row)
-    return found
-
-
-async def recommendations_of_jobs(
-    conn: AsyncConnection, keys: Sequence[JobKey]
-) -> dict[JobKey, list[Recommendation]]:
-    """Each job's recommendations in their stored order; jobs without any are absent."""
-    found: dict[JobKey, list[Recommendation]] = {}
-    for cluster, uids in _by_cluster(keys).items():
-        for chunk in chunks(uids):
-            result = await conn.execute(
-                sa.select(recommendations)
-                .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
-                .order_by(recommendations.c.job_uid, recommendations.c.position)
-            )
-            for row in result.mappings():
-                found.setdefault((cluster, row["job_uid"]), []).append(codec.recommendation_from_row(row))
-    return found
-
-
 def _by_cluster(keys: Sequence[JobKey]) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = defaultdict(list)
     for cluster, uid in dict.fromkeys(keys):
         grouped[cluster].append(uid)
     return grouped
-
-
-async def usage_and_recommendations(
-    conn: AsyncConnection, keys: Sequence[JobKey]
-) -> tuple[dict[JobKey, Usage], dict[JobKey, list[Recommendation]]]:
-    """Both of the above on the caller's connection."""
-    if not keys:
-        return {}, {}
-    return await usage_of_jobs(conn, keys), await recommendations_of_jobs(conn, keys)

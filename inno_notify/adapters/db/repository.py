@@ -376,13 +376,6 @@ class Store:
 
     # --- admin API read side --------------------------------------------------------------------
 
-    async def job_details(
-        self, keys: Sequence[tuple[str, str]]
-    ) -> tuple[dict[tuple[str, str], Usage], dict[tuple[str, str], list[Recommendation]]]:
-        """Usage and recommendations of many jobs, keyed by (cluster, uid), in one transaction."""
-        async with self._engine.connect() as conn:
-            return await job_details.usage_and_recommendations(conn, keys)
-
     async def usage_by_group(
         self,
         group_by: usage_queries.GroupBy,
@@ -419,28 +412,6 @@ class Store:
             return await digest_queries.load_digest(
                 conn, team, week, tz, cluster=cluster, quota_gpus=quota_gpus
             )
-
-    async def list_jobs_with_details(
-        self, filters: JobFilter, limit: int = 50, cursor: str | None = None
-    ) -> tuple[
-        list[JobRecord],
-        dict[tuple[str, str], Usage],
-        dict[tuple[str, str], list[Recommendation]],
-        str | None,
-    ]:
-        """list_jobs plus the page's usage and recommendations, on one connection (the API's page)."""
-        async with self._engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                # Reads only: at READ COMMITTED a transaction adds no consistency, just BEGIN and
-                # ROLLBACK round trips on the API's hottest path.
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-            page, next_cursor = await jobs.list_jobs(conn, filters, limit, cursor)
-            found_usage, recs = await job_details.usage_and_recommendations(
-                conn, [(j.cluster, j.uid) for j in page]
-            )
-            return page, found_usage, recs, next_cursor
-
-    # --- admin API job pages (rows, not records: see job_details) -------------------------------
 
     async def job_page(self, filters: JobFilter, limit: int = 50, cursor: str | None = None) -> JobPage:
         """A page of job rows with their usage and recommendations (the API's job list), newest
