@@ -142,7 +142,11 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
         ("api: {listen: 'not an address'}\n", {}, "api.listen"),
         ("- a list\n", {}, "the top level must be a mapping"),
         ("prometheus: {url: [\n", {}, "invalid YAML at line"),
-        ("", {"INNO_NOTIFY_PROMETHEUS__NOPE": "1"}, "INNO_NOTIFY_PROMETHEUS__NOPE: unknown key 'prometheus.nope'"),
+        (
+            "",
+            {"INNO_NOTIFY_PROMETHEUS__NOPE": "1"},
+            "INNO_NOTIFY_PROMETHEUS__NOPE: unknown key 'prometheus.nope'",
+        ),
         ("", {"INNO_NOTIFY_PROMETHEUS": "x"}, "'prometheus' is a section, not a scalar key"),
         ("", {"INNO_NOTIFY_CLUSTER__NAME": "x"}, "'cluster' has no sub-keys"),
         ("", {"INNO_NOTIFY_PROMETHEUS__TIMEOUT_SECONDS": "abc"}, "(with environment overrides)"),
