@@ -133,9 +133,12 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
     return senders
 
 
+def _template_dir(settings: Settings) -> Path | None:
+    return Path(settings.notify.template_dir) if settings.notify.template_dir else None
+
+
 def build_renderer(settings: Settings) -> Renderer:
-    template_dir = Path(settings.notify.template_dir) if settings.notify.template_dir else None
-    return Renderer(template_dir, settings.notify.dashboard_url, settings.notify.log_url_template)
+    return Renderer(_template_dir(settings), settings.notify.dashboard_url, settings.notify.log_url_template)
 
 
 # --- the pipeline -------------------------------------------------------------------------------------
@@ -199,6 +202,8 @@ def build_pipeline(
         group_wait_seconds=settings.notify.group_wait_seconds,
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=min(1.0, poll_seconds),
+        digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
+        digest_cluster=settings.cluster,
     )
 
     async def run_ingestor(stop: asyncio.Event) -> None:

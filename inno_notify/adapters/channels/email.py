@@ -84,8 +84,14 @@ class EmailSender:
             html_part = mail.get_body(preferencelist=("html",))
             assert html_part is not None  # added just above
             for image in message.images:
+                # Inline, not attachment: the picture belongs in the HTML, not in the attachment list.
                 html_part.add_related(
-                    image.png, "image", "png", cid=f"<{image.cid}>", filename=image.filename
+                    image.png,
+                    "image",
+                    "png",
+                    cid=f"<{image.cid}>",
+                    filename=image.filename,
+                    disposition="inline",
                 )
         return mail
 
