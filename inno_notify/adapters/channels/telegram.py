@@ -2,8 +2,9 @@
 
 `api_url` is the Bot API server root (CONTRACT.md §2): requests go to
 `{api_url}/bot{token}/{method}`, which is PTB's `base_url=f"{api_url}/bot"` (PTB appends the
-token). PTB's httpx request object does not retry; we create it ourselves so that `aclose` can
-shut it down without `Bot.initialize`, which would cost a `getMe` per start.
+token). The HTTP transport is ours (telegram_transport: aiohttp, a third of httpx's CPU per send);
+like PTB's it does not retry, and we create it ourselves so that `aclose` can shut it down without
+`Bot.initialize`, which would cost a `getMe` per start.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from inno_notify.adapters.channels.base import (
@@ -34,13 +34,11 @@ from inno_notify.adapters.channels.base import (
     redact,
     wrong_message,
 )
+from inno_notify.adapters.channels.telegram_transport import AiohttpRequest
 
 DEFAULT_API_URL = "https://api.telegram.org"
-# httpx connections. More is not faster here: httpcore checks every pooled connection (a poll() of its
-# socket) on each request start and end. Measured with bench/dispatch.py (no rate limits, the
-# dispatcher's 16 sends at once, 2-core machine under load 4.5-5.9): 8 gave 115-144 rows/s, 16
-# gave 106-124; CPU per row equal. Under the Telegram limits (25/s) a few sends are in flight.
-DEFAULT_POOL_SIZE = 8
+# Connections to the Bot API: the dispatcher's concurrent sends (16) each get one.
+DEFAULT_POOL_SIZE = 16
 
 
 class TelegramSender:
@@ -57,13 +55,7 @@ class TelegramSender:
         if not token:
             raise ValueError("telegram token is empty")
         self._token = token
-        self._request = HTTPXRequest(
-            connection_pool_size=pool_size,
-            read_timeout=timeout,
-            write_timeout=timeout,
-            connect_timeout=timeout,
-            pool_timeout=timeout,
-        )
+        self._request = AiohttpRequest(timeout=timeout, pool_size=pool_size)
         self._bot = Bot(
             token,
             base_url=f"{api_url.rstrip('/')}/bot",
