@@ -2,8 +2,8 @@
 figures, sent once per row over the real clients to the fake Bot API, Web API and aiosmtpd.
 
 Runs on SQLite and Postgres (the `store` fixture). The e-mail must carry the chart as an inline
-image that the HTML part references by Content-ID; Slack gets the post without the chart
-(SlackMessage has no attachment), Telegram the text.
+image that the HTML part references by Content-ID; Slack gets the post and the chart uploaded
+into its thread (files_upload_v2) with alt text; Telegram the text.
 """
 
 from __future__ import annotations
@@ -148,6 +148,12 @@ async def test_each_digest_row_is_sent_once_with_the_chart_inline_in_the_mail(
     ((channel, post),) = slack.posted()
     assert channel == "#face-gpu"
     assert "bob@example.com" in str(post["blocks"])
+    ((asked,),) = [[c.params] for c in slack.calls_to("files.getUploadURLExternal")]
+    assert asked["filename"] == f"digest-face-{WEEK}.png" and asked.get("alt_txt")
+    ((uploaded,),) = [list(slack.uploads.values())]
+    assert uploaded.startswith(b"\x89PNG\r\n\x1a\n") and int(asked["length"]) == len(uploaded)
+    ((completed,),) = [[c.params] for c in slack.calls_to("files.completeUploadExternal")]
+    assert completed["channel_id"] == "#face-gpu" and completed["thread_ts"] == "1796000000.000001"
     ((chat, message),) = telegram.sent()
     assert chat == 111 and WEEK in message and "face" in message
 

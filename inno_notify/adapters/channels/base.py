@@ -75,6 +75,8 @@ class SlackMessage:
 
     text: str
     blocks: tuple[Mapping[str, Any], ...] = ()
+    # Pictures uploaded into the post's thread (the digest's chart).
+    images: tuple[InlineImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,8 @@ class InlineImage:
     cid: str
     png: bytes
     filename: str = "chart.png"
+    # Alt text for readers that cannot see the picture (Slack shows it; e-mail has it in the HTML).
+    alt_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)

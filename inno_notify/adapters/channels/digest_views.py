@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -210,12 +210,19 @@ class DigestRenderer:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
 
     def message(self, channel: Channel | str, digest: Digest, chart_png: bytes | None) -> RenderedMessage:
-        """The digest for `channel`. E-mail carries the chart inline (CID); Slack gets it as an
-        upload next to the post (see the report on the sender), Telegram text only."""
+        """The digest for `channel`. E-mail carries the chart inline (CID); Slack gets it uploaded
+        into the post's thread, with its alt text; Telegram gets text only."""
         channel = Channel(channel)
         view = digest_view(digest)
         images = (
-            (InlineImage(CHART_CID, chart_png, f"digest-{digest.team}-{digest.week}.png"),)
+            (
+                InlineImage(
+                    CHART_CID,
+                    chart_png,
+                    f"digest-{digest.team}-{digest.week}.png",
+                    alt_text=chart_alt_text(digest),
+                ),
+            )
             if chart_png
             else ()
         )
@@ -224,7 +231,7 @@ class DigestRenderer:
         if channel is Channel.TELEGRAM:
             return TelegramMessage(truncate_html(parts[0].strip()))
         if channel is Channel.SLACK:
-            return slack_message(parts[0])
+            return replace(slack_message(parts[0]), images=images)
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=images

@@ -8,6 +8,7 @@ connection errors once): only the dispatcher retries.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ from inno_notify.adapters.channels.base import (
     redact,
     wrong_message,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -61,7 +64,23 @@ class SlackSender:
         response = await self._call(
             "chat_postMessage", channel=channel, text=message.text, blocks=list(message.blocks)
         )
-        return f"{response.get('channel', channel)}:{response.get('ts', '')}"
+        posted_in, ts = str(response.get("channel", channel)), str(response.get("ts", ""))
+        for image in message.images:
+            # Into the post's thread: the picture stays with the text it illustrates. A failed upload
+            # after an accepted post is reported but the post stands (it is not sent twice).
+            try:
+                await self._call(
+                    "files_upload_v2",
+                    channel=posted_in,
+                    thread_ts=ts or None,
+                    file=image.png,
+                    filename=image.filename,
+                    title=image.filename,
+                    alt_txt=image.alt_text or None,
+                )
+            except ChannelError as exc:
+                log.warning("slack: the post went out, its picture %s did not: %s", image.filename, exc)
+        return f"{posted_in}:{ts}"
 
     async def user_id(self, email: str) -> str:
         """The Slack user id of an e-mail address, from the cache or `users.lookupByEmail`."""

@@ -8,6 +8,7 @@ header when rate limited, as the real Web API does. The real slack-sdk client is
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +43,21 @@ class FakeSlack:
     channels: set[str] = field(default_factory=set)
     scripted: list[Scripted] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    # file id -> the bytes uploaded (files_upload_v2); the base URL is set by `start`.
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    base_url: str = ""
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
+        app.router.add_post("/upload/{file_id}", self._upload)
         return app
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Step 2 of files_upload_v2: the bytes, POSTed to the URL step 1 handed out."""
+        self.uploads[request.match_info["file_id"]] = await request.read()
+        return web.Response(text="OK - " + str(len(self.uploads[request.match_info["file_id"]])))
 
     def posted(self) -> list[tuple[str, Mapping[str, Any]]]:
         """(channel as requested, the whole chat.postMessage payload) for every post."""
@@ -82,6 +92,8 @@ class FakeSlack:
             "users.lookupByEmail": self._lookup,
             "conversations.open": self._open,
             "chat.postMessage": self._post,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }.get(call.method)
         if handler is None:
             return _error("unknown_method")
@@ -116,6 +128,22 @@ class FakeSlack:
             {"ok": True, "channel": channel, "ts": ts, "message": {"text": params.get("text")}}
         )
 
+    def _upload_url(self, params: Mapping[str, Any]) -> web.Response:
+        file_id = f"F{next(self._ts):06d}"
+        return web.json_response(
+            {"ok": True, "upload_url": f"{self.base_url}/upload/{file_id}", "file_id": file_id}
+        )
+
+    def _complete_upload(self, params: Mapping[str, Any]) -> web.Response:
+        files = params.get("files")
+        if isinstance(files, str):  # form-encoded calls carry it as a JSON string
+            files = json.loads(files)
+        if not files or any(f.get("id") not in self.uploads for f in files):
+            return _error("file_not_found")
+        return web.json_response(
+            {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}
+        )
+
 
 def _error(error: str) -> web.Response:
     return web.json_response({"ok": False, "error": error})
@@ -124,4 +152,5 @@ def _error(error: str) -> web.Response:
 async def start(fake: FakeSlack) -> TestServer:
     server = TestServer(fake.app(), host="127.0.0.1")
     await server.start_server()
+    fake.base_url = str(server.make_url("")).rstrip("/")
     return server
