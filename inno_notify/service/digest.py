@@ -28,6 +28,7 @@ from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.domain.digest import Digest, last_complete_week
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
+from inno_notify.service.pausing import pause
 
 log = logging.getLogger(__name__)
 
@@ -169,16 +170,7 @@ class DigestScheduler:
                 # The database is away: the next round plans the same week, nothing is lost.
                 log.exception("digest round failed; trying again in %.0f s", self._poll)
             wait = (next_firing(self._schedule, self._tz, now) - now).total_seconds()
-            await self._pause(min(self._poll, max(0.0, wait)), stop)
-
-    async def _pause(self, seconds: float, stop: asyncio.Event) -> None:
-        sleeper = asyncio.ensure_future(self._sleep(seconds))
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, stopper):
-                task.cancel()
+            await pause(min(self._poll, max(0.0, wait)), stop, self._sleep)
 
 
 class DigestMessages:

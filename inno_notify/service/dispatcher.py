@@ -47,6 +47,7 @@ from inno_notify.domain.delivery import (
 from inno_notify.domain.delivery import after_failure as decide_after_failure
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.service.digest import DigestMessages
+from inno_notify.service.pausing import pause
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class Dispatcher:
                 log.exception("dispatch round failed; trying again in %.1f s", self._poll)
                 wait = self._poll
             if wait > 0:
-                await self._pause(wait, stop)
+                await pause(wait, stop, self._sleep)
 
     async def run_once(self, now: datetime) -> int:
         """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)."""
@@ -286,15 +287,6 @@ class Dispatcher:
             return self._poll
         # New rows may be enqueued by another process at any time, so never sleep past one poll.
         return min(self._poll, max(0.0, (upcoming - self._clock()).total_seconds()))
-
-    async def _pause(self, seconds: float, stop: asyncio.Event) -> None:
-        sleeper = asyncio.ensure_future(self._sleep(seconds))
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, stopper):
-                task.cancel()
 
 
 class _UnusableRow(Exception):
