@@ -204,6 +204,7 @@ def build_pipeline(
         poll_seconds=min(1.0, poll_seconds),
         digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
         digest_cluster=settings.cluster,
+        telemetry=telemetry,
     )
 
     async def run_ingestor(stop: asyncio.Event) -> None:
@@ -395,11 +396,29 @@ def api_component(
     return run
 
 
-def telemetry_component(store: Store, telemetry: Telemetry, interval: float = 15.0) -> Component:
-    """Samples what no code path counts as it happens: the outbox's depth by status."""
+def telemetry_component(
+    store: Store, telemetry: Telemetry, watcher: ClusterWatcher | None, interval: float = 15.0
+) -> Component:
+    """Samples what the adapters count but do not export: the outbox's depth by status, and the
+    watch restarts each resource watcher went through (added to the counter as they grow)."""
+    exported: dict[tuple[str, str], int] = {}
+
+    def export_restarts() -> None:
+        for kind, resource_watcher in (watcher.watchers if watcher is not None else {}).items():
+            stats = resource_watcher.stats
+            for reason, total in (
+                ("gone", stats.gone),
+                ("timeout", stats.inactivity_restarts),
+                ("error", stats.failures),
+            ):
+                grown = total - exported.get((kind, reason), 0)
+                if grown > 0:
+                    telemetry.watch_restarts.labels(kind, reason).inc(grown)
+                    exported[(kind, reason)] = total
 
     async def run(stop: asyncio.Event) -> None:
         while not stop.is_set():
+            export_restarts()
             try:
                 for status, count in (await store.outbox_depth()).items():
                     telemetry.outbox_depth.labels(status).set(count)
@@ -441,7 +460,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     watcher, api = await _kube_watcher(settings, pipeline.ingestor)
     components = list(pipeline.components)
     components.append(("digest", digest_component(settings, store, senders)))
-    components.append(("telemetry", telemetry_component(store, telemetry)))
+    components.append(("telemetry", telemetry_component(store, telemetry, watcher)))
     if watcher is not None:
         components.append(("watch", watch_component(watcher)))
     tasks: dict[str, asyncio.Task[None]] = {}

@@ -100,6 +100,7 @@ async def test_serve_watches_stores_and_answers_the_api(tmp_path: Path) -> None:
             async with session.get(f"{base}/metrics") as response:
                 metrics = await response.text()
             assert 'inno_notify_watch_events_total{resource="Job",type="MODIFIED"}' in metrics
+            assert "inno_notify_outbox_depth" in metrics and "inno_notify_sends_total" in metrics
     finally:
         stop.set()
         await asyncio.wait_for(service, timeout=10)

@@ -49,6 +49,7 @@ from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.service.digest import DigestMessages
 from inno_notify.service.pausing import pause
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
+from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Dispatcher:
         limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
         backoff: Backoff | None = None,
         rand: Callable[[], float] = random.random,
+        telemetry: Telemetry | None = None,
         digest_renderer: DigestRenderer | None = None,
         digest_cluster: str | None = None,
         record_linger_seconds: float = DEFAULT_RECORD_LINGER,
@@ -111,6 +113,7 @@ class Dispatcher:
         self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
         self._backoff = backoff or Backoff()
         self._rand = rand
+        self._telemetry = telemetry
         self._digest_renderer = digest_renderer or DigestRenderer()
         self._digest_cluster = digest_cluster
         self._linger = record_linger_seconds
@@ -225,6 +228,7 @@ class Dispatcher:
             )
             return
         await recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
+        self._count(channel, "sent", len(known))
         log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
 
     async def _render(
@@ -275,10 +279,16 @@ class Dispatcher:
         async with self._store.engine.begin() as conn:
             await dispatch_queries.mark_retries(conn, retries)
             await dispatch_queries.mark_failures(conn, failures, at)
+        self._count(rows[0].channel.value, "failed", len(failures))
+        self._count(rows[0].channel.value, "retry", len(retries))
         if failures:
             log.warning("%d notification(s) to %s failed: %s", len(failures), rows[0].recipient, error)
         if retries:
             log.info("%d notification(s) to %s will be retried: %s", len(retries), rows[0].recipient, error)
+
+    def _count(self, channel: str, outcome: str, rows: int) -> None:
+        if self._telemetry is not None and rows:
+            self._telemetry.sends.labels(channel, outcome).inc(rows)
 
     async def _idle_wait(self) -> float:
         async with self._store.engine.connect() as conn:
