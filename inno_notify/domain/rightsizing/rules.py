@@ -9,7 +9,7 @@ every OOM kill. docs/rightsizing.md gives each rule's formula and where it comes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from inno_notify.domain.model import (
@@ -25,6 +25,7 @@ from inno_notify.domain.rightsizing.inputs import (
     MIG_PREFIX,
     OOM_KILLED,
     WHOLE_GPU,
+    MeasuredPod,
     RuleInput,
     gpu_resource,
     measured_gpus,
@@ -65,6 +66,28 @@ def _limits(key: str) -> str:
 
 def _runs_note(figure: FamilyFigure | None) -> str:
     return f", based on your last {figure.runs} runs" if figure is not None else ""
+
+
+def _runs(figure: FamilyFigure | None) -> int:
+    """Runs behind a suggestion: the family's, or this one alone."""
+    return figure.runs if figure is not None else 1
+
+
+def _per_pod(pods: Sequence[MeasuredPod]) -> str:
+    return f" per pod ({len(pods)} pods)" if len(pods) > 1 else ""
+
+
+def _pods_evidence(
+    pods: Sequence[MeasuredPod], span: float, family: FamilyFigure | None, **figures: float | int
+) -> dict[str, float | int | str]:
+    """The evidence of a per-pod request rule (memory, cpu): samples, span, pods, the figure, runs."""
+    return {
+        "samples": min(p.usage.samples for p in pods),
+        "span_minutes": round(span, 1),
+        "pods": len(pods),
+        **figures,
+        "runs": _runs(family),
+    }
 
 
 def _gpu_severity(inp: RuleInput, waste: float) -> Severity | None:
@@ -115,7 +138,7 @@ def idle_gpus(inp: RuleInput) -> Recommendation | None:
         "idle_gpus": len(idle),
         "gpus": total,
         "util_mean_max_percent": round(worst, 2),
-        "runs": family.runs if family is not None else 1,
+        "runs": _runs(family),
     }
     if target == 0:
         return Recommendation(
@@ -180,7 +203,7 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
         "pods": len(gpus),
         "gpu_memory_peak_bytes": peak,
         "util_mean_max_percent": round(util, 2),
-        "runs": family.runs if family is not None else 1,
+        "runs": _runs(family),
     }
     # A MIG instance's total is the slice's, not the GPU's: it cannot tell A100 sizes apart.
     models = {mig_family(g.model, g.fb_total_bytes if key == WHOLE_GPU else None) for g in gpus}
@@ -282,7 +305,7 @@ def memory(inp: RuleInput) -> Recommendation | None:
         return None
     span = max(p.held_minutes for p in pods)
     path = f'resources.{field}["memory"]'
-    pods_text = f" per pod ({len(pods)} pods)" if len(pods) > 1 else ""
+    pods_text = _per_pod(pods)
     return Recommendation(
         kind=RecommendationKind.MEMORY,
         severity=severity,
@@ -295,13 +318,7 @@ def memory(inp: RuleInput) -> Recommendation | None:
         ),
         waste_gib_hours=round(waste, 2),
         field_path=path,
-        evidence={
-            "samples": min(p.usage.samples for p in pods),
-            "span_minutes": round(span, 1),
-            "pods": len(pods),
-            "memory_peak_bytes": peak,
-            "runs": family.runs if family is not None else 1,
-        },
+        evidence=_pods_evidence(pods, span, family, memory_peak_bytes=peak),
     )
 
 
@@ -337,7 +354,7 @@ def cpu(inp: RuleInput) -> Recommendation | None:
         return None
     span = max(p.held_minutes for p in pods)
     path = f'resources.{field}["cpu"]'
-    pods_text = f" per pod ({len(pods)} pods)" if len(pods) > 1 else ""
+    pods_text = _per_pod(pods)
     return Recommendation(
         kind=RecommendationKind.CPU,
         severity=severity,
@@ -350,13 +367,7 @@ def cpu(inp: RuleInput) -> Recommendation | None:
         ),
         waste_core_hours=round(waste, 2),
         field_path=path,
-        evidence={
-            "samples": min(p.usage.samples for p in pods),
-            "span_minutes": round(span, 1),
-            "pods": len(pods),
-            "cpu_cores_p95": p95_now,
-            "runs": family.runs if family is not None else 1,
-        },
+        evidence=_pods_evidence(pods, span, family, cpu_cores_p95=p95_now),
     )
 
 
@@ -416,7 +427,7 @@ def memory_increase(inp: RuleInput) -> Recommendation | None:
             "oom_kills": max(1, len(kills)),
             "pods": len({k.pod.uid for k in kills}) or 1,
             "samples": min(samples) if samples else 0,
-            "runs": family.runs if family is not None else 1,
+            "runs": _runs(family),
             **({"memory_peak_bytes": peak} if peak is not None else {}),
         },
     )
