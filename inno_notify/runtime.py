@@ -32,7 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
-from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Team
+from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.service.digest import DigestScheduler, plan_digest
@@ -141,6 +141,28 @@ def build_renderer(settings: Settings) -> Renderer:
     return Renderer(_template_dir(settings), settings.notify.dashboard_url, settings.notify.log_url_template)
 
 
+def build_dispatcher(
+    settings: Settings,
+    store: Store,
+    senders: Mapping[str, Sender],
+    clock: Clock,
+    poll_seconds: float = 1.0,
+    telemetry: Telemetry | None = None,
+) -> Dispatcher:
+    return Dispatcher(
+        store,
+        senders,
+        build_renderer(settings),
+        clock=clock,
+        group_wait_seconds=settings.notify.group_wait_seconds,
+        give_up_after_seconds=settings.notify.give_up_after_seconds,
+        poll_seconds=poll_seconds,
+        digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
+        digest_cluster=settings.cluster,
+        telemetry=telemetry,
+    )
+
+
 # --- the pipeline -------------------------------------------------------------------------------------
 
 
@@ -194,18 +216,7 @@ def build_pipeline(
         clock,
         telemetry,
     )
-    dispatcher = Dispatcher(
-        store,
-        senders,
-        build_renderer(settings),
-        clock=clock,
-        group_wait_seconds=settings.notify.group_wait_seconds,
-        give_up_after_seconds=settings.notify.give_up_after_seconds,
-        poll_seconds=min(1.0, poll_seconds),
-        digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
-        digest_cluster=settings.cluster,
-        telemetry=telemetry,
-    )
+    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry)
 
     async def run_ingestor(stop: asyncio.Event) -> None:
         consumer = asyncio.create_task(ingestor.run(), name="ingest-consumer")
@@ -541,36 +552,17 @@ async def _send_digest(settings: Settings, store: Store, team_name: str, week: s
         if not rows:
             return f"{team_name} {week}: nobody to send to (leads and digest_channels of the team)"
         await store.enqueue(rows)
-        dispatcher = build_pipeline(settings, store, _NoUsage(), senders, utc_now, started_at=now).dispatcher
+        dispatcher = build_dispatcher(settings, store, senders, utc_now)
         keys = {row.dedup_key for row in rows}
         deadline = asyncio.get_running_loop().time() + 60
         while asyncio.get_running_loop().time() < deadline:
             await dispatcher.run_once(utc_now())
-            states = await _states(store, keys)
+            states = await store.delivery_statuses(sorted(keys))
             if all(state != "pending" for state in states.values()):
                 break
             await asyncio.sleep(0.5)
-        states = await _states(store, keys)
+        states = await store.delivery_statuses(sorted(keys))
         return "\n".join(f"{state} {key}" for key, state in sorted(states.items()))
     finally:
         for sender in senders.values():
             await sender.aclose()
-
-
-async def _states(store: Store, keys: set[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for status in ("pending", "sent", "failed"):
-        cursor = None
-        while True:
-            page, cursor = await store.list_notifications(DeliveryStatus(status), limit=500, cursor=cursor)
-            found.update({n.dedup_key: status for n in page if n.dedup_key in keys})
-            if cursor is None:
-                break
-    return found
-
-
-class _NoUsage:
-    """`digest --send` runs only the dispatcher; nothing is measured."""
-
-    async def measure_pods(self, targets: Any) -> dict[str, Any]:
-        return {}

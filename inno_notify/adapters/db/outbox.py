@@ -128,3 +128,11 @@ async def depth(conn: AsyncConnection) -> dict[str, int]:
     counts = {status.value: 0 for status in DeliveryStatus}
     counts.update({status: int(n) for status, n in result.all()})
     return counts
+
+
+async def statuses(conn: AsyncConnection, dedup_keys: Sequence[str]) -> dict[str, str]:
+    """dedup key -> delivery status, for the rows among `dedup_keys` that exist."""
+    result = await conn.execute(
+        sa.select(outbox.c.dedup_key, outbox.c.status).where(outbox.c.dedup_key.in_(list(dedup_keys)))
+    )
+    return {key: status for key, status in result.all()}

@@ -319,6 +319,11 @@ class Store:
         async with self._engine.begin() as conn:
             return await outbox.mark_failed(conn, id, error, at)
 
+    async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
+        """Where the given outbox rows stand (pending, sent, failed), by dedup key."""
+        async with self._engine.connect() as conn:
+            return await outbox.statuses(conn, dedup_keys)
+
     async def outbox_depth(self) -> dict[str, int]:
         """Notifications per delivery status."""
         async with self._engine.connect() as conn:
