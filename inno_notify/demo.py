@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("demo-out")
 SENDER = "gpu-bot@inno-notify.example"
+CLUSTER = "demo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ def demo_settings(workload: Workload, database_url: str) -> Settings:
     """The configuration a team would write for this cluster: its people, teams and GPU resources."""
     config: dict[str, Any] = {
         "database_url": database_url,
-        "cluster": "demo",
+        "cluster": CLUSTER,
         "prometheus": {"metrics_delay_seconds": 60, "give_up_after_seconds": 1800},
         "accounting": {"gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7}},
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
@@ -210,13 +211,9 @@ async def _settled(store: Store, total: int) -> bool:
     page, _ = await store.list_jobs(JobFilter(), limit=total + 1)
     if len(page) < total or any(not j.status.is_terminal for j in page):
         return False
-    for job in page:
-        if await store.summary_state(job.cluster, job.uid) in (
-            None,
-            SummaryState.NONE,
-            SummaryState.AWAITING_USAGE,
-        ):
-            return False
+    states = await store.summary_states(CLUSTER, [j.uid for j in page])
+    if any(states.get(j.uid) in (None, SummaryState.NONE, SummaryState.AWAITING_USAGE) for j in page):
+        return False
     pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
     return not pending
 
