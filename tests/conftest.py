@@ -6,12 +6,12 @@ import pytest
 
 pytest_plugins = ["tests.db_support"]
 
-SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+CAPTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def shared_fixtures() -> Path:
-    """Real captures from ../shared/fixtures (read-only)."""
-    if not SHARED_FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES}")
-    return SHARED_FIXTURES
+def captures() -> Path:
+    """Real captures from clusters and upstream projects, with their sources in tests/fixtures/README.md."""
+    if not CAPTURES.is_dir():
+        pytest.fail(f"captures not found at {CAPTURES}")
+    return CAPTURES

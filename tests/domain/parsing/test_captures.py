@@ -1,4 +1,4 @@
-"""Every real capture in shared/fixtures/k8s parses, to values read off the files by hand."""
+"""Every real capture in tests/fixtures/k8s parses, to values read off the files by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ._load import load_capture, utc
 CFG = ParseConfig(cluster="lab")
 
 
-def test_every_capture_is_covered(shared_fixtures: Path) -> None:
+def test_every_capture_is_covered(captures: Path) -> None:
     covered = {
         "job-succeeded.json",
         "job-running.json",
@@ -26,11 +26,11 @@ def test_every_capture_is_covered(shared_fixtures: Path) -> None:
         "workload-finished-evicted-deactivated.json",
         "workload-v1beta2-deactivated.json",
     }
-    assert {p.name for p in (shared_fixtures / "k8s").glob("*.json")} == covered
+    assert {p.name for p in (captures / "k8s").glob("*.json")} == covered
 
 
-def test_job_succeeded_131_style(shared_fixtures: Path) -> None:
-    record = parse_job(load_capture(shared_fixtures, "job-succeeded.json"), CFG)
+def test_job_succeeded_131_style(captures: Path) -> None:
+    record = parse_job(load_capture(captures, "job-succeeded.json"), CFG)
     assert (record.uid, record.namespace, record.name) == (
         "4dc6ef71-c2eb-44af-9b73-bb77ab6463db",
         "default",
@@ -48,14 +48,14 @@ def test_job_succeeded_131_style(shared_fixtures: Path) -> None:
     assert record.resource_version == "27656"
 
 
-def test_job_running(shared_fixtures: Path) -> None:
-    record = parse_job(load_capture(shared_fixtures, "job-running.json"), CFG)
+def test_job_running(captures: Path) -> None:
+    record = parse_job(load_capture(captures, "job-running.json"), CFG)
     assert (record.status, record.reason, record.finished_at) == (JobStatus.RUNNING, None, None)
     assert record.resource_version == "27446"
 
 
-def test_job_failed_backoff_limit(shared_fixtures: Path) -> None:
-    record = parse_job(load_capture(shared_fixtures, "job-failed-backofflimit.json"), CFG)
+def test_job_failed_backoff_limit(captures: Path) -> None:
+    record = parse_job(load_capture(captures, "job-failed-backofflimit.json"), CFG)
     assert (record.uid, record.name) == ("a4bb1d1c-2471-457d-a31f-3a8371630c94", "worker2")
     assert (record.status, record.reason, record.finished_at) == (
         JobStatus.FAILED,
@@ -64,9 +64,9 @@ def test_job_failed_backoff_limit(shared_fixtures: Path) -> None:
     )
 
 
-def test_job_suspended_by_kueue(shared_fixtures: Path) -> None:
+def test_job_suspended_by_kueue(captures: Path) -> None:
     record = parse_job(
-        load_capture(shared_fixtures, "job-suspended-kueue.json"), ParseConfig(default_team="ml")
+        load_capture(captures, "job-suspended-kueue.json"), ParseConfig(default_team="ml")
     )
     assert (record.status, record.reason, record.started_at) == (JobStatus.SUSPENDED, "JobSuspended", None)
     assert record.kueue == KueueInfo(local_queue="lq-all-resources")
@@ -85,8 +85,8 @@ def test_job_suspended_by_kueue(shared_fixtures: Path) -> None:
     )
 
 
-def test_pod_of_cronjob_completed(shared_fixtures: Path) -> None:
-    record = parse_pod(load_capture(shared_fixtures, "pod-job-completed.json"), CFG)
+def test_pod_of_cronjob_completed(captures: Path) -> None:
+    record = parse_pod(load_capture(captures, "pod-job-completed.json"), CFG)
     assert (record.uid, record.job_uid, record.phase, record.node) == (
         "8c27e2aa-e3ee-406d-b45e-432476d5dc13",
         "e2e56c92-b266-4003-94c1-72ff60682bc4",
@@ -102,11 +102,11 @@ def test_pod_of_cronjob_completed(shared_fixtures: Path) -> None:
     assert container.requests == {"cpu": 0.04, "memory": 15 * 2**20}
     assert container.limits == {"cpu": 0.08, "memory": 30 * 2**20}
     assert decide_exit([record], job_failed=False) == (0, "Completed")
-    assert parse_bare_gpu_pod(load_capture(shared_fixtures, "pod-job-completed.json"), CFG) is None
+    assert parse_bare_gpu_pod(load_capture(captures, "pod-job-completed.json"), CFG) is None
 
 
-def test_pod_failed_exit_42(shared_fixtures: Path) -> None:
-    record = parse_pod(load_capture(shared_fixtures, "pod-job-failed-exit42.json"), CFG)
+def test_pod_failed_exit_42(captures: Path) -> None:
+    record = parse_pod(load_capture(captures, "pod-job-failed-exit42.json"), CFG)
     assert (record.job_uid, record.phase, record.reason) == (
         "9a709939-4c71-4c8d-a23d-c319134e80e1",
         "Failed",
@@ -122,17 +122,17 @@ def test_pod_failed_exit_42(shared_fixtures: Path) -> None:
     assert decide_exit([record], job_failed=True) == (42, "Error")
 
 
-def test_pod_pending_unschedulable(shared_fixtures: Path) -> None:
-    record = parse_pod(load_capture(shared_fixtures, "pod-pending-unschedulable.json"), CFG)
+def test_pod_pending_unschedulable(captures: Path) -> None:
+    record = parse_pod(load_capture(captures, "pod-pending-unschedulable.json"), CFG)
     # PodScheduled is False: not scheduled, so no GPU time starts.
     assert (record.phase, record.scheduled_at, record.node, record.job_uid) == ("Pending", None, None, None)
     assert record.created_at == utc("2026-06-26T10:12:51")
     assert decide_exit([record]) == (None, None)
-    assert parse_bare_gpu_pod(load_capture(shared_fixtures, "pod-pending-unschedulable.json"), CFG) is None
+    assert parse_bare_gpu_pod(load_capture(captures, "pod-pending-unschedulable.json"), CFG) is None
 
 
-def test_pod_restarting_after_errors(shared_fixtures: Path) -> None:
-    record = parse_pod(load_capture(shared_fixtures, "pod-restarts-error.json"), CFG)
+def test_pod_restarting_after_errors(captures: Path) -> None:
+    record = parse_pod(load_capture(captures, "pod-restarts-error.json"), CFG)
     (container,) = record.containers
     assert container.restart_count == 2
     assert container.last_terminated is not None and container.last_terminated.finished_at == utc(

@@ -47,8 +47,8 @@ CAPTURES = [
 
 
 @pytest.mark.parametrize(("name", "job_uid", "info"), CAPTURES, ids=[c[0] for c in CAPTURES])
-def test_real_workloads(shared_fixtures: Path, name: str, job_uid: str, info: KueueInfo) -> None:
-    assert parse_workload(load_capture(shared_fixtures, name)) == (job_uid, info)
+def test_real_workloads(captures: Path, name: str, job_uid: str, info: KueueInfo) -> None:
+    assert parse_workload(load_capture(captures, name)) == (job_uid, info)
 
 
 def test_readmitted_after_preemption() -> None:
@@ -68,8 +68,8 @@ def test_readmitted_after_preemption() -> None:
     )
 
 
-def test_job_uid_from_owner_reference_without_the_label(shared_fixtures: Path) -> None:
-    obj = load_capture(shared_fixtures, "workload-admitted.json")
+def test_job_uid_from_owner_reference_without_the_label(captures: Path) -> None:
+    obj = load_capture(captures, "workload-admitted.json")
     del obj["metadata"]["labels"]
     assert parse_workload(obj)[0] == "2eae97f8-63f4-4ba6-9930-4c526f0ec781"
 

@@ -186,10 +186,10 @@ def _labels(line: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', line))
 
 
-def test_real_dcgm_captures_map_to_our_tables(shared_fixtures: Path) -> None:
+def test_real_dcgm_captures_map_to_our_tables(captures: Path) -> None:
     """Model names and MIG profiles exactly as dcgm-exporter printed them on real hosts."""
     seen: dict[str, set[str]] = {}
-    for path in sorted((shared_fixtures / "metrics").glob("dcgm-exporter-*.prom")):
+    for path in sorted((captures / "metrics").glob("dcgm-exporter-*.prom")):
         for line in path.read_text().splitlines():
             if line.startswith("#") or "modelName=" not in line:
                 continue
