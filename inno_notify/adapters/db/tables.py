@@ -114,6 +114,10 @@ jobs = sa.Table(
     sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
     sa.Column("usage_due_at", UTCDateTime()),
     sa.Column("usage_attempts", sa.Integer(), nullable=False, server_default="0"),
+    # Who holds the usage lease: a claim token checked by every write of the measurement, and the
+    # leadership term it was claimed in (a newer term may take an older term's claims at once).
+    sa.Column("usage_claim_token", sa.String()),
+    sa.Column("usage_claim_term", sa.BigInteger()),
     sa.Index(None, "owner"),
     sa.Index(None, "team"),
     sa.Index(None, "namespace", "name", "created_at"),
@@ -223,6 +227,10 @@ outbox = sa.Table(
     sa.Column("provider_message_id", sa.String()),
     sa.Column("sent_at", UTCDateTime()),
     sa.Column("failed_at", UTCDateTime()),
+    # The claim that leased the row: mark_* only settle a row whose token still matches, and the
+    # leadership term lets a new leader take an older term's leased rows without waiting.
+    sa.Column("claim_token", sa.String()),
+    sa.Column("claim_term", sa.BigInteger()),
     sa.UniqueConstraint("dedup_key"),
     sa.Index(None, "status", "next_attempt_at"),
     sa.Index(None, "recipient", "channel", "status"),
@@ -248,6 +256,24 @@ teams = sa.Table(
     sa.Column("digest_channels", _json(), nullable=False),
     sa.Column("slack_channel", sa.String()),
     sa.Column("notify_unowned", sa.Boolean(), nullable=False),
+)
+
+# Objects a cluster user wrote that could not be parsed or stored: set aside, one row per object
+# (the newest reason wins), so one bad object never stops anyone else's records.
+rejected_objects = sa.Table(
+    "rejected_objects",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("kind", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String()),
+    sa.Column("name", sa.String()),
+    sa.Column("reason", sa.String(), nullable=False),
+    sa.Column("detail", sa.Text()),
+    sa.Column("first_seen_at", UTCDateTime(), nullable=False),
+    sa.Column("last_seen_at", UTCDateTime(), nullable=False),
+    sa.Column("count", sa.Integer(), nullable=False),
+    sa.Index(None, "last_seen_at"),
 )
 
 checkpoints = sa.Table(
