@@ -1,11 +1,11 @@
-"""The usage cache's freshness rules, with the clock and the computations in the test's hands."""
+"""The report cache's freshness and bounds, with the clock and the computations in the test's hands."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
 
-from inno_notify.api.usage_cache import UsageCache
+from inno_notify.api.cache import ResultCache
 
 WALL = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -24,7 +24,7 @@ class Source:
 
 async def test_fresh_then_stale_while_revalidating_then_expired() -> None:
     now = [0.0]
-    cache = UsageCache(lambda: now[0], lambda: WALL, fresh_seconds=30, max_stale_seconds=300)
+    cache = ResultCache(lambda: now[0], lambda: WALL, fresh_seconds=30, max_stale_seconds=300)
     source = Source()
     assert (await cache.get("k", source.compute)).value == 1
     now[0] = 29.9
@@ -49,7 +49,7 @@ async def test_fresh_then_stale_while_revalidating_then_expired() -> None:
 
 
 async def test_concurrent_misses_share_one_computation() -> None:
-    cache = UsageCache(lambda: 0.0, lambda: WALL)
+    cache = ResultCache(lambda: 0.0, lambda: WALL)
     source = Source()
     source.gate = asyncio.Event()
     waiting = [asyncio.create_task(cache.get("k", source.compute)) for _ in range(5)]
@@ -62,7 +62,7 @@ async def test_concurrent_misses_share_one_computation() -> None:
 
 async def test_a_failed_refresh_keeps_the_stale_value_and_is_retried() -> None:
     now = [0.0]
-    cache = UsageCache(lambda: now[0], lambda: WALL, fresh_seconds=30, max_stale_seconds=300)
+    cache = ResultCache(lambda: now[0], lambda: WALL, fresh_seconds=30, max_stale_seconds=300)
     calls = []
 
     async def flaky() -> int:
