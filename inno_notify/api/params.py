@@ -59,12 +59,6 @@ def _checked(value: str, name: str) -> str:
     # No database stores a NUL character (Postgres refuses it): no record can match one.
     if "\x00" in value:
         raise bad_request(f"{name} contains a NUL character")
-    # Bytes that were not UTF-8 reach us as lone surrogates, which no driver can send.
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad_request(f"{name} is not valid UTF-8") from None
     return value
 
 

@@ -22,6 +22,7 @@ wrote in between, which is exactly what a read-merge-write batch does. Postgres 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -140,6 +141,16 @@ def _configure_sqlite(engine: AsyncEngine, timeout: float | None) -> None:
                 lambda driver: driver.set_progress_handler(deadline.passed, SQLITE_PROGRESS_STEPS)
             )
 
+    @event.listens_for(engine.sync_engine, "invalidate")
+    def _on_invalidate(dbapi_connection: Any, _record: Any, exception: BaseException | None) -> None:
+        # SQLAlchemy invalidates and closes a connection whose task was cancelled mid-statement.
+        # The interrupted statement, still referenced from the cancelled frames, would keep the
+        # closed connection alive with its transaction, and the database's one write lock, until
+        # the garbage collector came by: end the transaction first (after the statement, which
+        # its deadline stops).
+        with contextlib.suppress(Exception):
+            dbapi_connection.run_async(lambda driver: driver.rollback())
+
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
         if connection.get_execution_options().get(INTENT_OPTION) == READ_INTENT[INTENT_OPTION]:
@@ -168,4 +179,7 @@ def _configure_sqlite(engine: AsyncEngine, timeout: float | None) -> None:
 
     @event.listens_for(engine.sync_engine, "handle_error")
     def _failed(context: Any) -> None:
-        _clear(context.connection)
+        # A cancelled task (CancelledError, not an Exception) leaves its statement running in the
+        # driver's thread: the deadline stays armed so that it still stops there.
+        if isinstance(context.original_exception, Exception):
+            _clear(context.connection)
