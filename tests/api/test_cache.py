@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from inno_notify.api.cache import ResultCache
+import pytest
+
+from inno_notify.api.cache import CacheBusy, ResultCache
 
 WALL = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -81,4 +83,66 @@ async def test_a_failed_refresh_keeps_the_stale_value_and_is_retried() -> None:
         await asyncio.sleep(0)
     assert calls == [0.0, 40.0, 40.0]
     assert (await cache.get("k", flaky)).value == 3
+    await cache.close()
+
+
+async def settle() -> None:
+    """Lets the tasks started so far run until they wait on something."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_computations_in_flight_are_bounded() -> None:
+    """Keys come from clients (any window, any team): past `max_inflight` computations a miss is
+    refused at once, a stale entry is served without a refresh, and a key already computing is
+    shared; once computations end, new ones start again."""
+    now = [0.0]
+    cache = ResultCache(lambda: now[0], lambda: WALL, fresh_seconds=30, max_stale_seconds=300, max_inflight=2)
+    source = Source()
+    assert (await cache.get("stale", source.compute)).value == 1
+    now[0] = 40
+    source.gate = asyncio.Event()
+    busy = [asyncio.create_task(cache.get(key, source.compute)) for key in ("a", "b")]
+    await settle()
+    assert cache.inflight == 2 and source.calls == 3
+
+    with pytest.raises(CacheBusy):
+        await cache.get("c", source.compute)
+    assert (await cache.get("stale", source.compute)).value == 1  # served stale, no refresh started
+    shared = asyncio.create_task(cache.get("a", source.compute))  # joins the running computation
+    await settle()
+    assert cache.inflight == 2 and source.calls == 3
+
+    source.gate.set()
+    first, second, joined = [await task for task in (*busy, shared)]
+    assert joined is first and second is not first
+    await settle()
+    assert cache.inflight == 0
+    assert (await cache.get("c", source.compute)).value == 4
+    await cache.close()
+
+
+async def test_results_kept_are_bounded_least_recently_used_first() -> None:
+    cache = ResultCache(lambda: 0.0, lambda: WALL, max_keys=3)
+    source = Source()
+    for key in ("a", "b", "c"):
+        await cache.get(key, source.compute)
+    await cache.get("a", source.compute)  # a hit makes "a" the most recently used
+    await cache.get("d", source.compute)  # evicts "b"
+    assert len(cache) == 3 and source.calls == 4
+    assert (await cache.get("a", source.compute)).value == 1
+    assert (await cache.get("b", source.compute)).value == 5  # recomputed
+    await cache.close()
+
+
+async def test_without_freshness_nothing_is_kept_and_concurrent_calls_share() -> None:
+    cache = ResultCache(lambda: 0.0, lambda: WALL, fresh_seconds=0)
+    source = Source()
+    source.gate = asyncio.Event()
+    waiting = [asyncio.create_task(cache.get("k", source.compute)) for _ in range(3)]
+    await settle()
+    source.gate.set()
+    assert {(await task).value for task in waiting} == {1}
+    assert len(cache) == 0
+    assert (await cache.get("k", source.compute)).value == 2
     await cache.close()

@@ -11,11 +11,9 @@ from datetime import datetime
 from typing import Any
 
 import aiohttp
-import asyncpg
 import pytest
 import sqlalchemy as sa
 from aiohttp.test_utils import TestClient, TestServer
-from sqlalchemy.engine import make_url
 
 from inno_notify.adapters.db import JobFilter, Store, create_engine
 from inno_notify.adapters.db.job_details import JobPage
@@ -23,7 +21,7 @@ from inno_notify.adapters.db.usage_queries import UsageCell
 from inno_notify.api import keys, openapi
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.cache import MAX_INFLIGHT
-from tests.adapters.db.test_engine import SLOW
+from tests.adapters.db.test_engine import SLOW, connect
 
 from .support import NOW, SETTINGS, TOKENS, Recorder, check_conforms
 
@@ -81,10 +79,7 @@ async def _get(client: TestClient, path: str, **params: str) -> tuple[int, Any, 
 
 
 async def _active_statements(url: str, text: str) -> int:
-    parsed = make_url(url)
-    conn = await asyncpg.connect(
-        user=parsed.username, password=parsed.password, host=parsed.host, port=parsed.port, database=parsed.database
-    )
+    conn = await connect(url)
     try:
         query = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = $1"
         count: int = await conn.fetchval(query, text)

@@ -36,10 +36,15 @@ async def limited(database_url: str) -> AsyncIterator[AsyncEngine]:
         await engine.dispose()
 
 
-async def _connect(url: str) -> asyncpg.Connection:
+async def connect(url: str) -> asyncpg.Connection:
+    """A plain asyncpg connection to the database of a test URL (outside any engine)."""
     parsed = make_url(url)
     return await asyncpg.connect(
-        user=parsed.username, password=parsed.password, host=parsed.host, port=parsed.port, database=parsed.database
+        user=parsed.username,
+        password=parsed.password,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
     )
 
 
@@ -111,10 +116,10 @@ async def test_migrate_is_not_cut_by_a_statement_timeout(empty_database_url: str
     if db_dialect != "postgres":
         pytest.skip("Postgres lock")
     name = make_url(empty_database_url).database
-    admin = await _connect(empty_database_url)
+    admin = await connect(empty_database_url)
     try:
         await admin.execute(f'ALTER DATABASE "{name}" SET statement_timeout = 50')
-        holder = await _connect(empty_database_url)
+        holder = await connect(empty_database_url)
         try:
             await holder.execute("SET statement_timeout = 0")
             await holder.execute("SELECT pg_advisory_lock($1)", _PG_MIGRATE_LOCK)
