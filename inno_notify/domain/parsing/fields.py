@@ -126,7 +126,10 @@ def _scalar_text(key: str, value: object) -> str:
         return value
     if isinstance(value, bool | int | float):
         # Only scalars are turned into text: str() of a nested value could be huge or recurse deep.
-        return str(value)
+        try:
+            return str(value)
+        except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+            raise ParseError(f"{key}: a number too long to be text", OUT_OF_RANGE) from exc
     raise ParseError(f"{key}: expected a string, got {_kind(value)}", WRONG_TYPE)
 
 
