@@ -395,7 +395,7 @@ class _EventStream:
             self._set_aside(NOT_AN_OBJECT, line[:200])
             return None
         event_type = event.get("type")
-        if event_type not in _EVENT_TYPES:
+        if not isinstance(event_type, str) or event_type not in _EVENT_TYPES:
             self._set_aside(UNKNOWN_TYPE, line[:200])
             return None
         return event_type, event["object"]
