@@ -62,7 +62,9 @@ _NOTIFY_ALIASES = {
     "no": NotifyMode.NEVER,
 }
 
-Layers = Sequence[Mapping[str, str]]
+# Annotations and labels as the object holds them: values are strings by API contract, but a
+# hand-written object may hold anything, so lookups read only string values.
+Layers = Sequence[Mapping[str, object]]
 
 OWNER_NOT_ONE_ADDRESS = "not_one_address"
 # RFC 5321: a path is at most 256 octets with its angle brackets, a local part at most 64.
@@ -82,12 +84,15 @@ class OwnerIntent:
 
 
 def lookup(layers: Layers, keys: Sequence[str]) -> str | None:
-    """The first non-blank value of any of ``keys``, layer by layer."""
+    """The first non-blank string value of any of ``keys``, layer by layer, stripped and storable
+    (only the values looked up are cleaned: the rest of an object's annotations is never read)."""
     for layer in layers:
         for key in keys:
             value = layer.get(key)
-            if value is not None and value.strip():
-                return value.strip()
+            if isinstance(value, str):
+                cleaned = storable(value).strip()
+                if cleaned:
+                    return cleaned
     return None
 
 

@@ -72,7 +72,7 @@ def parse_bare_gpu_pod(
     if pod.gpu_equivalents <= 0 or _controlled_elsewhere(metadata, pod):
         return None
     labels = string_map(metadata, "labels")
-    layers = (string_map(metadata, "annotations"), labels)
+    layers = (mapping(metadata, "annotations"), labels)
     intent = read_intent(layers, pod.namespace, cfg, notes)
     if intent.owner is None:
         return None

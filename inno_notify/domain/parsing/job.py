@@ -83,12 +83,12 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     if uid is None or namespace is None or name is None:
         raise ParseError("Job without metadata.uid, namespace or name", MISSING_FIELD)
 
-    labels = string_map(metadata, "labels")
+    labels = string_map(metadata, "labels")  # stored with the record: all of it made storable
     layers = (
-        string_map(metadata, "annotations"),
+        mapping(metadata, "annotations"),
         labels,
-        string_map(template_meta, "annotations"),
-        string_map(template_meta, "labels"),
+        mapping(template_meta, "annotations"),
+        mapping(template_meta, "labels"),
     )
     intent = read_intent(layers, namespace, cfg, notes)
     job_status_, reason, finished_at = job_status(spec, status)

@@ -31,7 +31,6 @@ from .fields import (
     key,
     mapping,
     objects,
-    string_map,
     text,
     timestamp,
 )
@@ -64,11 +63,11 @@ _INDEX = re.compile(r"[0-9]{1,10}")
 
 def job_uid_of_pod(metadata: JsonObject) -> str | None:
     """The uid of the Job that owns the pod: the controller-uid label, else a Job owner reference."""
-    labels = string_map(metadata, "labels")
+    labels = mapping(metadata, "labels")
     for label in CONTROLLER_UID_LABELS:
         value = labels.get(label)
         if value:
-            uid = storable_key(value)
+            uid = storable_key(value) if isinstance(value, str) else None
             if uid is None:
                 raise ParseError(f"label {label}: not usable as a job uid", BAD_KEY)
             return uid
@@ -138,12 +137,12 @@ def _status_of(statuses: Mapping[str, JsonObject], container: JsonObject) -> Jso
 
 def completion_index(metadata: JsonObject, notes: list[SetAside] | None = None) -> int | None:
     """The pod's completion index (Indexed jobs), or None; a value that is not one is noted."""
-    written = string_map(metadata, "annotations").get(COMPLETION_INDEX_KEY) or string_map(
-        metadata, "labels"
-    ).get(COMPLETION_INDEX_KEY)
+    written = mapping(metadata, "annotations").get(COMPLETION_INDEX_KEY) or mapping(metadata, "labels").get(
+        COMPLETION_INDEX_KEY
+    )
     if not written:
         return None
-    if _INDEX.fullmatch(written) and int(written) <= INT32_MAX:
+    if isinstance(written, str) and _INDEX.fullmatch(written) and int(written) <= INT32_MAX:
         return int(written)
     if notes is not None:
         notes.append(SetAside("completion_index", OUT_OF_RANGE))

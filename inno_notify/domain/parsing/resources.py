@@ -53,7 +53,9 @@ def _amounts(resources: JsonObject, key: str) -> dict[str, float]:
         except QuantityError as exc:
             raise ParseError(f"resources.{key}[{resource[:80]}]: {exc}", BAD_QUANTITY) from exc
         # Requests and limits are never negative; the ceiling keeps byte counts within a BIGINT.
-        out[resource] = finite(f"resources.{key}[{resource[:80]}]", amount, QUANTITY_MAX)
+        if not 0 <= amount <= QUANTITY_MAX:
+            finite(f"resources.{key}[{resource[:80]}]", amount, QUANTITY_MAX)  # raises, naming the field
+        out[resource] = amount
     return out
 
 

@@ -211,7 +211,7 @@ REFUSED = [
     pytest.param(POD, ("status", "containerStatuses"), _terminated(None), "missing_field", id="no exit code"),
     pytest.param(POD, ("metadata", "uid"), "u" * 200, "bad_key", id="uid too long"),
     pytest.param(POD, ("metadata", "uid"), {"a": 1}, "wrong_type", id="uid object"),
-    pytest.param(POD, ("metadata", "labels"), {"x": {"nested": 1}}, "wrong_type", id="label value object"),
+    pytest.param(JOB, ("metadata", "labels"), {"x": {"nested": 1}}, "wrong_type", id="label value object"),
     pytest.param(
         POD, ("metadata", "labels", "batch.kubernetes.io/controller-uid"), "u" * 200, "bad_key", id="job uid"
     ),
@@ -239,7 +239,7 @@ REFUSED = [
     ),
     pytest.param(JOB, ("spec", "parallelism"), 2**40, "out_of_range", id="parallelism 2**40"),
     pytest.param(JOB, ("spec", "completions"), "1_000", "wrong_type", id="completions 1_000"),
-    pytest.param(JOB, ("metadata", "annotations"), {"x": 10**5000}, "out_of_range", id="5000-digit value"),
+    pytest.param(JOB, ("metadata", "labels"), {"x": 10**5000}, "out_of_range", id="5000-digit label value"),
 ]
 
 
