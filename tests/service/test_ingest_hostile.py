@@ -263,8 +263,8 @@ MALFORMED: list[tuple[str, Any, str]] = [
     ),
     (
         "Pod",
-        {"metadata": {"uid": "p1", "name": "p", "namespace": "ns", "labels": {"x": {"y": 1}}}},
-        "wrong_type",
+        {"metadata": {"uid": "p1", "name": "p", "namespace": "ns", "creationTimestamp": "yesterday"}},
+        "bad_time",
     ),
     ("Event", {"metadata": {"uid": "e1"}, "reason": "Evicted", "involvedObject": "pod/x"}, "wrong_type"),
     (
