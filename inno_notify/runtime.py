@@ -410,26 +410,35 @@ def api_component(
 def telemetry_component(
     store: Store, telemetry: Telemetry, watcher: ClusterWatcher | None, interval: float = 15.0
 ) -> Component:
-    """Samples what the adapters count but do not export: the outbox's depth by status, and the
-    watch restarts each resource watcher went through (added to the counter as they grow)."""
-    exported: dict[tuple[str, str], int] = {}
+    """Samples what the adapters count but do not export: the outbox's depth by status, the watch
+    restarts each resource watcher went through, and the watch lines it set aside (added to the
+    counters as they grow)."""
+    exported: dict[tuple[str, str, str], int] = {}
 
-    def export_restarts() -> None:
+    def grow(counter: str, kind: str, reason: str, total: int) -> int:
+        grown = total - exported.get((counter, kind, reason), 0)
+        if grown > 0:
+            exported[(counter, kind, reason)] = total
+        return grown
+
+    def export_watchers() -> None:
         for kind, resource_watcher in (watcher.watchers if watcher is not None else {}).items():
             stats = resource_watcher.stats
             for reason, total in (
                 ("gone", stats.gone),
                 ("timeout", stats.inactivity_restarts),
                 ("error", stats.failures),
+                ("crash", stats.crashes),
             ):
-                grown = total - exported.get((kind, reason), 0)
-                if grown > 0:
+                if (grown := grow("restarts", kind, reason, total)) > 0:
                     telemetry.watch_restarts.labels(kind, reason).inc(grown)
-                    exported[(kind, reason)] = total
+            for reason, total in list(stats.malformed.items()):
+                if (grown := grow("malformed", kind, reason, total)) > 0:
+                    telemetry.rejected_objects.labels(kind, reason).inc(grown)
 
     async def run(stop: asyncio.Event) -> None:
         while not stop.is_set():
-            export_restarts()
+            export_watchers()
             try:
                 for status, count in (await store.outbox_depth()).items():
                     telemetry.outbox_depth.labels(status).set(count)
@@ -477,10 +486,10 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     tasks: dict[str, asyncio.Task[None]] = {}
 
     def readiness() -> dict[str, bool]:
-        return {
-            "watchers_synced": watcher is None or watcher.ready,
-            "dispatcher_alive": "dispatch" in tasks and not tasks["dispatch"].done(),
-        }
+        # Per watched resource ("watch:Job", …: listed, and heard from recently), then the rest.
+        checks = dict(watcher.readiness()) if watcher is not None else {}
+        checks["dispatcher_alive"] = "dispatch" in tasks and not tasks["dispatch"].done()
+        return checks
 
     http = api_component(settings, store, telemetry, readiness)
     if http is not None:

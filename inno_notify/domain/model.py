@@ -339,6 +339,27 @@ class Team:
 
 
 @dataclass(frozen=True, slots=True)
+class RejectedObject:
+    """An object a cluster user wrote that could not be read or stored, set aside with the reason.
+
+    One per (cluster, kind, uid); ``count`` says how often it was seen refused (each change of the
+    object arrives again). ``uid`` is "" for an object that has no usable uid. ``reason`` is a short
+    fixed word (the metric label); ``detail`` the error, capped.
+    """
+
+    cluster: str
+    kind: str
+    uid: str
+    reason: str
+    namespace: str | None = None
+    name: str | None = None
+    detail: str | None = None
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Notification:
     """An outbox row: one message to one recipient on one channel, sent at least once."""
 

@@ -22,6 +22,7 @@ from inno_notify.adapters.db import (
     jobs,
     outbox,
     recommendation_queries,
+    rejected,
     usage_queries,
 )
 from inno_notify.adapters.db.engine import create_engine
@@ -35,6 +36,7 @@ from inno_notify.domain.model import (
     Notification,
     PodRecord,
     Recommendation,
+    RejectedObject,
     Team,
     Usage,
 )
@@ -171,6 +173,21 @@ class Store:
         clusters = sorted({j.cluster for j in job_records} | {p.cluster for p in pod_records})
         async with self.ingest_transaction() as tx:
             return await tx.write(clusters[0] if clusters else "", job_records, pod_records, marks)
+
+    # --- objects set aside by ingestion ---------------------------------------------------------
+
+    async def record_rejected(self, rejections: Sequence[RejectedObject], at: datetime) -> None:
+        """Records objects that could not be read or stored: one row per (cluster, kind, uid), its
+        count raised each time the object is refused again (see rejected.py)."""
+        if not rejections:
+            return
+        async with self._engine.begin() as conn:
+            await rejected.record(conn, rejections, at)
+
+    async def rejected_objects(self, cluster: str | None = None, limit: int = 100) -> list[RejectedObject]:
+        """The objects set aside, most recently refused first."""
+        async with self._engine.connect() as conn:
+            return await rejected.list_recent(conn, cluster, limit)
 
     async def list_jobs(
         self, filters: JobFilter, limit: int = 50, cursor: str | None = None
