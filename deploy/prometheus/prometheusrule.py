@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 RULES = HERE / "rules.yaml"
 TARGET = HERE.parent / "kustomize" / "components" / "monitoring" / "prometheusrule.yaml"
 
-HEADER = "# Generated from deploy/prometheus/rules.yaml by deploy/prometheus/prometheusrule.py: edit that file.\n"
+HEADER = "# Generated from deploy/prometheus/rules.yaml by deploy/prometheus/prometheusrule.py: edit that.\n"
 
 
 def render() -> str:

@@ -36,7 +36,8 @@ EXPECTED_CLUSTER_RULES = {
 EXPECTED_NAMESPACED_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
 # Volume types the "restricted" Pod Security Standard allows.
 RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret",
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+    "secret",
 }  # fmt: skip
 SECRETS_DIR = "/var/run/secrets/inno-notify"
 
@@ -89,7 +90,8 @@ def test_rbac_reads_jobs_pods_events_and_queues_and_nothing_else(overlay: str) -
             assert "secrets" not in rule["resources"]
     namespace = one(objects, "Namespace")["metadata"]["name"]
     for binding in [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]:
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "inno-notify", "namespace": namespace}]
+        subject = {"kind": "ServiceAccount", "name": "inno-notify", "namespace": namespace}
+        assert binding["subjects"] == [subject]
     assert pod_spec(objects)["serviceAccountName"] == "inno-notify"
 
 
@@ -135,7 +137,7 @@ def _walk(value: Any, path: str = "") -> list[tuple[str, Any]]:
 @pytest.mark.parametrize("tree", TREES)
 def test_no_secret_value_is_inlined(tree: str) -> None:
     objects = render(tree)
-    assert not [o for o in objects if o["kind"] == "Secret"], "Secrets are created by the operator, not shipped"
+    assert not [o for o in objects if o["kind"] == "Secret"], "the operator creates Secrets; none ships"
     for container in containers(objects):
         for env in container.get("env", []):
             assert "valueFrom" not in env or "secretKeyRef" not in env["valueFrom"], env
@@ -160,7 +162,8 @@ def test_probes_point_at_the_probe_port_of_the_configuration(tree: str, tmp_path
     settings = _settings_of(objects, service, tmp_path)
     assert int(settings.probes.listen.rpartition(":")[2]) == probe_port["containerPort"]
     assert settings.probes.listen.startswith("0.0.0.0:"), "kubelet reaches the pod IP, not loopback"
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")):
+    expected = {"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"}
+    for probe, path in expected.items():
         assert service[probe]["httpGet"] == {"path": path, "port": "probes"}, probe
     ports = {p["name"]: p for p in one(objects, "Service")["spec"]["ports"]}
     assert ports["probes"]["targetPort"] == "probes"
