@@ -285,7 +285,8 @@ def _documented_scalar_keys() -> list[tuple[str, object]]:
 
     rows = []
     for line in DOCS.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"^\| `([a-z0-9_.]+)` \| ([^|]+) \| `(.+)` \|", line)
+        # The type column escapes its own bars: `string \| null`.
+        match = re.match(r"^\| `([a-z0-9_.]+)` \| ((?:[^|\\]|\\\|)+) \| `(.+?)` \|", line)
         if match and not match[2].startswith(("list of", "map ")):
             rows.append((match[1], json.loads(match[3])))
     return rows
