@@ -116,6 +116,7 @@ def _clean_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@pytest.mark.image
 def test_image_config_is_what_kubernetes_expects(rootfs: Path) -> None:
     inspected = subprocess.run(
         ["podman", "image", "inspect", IMAGE], capture_output=True, text=True, check=True
@@ -127,6 +128,7 @@ def test_image_config_is_what_kubernetes_expects(rootfs: Path) -> None:
     assert config["WorkingDir"] == "/tmp"
 
 
+@pytest.mark.image
 def test_version_as_non_root_on_a_read_only_root(rootfs: Path, tmp_path: Path) -> None:
     script = (
         "id -u; inno-notify version; "
@@ -145,6 +147,7 @@ def test_version_as_non_root_on_a_read_only_root(rootfs: Path, tmp_path: Path) -
     assert lines[4] == "tmp-writable"
 
 
+@pytest.mark.image
 def test_demo_runs_in_the_image(rootfs: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         _run_readonly(rootfs, tmp_path / "root", "inno-notify", "demo", "--jobs", "6", "--speed", "2000"),
@@ -161,6 +164,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.image
 def test_serve_answers_its_probes_in_the_image(rootfs: Path, tmp_path: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
