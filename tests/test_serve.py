@@ -175,6 +175,7 @@ async def test_serve_stops_at_once_when_the_probe_port_is_taken(tmp_path: Path) 
 
 
 @pytest.mark.postgres
+@pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning")  # loopback only
 async def test_no_secret_reaches_the_log(tmp_path: Path) -> None:
     """`serve` as a process, at DEBUG with JSON logs, with every kind of secret set (API token,
     Telegram and Slack tokens, SMTP password, database password) and every channel used, one of
