@@ -32,6 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
+from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
@@ -494,7 +495,13 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     http = api_component(settings, store, telemetry, readiness)
     if http is not None:
         components.append(("api", http))
+    probes: web.AppRunner | None = None
     try:
+        # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.
+        probes = await start_probes(
+            create_probe_app(store, readiness, telemetry.registry), settings.probes.listen
+        )
+        log.info("probes: /healthz /readyz /metrics on %s", settings.probes.listen)
         async with asyncio.TaskGroup() as group:
             for name, component in components:
                 tasks[name] = group.create_task(component(stop), name=name)
@@ -515,6 +522,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             await stop.wait()
             log.info("stopping: finishing in-flight work")
     finally:
+        if probes is not None:
+            await probes.cleanup()
         for sender in senders.values():
             await sender.aclose()
         meter.client.close()

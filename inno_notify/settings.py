@@ -17,6 +17,7 @@ import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import yaml
 from croniter import croniter
@@ -50,6 +51,9 @@ def _read_secret_file(path: str, key: str) -> SecretStr:
 
 
 ListenAddress = Annotated[str, Field(pattern=r"^(|\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5})$")]
+# The probes have no off switch: kubelet needs them whether or not anything else listens.
+RequiredListenAddress = Annotated[str, Field(pattern=r"^\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5}$")]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
 class KubernetesSettings(_Section):
@@ -381,6 +385,13 @@ class ApiSettings(_Section):
     tokens: tuple[ApiToken, ...] = Field((), description="Bearer tokens as SHA-256 hashes, with roles.")
 
 
+class ProbesSettings(_Section):
+    listen: RequiredListenAddress = Field(
+        "0.0.0.0:8081",
+        description="host:port of /healthz, /readyz and /metrics: always on, no token, apart from the API (kubelet probes and Prometheus scrape it).",
+    )
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -388,6 +399,14 @@ class Settings(_Section):
         "sqlite+aiosqlite:///inno-notify.db",
         description="SQLAlchemy URL; production: postgresql+asyncpg://user:pw@host/db.",
         repr=False,
+    )
+    database_url_file: str | None = Field(
+        None,
+        description="File holding the whole database URL (Kubernetes Secret mount); replaces database_url.",
+    )
+    database_password_file: str | None = Field(
+        None,
+        description="File holding the database password, merged into the URL's user-info (the URL names the user), so that the password never sits in a ConfigMap.",
     )
     cluster: str = Field("default", description="Cluster name stored on every record.")
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)  # type: ignore[arg-type]
@@ -401,6 +420,14 @@ class Settings(_Section):
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
+    probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
+    log_level: LogLevel = Field(
+        "INFO", description="Least severe log level written (`--log-level` overrides it for one run)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="text: one human line per record; json: one JSON object per line (time, level, logger, message, job_uid or uid when the line is about one object), for log collectors.",
+    )
 
     @property
     def database_url_redacted(self) -> str:
@@ -413,6 +440,37 @@ class Settings(_Section):
         if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_any_case(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _database_url_from_files(self) -> Settings:
+        url = self.database_url
+        if self.database_url_file is not None:
+            url = _read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
+            try:
+                url = self._supported_database(url)
+            except ValueError as exc:
+                raise ValueError(f"database_url_file {self.database_url_file!r}: {exc}") from None
+        if self.database_password_file is not None:
+            password = _read_secret_file(self.database_password_file, "database_password_file")
+            url = _with_password(url, password.get_secret_value())
+        object.__setattr__(self, "database_url", url)
+        return self
+
+
+def _with_password(url: str, password: str) -> str:
+    """`scheme://user@host/db` with the password put into its user-info (quoted for a URL)."""
+    scheme, _, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    if not at or not user:
+        raise ValueError("database_password_file needs a user name in database_url (scheme://user@host/db)")
+    return f"{scheme}://{user}:{quote(password, safe='')}@{hostport}{slash}{path}"
 
 
 def _env_overrides(env: Mapping[str, str]) -> list[tuple[list[str], Any, str]]:
