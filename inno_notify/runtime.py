@@ -129,6 +129,7 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             tls=email.tls,
             username=email.username,
             password=secret_value(email.password),
+            allowed_domains=settings.notify.allowed_email_domains,
         )
     return senders
 
@@ -201,7 +202,13 @@ def build_pipeline(
         started_at,
         telemetry,
     )
-    planner = DirectoryPlanner(store, frozenset(senders), settings.notify.group_wait_seconds, clock)
+    planner = DirectoryPlanner(
+        store,
+        frozenset(senders),
+        settings.notify.group_wait_seconds,
+        clock,
+        allowed_email_domains=settings.notify.allowed_email_domains,
+    )
     collector = UsageCollector(
         store,
         source,

@@ -211,3 +211,12 @@ def test_rightsizing_section_mirrors_the_policy() -> None:
     settings_defaults = RightsizingSettings().model_dump()
     assert settings_defaults == policy_defaults
     assert RightsizingPolicy(**settings_defaults) == RightsizingPolicy()
+
+
+def test_allowed_email_domains_default_to_any_and_are_normalised(tmp_path: Path) -> None:
+    assert load_settings(None, {}).notify.allowed_email_domains == ()
+    path = write(tmp_path, "notify: {allowed_email_domains: [Corp.Example, '@lab.example.org.']}\n")
+    assert load_settings(path, {}).notify.allowed_email_domains == ("corp.example", "lab.example.org")
+    bad = write(tmp_path, "notify: {allowed_email_domains: ['corp.example, evil.example']}\n", "bad.yaml")
+    with pytest.raises(ConfigError, match="allowed_email_domains"):
+        load_settings(bad, {})
