@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -326,9 +327,13 @@ def test_cluster_values_are_inert_in_slack_mrkdwn(payload: str) -> None:
         stripped = stripped.replace(f"{ZWSP}{char}{ZWSP}", "")
     assert not set("*_~`") & set(stripped)
     assert f"{safe}/{safe}" in text
-    # Nothing was lost: undoing the fences and the three entities gives the value back.
+    # A word-initial @ (a typed mention) is followed by a zero-width space.
+    assert not re.search(f"(?<![\\w.+-])@(?!{ZWSP})", safe)
+    # Nothing was lost: undoing the fences, the mention breaks and the three entities gives the
+    # value back.
     for char in "*_~`":
         safe = safe.replace(f"{ZWSP}{char}{ZWSP}", char)
+    safe = safe.replace(f"@{ZWSP}", "@")
     assert safe.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == payload
 
 
