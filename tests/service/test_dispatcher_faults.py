@@ -214,6 +214,32 @@ async def test_a_late_outcome_of_an_expired_claim_does_not_free_the_row_for_a_th
     assert (row.status, row.provider_message_id, row.attempts) == (DeliveryStatus.SENT, "m0", 2)
 
 
+async def test_dispatchers_running_side_by_side_send_each_row_once(
+    store: Store, clock: FakeClock, telegram_api: tuple[FakeTelegram, str]
+) -> None:
+    """Three dispatchers claim from one outbox at once, with the production claim, each through its
+    own real Telegram client: every chat gets its summary exactly once."""
+    fake, url = telegram_api
+    fake.chats.update(1000 + i for i in range(PEOPLE))
+    await seed(store)
+    senders = [TelegramSender(TELEGRAM_TOKEN, url, timeout=5.0) for _ in range(3)]
+    try:
+        dispatchers = [dispatcher(store, {"telegram": s}, clock, batch_size=4) for s in senders]
+        handled = 0
+        for _ in range(PEOPLE):
+            rounds = await asyncio.gather(*(d.run_once(T0) for d in dispatchers))
+            handled += sum(rounds)
+            if not any(rounds):
+                break
+    finally:
+        for sender in senders:
+            await sender.aclose()
+
+    assert handled == PEOPLE
+    assert sorted(chat for chat, _ in fake.sent()) == [1000 + i for i in range(PEOPLE)]
+    assert {(r.status, r.attempts) for r in await all_rows(store)} == {(DeliveryStatus.SENT, 1)}
+
+
 class SlowSender(ScriptedSender):
     """Each send takes `seconds` of the dispatcher's clock."""
 
