@@ -65,7 +65,9 @@ def hostile_digest() -> Any:
         top_waste=(WasteRow("c", "u1", MENTIONS, MENTIONS, owner, 240.0, "idle_gpu", "warning", MENTIONS),),
         queue_seconds_sorted=(30.0,),
     )
-    return build_digest("face <!channel> @here", "2026-W48", "UTC", rows, TeamTotals(jobs=2, gpu_minutes=600.0))
+    return build_digest(
+        "face <!channel> @here", "2026-W48", "UTC", rows, TeamTotals(jobs=2, gpu_minutes=600.0)
+    )
 
 
 def strings(value: Any) -> Iterator[str]:
