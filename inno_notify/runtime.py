@@ -130,6 +130,7 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             tls=email.tls,
             username=email.username,
             password=secret_value(email.password),
+            allowed_domains=settings.notify.allowed_email_domains,
         )
     return senders
 
@@ -202,7 +203,13 @@ def build_pipeline(
         started_at,
         telemetry,
     )
-    planner = DirectoryPlanner(store, frozenset(senders), settings.notify.group_wait_seconds, clock)
+    planner = DirectoryPlanner(
+        store,
+        frozenset(senders),
+        settings.notify.group_wait_seconds,
+        clock,
+        allowed_email_domains=settings.notify.allowed_email_domains,
+    )
     collector = UsageCollector(
         store,
         source,

@@ -231,6 +231,22 @@ class NotifySettings(_Section):
     template_dir: str | None = Field(
         None, description="Directory whose templates override the built-in ones (rendered sandboxed)."
     )
+    allowed_email_domains: tuple[str, ...] = Field(
+        (),
+        description="E-mail goes only to addresses in these domains (each also allows its subdomains); "
+        "owners elsewhere get no e-mail. Empty: any domain.",
+    )
+
+    @field_validator("allowed_email_domains")
+    @classmethod
+    def _plain_domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        domains = []
+        for entry in value:
+            domain = entry.strip().lower().removeprefix("@").strip(".")
+            if not re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)*", domain):
+                raise ValueError(f"not a domain name: {entry!r}")
+            domains.append(domain)
+        return tuple(domains)
 
 
 class TelegramSettings(_Section):

@@ -367,3 +367,12 @@ def test_every_environment_variable_the_docs_and_manifests_name_is_accepted() ->
     documented = {config_docs.env_name(key) for key, _ in _documented_scalar_keys()}
     for name in sorted(names - {"INNO_NOTIFY_CONFIG"}):
         assert name in documented or name.startswith("INNO_NOTIFY_TEST_"), f"{name} is not a setting"
+
+
+def test_allowed_email_domains_default_to_any_and_are_normalised(tmp_path: Path) -> None:
+    assert load_settings(None, {}).notify.allowed_email_domains == ()
+    path = write(tmp_path, "notify: {allowed_email_domains: [Corp.Example, '@lab.example.org.']}\n")
+    assert load_settings(path, {}).notify.allowed_email_domains == ("corp.example", "lab.example.org")
+    bad = write(tmp_path, "notify: {allowed_email_domains: ['corp.example, evil.example']}\n", "bad.yaml")
+    with pytest.raises(ConfigError, match="allowed_email_domains"):
+        load_settings(bad, {})

@@ -3,7 +3,8 @@
 Every method is one transaction and takes or returns domain records, so callers never see a row
 or a connection. Batch methods take sequences: the ingestion path writes thousands of records per
 statement, never one commit per row. The queries themselves live in jobs.py, outbox.py and
-directory.py; here they are only composed into transactions.
+directory.py; here they are only composed into transactions. The dispatcher's side of the outbox
+(claims, leases, outcomes) is `Store.outbox`, an OutboxRepository.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from inno_notify.adapters.db import (
 from inno_notify.adapters.db.engine import create_engine
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
+from inno_notify.adapters.db.outbox_repository import OutboxRepository
 from inno_notify.domain.digest import Digest
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -93,6 +95,7 @@ class Store:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._outbox = OutboxRepository(engine)
 
     @classmethod
     def from_url(cls, url: str) -> Store:
@@ -101,6 +104,11 @@ class Store:
     @property
     def engine(self) -> AsyncEngine:
         return self._engine
+
+    @property
+    def outbox(self) -> OutboxRepository:
+        """Claiming outbox rows and recording what became of them (the dispatcher's side)."""
+        return self._outbox
 
     async def close(self) -> None:
         await self._engine.dispose()
@@ -311,30 +319,6 @@ class Store:
         """Inserts those whose dedup key is new; returns how many. `id` of the inputs is ignored."""
         async with self._engine.begin() as conn:
             return await outbox.enqueue(conn, notifications)
-
-    async def claim_due(self, now: datetime, limit: int, lease_seconds: float) -> list[Notification]:
-        """Up to `limit` pending notifications due by `now`, oldest due first.
-
-        Each claimed row counts one more attempt and is not due again until now + lease_seconds
-        (unless marked sent/retry/failed first). Concurrent claimers on Postgres skip each
-        other's rows; on SQLite claims are serialised by its single writer.
-        """
-        async with self._engine.begin() as conn:
-            return await outbox.claim_due(conn, now, limit, lease_seconds)
-
-    async def mark_sent(self, id: int, provider_message_id: str | None, at: datetime) -> bool:
-        async with self._engine.begin() as conn:
-            return await outbox.mark_sent(conn, id, provider_message_id, at)
-
-    async def mark_retry(self, id: int, error: str, next_attempt_at: datetime) -> bool:
-        """Records a retryable failure; False if the row is no longer pending."""
-        async with self._engine.begin() as conn:
-            return await outbox.mark_retry(conn, id, error, next_attempt_at)
-
-    async def mark_failed(self, id: int, error: str, at: datetime) -> bool:
-        """Records a permanent failure; False if the row is no longer pending."""
-        async with self._engine.begin() as conn:
-            return await outbox.mark_failed(conn, id, error, at)
 
     async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
         """Where the given outbox rows stand (pending, sent, failed), by dedup key."""
