@@ -6,7 +6,7 @@ address is accepted only when the standard library's parser reads the whole valu
 addr-spec (`local@domain`) and nothing else: no second address, no display name (`Bob <b@x>`),
 no group (`team: a@x, b@y;`), no comment, no quoted local part, no domain literal (`a@[10.0.0.1]`),
 no control character (CR, LF, NUL), no source routing (`a%b@relay`, `b!a@relay`), ASCII only, at
-most 254 characters (RFC 5321's path limit).
+most 254 characters (RFC 5321's path limit) with a local part of at most 64.
 What remains is the plain `local@domain.tld` a directory holds.
 
 `notify.allowed_email_domains` lets an operator keep mail inside the organisation: a domain
@@ -20,6 +20,7 @@ from collections.abc import Collection
 from email.headerregistry import Address
 
 MAX_ADDRESS_LENGTH = 254
+MAX_LOCAL_PART_LENGTH = 64  # RFC 5321 4.5.3.1.1
 
 
 class AddressRefused(ValueError):
@@ -46,6 +47,8 @@ def single_address(value: object) -> str:
         raise AddressRefused(f"not an e-mail address ({type(exc).__name__})") from None
     if parsed.addr_spec != value or not parsed.username or "." not in parsed.domain.strip("."):
         raise AddressRefused("not a single plain address (local@domain)")
+    if len(parsed.username) > MAX_LOCAL_PART_LENGTH:
+        raise AddressRefused(f"local part longer than {MAX_LOCAL_PART_LENGTH} characters")
     return value
 
 

@@ -7,7 +7,7 @@ wins, so a template default can be overridden on the Job. For the owner, every k
 whichever key it used.
 
 Values are hostile until read: the owner must be exactly one e-mail ``addr_spec`` (RFC 5322, parsed
-by the standard library's strict ``email.headerregistry.Address``), written as such: a list such as
+by the standard library's strict parser, see :mod:`..addresses`), written as such: a list such as
 ``attacker@evil.example,victim@corp.example`` is no owner at all, and the refusal is noted (see
 :class:`.fields.SetAside`). Team, group and family end in indexed columns and are capped.
 """
@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from email.headerregistry import Address
 from functools import lru_cache
 
+from ..addresses import is_single_address
 from ..model import NotifyMode
 from .config import ParseConfig
 from .fields import SetAside
@@ -68,8 +68,6 @@ Layers = Sequence[Mapping[str, object]]
 
 OWNER_NOT_ONE_ADDRESS = "not_one_address"
 # RFC 5321: a path is at most 256 octets with its angle brackets, a local part at most 64.
-_ADDRESS_MAX = 254
-_LOCAL_PART_MAX = 64
 _CHANNELS_MAX = 8
 _CHANNEL_NAME = re.compile(r"[a-z0-9_-]{1,32}")
 
@@ -98,21 +96,10 @@ def lookup(layers: Layers, keys: Sequence[str]) -> str | None:
 
 @lru_cache(maxsize=4096)
 def one_address(value: str) -> str | None:
-    """``value`` if it is exactly one e-mail addr_spec as written (no list, no display name, no
-    comment), else None. Cached: a cluster has far fewer owners than jobs."""
-    if not value or len(value) > _ADDRESS_MAX or not value.isprintable():
-        return None
-    try:
-        parsed = Address(addr_spec=value)
-    # The stdlib parser signals bad input with several unrelated types (ValueError, IndexError,
-    # HeaderParseError, defects); any of them means "not one address".
-    except Exception:
-        return None
-    if parsed.addr_spec != value or not parsed.username or not parsed.domain:
-        return None
-    if len(parsed.username) > _LOCAL_PART_MAX:
-        return None
-    return value
+    """``value`` if it is exactly one plain e-mail address as written (the one rule of
+    domain.addresses, which routing and the e-mail sender apply too), else None. Cached: a cluster
+    has far fewer owners than jobs."""
+    return value if is_single_address(value) else None
 
 
 def parse_notify(value: str | None) -> NotifyMode:
