@@ -24,6 +24,7 @@ class GapReason(enum.StrEnum):
     RESET_REQUIRED = "reset_required"
     GPU_NOT_FOUND = "gpu_not_found"
     TIMEOUT = "timeout"
+    NOT_FOUND = "not_found"
     FUNCTION_NOT_FOUND = "function_not_found"  # the driver is older than the call
     UNKNOWN = "unknown"  # NVML_ERROR_UNKNOWN, or an error code we do not know
     UNEXPECTED = "unexpected"  # the binding raised something that is not an NVMLError
