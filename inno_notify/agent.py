@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import logging
 import signal
+import ssl
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,12 @@ def _cgroup_reader(proc_root: str) -> Any:
 class AgentProcess:
     """The agent's parts, started by ``async with``: ``port`` is where it listens (useful with port 0)."""
 
-    def __init__(self, settings: Settings, nvml: Any) -> None:
+    def __init__(self, settings: Settings, nvml: Any, metrics: AgentMetrics | None = None) -> None:
         check_agent_settings(settings.agent)
         self.settings = settings
         agent = settings.agent
         self.sampler = NvmlSampler(nvml, first_window_seconds=agent.interval_seconds)
-        self.metrics = AgentMetrics(agent.node_name or "")
+        self.metrics = metrics or AgentMetrics(agent.node_name or "")
         self.directory: PodDirectory | None = None
         self.node_agent: NodeAgent | None = None
         self.port: int | None = None
@@ -110,10 +111,15 @@ class AgentProcess:
             return None
         if agent.pods == "kubelet":
             url = agent.kubelet_url or f"https://{agent.node_name}:10250"
-            ca_file = agent.kubelet_ca_file if agent.kubelet_verify_tls else None
-            kubelet = KubeletPods(
-                url, agent.token_file, ssl_context=kubelet_ssl(ca_file, verify=agent.kubelet_verify_tls)
-            )
+            tls: ssl.SSLContext | bool = False
+            if url.startswith("https:"):
+                try:
+                    tls = kubelet_ssl(agent.kubelet_ca_file, verify=agent.kubelet_verify_tls)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"agent.kubelet_ca_file: cannot read {agent.kubelet_ca_file!r}: {exc.strerror or exc}"
+                    ) from None
+            kubelet = KubeletPods(url, agent.token_file, ssl_context=tls)
             self._stack.push_async_callback(kubelet.close)
             return PolledPods(kubelet.list_pods, min_refresh_seconds=agent.pod_refresh_seconds)
         kube = self.settings.kubernetes
@@ -151,12 +157,15 @@ class AgentProcess:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(settings: Settings, nvml: Any | None = None) -> AsyncIterator[AgentProcess]:
+async def agent_process(
+    settings: Settings, nvml: Any | None = None, metrics: AgentMetrics | None = None
+) -> AsyncIterator[AgentProcess]:
+    """The agent's parts on ``nvml`` (default: the real ``pynvml`` module), started and then closed."""
     if nvml is None:
         import pynvml  # NVIDIA's nvidia-ml-py; importing it loads no library yet
 
         nvml = pynvml
-    async with AgentProcess(settings, nvml) as process:
+    async with AgentProcess(settings, nvml, metrics) as process:
         yield process
 
 
