@@ -7,7 +7,6 @@ import pytest
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import ContainerRecord, PodRecord
 
-
 SHARED = "nvidia.com/gpu.shared"
 
 
