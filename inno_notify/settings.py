@@ -380,7 +380,9 @@ class AgentSettings(_Section):
     """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
 
     interval_seconds: float = Field(15, gt=0, description="NVML sampling interval of the node agent.")
-    listen: ListenAddress = Field("0.0.0.0:9401", description="host:port of the agent's /metrics and /healthz.")
+    listen: ListenAddress = Field(
+        "0.0.0.0:9401", description="host:port of the agent's /metrics and /healthz."
+    )
     node_name: str | None = Field(
         None,
         description="The node the agent runs on; the DaemonSet sets it from the downward API (INNO_NOTIFY_AGENT__NODE_NAME from spec.nodeName). Required unless `pods` is none.",

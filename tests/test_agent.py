@@ -97,7 +97,7 @@ async def test_pods_from_the_api_server_watch(sim: SimKubeServer, tmp_path: Path
         scraped = scrape(text)
         assert series(scraped, "inno_notify_gpu_process_memory_bytes") == {
             process_labels("face", "train-a", "trainer"): 5 * GIB,
-            process_labels("vision", "mig-job", "worker", A100, "3g.40gb"): 9 * GIB,
+            process_labels("vision", "mig-job", "worker", A100, "3g.40gb", "1"): 9 * GIB,
         }
         # eval-b has processes on the GPU but its pod is not in the list yet.
         unattributed = series(scraped, "inno_notify_gpu_unattributed_memory_bytes")

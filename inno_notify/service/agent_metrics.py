@@ -6,7 +6,7 @@ this sample is simply absent — a gap, never a 0. Gaps are counted by figure an
 snapshot, errors by reason in a counter. The registry is the agent's own, never the global one.
 
 Series (``namespace``, ``pod``, ``container`` are the workload's, ``gpu_uuid`` the physical GPU's,
-``mig_profile`` "" on a whole GPU):
+``mig_profile`` and ``gpu_instance`` (MIG GPU instance ID) "" on a whole GPU):
 
 - ``inno_notify_gpu_process_memory_bytes``, ``inno_notify_gpu_process_sm_util_percent`` per container and GPU;
 - ``inno_notify_gpu_utilization_percent``, ``inno_notify_gpu_memory_used_bytes``,
@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from inno_notify.domain.agent import Attribution, DeviceReading, Gap, NodeReading, SeriesKey
 
-PROCESS_LABELS = ("namespace", "pod", "container", "gpu_uuid", "mig_profile")
+PROCESS_LABELS = ("namespace", "pod", "container", "gpu_uuid", "mig_profile", "gpu_instance")
 DEVICE_LABELS = ("gpu_uuid", "gpu_index", "mig_profile", "gpu_instance")
 INFO_LABELS = ("gpu_uuid", "gpu_index", "model", "node")
 
@@ -194,7 +194,7 @@ class _SnapshotCollector:
 
 
 def _key_labels(key: SeriesKey) -> list[str]:
-    return [key.namespace, key.pod, key.container, key.gpu_uuid, key.mig_profile]
+    return [key.namespace, key.pod, key.container, key.gpu_uuid, key.mig_profile, key.gpu_instance]
 
 
 def _count(gaps: Iterable[Gap]) -> Counter[tuple[str, str, str]]:

@@ -44,8 +44,17 @@ def labels(**values: str) -> Labels:
     return frozenset(values.items())
 
 
-def process_labels(namespace: str, pod: str, container: str, gpu: str = GPU0, mig: str = "") -> Labels:
-    return labels(namespace=namespace, pod=pod, container=container, gpu_uuid=gpu, mig_profile=mig)
+def process_labels(
+    namespace: str, pod: str, container: str, gpu: str = GPU0, mig: str = "", instance: str = ""
+) -> Labels:
+    return labels(
+        namespace=namespace,
+        pod=pod,
+        container=container,
+        gpu_uuid=gpu,
+        mig_profile=mig,
+        gpu_instance=instance,
+    )
 
 
 def pod_object(uid: str, namespace: str, name: str, containers: Mapping[str, str], node: str = NODE) -> dict:

@@ -92,7 +92,7 @@ async def test_processes_of_several_pods_and_mig_instances(tmp_path: Path) -> No
     assert series(scraped, "inno_notify_gpu_process_memory_bytes") == {
         process_labels("face", "train-a", "trainer"): 5 * GIB,  # two processes of one container
         process_labels("speech", "eval-b", "main"): 8 * GIB,
-        process_labels("vision", "mig-job", "worker", A100, "3g.40gb"): 9 * GIB,
+        process_labels("vision", "mig-job", "worker", A100, "3g.40gb", "1"): 9 * GIB,
     }
     # Per-process utilization: measured on the whole GPU, not supported on the MIG instance.
     assert series(scraped, "inno_notify_gpu_process_sm_util_percent") == {
@@ -161,7 +161,7 @@ async def test_lost_gpu_then_driver_reload(tmp_path: Path) -> None:
     await agent.sample_once()
     scraped = scrape(metrics.render())
     memory = series(scraped, "inno_notify_gpu_process_memory_bytes")
-    assert list(memory) == [process_labels("vision", "mig-job", "worker", A100, "3g.40gb")]
+    assert list(memory) == [process_labels("vision", "mig-job", "worker", A100, "3g.40gb", "1")]
     assert all(dict(key)["gpu_uuid"] == A100 for key in series(scraped, "inno_notify_gpu_memory_used_bytes"))
     gaps = series(scraped, "inno_notify_agent_gaps")
     assert gaps[labels(figure="device", reason="gpu_lost", gpu_uuid="index 0")] == 1

@@ -1,8 +1,8 @@
 """One NVML sample joined with the processes' cgroups and the node's pods: a series per container and GPU.
 
 This is what the agent exposes as ``inno_notify_gpu_process_memory_bytes`` and
-``inno_notify_gpu_process_sm_util_percent``. Several processes of one container on one GPU (a data
-loader with its own CUDA context, two MIG instances of the same profile) add up into one series; a
+``inno_notify_gpu_process_sm_util_percent``. Several processes of one container on one GPU or MIG
+instance (a data loader with its own CUDA context) add up into one series; a
 figure that any of them could not report makes the sum unknown, so it is None (the series is left
 out of the sample and a gap counted), never a partial sum. Processes that belong to no pod, to a pod
 the node's list does not know (yet), or that exited between NVML's answer and the /proc read are
@@ -30,14 +30,16 @@ class UnattributedReason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True, order=True)
 class SeriesKey:
-    """The labels of one process series; ``mig_profile`` is "" on a whole GPU, ``container`` "" when
-    the pod's status does not list the process's container ID (yet)."""
+    """The labels of one process series; ``mig_profile`` and ``gpu_instance`` (the MIG GPU instance
+    ID, as dcgm-exporter's ``GPU_I_ID``) are "" on a whole GPU, ``container`` "" when the pod's status
+    does not list the process's container ID (yet)."""
 
     namespace: str
     pod: str
     container: str
     gpu_uuid: str
     mig_profile: str
+    gpu_instance: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +159,5 @@ def _place(
         container=container,
         gpu_uuid=device.gpu_uuid,
         mig_profile=device.mig_profile or "",
+        gpu_instance="" if device.gpu_instance_id is None else str(device.gpu_instance_id),
     )

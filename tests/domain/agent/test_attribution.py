@@ -31,8 +31,8 @@ def proc(pid: int, gib: float | None, sm: float | None = 10.0) -> ProcessReading
     return ProcessReading(pid, None if gib is None else int(gib * GIB), sm)
 
 
-def key(ns: str, pod: str, container: str, gpu: str = GPU, mig: str = "") -> SeriesKey:
-    return SeriesKey(ns, pod, container, gpu, mig)
+def key(ns: str, pod: str, container: str, gpu: str = GPU, mig: str = "", instance: str = "") -> SeriesKey:
+    return SeriesKey(ns, pod, container, gpu, mig, instance)
 
 
 def test_processes_of_different_pods_on_one_time_sliced_gpu() -> None:
@@ -94,9 +94,10 @@ def test_mig_instances_are_their_own_series_under_the_parent_uuid() -> None:
     cgroups = {101: CgroupRef(UID_A, CID_A), 201: CgroupRef(UID_B, CID_B), 202: CgroupRef(UID_B, CID_B)}
     result = attribute(reading, cgroups, PODS)
     assert result.series == (
-        ProcessSeries(key("face", "train-a", "trainer", A100, "3g.40gb"), 10 * GIB, None, 1),
-        # Two instances of one profile held by one container add up.
-        ProcessSeries(key("speech", "eval-b", "main", A100, "1g.10gb"), 5 * GIB, None, 2),
+        ProcessSeries(key("face", "train-a", "trainer", A100, "3g.40gb", "1"), 10 * GIB, None, 1),
+        # Two instances of one profile are two series, told apart by the instance, as in dcgm-exporter.
+        ProcessSeries(key("speech", "eval-b", "main", A100, "1g.10gb", "10"), 2 * GIB, None, 1),
+        ProcessSeries(key("speech", "eval-b", "main", A100, "1g.10gb", "9"), 3 * GIB, None, 1),
     )
 
 
