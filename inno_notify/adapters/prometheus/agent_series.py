@@ -21,8 +21,8 @@ Queries per bucket of the round, none per pod:
 2. ``agent`` (only where the agent read something): per pod and GPU, the peak of its processes'
    memory summed at one instant, and the sum, count and maximum of its SM utilization samples;
 3. ``sharing`` (only where the round measured GPUs): one subquery over the bucket's range at the
-   scrape step, for every GPU of the round: which pods had series on it at each step (agent and
-   dcgm-exporter), and how many samples the agent took of it. Each pod's own time is read out of it.
+   scrape step, for every GPU of the round: the timestamps of the agent's samples of it and of each
+   pod's series on it (agent and dcgm-exporter). Each pod's own time is read out of them in Python.
 
 A pod's share of a GPU: memory is the peak of its own processes; utilization the sum of its
 processes' SM utilization over the agent's samples of that GPU in the pod's time, divided by their
@@ -56,9 +56,9 @@ SHARING_OVERLAP = "overlap"
 SHARING_AGENT = "agent_processes"
 # The agent must have read the GPU for at least this share of the pod's time.
 MIN_COVERAGE = 0.5
-# Another pod must be seen on the GPU at this many steps of the pod's time: one step alone can be the
-# tail of the previous pod (a sample up to one scrape old) or the head of the next.
-MIN_STEPS_TOGETHER = 2
+# Another pod's processes must be on the GPU in at least two of the agent's samples within the pod's
+# time: a single sample can be the last of the previous pod, taken as this one was scheduled.
+MIN_AGENT_SAMPLES_TOGETHER = 2
 # dcgm-exporter may label a GPU with the pod that held it until the kubelet hands the GPU to the
 # next one (its collection runs every 30 s): its pod labels must overlap for longer than that.
 MIN_DCGM_OVERLAP_SECONDS = 120.0
@@ -101,9 +101,10 @@ class _Bucketed:
     models: dict[str, str] = field(default_factory=dict)  # agent GPUs: uuid -> model
     totals: dict[GpuKey, float] = field(default_factory=dict)
     figures: dict[tuple[_Pod, GpuKey], _Figures] = field(default_factory=dict)
-    device_steps: dict[GpuKey, list[tuple[float, float]]] = field(default_factory=dict)
-    agent_pods: dict[GpuKey, dict[_Pod, list[float]]] = field(default_factory=dict)
-    dcgm_pods: dict[GpuKey, dict[_Pod, list[float]]] = field(default_factory=dict)
+    # Sample timestamps: the agent's of each GPU, and each pod's on each GPU (agent, dcgm-exporter).
+    device_samples: dict[GpuKey, set[float]] = field(default_factory=dict)
+    agent_pods: dict[GpuKey, dict[_Pod, set[float]]] = field(default_factory=dict)
+    dcgm_pods: dict[GpuKey, dict[_Pod, set[float]]] = field(default_factory=dict)
     step: float = 0.0
 
 
@@ -148,29 +149,28 @@ def sharing_query(
     uuids: str,
     window: q.Window,
     step: int,
-    scrape: int,
     labels: AgentLabels,
     dcgm: q.DcgmSelector | None,
 ) -> str:
-    """At every step of the bucket's range, for the GPUs in ``uuids``: the agent's samples of each
-    (``device``) and the pods with series on it (``agent_pod``, ``dcgm_pod``)."""
+    """At every step of the bucket's range, for the GPUs in ``uuids``, the timestamp of the latest
+    sample: of the agent's reading of each GPU (``device``), and of each pod's series on it
+    (``agent_pod``, ``dcgm_pod``). Collected over the steps, they are the sample times themselves,
+    which Python then counts within each pod's own time: exact whatever the range boundaries of the
+    Prometheus version, and unmoved by the lookback that repeats a sample after its series ends."""
     agent_gpu = ", ".join(AGENT_GPU)
     parts = [
+        _tag(f'max by ({agent_gpu}) (timestamp({DEVICE_TOTAL}{{gpu_uuid=~"{uuids}"}}))', "device"),
         _tag(
-            f'max by ({agent_gpu}) (count_over_time({DEVICE_TOTAL}{{gpu_uuid=~"{uuids}"}}[{step}s]))',
-            "device",
-        ),
-        _tag(
-            f"count by ({agent_gpu}, {labels.namespace}, {labels.pod}) "
-            f'(last_over_time({PROCESS_MEMORY}{{gpu_uuid=~"{uuids}"}}[{scrape}s]))',
+            f"max by ({agent_gpu}, {labels.namespace}, {labels.pod}) "
+            f'(timestamp({PROCESS_MEMORY}{{gpu_uuid=~"{uuids}"}}))',
             "agent_pod",
         ),
     ]
     if dcgm is not None:
         parts.append(
             _tag(
-                f"count by ({', '.join(DCGM_GPU)}, {dcgm.namespace_label}, {dcgm.pod_label}) "
-                f'(last_over_time({q.FB_USED}{{UUID=~"{uuids}"}}[{scrape}s]))',
+                f"max by ({', '.join(DCGM_GPU)}, {dcgm.namespace_label}, {dcgm.pod_label}) "
+                f'(timestamp({q.FB_USED}{{UUID=~"{uuids}"}}))',
                 "dcgm_pod",
             )
         )
@@ -265,7 +265,7 @@ class AgentSeries:
         scrape = max(1, round(self._scrape))
         step = max(scrape, math.ceil(window.range_seconds / MAX_STEPS))
         found.step = float(step)
-        for chunk in self._uuid_chunks(uuids, lambda u: sharing_query(u, window, step, scrape, agent, dcgm)):
+        for chunk in self._uuid_chunks(uuids, lambda u: sharing_query(u, window, step, agent, dcgm)):
             for sample in await self._query("sharing", chunk):
                 self._add_presence(found, sample, agent, dcgm)
         return found
@@ -308,9 +308,10 @@ class AgentSeries:
     ) -> None:
         labels = sample["metric"]
         stat = labels.get(q.STAT)
-        points = [(t, v) for t, v in (_point(p) for p in sample.get("values") or ()) if t is not None]
+        # The value at each step is a sample's timestamp (ms precision); the steps repeat them.
+        stamps = {round(v, 3) for t, v in (_point(p) for p in sample.get("values") or ()) if t is not None}
         if stat == "device":
-            found.device_steps.setdefault(_agent_key(labels), []).extend(points)
+            found.device_samples.setdefault(_agent_key(labels), set()).update(stamps)
             return
         if stat == "agent_pod":
             key, pod = _agent_key(labels), (labels.get(agent.namespace, ""), labels.get(agent.pod, ""))
@@ -322,7 +323,7 @@ class AgentSeries:
         else:
             return
         if pod[1]:  # dcgm-exporter's series of an idle GPU carry no pod
-            seen.setdefault(key, {}).setdefault(pod, []).extend(t for t, _ in points)
+            seen.setdefault(key, {}).setdefault(pod, set()).update(stamps)
 
     # -- decisions ----------------------------------------------------------------------------
 
@@ -369,22 +370,27 @@ class AgentSeries:
             return SHARING_RESOURCE
         if any(r.shared for r in dcgm_rows):
             return next((r.sharing for r in dcgm_rows if r.sharing), SHARING_OVERLAP)
-        step = found.step or self._scrape
-        if self._others(target, found.agent_pods.get(key, {}), MIN_STEPS_TOGETHER):
+        if self._others(
+            target, found.agent_pods.get(key, {}), lambda t: len(t) >= MIN_AGENT_SAMPLES_TOGETHER
+        ):
             return SHARING_AGENT
-        dcgm_steps = max(MIN_STEPS_TOGETHER, math.ceil(MIN_DCGM_OVERLAP_SECONDS / step))
-        if self._others(target, found.dcgm_pods.get(key, {}), dcgm_steps):
+        if self._others(
+            target, found.dcgm_pods.get(key, {}), lambda t: max(t) - min(t) >= MIN_DCGM_OVERLAP_SECONDS
+        ):
             return SHARING_OVERLAP
         return None
 
     @staticmethod
-    def _others(target: PodWindow, present: Mapping[_Pod, list[float]], at_least: int) -> bool:
-        """Whether another pod had series on the GPU at ``at_least`` steps of this pod's time."""
+    def _others(
+        target: PodWindow, present: Mapping[_Pod, set[float]], enough: Callable[[list[float]], bool]
+    ) -> bool:
+        """Whether another pod's samples on the GPU within this pod's time are ``enough``."""
         start, end = target.held_from.timestamp(), target.held_until.timestamp()
-        for pod, steps in present.items():
+        for pod, stamps in present.items():
             if pod == (target.namespace, target.pod):
                 continue
-            if sum(1 for t in steps if start < t <= end) >= at_least:
+            inside = [t for t in stamps if start <= t <= end]
+            if inside and enough(inside):
                 return True
         return False
 
@@ -400,9 +406,9 @@ class AgentSeries:
         if uuid not in found.models:
             return None  # no agent on that GPU's node
         start, end = target.held_from.timestamp(), target.held_until.timestamp()
-        step = found.step or self._scrape
-        # count_over_time(...[step]) at t counts the samples of (t - step, t].
-        samples = sum(count for t, count in found.device_steps.get(key, ()) if start <= t < end + step)
+        seen = sum(1 for t in found.device_samples.get(key, ()) if start <= t <= end)
+        # A step longer than the scrape interval sees one sample per step of the several taken.
+        samples = seen * max(1.0, (found.step or self._scrape) / self._scrape)
         if samples <= 0 or samples * self._scrape < MIN_COVERAGE * target.held_seconds:
             return None
         figures = found.figures.get(((target.namespace, target.pod), key))
@@ -433,10 +439,18 @@ class AgentSeries:
             fb_used_peak_bytes=None if memory is None else round(memory),
             fb_total_bytes=round(total) if total is not None else (first.fb_total_bytes if first else None),
             shared=sharing is not None,
-            samples=int(samples),
+            samples=round(samples),
             source=GPU_SOURCE_AGENT,
             sharing=sharing,
         )
+
+
+def _agent_overlap(stamps: list[float]) -> bool:
+    return len(stamps) >= MIN_AGENT_SAMPLES_TOGETHER
+
+
+def _dcgm_overlap(stamps: list[float]) -> bool:
+    return max(stamps) - min(stamps) >= MIN_DCGM_OVERLAP_SECONDS
 
 
 def _agent_key(labels: Mapping[str, str]) -> GpuKey:
