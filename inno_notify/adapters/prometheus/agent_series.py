@@ -4,25 +4,30 @@ On a time-sliced GPU dcgm-exporter's figures are the whole GPU's (FACTS.md), so 
 pod's. The node agent (``inno-notify agent``, docs/agent.md) exports per container and GPU the
 memory and SM utilization of the container's own processes. After ``measure`` has read dcgm-exporter,
 this module finds which of the round's GPUs were shared and, where the agent read them, puts the
-pod's own share in place of the whole-GPU row (``source="nvml_agent"``, ``shared=True`` and how the
+pod's own share in place of the whole-GPU row (``source="nvml_agent"``, ``shared=True``, and how the
 sharing was found in ``sharing``). A shared GPU the agent did not read keeps its dcgm row, marked
 shared: accounting then states no figure rather than the whole GPU's.
 
 A GPU is shared for a pod when
 - the pod asked for a time-sliced resource (``PodWindow.shared_resource``: ``resource``);
-- another pod was on the same GPU (UUID, MIG profile and instance) while this one held it, in
-  dcgm-exporter's pod labels (``overlap``) or in the agent's process series (``agent_processes``).
-  This is read over each pod's own time, so pods measured in different rounds (one ended hours
-  before the other) are found too; within a round ``measure.mark_shared_gpus`` already compared them.
+- the round itself shows another pod on it at the same time (``measure.mark_shared_gpus``:
+  ``overlap``);
+- the agent saw another pod's processes on it while this pod held it (``agent_processes``), read
+  over the pod's own time, so a pod measured hours before or after this one counts too. Without
+  the agent, pods of different rounds are not compared: dcgm-exporter gives a time-sliced GPU's
+  labels to one of its pods only, and reading every GPU's label history for every round would cost
+  more than the rest of the round together.
 
-Queries per bucket of the round, none per pod:
-1. ``agent_probe``: which GPUs the agent read in the bucket's range (model, memory size) and whether
-   its workload labels arrived as ``exported_*`` (a scrape without ``honor_labels``);
-2. ``agent`` (only where the agent read something): per pod and GPU, the peak of its processes'
-   memory summed at one instant, and the sum, count and maximum of its SM utilization samples;
-3. ``sharing`` (only where the round measured GPUs): one subquery over the bucket's range at the
-   scrape step, for every GPU of the round: the timestamps of the agent's samples of it and of each
-   pod's series on it (agent and dcgm-exporter). Each pod's own time is read out of them in Python.
+Queries per bucket of the round (none at all beyond the probe where no agent runs):
+1. ``agent_probe``: which GPUs the agent read in the bucket's range (model; memory size per
+   instance) and whether its workload labels arrived as ``exported_*`` (a scrape without
+   ``honor_labels``);
+2. ``agent``: per pod and GPU, the peak of its processes' memory, and the sum, count and maximum of
+   its SM utilization samples (pod-labelled series exist only while the pod ran, as for
+   dcgm-exporter); ``agent_sum``: the peak of the sum for pods with several container series;
+3. ``agent_window``: for each pod on a GPU the agent reads, over the pod's own time (its own range
+   and ``@``): how many samples the agent took of the GPU, and how many each pod had on it. The
+   terms of many pods go into one query, up to the byte budget.
 
 A pod's share of a GPU: memory is the peak of its own processes; utilization the sum of its
 processes' SM utilization over the agent's samples of that GPU in the pod's time, divided by their
@@ -37,6 +42,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from urllib.parse import quote_plus
 
 from inno_notify.adapters.prometheus import queries as q
 from inno_notify.adapters.prometheus.batching import Bucket, PodWindow, chunk_pods, plan_buckets
@@ -49,25 +55,21 @@ PROCESS_SM = "inno_notify_gpu_process_sm_util_percent"
 DEVICE_TOTAL = "inno_notify_gpu_memory_total_bytes"
 GPU_INFO = "inno_notify_gpu_info"
 AGENT_GPU = ("gpu_uuid", "mig_profile", "gpu_instance")
-DCGM_GPU = ("UUID", "GPU_I_PROFILE", "GPU_I_ID")
 
 SHARING_RESOURCE = "resource"
 SHARING_OVERLAP = "overlap"
 SHARING_AGENT = "agent_processes"
 # The agent must have read the GPU for at least this share of the pod's time.
 MIN_COVERAGE = 0.5
-# Another pod's processes must be on the GPU in at least two of the agent's samples within the pod's
-# time: a single sample can be the last of the previous pod, taken as this one was scheduled.
-MIN_AGENT_SAMPLES_TOGETHER = 2
-# dcgm-exporter may label a GPU with the pod that held it until the kubelet hands the GPU to the
-# next one (its collection runs every 30 s): its pod labels must overlap for longer than that.
-MIN_DCGM_OVERLAP_SECONDS = 120.0
-# Steps of the sharing subquery at most; a bucket longer than this many scrapes gets coarser steps.
-MAX_STEPS = 2000
+# Another pod's processes must be on the GPU in at least this many of the agent's samples within
+# the pod's time: a single one can be the last of the previous pod, taken as this one was scheduled.
+MIN_SAMPLES_TOGETHER = 2
 
 # (UUID, MIG profile, MIG GPU instance): "" for the last two on a whole GPU.
 GpuKey = tuple[str, str, str]
 _Pod = tuple[str, str]  # (namespace, name)
+_FIGURE_STATS = frozenset({"mem_peak", "mem_series", "mem_samples", "util_sum", "util_samples", "util_max"})
+_POD_UID = "pod_uid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,7 @@ class AgentLabels:
 @dataclass(slots=True)
 class _Figures:
     mem_peak: float | None = None
+    mem_series: float = 0.0
     mem_samples: float = 0.0
     util_sum: float | None = None
     util_samples: float = 0.0
@@ -95,20 +98,15 @@ class _Figures:
 
 
 @dataclass(slots=True)
-class _Bucketed:
+class _Found:
     """What the queries of one bucket said."""
 
-    models: dict[str, str] = field(default_factory=dict)  # agent GPUs: uuid -> model
+    models: dict[str, str] = field(default_factory=dict)  # GPUs the agent read: uuid -> model
     totals: dict[GpuKey, float] = field(default_factory=dict)
     figures: dict[tuple[_Pod, GpuKey], _Figures] = field(default_factory=dict)
-    # Sample timestamps: the agent's of each GPU, and each pod's on each GPU (agent, dcgm-exporter).
-    device_samples: dict[GpuKey, set[float]] = field(default_factory=dict)
-    agent_pods: dict[GpuKey, dict[_Pod, set[float]]] = field(default_factory=dict)
-    dcgm_pods: dict[GpuKey, dict[_Pod, set[float]]] = field(default_factory=dict)
-    step: float = 0.0
-
-
-_FIGURE_STATS = frozenset({"mem_peak", "mem_samples", "util_sum", "util_samples", "util_max"})
+    # Within each pod's own time (by pod uid): the agent's samples of the GPU, and each pod's on it.
+    device_samples: dict[tuple[str, GpuKey], float] = field(default_factory=dict)
+    pod_samples: dict[tuple[str, GpuKey], dict[_Pod, float]] = field(default_factory=dict)
 
 
 def _tag(expr: str, stat: str) -> str:
@@ -129,52 +127,44 @@ def probe_query(window: q.Window, pod_labels: Sequence[str]) -> str:
 
 
 def figures_query(labels: AgentLabels, pods: str, namespaces: str, window: q.Window) -> str:
-    """Per pod and GPU: peak summed memory, memory sample count, SM utilization sum/count/max."""
-    memory = labels.selector(PROCESS_MEMORY, pods, namespaces)
-    sm = labels.selector(PROCESS_SM, pods, namespaces)
+    """Per pod and GPU: the peak of its largest container series and how many series it has, its
+    memory sample count, and the sum, count and maximum of its SM utilization samples."""
+    memory = labels.selector(PROCESS_MEMORY, pods, namespaces) + window.range()
+    sm = labels.selector(PROCESS_SM, pods, namespaces) + window.range()
     by = labels.group_by()
-    rng = window.range()
     return " or ".join(
         (
-            _tag(f"max_over_time(sum by ({by}) ({memory}){window.subquery()})", "mem_peak"),
-            _tag(f"max by ({by}) (count_over_time({memory}{rng}))", "mem_samples"),
-            _tag(f"sum by ({by}) (sum_over_time({sm}{rng}))", "util_sum"),
-            _tag(f"max by ({by}) (count_over_time({sm}{rng}))", "util_samples"),
-            _tag(f"max by ({by}) (max_over_time({sm}{rng}))", "util_max"),
+            _tag(f"max by ({by}) (max_over_time({memory}))", "mem_peak"),
+            _tag(f"count by ({by}) (max_over_time({memory}))", "mem_series"),
+            _tag(f"max by ({by}) (count_over_time({memory}))", "mem_samples"),
+            _tag(f"sum by ({by}) (sum_over_time({sm}))", "util_sum"),
+            _tag(f"max by ({by}) (count_over_time({sm}))", "util_samples"),
+            _tag(f"max by ({by}) (max_over_time({sm}))", "util_max"),
         )
     )
 
 
-def sharing_query(
-    uuids: str,
-    window: q.Window,
-    step: int,
-    labels: AgentLabels,
-    dcgm: q.DcgmSelector | None,
-) -> str:
-    """At every step of the bucket's range, for the GPUs in ``uuids``, the timestamp of the latest
-    sample: of the agent's reading of each GPU (``device``), and of each pod's series on it
-    (``agent_pod``, ``dcgm_pod``). Collected over the steps, they are the sample times themselves,
-    which Python then counts within each pod's own time: exact whatever the range boundaries of the
-    Prometheus version, and unmoved by the lookback that repeats a sample after its series ends."""
+def summed_peak_query(labels: AgentLabels, pods: str, namespaces: str, window: q.Window) -> str:
+    """The peak of a pod's memory on a GPU summed over its container series at one instant."""
+    memory = labels.selector(PROCESS_MEMORY, pods, namespaces)
+    return _tag(f"max_over_time(sum by ({labels.group_by()}) ({memory}){window.subquery()})", "mem_peak")
+
+
+def window_terms(target: PodWindow, uuids: Sequence[str], labels: AgentLabels) -> str:
+    """Over the pod's own time: the agent's samples of its GPUs, and each pod's samples on them."""
+    duration = max(1, math.ceil(target.held_seconds))
+    rng = f"[{duration}s] @ {target.held_until.timestamp():.3f}"
+    gpus = q.regex_alternation(list(uuids))
     agent_gpu = ", ".join(AGENT_GPU)
-    parts = [
-        _tag(f'max by ({agent_gpu}) (timestamp({DEVICE_TOTAL}{{gpu_uuid=~"{uuids}"}}))', "device"),
-        _tag(
-            f"max by ({agent_gpu}, {labels.namespace}, {labels.pod}) "
-            f'(timestamp({PROCESS_MEMORY}{{gpu_uuid=~"{uuids}"}}))',
-            "agent_pod",
-        ),
-    ]
-    if dcgm is not None:
-        parts.append(
-            _tag(
-                f"max by ({', '.join(DCGM_GPU)}, {dcgm.namespace_label}, {dcgm.pod_label}) "
-                f'(timestamp({q.FB_USED}{{UUID=~"{uuids}"}}))',
-                "dcgm_pod",
-            )
-        )
-    return f"({' or '.join(parts)})[{window.range_seconds}s:{step}s] @ {window.at:.3f}"
+    device = f'max by ({agent_gpu}) (count_over_time({DEVICE_TOTAL}{{gpu_uuid=~"{gpus}"}}{rng}))'
+    pods = (
+        f"max by ({agent_gpu}, {labels.namespace}, {labels.pod}) "
+        f'(count_over_time({PROCESS_MEMORY}{{gpu_uuid=~"{gpus}"}}{rng}))'
+    )
+    return " or ".join(
+        f'label_replace({_tag(expr, stat)}, "{_POD_UID}", "{target.uid}", "", "")'
+        for expr, stat in ((device, "device"), (pods, "pod"))
+    )
 
 
 def gpu_key(gpu: GpuUsage) -> GpuKey | None:
@@ -206,20 +196,15 @@ class AgentSeries:
         self.last_queries_by_kind: Counter[str] = Counter()
 
     async def prefer_for_shared(
-        self,
-        targets: Sequence[PodWindow],
-        gpus: Mapping[str, tuple[GpuUsage, ...]],
-        dcgm: q.DcgmSelector | None,
+        self, targets: Sequence[PodWindow], gpus: Mapping[str, tuple[GpuUsage, ...]]
     ) -> dict[str, tuple[GpuUsage, ...]]:
         """The GPU rows of every target after sharing is decided (the same tuple where nothing changed)."""
         self.last_queries_by_kind = Counter()
         result = dict(gpus)
-        buckets = plan_buckets(targets, scrape_seconds=self._scrape, gap_seconds=self._gap)
-        for bucket in buckets:
-            found = await self._read(bucket, gpus, dcgm)
+        for bucket in plan_buckets(targets, scrape_seconds=self._scrape, gap_seconds=self._gap):
+            found = await self._read(bucket, gpus)
             for target in bucket.pods:
-                rows = gpus.get(target.uid, ())
-                result[target.uid] = self._decide(target, rows, found)
+                result[target.uid] = self._decide(target, gpus.get(target.uid, ()), found)
         return result
 
     # -- queries ------------------------------------------------------------------------------
@@ -228,13 +213,11 @@ class AgentSeries:
         self.last_queries_by_kind[kind] += 1
         return await self._client.query(promql)
 
-    async def _read(
-        self, bucket: Bucket, gpus: Mapping[str, tuple[GpuUsage, ...]], dcgm: q.DcgmSelector | None
-    ) -> _Bucketed:
-        found = _Bucketed()
-        window = bucket.window
+    async def _read(self, bucket: Bucket, gpus: Mapping[str, tuple[GpuUsage, ...]]) -> _Found:
+        found = _Found()
         spellings = self._labels.dcgm_spellings()
-        for sample in await self._query("agent_probe", probe_query(window, [pod for pod, _ in spellings])):
+        probe = probe_query(bucket.window, [pod for pod, _ in spellings])
+        for sample in await self._query("agent_probe", probe):
             labels = sample["metric"]
             stat, value = labels.get(q.STAT), _value(sample)
             if stat == "gpu" and labels.get("gpu_uuid"):
@@ -242,94 +225,101 @@ class AgentSeries:
             elif stat == "total" and value is not None:
                 found.totals[_agent_key(labels)] = value
             elif stat == "spelling" and value:
-                # The spelling that exists besides the plain one wins (exported_pod means the plain
-                # `pod` is the agent's own pod, set by the scrape).
-                for pod_label, ns_label in spellings[::-1]:
-                    if pod_label == labels.get("label"):
-                        if self._spelling is None or pod_label != spellings[0][0]:
-                            self._spelling = AgentLabels(namespace=ns_label, pod=pod_label)
-                        break
+                self._learn_spelling(labels.get("label", ""), spellings)
+        if not found.models:
+            return found  # no agent in this bucket's range: nothing more to ask
         agent = self._spelling or AgentLabels(namespace=spellings[0][1], pod=spellings[0][0])
         by_name = {(p.namespace, p.pod): p for p in bucket.pods}
-        if found.models:
-            for _pods, promql in self._chunks(bucket.pods, lambda p, n, w: figures_query(agent, p, n, w)):
-                for sample in await self._query("agent", promql):
+
+        def figures(pods: str, namespaces: str, window: q.Window) -> str:
+            return figures_query(agent, pods, namespaces, window)
+
+        for _pods, promql in self._chunks(bucket.pods, figures):
+            for sample in await self._query("agent", promql):
+                self._add_figure(found, sample, agent, by_name)
+        # Several container series on one GPU: their sum at one instant, a subquery only they pay for.
+        several = {pod for (pod, _key), f in found.figures.items() if f.mem_series > 1}
+        if several:
+            summed = [p for p in bucket.pods if (p.namespace, p.pod) in several]
+
+            def peaks(pods: str, namespaces: str, window: q.Window) -> str:
+                return summed_peak_query(agent, pods, namespaces, window)
+
+            for _pods, promql in self._chunks(summed, peaks):
+                for sample in await self._query("agent_sum", promql):
                     self._add_figure(found, sample, agent, by_name)
 
-        uuids = sorted(
-            {g.uuid for p in bucket.pods for g in gpus.get(p.uid, ()) if g.uuid}
-            | {gpu[0] for _pod, gpu in found.figures}
-        )
-        if not uuids:
-            return found
-        scrape = max(1, round(self._scrape))
-        step = max(scrape, math.ceil(window.range_seconds / MAX_STEPS))
-        found.step = float(step)
-        for chunk in self._uuid_chunks(uuids, lambda u: sharing_query(u, window, step, agent, dcgm)):
-            for sample in await self._query("sharing", chunk):
-                self._add_presence(found, sample, agent, dcgm)
+        terms = []
+        for target in bucket.pods:
+            uuids = sorted(
+                {g.uuid for g in gpus.get(target.uid, ()) if g.uuid in found.models}
+                | {key[0] for pod, key in found.figures if pod == (target.namespace, target.pod)}
+            )
+            if uuids:
+                terms.append(window_terms(target, uuids, agent))
+        for promql in self._join(terms):
+            for sample in await self._query("agent_window", promql):
+                self._add_window(found, sample, agent)
         return found
+
+    def _learn_spelling(self, pod_label: str, spellings: Sequence[tuple[str, str]]) -> None:
+        # A spelling besides the plain one wins: `exported_pod` means a scrape set `pod` to the
+        # agent's own pod.
+        for label, namespace in spellings:
+            if label == pod_label and (self._spelling is None or label != spellings[0][0]):
+                self._spelling = AgentLabels(namespace=namespace, pod=label)
 
     def _chunks(
         self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]
     ) -> list[tuple[tuple[PodWindow, ...], str]]:
         return chunk_pods(pods, build, max_url_bytes=self._budget(), scrape_seconds=self._scrape)
 
-    def _uuid_chunks(self, uuids: list[str], build: Callable[[str], str]) -> list[str]:
-        """Queries over groups of GPUs, each within the byte budget (the UUIDs are the regex)."""
+    def _join(self, terms: Sequence[str]) -> list[str]:
+        """Terms joined with ``or`` into queries within the byte budget (a term too long alone still
+        gets its query)."""
         budget = self._budget()
         queries: list[str] = []
-        group: list[str] = []
-        for uuid in uuids:
-            if group and len(build(q.regex_alternation([*group, uuid])).encode()) > budget:
-                queries.append(build(q.regex_alternation(group)))
-                group = []
-            group.append(uuid)
-        if group:
-            queries.append(build(q.regex_alternation(group)))
+        current: list[str] = []
+        size = 0
+        for term in terms:
+            length = len(quote_plus(term)) + len(quote_plus(" or "))
+            if current and size + length > budget:
+                queries.append(" or ".join(current))
+                current, size = [], 0
+            current.append(term)
+            size += length
+        if current:
+            queries.append(" or ".join(current))
         return queries
 
     @staticmethod
     def _add_figure(
-        found: _Bucketed, sample: Sample, agent: AgentLabels, by_name: Mapping[_Pod, PodWindow]
+        found: _Found, sample: Sample, agent: AgentLabels, by_name: Mapping[_Pod, PodWindow]
     ) -> None:
         labels = sample["metric"]
         pod = (labels.get(agent.namespace, ""), labels.get(agent.pod, ""))
         value = _value(sample)
-        if pod not in by_name or value is None:
-            return
         stat = labels.get(q.STAT)
-        if stat in _FIGURE_STATS:
+        if pod in by_name and value is not None and stat in _FIGURE_STATS:
             setattr(found.figures.setdefault((pod, _agent_key(labels)), _Figures()), stat, value)
 
     @staticmethod
-    def _add_presence(
-        found: _Bucketed, sample: Sample, agent: AgentLabels, dcgm: q.DcgmSelector | None
-    ) -> None:
+    def _add_window(found: _Found, sample: Sample, agent: AgentLabels) -> None:
         labels = sample["metric"]
-        stat = labels.get(q.STAT)
-        # The value at each step is a sample's timestamp (ms precision); the steps repeat them.
-        stamps = {round(v, 3) for t, v in (_point(p) for p in sample.get("values") or ()) if t is not None}
-        if stat == "device":
-            found.device_samples.setdefault(_agent_key(labels), set()).update(stamps)
+        value = _value(sample)
+        uid = labels.get(_POD_UID, "")
+        if value is None or not uid:
             return
-        if stat == "agent_pod":
-            key, pod = _agent_key(labels), (labels.get(agent.namespace, ""), labels.get(agent.pod, ""))
-            seen = found.agent_pods
-        elif stat == "dcgm_pod" and dcgm is not None:
-            key = (labels.get("UUID", ""), labels.get("GPU_I_PROFILE", ""), labels.get("GPU_I_ID", ""))
-            pod = (labels.get(dcgm.namespace_label, ""), labels.get(dcgm.pod_label, ""))
-            seen = found.dcgm_pods
-        else:
-            return
-        if pod[1]:  # dcgm-exporter's series of an idle GPU carry no pod
-            seen.setdefault(key, {}).setdefault(pod, set()).update(stamps)
+        key = (uid, _agent_key(labels))
+        if labels.get(q.STAT) == "device":
+            found.device_samples[key] = value
+        elif labels.get(q.STAT) == "pod":
+            pod = (labels.get(agent.namespace, ""), labels.get(agent.pod, ""))
+            found.pod_samples.setdefault(key, {})[pod] = value
 
     # -- decisions ----------------------------------------------------------------------------
 
-    def _decide(
-        self, target: PodWindow, rows: tuple[GpuUsage, ...], found: _Bucketed
-    ) -> tuple[GpuUsage, ...]:
+    def _decide(self, target: PodWindow, rows: tuple[GpuUsage, ...], found: _Found) -> tuple[GpuUsage, ...]:
         name = (target.namespace, target.pod)
         by_key: dict[GpuKey, list[GpuUsage]] = defaultdict(list)
         unkeyed: list[GpuUsage] = []
@@ -342,94 +332,68 @@ class AgentSeries:
         for pod, key in found.figures:
             if pod == name and key not in by_key:
                 by_key[key] = []  # a GPU only the agent saw this pod on
-        if not by_key:
-            return rows
         decided: list[GpuUsage] = list(unkeyed)
         changed = False
         for key, dcgm_rows in by_key.items():
             sharing = self._sharing(target, key, dcgm_rows, found)
             agent_row = self._agent_row(target, key, dcgm_rows, found, sharing)
-            if sharing is not None and agent_row is not None:
+            if agent_row is not None and (sharing is not None or not dcgm_rows):
+                # A shared GPU's share; or a GPU dcgm-exporter did not label with this pod.
                 decided.append(agent_row)
                 changed = True
             elif sharing is not None:
                 marked = [replace(r, shared=True, sharing=r.sharing or sharing) for r in dcgm_rows]
                 changed = changed or marked != dcgm_rows
                 decided.extend(marked)
-            elif dcgm_rows:
+            else:
                 decided.extend(dcgm_rows)
-            elif agent_row is not None:
-                decided.append(agent_row)  # dcgm-exporter did not label this pod's GPU; the agent did
-                changed = True
         return tuple(decided) if changed else rows
 
-    def _sharing(
-        self, target: PodWindow, key: GpuKey, dcgm_rows: Sequence[GpuUsage], found: _Bucketed
-    ) -> str | None:
+    @staticmethod
+    def _sharing(target: PodWindow, key: GpuKey, dcgm_rows: Sequence[GpuUsage], found: _Found) -> str | None:
         if target.shared_resource:
             return SHARING_RESOURCE
         if any(r.shared for r in dcgm_rows):
             return next((r.sharing for r in dcgm_rows if r.sharing), SHARING_OVERLAP)
-        if self._others(
-            target, found.agent_pods.get(key, {}), lambda t: len(t) >= MIN_AGENT_SAMPLES_TOGETHER
-        ):
+        me = (target.namespace, target.pod)
+        others = found.pod_samples.get((target.uid, key), {})
+        if any(pod != me and count >= MIN_SAMPLES_TOGETHER for pod, count in others.items()):
             return SHARING_AGENT
-        if self._others(
-            target, found.dcgm_pods.get(key, {}), lambda t: max(t) - min(t) >= MIN_DCGM_OVERLAP_SECONDS
-        ):
-            return SHARING_OVERLAP
         return None
-
-    @staticmethod
-    def _others(
-        target: PodWindow, present: Mapping[_Pod, set[float]], enough: Callable[[list[float]], bool]
-    ) -> bool:
-        """Whether another pod's samples on the GPU within this pod's time are ``enough``."""
-        start, end = target.held_from.timestamp(), target.held_until.timestamp()
-        for pod, stamps in present.items():
-            if pod == (target.namespace, target.pod):
-                continue
-            inside = [t for t in stamps if start <= t <= end]
-            if inside and enough(inside):
-                return True
-        return False
 
     def _agent_row(
         self,
         target: PodWindow,
         key: GpuKey,
         dcgm_rows: Sequence[GpuUsage],
-        found: _Bucketed,
+        found: _Found,
         sharing: str | None,
     ) -> GpuUsage | None:
-        uuid, profile, instance = key
-        if uuid not in found.models:
-            return None  # no agent on that GPU's node
-        start, end = target.held_from.timestamp(), target.held_until.timestamp()
-        seen = sum(1 for t in found.device_samples.get(key, ()) if start <= t <= end)
-        # A step longer than the scrape interval sees one sample per step of the several taken.
-        samples = seen * max(1.0, (found.step or self._scrape) / self._scrape)
-        if samples <= 0 or samples * self._scrape < MIN_COVERAGE * target.held_seconds:
+        uuid, profile, _instance = key
+        samples = found.device_samples.get((target.uid, key), 0.0)
+        if uuid not in found.models or samples <= 0:
+            return None  # no agent on that GPU's node, or none while this pod held it
+        if samples * self._scrape < MIN_COVERAGE * target.held_seconds:
             return None
         figures = found.figures.get(((target.namespace, target.pod), key))
+        memory: float | None
+        util: float | None
+        util_max: float | None
         if figures is None:
-            memory: float | None = 0.0  # the agent read the GPU and this pod had no process on it
-            util: float | None = 0.0
-            util_max: float | None = 0.0
+            memory = util = util_max = 0.0  # the agent read the GPU and this pod had no process on it
         else:
             memory = figures.mem_peak if figures.mem_samples else None
             if figures.util_samples and figures.util_sum is not None:
                 util = min(100.0, figures.util_sum / max(samples, figures.util_samples))
                 util_max = figures.util_max
             else:
-                util = util_max = None  # processes seen, per-process utilization not reported
+                util = util_max = None  # processes seen, their utilization not reported (MIG)
         first = dcgm_rows[0] if dcgm_rows else None
         total = found.totals.get(key)
-        gpu_name = first.gpu if first is not None else "/".join(p for p in (uuid, profile, instance) if p)
         return GpuUsage(
             pod_uid=target.uid,
             pod_name=target.pod,
-            gpu=gpu_name,
+            gpu=first.gpu if first is not None else "/".join(p for p in key if p),
             uuid=uuid,
             model=(first.model if first is not None else None) or found.models.get(uuid) or None,
             mig_profile=profile or None,
@@ -445,14 +409,6 @@ class AgentSeries:
         )
 
 
-def _agent_overlap(stamps: list[float]) -> bool:
-    return len(stamps) >= MIN_AGENT_SAMPLES_TOGETHER
-
-
-def _dcgm_overlap(stamps: list[float]) -> bool:
-    return max(stamps) - min(stamps) >= MIN_DCGM_OVERLAP_SECONDS
-
-
 def _agent_key(labels: Mapping[str, str]) -> GpuKey:
     return (labels.get("gpu_uuid", ""), labels.get("mig_profile", ""), labels.get("gpu_instance", ""))
 
@@ -463,13 +419,3 @@ def _value(sample: Sample) -> float | None:
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return None if math.isnan(value) else value
-
-
-def _point(point: object) -> tuple[float | None, float]:
-    """One ``[t, "value"]`` pair of a matrix answer; (None, 0) for anything else."""
-    if not isinstance(point, list | tuple) or len(point) != 2:
-        return None, 0.0
-    try:
-        return float(point[0]), float(point[1])
-    except (TypeError, ValueError):
-        return None, 0.0

@@ -94,7 +94,6 @@ class UsageMeter:
         a round is measured completely or not at all, so no job is summarized from half the answers.
         """
         cfg = self._config
-        labels = cfg.labels
         self.last_queries_by_kind = Counter()
         buckets = plan_buckets(
             targets, scrape_seconds=cfg.scrape_interval_seconds, gap_seconds=cfg.bucket_gap_seconds
@@ -104,9 +103,7 @@ class UsageMeter:
         for part in per_bucket:
             results.update(part)
         results = mark_shared_gpus(results)
-        dcgm = q.DcgmSelector(*self._spelling, labels.hostname) if self._spelling else None
-        gpus = {uid: m.gpus for uid, m in results.items()}
-        decided = await self._agent.prefer_for_shared(targets, gpus, dcgm)
+        decided = await self._agent.prefer_for_shared(targets, {uid: m.gpus for uid, m in results.items()})
         self.last_queries_by_kind.update(self._agent.last_queries_by_kind)
         return {
             uid: m if decided[uid] is m.gpus else replace(m, gpus=decided[uid]) for uid, m in results.items()
@@ -160,10 +157,9 @@ class UsageMeter:
     def _chunks(
         self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]
     ) -> list[tuple[tuple[PodWindow, ...], str]]:
-        budget = self._budget_bytes()
-        return chunk_pods(
-            pods, build, max_url_bytes=budget, scrape_seconds=self._config.scrape_interval_seconds
-        )
+        cfg = self._config
+        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
+        return chunk_pods(pods, build, max_url_bytes=budget, scrape_seconds=cfg.scrape_interval_seconds)
 
     async def _detect_spelling(self, bucket: Bucket) -> tuple[str, str]:
         spellings = self._config.labels.dcgm_spellings()

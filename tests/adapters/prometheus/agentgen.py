@@ -5,7 +5,10 @@ The exposition follows ``inno_notify.service.agent_metrics``: per container and 
 container has a process on the GPU, and per GPU ``inno_notify_gpu_memory_total_bytes`` and
 ``inno_notify_gpu_info`` on every sample the agent took. ``outages`` are spans in which the agent
 took none (restarted, driver reloading): no series at all, not zeros. ``append`` adds the families
-to an OpenMetrics file that ``metricgen`` wrote, before its ``# EOF``.
+to an OpenMetrics file that ``metricgen`` wrote, before its ``# EOF``. The agent's scrapes fall
+``OFFSET`` seconds after dcgm-exporter's, as two targets' do: never on a pod's start or end, so the
+samples inside a pod's time are the same whether a Prometheus range includes its left end (2.x) or
+not (3.x).
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from pathlib import Path
 from tests.adapters.prometheus.metricgen import scrape_times
 
 Signal = Callable[[float], float]
+OFFSET = 7.0
+
+
+def agent_times(start: float, end: float, scrape: float) -> list[float]:
+    return [t + OFFSET for t in scrape_times(start - OFFSET, end - OFFSET, scrape)]
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,7 @@ def append(
     families: dict[str, list[str]] = defaultdict(list)
     for gpu in gpus:
         device = f'gpu_uuid="{gpu.uuid}",gpu_index="{gpu.index}"'
-        for t in scrape_times(start, end, scrape):
+        for t in agent_times(start, end, scrape):
             if not _up(t, outages):
                 continue
             truth.device_times[gpu.uuid].append(t)
@@ -102,7 +110,7 @@ def append(
             f'gpu_uuid="{proc.gpu.uuid}"'
         )
         share = truth.share(proc.namespace, proc.pod, proc.gpu.uuid)
-        for t in scrape_times(proc.start, proc.end, scrape):
+        for t in agent_times(proc.start, proc.end, scrape):
             if not _up(t, outages):
                 continue
             memory = int(proc.memory_bytes(t))

@@ -243,7 +243,7 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
         # Round 1: A, C and D have ended; B still runs on A's GPU.
         assert await collector.run_once(clock.now) == 3
         assert await store.summary_state("test", B.uid) is SummaryState.AWAITING_USAGE
-        assert meter.last_queries_by_kind["agent"] == 1 and meter.last_queries_by_kind["sharing"] == 1
+        assert meter.last_queries_by_kind["agent"] == 1 and meter.last_queries_by_kind["agent_window"] == 1
         # Round 2, an hour later: B.
         clock.now = T0 + timedelta(seconds=7200 + 150)
         assert await collector.run_once(clock.now) == 1

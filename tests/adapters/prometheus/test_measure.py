@@ -229,9 +229,8 @@ async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) ->
         client.close()
     # 2 spelling probes + one query each for GR_ENGINE_ACTIVE, GPU_UTIL, FB, memory, CPU, and the
     # summed memory and CPU step (the first pod has two containers, as do others in the round); then
-    # the node agent's probe (no agent here: nothing more of it) and one look at who else was on
-    # the round's GPUs (agent_series).
-    assert counts == [11, 11]
+    # the node agent's probe (agent_series; no agent here, so nothing more of it).
+    assert counts == [10, 10]
     expected = {
         "probe": 2,
         "prof": 1,
@@ -242,7 +241,6 @@ async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) ->
         "mem_sum": 1,
         "cpu_sum": 1,
         "agent_probe": 1,
-        "sharing": 1,
     }
     assert kinds == [expected, expected]
 
