@@ -92,6 +92,7 @@ def append(
     end: float,
     scrape: float,
     outages: Sequence[tuple[float, float]] = (),
+    exported: bool = False,
 ) -> AgentTruth:
     truth = AgentTruth()
     families: dict[str, list[str]] = defaultdict(list)
@@ -105,10 +106,15 @@ def append(
             info = f'gpu_uuid="{gpu.uuid}",gpu_index="{gpu.index}",model="{gpu.model}",node="{gpu.node}"'
             families["inno_notify_gpu_info"].append(f"{{{info}}} 1 {t:.3f}")
     for proc in processes:
-        labels = (
-            f'namespace="{proc.namespace}",pod="{proc.pod}",container="{proc.container}",'
-            f'gpu_uuid="{proc.gpu.uuid}"'
-        )
+        workload = f'namespace="{proc.namespace}",pod="{proc.pod}",container="{proc.container}"'
+        if exported:
+            # Scraped without honor_labels: the target's own labels win, the agent's become exported_*.
+            workload = (
+                f'exported_namespace="{proc.namespace}",exported_pod="{proc.pod}",'
+                f'exported_container="{proc.container}",namespace="inno-notify",'
+                f'pod="inno-notify-agent-{proc.gpu.node}",container="agent"'
+            )
+        labels = f'{workload},gpu_uuid="{proc.gpu.uuid}"'
         share = truth.share(proc.namespace, proc.pod, proc.gpu.uuid)
         for t in agent_times(proc.start, proc.end, scrape):
             if not _up(t, outages):

@@ -118,8 +118,9 @@ def _container(gib: float) -> metricgen.Container:
     return metricgen.Container("main", lambda t: gib * GIB, lambda t: 2.0)
 
 
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+@pytest.fixture(scope="module", params=["honor_labels", "exported"])
+def loaded(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Loaded]:
+    """The data set, with the agent's workload labels as they arrive with and without honor_labels."""
     if not HAVE_PROMETHEUS:
         pytest.skip("prometheus/promtool not installed")
     tmp = tmp_path_factory.mktemp("prom-agent")
@@ -180,6 +181,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
         end=START + 7800,
         scrape=SCRAPE,
         outages=[OUTAGE],
+        exported=request.param == "exported",
     )
     assert first < OUTAGE[0]
     backfill(om, tmp / "tsdb")
