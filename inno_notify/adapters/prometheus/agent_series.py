@@ -38,6 +38,7 @@ figure (``MIN_COVERAGE``): an agent that was down is not a pod that was idle.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -154,12 +155,13 @@ def window_terms(target: PodWindow, uuids: Sequence[str], labels: AgentLabels) -
     """Over the pod's own time: the agent's samples of its GPUs, and each pod's samples on them."""
     duration = max(1, math.ceil(target.held_seconds))
     rng = f"[{duration}s] @ {target.held_until.timestamp():.3f}"
-    gpus = q.regex_alternation(list(uuids))
+    # One GPU (the usual case): an equality matcher, which Prometheus looks up without a regex.
+    gpus = f'gpu_uuid="{uuids[0]}"' if len(uuids) == 1 else f'gpu_uuid=~"{q.regex_alternation(list(uuids))}"'
     agent_gpu = ", ".join(AGENT_GPU)
-    device = f'max by ({agent_gpu}) (count_over_time({DEVICE_TOTAL}{{gpu_uuid=~"{gpus}"}}{rng}))'
+    device = f"max by ({agent_gpu}) (count_over_time({DEVICE_TOTAL}{{{gpus}}}{rng}))"
     pods = (
         f"max by ({agent_gpu}, {labels.namespace}, {labels.pod}) "
-        f'(count_over_time({PROCESS_MEMORY}{{gpu_uuid=~"{gpus}"}}{rng}))'
+        f"(count_over_time({PROCESS_MEMORY}{{{gpus}}}{rng}))"
     )
     return " or ".join(
         f'label_replace({_tag(expr, stat)}, "{_POD_UID}", "{target.uid}", "", "")'
@@ -213,6 +215,10 @@ class AgentSeries:
         self.last_queries_by_kind[kind] += 1
         return await self._client.query(promql)
 
+    async def _all(self, kind: str, queries: Sequence[str]) -> list[list[Sample]]:
+        """The queries of one kind at once (the client bounds how many run in parallel)."""
+        return list(await asyncio.gather(*(self._query(kind, promql) for promql in queries)))
+
     async def _read(self, bucket: Bucket, gpus: Mapping[str, tuple[GpuUsage, ...]]) -> _Found:
         found = _Found()
         spellings = self._labels.dcgm_spellings()
@@ -234,8 +240,10 @@ class AgentSeries:
         def figures(pods: str, namespaces: str, window: q.Window) -> str:
             return figures_query(agent, pods, namespaces, window)
 
-        for _pods, promql in self._chunks(bucket.pods, figures):
-            for sample in await self._query("agent", promql):
+        for answer in await self._all(
+            "agent", [promql for _pods, promql in self._chunks(bucket.pods, figures)]
+        ):
+            for sample in answer:
                 self._add_figure(found, sample, agent, by_name)
         # Several container series on one GPU: their sum at one instant, a subquery only they pay for.
         several = {pod for (pod, _key), f in found.figures.items() if f.mem_series > 1}
@@ -245,8 +253,10 @@ class AgentSeries:
             def peaks(pods: str, namespaces: str, window: q.Window) -> str:
                 return summed_peak_query(agent, pods, namespaces, window)
 
-            for _pods, promql in self._chunks(summed, peaks):
-                for sample in await self._query("agent_sum", promql):
+            for answer in await self._all(
+                "agent_sum", [promql for _pods, promql in self._chunks(summed, peaks)]
+            ):
+                for sample in answer:
                     self._add_figure(found, sample, agent, by_name)
 
         terms = []
@@ -257,8 +267,8 @@ class AgentSeries:
             )
             if uuids:
                 terms.append(window_terms(target, uuids, agent))
-        for promql in self._join(terms):
-            for sample in await self._query("agent_window", promql):
+        for answer in await self._all("agent_window", self._join(terms)):
+            for sample in answer:
                 self._add_window(found, sample, agent)
         return found
 
