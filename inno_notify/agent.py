@@ -29,7 +29,7 @@ from inno_notify.adapters.nvml import NvmlSampler, read_cgroups
 from inno_notify.domain.agent import CgroupRef
 from inno_notify.service.agent_metrics import AgentMetrics
 from inno_notify.service.agent_pods import PodDirectory, PolledPods, WatchedPods
-from inno_notify.service.node_agent import NodeAgent
+from inno_notify.service.node_agent import NodeAgent, ReadCgroups
 from inno_notify.settings import AgentSettings, ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def check_agent_settings(agent: AgentSettings) -> None:
         )
 
 
-def _cgroup_reader(proc_root: str) -> Any:
+def _cgroup_reader(proc_root: str) -> ReadCgroups:
     root = Path(proc_root)
 
     def read(pids: Collection[int]) -> Mapping[int, CgroupRef | None]:

@@ -160,7 +160,9 @@ class NodeAgent:
     def _log_gaps(self, gaps: tuple[Gap, ...]) -> None:
         current = set(gaps)
         for gap in sorted(current - self._open_gaps, key=str):
-            log.warning("no %s for %s: %s", gap.figure, gap.gpu_uuid or "the node", gap.reason.value)
+            # A capability the hardware lacks (utilization on MIG) is worth a line, not a warning.
+            level = logging.WARNING if gap.reason.is_error else logging.INFO
+            log.log(level, "no %s for %s: %s", gap.figure, gap.gpu_uuid or "the node", gap.reason.value)
         for gap in sorted(self._open_gaps - current, key=str):
             log.info("%s for %s is back (was %s)", gap.figure, gap.gpu_uuid or "the node", gap.reason.value)
         self._open_gaps = current
