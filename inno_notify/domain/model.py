@@ -255,9 +255,10 @@ class GpuUsage:
 
     ``shared``: other pods used the GPU at the same time (time-slicing); ``sharing`` says how that
     was found (``resource``: the device plugin's ``.shared`` resource name; ``overlap``: another pod
-    on the same GPU during this pod's time; ``agent_processes``: the node agent saw another pod's
-    processes on it). A shared row from dcgm-exporter holds the whole GPU's figures, which are not
-    this pod's; one from the node agent (``source``) holds this pod's share.
+    of the same usage round on the same GPU at the same time; ``agent_processes``: the node agent
+    saw another pod's processes on it while this pod held it). A shared row from dcgm-exporter holds
+    the whole GPU's figures, which are not this pod's; one from the node agent (``source``) holds
+    this pod's share.
     """
 
     pod_uid: str
