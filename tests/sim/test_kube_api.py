@@ -49,6 +49,7 @@ async def test_list_pages_are_one_consistent_snapshot(sim: SimKubeServer, api: A
         sim.create(JOBS, job(f"j{i}"))
     batch = BatchV1Api(api)
     first = await batch.list_job_for_all_namespaces(limit=2)
+    # `_continue` is the library model's public name for the `continue` field (a Python keyword).
     sim.delete(JOBS, "ml", "j3")
     sim.create(JOBS, job("j9"))
     rest = await batch.list_job_for_all_namespaces(limit=10, _continue=first.metadata._continue)
