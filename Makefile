@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PG_VERSION ?= 15
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck layers pytest venv system-deps postgres docs clean
+.PHONY: demo test lint typecheck layers pytest venv system-deps postgres docs manifests site image-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,14 @@ demo: venv
 	$(BIN)/inno-notify demo
 
 # Everything the tests need that pip does not bring (Debian packages): Prometheus + promtool for
-# the usage tests, Chromium for the tests that render pages and e-mails in a real browser.
+# the usage tests and the alert rules, Chromium for the tests that render pages and e-mails in a
+# real browser, kubectl (its built-in kustomize renders deploy/kustomize) where none is installed;
+# Debian bookworm's is 1.20, whose kustomize knows no components: the rendering tests then skip.
 system-deps:
 	@missing=""; \
 	command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -60,5 +63,25 @@ test: lint typecheck layers pytest
 docs: venv
 	$(BIN)/python -m inno_notify.config_docs > docs/configuration.md
 
+# The PrometheusRule of deploy/kustomize/components/monitoring, from deploy/prometheus/rules.yaml.
+manifests: venv
+	$(BIN)/python deploy/prometheus/prometheusrule.py
+
+# The documentation site (mkdocs-material) into site/.
+site: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Builds the container image here (no registry needed: a Debian base made with mmdebstrap) and runs
+# it as the manifests do: `inno-notify version`, the demo and `serve`'s probes, as user 10001 on a
+# read-only root. Minutes, so not part of `make test`. Needs root.
+image-test: venv
+	@missing=""; \
+	for tool in mmdebstrap podman buildah; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	INNO_NOTIFY_TEST_IMAGE=1 $(BIN)/pytest -s -m image tests/deploy/test_image.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site .image-build

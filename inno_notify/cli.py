@@ -12,10 +12,19 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 
 from inno_notify import __version__
-from inno_notify.settings import ConfigError, Settings, load_settings, resolve_config_path
+from inno_notify.logs import configure_logging, secret_values
+from inno_notify.settings import (
+    ENV_PREFIX,
+    ConfigError,
+    LogLevel,
+    Settings,
+    load_settings,
+    resolve_config_path,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -35,7 +44,12 @@ def _parser() -> argparse.ArgumentParser:
         prog="inno-notify",
         description="Per-job GPU usage summaries and right-sizing advice for Kubernetes GPU clusters.",
     )
-    parser.add_argument("--log-level", default=os.environ.get("INNO_NOTIFY_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=typing.get_args(LogLevel),
+        help="overrides log_level for this run (default: the configuration's, else INFO)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the service until SIGTERM/SIGINT")
@@ -67,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     path = resolve_config_path(getattr(args, "config", None), os.environ)
     settings = load_settings(path, os.environ)
+    # Now the configured level, format and the secrets to mask are known.
+    configure_logging(args.log_level or settings.log_level, settings.log_format, secret_values(settings))
     from inno_notify.domain.rightsizing import RightsizingPolicy
 
     # The rules check relations between thresholds that single fields cannot (e.g. warning < critical).
@@ -112,10 +128,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_unavailable(args: argparse.Namespace) -> int:
-    _settings(args)  # bad configuration is reported as such (exit 2) even here
-    print(f"inno-notify: `{args.command}` is not available in this version yet", file=sys.stderr)
-    return EXIT_FAILED
+def _cmd_agent(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from inno_notify.agent import check_agent_settings, run_agent
+
+    check_agent_settings(settings.agent)
+    asyncio.run(run_agent(settings))
+    return EXIT_OK
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
@@ -151,20 +170,29 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _cmd_serve,
     "demo": _cmd_demo,
     "digest": _cmd_digest,
-    "agent": _cmd_unavailable,
+    "agent": _cmd_agent,
 }
+
+
+def _early_logging(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Logging before (or without: demo, version) the settings: the same environment variables,
+    checked the same way, so that `INNO_NOTIFY_LOG_LEVEL` means one thing for every command."""
+    level = (args.log_level or env.get(f"{ENV_PREFIX}LOG_LEVEL") or "INFO").upper()
+    fmt = env.get(f"{ENV_PREFIX}LOG_FORMAT") or "text"
+    if level not in typing.get_args(LogLevel):
+        raise ConfigError(
+            f"environment variable {ENV_PREFIX}LOG_LEVEL: not a log level: {level!r} "
+            f"(one of {', '.join(typing.get_args(LogLevel))})"
+        )
+    if fmt not in ("text", "json"):
+        raise ConfigError(f"environment variable {ENV_PREFIX}LOG_FORMAT: must be text or json, not {fmt!r}")
+    configure_logging(level, fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    # Alembic announces every plugin and revision at INFO; our own lines say what matters.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        _early_logging(args, os.environ)
         return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"inno-notify: configuration error: {exc}", file=sys.stderr)

@@ -26,7 +26,8 @@ defaults below. Any scalar key can be overridden by an environment variable name
 `INNO_NOTIFY_` + the key path in upper case, joined by `__` (e.g. `INNO_NOTIFY_PROMETHEUS__URL`);
 values are parsed as YAML scalars (`30`, `true`, `null`). Unknown keys, in the file or in the
 environment, are an error. Secrets (`token`, `password`) can be given as files instead
-(`token_file`, `password_file`) for Kubernetes Secret mounts; they are never printed.
+(`token_file`, `password_file`; for the database `database_url_file`, or `database_password_file`
+beside a URL without its password) for Kubernetes Secret mounts; they are never printed.
 
 Every command exits 2 with a one-line message naming the file and the key on bad configuration.
 

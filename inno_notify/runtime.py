@@ -32,6 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
+from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
@@ -129,6 +130,7 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             tls=email.tls,
             username=email.username,
             password=secret_value(email.password),
+            allowed_domains=settings.notify.allowed_email_domains,
         )
     return senders
 
@@ -201,7 +203,13 @@ def build_pipeline(
         started_at,
         telemetry,
     )
-    planner = DirectoryPlanner(store, frozenset(senders), settings.notify.group_wait_seconds, clock)
+    planner = DirectoryPlanner(
+        store,
+        frozenset(senders),
+        settings.notify.group_wait_seconds,
+        clock,
+        allowed_email_domains=settings.notify.allowed_email_domains,
+    )
     collector = UsageCollector(
         store,
         source,
@@ -430,26 +438,35 @@ def api_component(
 def telemetry_component(
     store: Store, telemetry: Telemetry, watcher: ClusterWatcher | None, interval: float = 15.0
 ) -> Component:
-    """Samples what the adapters count but do not export: the outbox's depth by status, and the
-    watch restarts each resource watcher went through (added to the counter as they grow)."""
-    exported: dict[tuple[str, str], int] = {}
+    """Samples what the adapters count but do not export: the outbox's depth by status, the watch
+    restarts each resource watcher went through, and the watch lines it set aside (added to the
+    counters as they grow)."""
+    exported: dict[tuple[str, str, str], int] = {}
 
-    def export_restarts() -> None:
+    def grow(counter: str, kind: str, reason: str, total: int) -> int:
+        grown = total - exported.get((counter, kind, reason), 0)
+        if grown > 0:
+            exported[(counter, kind, reason)] = total
+        return grown
+
+    def export_watchers() -> None:
         for kind, resource_watcher in (watcher.watchers if watcher is not None else {}).items():
             stats = resource_watcher.stats
             for reason, total in (
                 ("gone", stats.gone),
                 ("timeout", stats.inactivity_restarts),
                 ("error", stats.failures),
+                ("crash", stats.crashes),
             ):
-                grown = total - exported.get((kind, reason), 0)
-                if grown > 0:
+                if (grown := grow("restarts", kind, reason, total)) > 0:
                     telemetry.watch_restarts.labels(kind, reason).inc(grown)
-                    exported[(kind, reason)] = total
+            for reason, total in list(stats.malformed.items()):
+                if (grown := grow("malformed", kind, reason, total)) > 0:
+                    telemetry.rejected_objects.labels(kind, reason).inc(grown)
 
     async def run(stop: asyncio.Event) -> None:
         while not stop.is_set():
-            export_restarts()
+            export_watchers()
             try:
                 for status, count in (await store.outbox_depth()).items():
                     telemetry.outbox_depth.labels(status).set(count)
@@ -497,15 +514,21 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     tasks: dict[str, asyncio.Task[None]] = {}
 
     def readiness() -> dict[str, bool]:
-        return {
-            "watchers_synced": watcher is None or watcher.ready,
-            "dispatcher_alive": "dispatch" in tasks and not tasks["dispatch"].done(),
-        }
+        # Per watched resource ("watch:Job", …: listed, and heard from recently), then the rest.
+        checks = dict(watcher.readiness()) if watcher is not None else {}
+        checks["dispatcher_alive"] = "dispatch" in tasks and not tasks["dispatch"].done()
+        return checks
 
     http = api_component(settings, telemetry, readiness)
     if http is not None:
         components.append(("api", http))
+    probes: web.AppRunner | None = None
     try:
+        # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.
+        probes = await start_probes(
+            create_probe_app(store, readiness, telemetry.registry), settings.probes.listen
+        )
+        log.info("probes: /healthz /readyz /metrics on %s", settings.probes.listen)
         async with asyncio.TaskGroup() as group:
             for name, component in components:
                 tasks[name] = group.create_task(component(stop), name=name)
@@ -526,6 +549,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             await stop.wait()
             log.info("stopping: finishing in-flight work")
     finally:
+        if probes is not None:
+            await probes.cleanup()
         for sender in senders.values():
             await sender.aclose()
         meter.client.close()

@@ -18,6 +18,7 @@ import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import yaml
 from croniter import croniter
@@ -51,6 +52,9 @@ def _read_secret_file(path: str, key: str) -> SecretStr:
 
 
 ListenAddress = Annotated[str, Field(pattern=r"^(|\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5})$")]
+# The probes have no off switch: kubelet needs them whether or not anything else listens.
+RequiredListenAddress = Annotated[str, Field(pattern=r"^\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5}$")]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
 class KubernetesSettings(_Section):
@@ -228,6 +232,22 @@ class NotifySettings(_Section):
     template_dir: str | None = Field(
         None, description="Directory whose templates override the built-in ones (rendered sandboxed)."
     )
+    allowed_email_domains: tuple[str, ...] = Field(
+        (),
+        description="E-mail goes only to addresses in these domains (each also allows its subdomains); "
+        "owners elsewhere get no e-mail. Empty: any domain.",
+    )
+
+    @field_validator("allowed_email_domains")
+    @classmethod
+    def _plain_domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        domains = []
+        for entry in value:
+            domain = entry.strip().lower().removeprefix("@").strip(".")
+            if not re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)*", domain):
+                raise ValueError(f"not a domain name: {entry!r}")
+            domains.append(domain)
+        return tuple(domains)
 
 
 class TelegramSettings(_Section):
@@ -358,8 +378,45 @@ class LiveSettings(_Section):
 
 
 class AgentSettings(_Section):
+    """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
+
     interval_seconds: float = Field(15, gt=0, description="NVML sampling interval of the node agent.")
-    listen: ListenAddress = Field("0.0.0.0:9401", description="host:port of the agent's /metrics.")
+    listen: ListenAddress = Field(
+        "0.0.0.0:9401", description="host:port of the agent's /metrics and /healthz."
+    )
+    node_name: str | None = Field(
+        None,
+        description="The node the agent runs on; the DaemonSet sets it from the downward API (INNO_NOTIFY_AGENT__NODE_NAME from spec.nodeName). Required unless `pods` is none.",
+    )
+    pods: Literal["api", "kubelet", "none"] = Field(
+        "api",
+        description="Where pod UIDs get their namespace, pod and container names: api (list+watch of this node's pods from the API server, needs get/list/watch on pods; the connection is the `kubernetes` section's), kubelet (the kubelet's /pods on port 10250, needs get on nodes/proxy, which also allows exec through the kubelet), none (no names: every process is reported as unattributed).",
+    )
+    kubelet_url: str | None = Field(
+        None,
+        description="Base URL of the kubelet for `pods: kubelet`; null: https://<node_name>:10250. The DaemonSet can pass the node's IP: https://$(NODE_IP):10250.",
+    )
+    kubelet_ca_file: str | None = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        description="CA bundle that signed the kubelet's serving certificate (the cluster CA when the kubelet's serverTLSBootstrap is on); null: the system's trust store.",
+    )
+    kubelet_verify_tls: bool = Field(
+        True,
+        description="Verify the kubelet's certificate. Self-signed kubelet certificates (the kubeadm default) need false, or a CA that signed them.",
+    )
+    token_file: str | None = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        description="Bearer token for the kubelet, read on every request (projected tokens rotate).",
+    )
+    proc_root: str = Field(
+        "/proc",
+        description="Where the host's /proc is: with hostPID: true the container's own /proc shows the host's processes.",
+    )
+    pod_refresh_seconds: float = Field(
+        30,
+        gt=0,
+        description="`pods: kubelet`: the pod list is read again when a process belongs to a pod not yet known, at most once per this many seconds.",
+    )
 
 
 class ApiToken(_Section):
@@ -382,6 +439,13 @@ class ApiSettings(_Section):
     tokens: tuple[ApiToken, ...] = Field((), description="Bearer tokens as SHA-256 hashes, with roles.")
 
 
+class ProbesSettings(_Section):
+    listen: RequiredListenAddress = Field(
+        "0.0.0.0:8081",
+        description="host:port of /healthz, /readyz and /metrics: always on, no token, apart from the API (kubelet probes and Prometheus scrape it).",
+    )
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -389,6 +453,14 @@ class Settings(_Section):
         "sqlite+aiosqlite:///inno-notify.db",
         description="SQLAlchemy URL; production: postgresql+asyncpg://user:pw@host/db.",
         repr=False,
+    )
+    database_url_file: str | None = Field(
+        None,
+        description="File holding the whole database URL (Kubernetes Secret mount); replaces database_url.",
+    )
+    database_password_file: str | None = Field(
+        None,
+        description="File holding the database password, merged into the URL's user-info (the URL names the user), so that the password never sits in a ConfigMap.",
     )
     database_statement_timeout_seconds: float = Field(
         60,
@@ -410,6 +482,14 @@ class Settings(_Section):
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
+    probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
+    log_level: LogLevel = Field(
+        "INFO", description="Least severe log level written (`--log-level` overrides it for one run)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="text: one human line per record; json: one JSON object per line (time, level, logger, message, job_uid or uid when the line is about one object), for log collectors.",
+    )
 
     @property
     def database_url_redacted(self) -> str:
@@ -422,6 +502,37 @@ class Settings(_Section):
         if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_any_case(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _database_url_from_files(self) -> Settings:
+        url = self.database_url
+        if self.database_url_file is not None:
+            url = _read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
+            try:
+                url = self._supported_database(url)
+            except ValueError as exc:
+                raise ValueError(f"database_url_file {self.database_url_file!r}: {exc}") from None
+        if self.database_password_file is not None:
+            password = _read_secret_file(self.database_password_file, "database_password_file")
+            url = _with_password(url, password.get_secret_value())
+        object.__setattr__(self, "database_url", url)
+        return self
+
+
+def _with_password(url: str, password: str) -> str:
+    """`scheme://user@host/db` with the password put into its user-info (quoted for a URL)."""
+    scheme, _, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    if not at or not user:
+        raise ValueError("database_password_file needs a user name in database_url (scheme://user@host/db)")
+    return f"{scheme}://{user}:{quote(password, safe='')}@{hostport}{slash}{path}"
 
 
 def _env_overrides(env: Mapping[str, str]) -> list[tuple[list[str], Any, str]]:
@@ -562,10 +673,10 @@ def redact_url(url: str) -> str:
     return f"{scheme}{sep}{rest}"
 
 
-def redact_secrets_of_url(text: str, url: str) -> str:
-    """`text` (an error message, say) with the passwords of `url` masked wherever they appear: raw,
-    percent-decoded or encoded, and the pieces a parser splitting at `@` makes of them; URLs in
-    the text are redacted as well."""
+def url_secrets(url: str) -> list[str]:
+    """Every form in which the passwords of `url` could appear in text, longest first: raw,
+    percent-decoded and encoded, and the pieces a parser splitting at `@` makes of them (those
+    after the first `@` read as the start of the host name, so they are listed with their `@`)."""
     rest = url.partition("://")[2] or url
     secrets = []
     span = _password_span(rest)
@@ -579,13 +690,20 @@ def redact_secrets_of_url(text: str, url: str) -> str:
             forms.add(form)
             pieces = form.split("@")
             if len(pieces) > 1:
-                # Split at its first `@`, the rest of the password reads as the host's start:
-                # such a piece is masked before its `@`, whatever its length.
                 forms.update(f"{piece}@" for piece in pieces[1:] if piece)
-                forms.update(piece for piece in pieces if len(piece) >= _MIN_FRAGMENT)
-    for form in sorted(forms, key=len, reverse=True):
-        if len(form) >= _MIN_FRAGMENT or "@" in form:
-            text = text.replace(form, _MASK + "@" if form.endswith("@") else _MASK)
+                forms.update(pieces)
+    return sorted((form for form in forms if form), key=len, reverse=True)
+
+
+def redact_secrets_of_url(text: str, url: str) -> str:
+    """`text` (an error message, say) with the passwords of `url` masked wherever they appear
+    (url_secrets; a piece shorter than 3 characters only beside its `@`), and URLs in the text
+    redacted as well."""
+    for form in url_secrets(url):
+        if form.endswith("@"):
+            text = text.replace(form, _MASK + "@")
+        elif len(form) >= _MIN_FRAGMENT:
+            text = text.replace(form, _MASK)
     return re.sub(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", lambda m: redact_url(m.group(0)), text)
 
 

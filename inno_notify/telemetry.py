@@ -34,6 +34,8 @@ class Telemetry:
     prometheus_query_seconds: Histogram
     jobs_summarized: Counter
     api_request_seconds: Histogram
+    rejected_objects: Counter
+    rejected_values: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> Telemetry:
@@ -98,6 +100,24 @@ class Telemetry:
                 "REST API request latency, by route template, method and status code.",
                 ["route", "method", "status"],
                 buckets=API_BUCKETS,
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            rejected_objects=Counter(
+                "rejected_objects",
+                "Objects read from the cluster and set aside instead of recorded, by resource (Job, Pod, "
+                "Event, Workload) and reason (wrong_type, missing_field, out_of_range, bad_time, "
+                "bad_quantity, bad_key, malformed, unstorable, internal_error; for watch lines "
+                "invalid_json, not_an_object, line_too_long, unknown_type).",
+                ["resource", "reason"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            rejected_values=Counter(
+                "rejected_values",
+                "Values dropped from objects that were recorded without them, by resource, field "
+                "(owner, completion_index) and reason (not_one_address, out_of_range).",
+                ["resource", "field", "reason"],
                 namespace=NAMESPACE,
                 registry=registry,
             ),

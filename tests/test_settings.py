@@ -282,3 +282,168 @@ def test_rightsizing_section_mirrors_the_policy() -> None:
     settings_defaults = RightsizingSettings().model_dump()
     assert settings_defaults == policy_defaults
     assert RightsizingPolicy(**settings_defaults) == RightsizingPolicy()
+
+
+# --- settings for containers: probes, logging, database secrets from files, environment variables ---
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_container_settings_defaults() -> None:
+    s = load_settings(None, {})
+    assert s.probes.listen == "0.0.0.0:8081"
+    assert (s.log_level, s.log_format) == ("INFO", "text")
+    assert s.database_url_file is None and s.database_password_file is None
+
+
+def test_database_url_from_a_file_replaces_the_inline_one(tmp_path: Path) -> None:
+    url_file = write(tmp_path, "postgresql+asyncpg://inno:from-file@db:5432/inno\n", "database-url")
+    s = load_settings(None, {"INNO_NOTIFY_DATABASE_URL_FILE": str(url_file)})
+    assert s.database_url == "postgresql+asyncpg://inno:from-file@db:5432/inno"
+    assert "from-file" not in s.database_url_redacted + repr(s)
+
+
+@pytest.mark.parametrize(
+    ("url", "password", "expected"),
+    [
+        ("postgresql+asyncpg://inno@db/inno", "pw", "postgresql+asyncpg://inno:pw@db/inno"),
+        ("postgresql+asyncpg://inno:old@db:5432/inno?ssl=require", "new", "postgresql+asyncpg://inno:new@db:5432/inno?ssl=require"),
+        # Characters that mean something in a URL are quoted, and the driver unquotes them.
+        ("postgresql+asyncpg://inno@db/inno", "p@ss/w:rd %", "postgresql+asyncpg://inno:p%40ss%2Fw%3Ard%20%25@db/inno"),
+    ],
+)  # fmt: skip
+def test_database_password_from_a_file_is_merged_into_the_url(
+    tmp_path: Path, url: str, password: str, expected: str
+) -> None:
+    from sqlalchemy.engine import make_url
+
+    pw_file = write(tmp_path, password + "\n", "database-password")
+    path = write(tmp_path, f"database_url: '{url}'\ndatabase_password_file: {pw_file}\n")
+    s = load_settings(path, {})
+    assert s.database_url == expected
+    assert make_url(s.database_url).password == password
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        ("database_url_file: /no/such/file\n", "cannot read database_url_file '/no/such/file'"),
+        ("database_password_file: /no/such/file\n", "cannot read database_password_file '/no/such/file'"),
+        ("database_password_file: {pw}\n", "database_password_file needs a user name in database_url"),
+        ("database_url: 'postgresql+asyncpg://db/x'\ndatabase_password_file: {pw}\n", "needs a user name"),
+        ("database_url_file: {pw}\n", "database_url_file '{pw}': must start with sqlite+aiosqlite://"),
+        (
+            "log_level: verbose\n",
+            "log_level: Input should be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL'",
+        ),
+        ("log_format: yaml\n", "log_format: Input should be 'text' or 'json'"),
+        ("probes: {listen: ''}\n", "probes.listen: String should match pattern"),
+    ],
+)
+def test_bad_container_settings_are_one_line(tmp_path: Path, yaml_text: str, expected: str) -> None:
+    pw = write(tmp_path, "secret-pw\n", "pw")
+    path = write(tmp_path, yaml_text.replace("{pw}", str(pw)))
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {})
+    assert expected.replace("{pw}", str(pw)) in str(info.value) and "\n" not in str(info.value)
+    assert "secret-pw" not in str(info.value)
+
+
+def _documented_scalar_keys() -> list[tuple[str, object]]:
+    """(key, default) of every row of docs/configuration.md an environment variable can set."""
+    import json
+    import re
+
+    rows = []
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        # The type column escapes its own bars: `string \| null`.
+        match = re.match(r"^\| `([a-z0-9_.]+)` \| ((?:[^|\\]|\\\|)+) \| `(.+?)` \|", line)
+        if match and not match[2].startswith(("list of", "map ")):
+            rows.append((match[1], json.loads(match[3])))
+    return rows
+
+
+@pytest.mark.parametrize(("key", "default"), _documented_scalar_keys())
+def test_every_documented_key_can_be_set_from_the_environment(key: str, default: object) -> None:
+    import json
+
+    name = config_docs.env_name(key)
+    s = load_settings(None, {name: json.dumps(default)})  # a JSON scalar is a YAML scalar
+    value: object = s
+    for part in key.split("."):
+        value = getattr(value, part)
+    assert value == default, name
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "key", "expected"),
+    [
+        ("INNO_NOTIFY_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+        ("INNO_NOTIFY_LOG_FORMAT", "json", "log_format", "json"),
+        ("INNO_NOTIFY_PROBES__LISTEN", "127.0.0.1:9081", "probes.listen", "127.0.0.1:9081"),
+        ("INNO_NOTIFY_API__LISTEN", "0.0.0.0:8080", "api.listen", "0.0.0.0:8080"),
+        (
+            "INNO_NOTIFY_DATABASE_URL",
+            "postgresql+asyncpg://u@h/d",
+            "database_url",
+            "postgresql+asyncpg://u@h/d",
+        ),
+        ("INNO_NOTIFY_CLUSTER", "gpu-prod", "cluster", "gpu-prod"),
+        ("INNO_NOTIFY_PROMETHEUS__URL", "http://thanos:10902", "prometheus.url", "http://thanos:10902"),
+        ("INNO_NOTIFY_KUBERNETES__KUEUE", "false", "kubernetes.kueue", False),
+    ],
+)
+def test_environment_variables_of_the_manifests_and_docs(
+    name: str, value: str, key: str, expected: object
+) -> None:
+    s: object = load_settings(None, {name: value})
+    for part in key.split("."):
+        s = getattr(s, part)
+    assert s == expected
+
+
+def test_secret_files_named_by_environment_variables(tmp_path: Path) -> None:
+    files = {name: write(tmp_path, f"{name}-value\n", name) for name in ("url", "tg", "slack", "smtp")}
+    s = load_settings(
+        None,
+        {
+            "INNO_NOTIFY_DATABASE_URL_FILE": str(write(tmp_path, "postgresql+asyncpg://u:p@h/d\n", "url")),
+            "INNO_NOTIFY_CHANNELS__TELEGRAM__TOKEN_FILE": str(files["tg"]),
+            "INNO_NOTIFY_CHANNELS__SLACK__TOKEN_FILE": str(files["slack"]),
+            "INNO_NOTIFY_CHANNELS__EMAIL__PASSWORD_FILE": str(files["smtp"]),
+        },
+    )
+    assert s.database_url == "postgresql+asyncpg://u:p@h/d"
+    assert (
+        s.channels.telegram.token is not None and s.channels.telegram.token.get_secret_value() == "tg-value"
+    )
+    assert s.channels.slack.token is not None and s.channels.slack.token.get_secret_value() == "slack-value"
+    assert (
+        s.channels.email.password is not None and s.channels.email.password.get_secret_value() == "smtp-value"
+    )
+
+
+def test_every_environment_variable_the_docs_and_manifests_name_is_accepted() -> None:
+    import re
+
+    texts = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "deploy").rglob("*.yaml")),
+    ]
+    names = {
+        name for path in texts for name in re.findall(r"\bINNO_NOTIFY_[A-Z0-9_]*[A-Z0-9]\b", path.read_text())
+    }
+    assert "INNO_NOTIFY_LOG_LEVEL" in names and "INNO_NOTIFY_DATABASE_URL_FILE" in names
+    documented = {config_docs.env_name(key) for key, _ in _documented_scalar_keys()}
+    for name in sorted(names - {"INNO_NOTIFY_CONFIG"}):
+        assert name in documented or name.startswith("INNO_NOTIFY_TEST_"), f"{name} is not a setting"
+
+
+def test_allowed_email_domains_default_to_any_and_are_normalised(tmp_path: Path) -> None:
+    assert load_settings(None, {}).notify.allowed_email_domains == ()
+    path = write(tmp_path, "notify: {allowed_email_domains: [Corp.Example, '@lab.example.org.']}\n")
+    assert load_settings(path, {}).notify.allowed_email_domains == ("corp.example", "lab.example.org")
+    bad = write(tmp_path, "notify: {allowed_email_domains: ['corp.example, evil.example']}\n", "bad.yaml")
+    with pytest.raises(ConfigError, match="allowed_email_domains"):
+        load_settings(bad, {})

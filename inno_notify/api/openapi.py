@@ -238,6 +238,7 @@ SCHEMAS: dict[str, Schema] = {
         {
             "ready": {"type": "boolean"},
             "checks": {"type": "object", "additionalProperties": {"type": "boolean"}},
+            "not_ready": {"type": "array", "items": {"type": "string"}, "description": "Checks that failed."},
         }
     ),
 }

@@ -11,11 +11,15 @@ the time it will be.
 
 Retries follow Alertmanager's schedule: 0.5 s × 1.5 per attempt up to 60 s, with jitter, unless
 the provider said how long to wait; a failure the provider calls permanent, or any failure
-after `give_up_after` seconds past the row's due time, ends the row as failed.
+after `give_up_after` seconds past the row's due time, ends the row as failed. A provider's wait
+is whatever its answer said (`Retry-After: 1e12`, `inf`, `NaN`, `-5`), so it is clamped to
+0 … MAX_RETRY_AFTER_SECONDS before any date arithmetic, and a wait that would end past the
+give-up deadline fails the row now, with the reason, instead of parking it for that long.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +28,9 @@ from inno_notify.domain.model import Notification, NotificationKind
 
 DEFAULT_CAP_FACTOR = 10.0
 DEFAULT_MAX_PER_MESSAGE = 500
+# The longest wait a provider may impose on one row: an hour is more than any documented rate
+# limit (Telegram and Slack ask for seconds to minutes), and it keeps `now + wait` a valid date.
+MAX_RETRY_AFTER_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +78,50 @@ def after_failure(
     """What becomes of a row whose send failed at `now`.
 
     `row.attempts` counts this try. A provider's `retry_after` replaces our backoff (it knows when
-    it will accept again); past the give-up deadline the row fails with the last error.
+    it will accept again), clamped by `clamp_retry_after`; past the give-up deadline the row fails
+    with the last error, and so does a provider's wait that would end past it. Our own backoff
+    (at most a minute) still gets its try after the deadline: the next failure ends the row.
     """
     if not retryable:
         return Fail(error)
     deadline = row.due_at + timedelta(seconds=give_up_after_seconds)
     if now >= deadline:
         return Fail(f"gave up after {_span(now - row.due_at)}: {error}")
-    wait = retry_after if retry_after is not None and retry_after >= 0 else backoff.delay(row.attempts, rand)
-    return Retry(now + timedelta(seconds=wait), error)
+    asked = clamp_retry_after(retry_after)
+    if asked is None:
+        return Retry(now + timedelta(seconds=backoff.delay(row.attempts, rand)), error)
+    at = now + timedelta(seconds=asked)
+    if at > deadline:
+        return Fail(
+            f"gave up: the provider asked to wait {_span(timedelta(seconds=asked))}, past the "
+            f"give-up deadline ({_span(deadline - row.due_at)} after due): {error}"
+        )
+    return Retry(at, error)
+
+
+def clamp_retry_after(value: object) -> float | None:
+    """A provider's wait in seconds, within 0 … MAX_RETRY_AFTER_SECONDS; None if it is no number.
+
+    Accepts what a channel passes on (a float, an int, a header string); NaN and text that is no
+    number give None (our backoff applies), infinities and huge values the maximum, negatives 0.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        # An int too big for a float is still a wait, a very long one.
+        seconds = float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
+    elif isinstance(value, float):
+        seconds = value
+    elif isinstance(value, str) and len(value) <= 64:
+        try:
+            seconds = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

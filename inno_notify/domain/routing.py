@@ -16,14 +16,19 @@ Rules (CONTRACT.md §3, issue 6):
   `notify_unowned`; each lead is routed like an owner.
 - Channels the service has not configured, and channels a recipient has no address for
   (Telegram without a chat id), are skipped with a reason the caller logs.
+- An owner is an e-mail address only if it is exactly one plain address (domain.addresses): a
+  list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
+  and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
+  of the same recipient are not affected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from inno_notify.domain.addresses import email_refusal, is_single_address
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
@@ -69,9 +74,11 @@ def route_summary(
     enabled_channels: frozenset[str],
     now: datetime,
     group_wait_seconds: float,
+    allowed_email_domains: Collection[str] = (),
 ) -> list[Notification]:
     """The outbox rows for `job`'s summary (see plan_summary for the reasons behind them)."""
-    return list(plan_summary(job, users, teams, enabled_channels, now, group_wait_seconds).notifications)
+    plan = plan_summary(job, users, teams, enabled_channels, now, group_wait_seconds, allowed_email_domains)
+    return list(plan.notifications)
 
 
 def plan_summary(
@@ -81,11 +88,13 @@ def plan_summary(
     enabled_channels: frozenset[str],
     now: datetime,
     group_wait_seconds: float,
+    allowed_email_domains: Collection[str] = (),
 ) -> RoutingPlan:
     """Routes a finished job's summary. `users` is keyed by e-mail (matched case-insensitively).
 
     Each row is due `group_wait_seconds` after `now`, so that summaries arriving meanwhile for
     the same recipient and channel can join it in one message (the dispatcher decides that).
+    E-mail goes only to single plain addresses within `allowed_email_domains` (empty: any).
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the job asks for no notification (notify: never)")
@@ -94,7 +103,7 @@ def plan_summary(
 
     directory = _by_email(users)
     owner = (job.owner or "").strip()
-    if owner and (owner.lower() in directory or _looks_like_email(owner)):
+    if owner and (owner.lower() in directory or is_single_address(owner)):
         recipients = [owner]
     else:
         team = _team_of(job, teams)
@@ -117,6 +126,8 @@ def plan_summary(
         user = directory.get(address.lower())
         for channel, reason in _channels_for(job, user, enabled_channels):
             recipient = user.email if user is not None else address
+            if reason is None and channel == Channel.EMAIL.value:
+                reason = email_refusal(recipient, allowed_email_domains)
             if reason is not None:
                 skipped.append(Skipped(recipient, channel, reason))
                 continue
@@ -187,8 +198,3 @@ def _team_of(job: JobRecord, teams: Mapping[str, Team]) -> Team | None:
         if job.namespace in team.namespaces:
             return team
     return None
-
-
-def _looks_like_email(value: str) -> bool:
-    local, at, domain = value.rpartition("@")
-    return bool(at and local and "." in domain and not any(c.isspace() for c in value))

@@ -1,21 +1,25 @@
 """The dispatcher: takes due outbox rows, groups them, renders, sends, records. The one place that retries.
 
-A round (`run_once`) claims a batch in one transaction (rows leased, so a crashed dispatcher's rows
-come back when the lease runs out), loads the jobs' figures in a few queries, and sends the
-messages concurrently within the channels' rate limits. Each message is recorded, for all its
-rows at once, in the first commit after the provider accepted it (sends that finish together
-share a commit): a duplicate can only come from a crash between the provider's answer and that
-commit. Failures are classified by the channel (ChannelError);
-what happens next (retry at, or failed with the reason) is decided by domain.delivery.
+A round (`run_once`) claims a batch through the store's outbox repository: one transaction leases
+the rows under a fresh claim token (a crashed dispatcher's rows come back when the lease runs
+out) and reads the jobs' figures; the messages are then sent concurrently within the channels'
+rate limits. Each message is recorded, for all its rows at once, in the first commit after the
+provider accepted it (sends that finish together share a commit): a duplicate can only come from
+a crash between the provider's answer and that commit. Failures are classified by the channel
+(ChannelError); what happens next (retry at, or failed with the reason) is decided by
+domain.delivery.
+
+Nothing one message does may cost another: a send that raises, a provider that hangs (each send
+has `send_timeout_seconds`), a failed record (retried on its own with backoff) all end in that
+message's outcome, never in the round's TaskGroup, where they would cancel sends in flight that
+the provider may already have accepted. A send starts only while its claim's lease will still
+hold when the send's timeout is up; later ones are left to the next claim, so no round sends
+what another dispatcher may have claimed meanwhile.
 
 Job summaries (grouped per recipient) and weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
 once per team and week in a round) are claimed here; idle nudges stay pending for the code that
 knows how to render them.
-
-On Postgres a round's sent records go through one connection held for the round in autocommit: a
-record is then one statement, one round trip, where a pooled transaction would cost a ping, BEGIN
-and COMMIT besides. SQLite is in-process and keeps a transaction per flush.
 """
 
 from __future__ import annotations
@@ -23,20 +27,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
-from inno_notify.adapters.db import Store, dispatch_queries
-from inno_notify.adapters.db.dispatch_queries import Summary
+from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
     DEFAULT_MAX_PER_MESSAGE,
@@ -58,6 +60,14 @@ HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value, NotificationKind.
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
 DEFAULT_RECORD_LINGER = 0.005
+# The longest one send may take (the channels' own timeouts are per request; a Slack post with its
+# chart is several): a provider that hangs past it counts as a retryable failure.
+DEFAULT_SEND_TIMEOUT = 60.0
+# Recording an outcome is tried this often, waiting 0.2, 0.4, 0.8 ... s (at most 5 s) in between:
+# about half a minute, enough for a database fail-over, well inside a lease.
+RECORD_ATTEMPTS = 8
+RECORD_RETRY_INITIAL = 0.2
+RECORD_RETRY_MAX = 5.0
 
 
 class DigestSource(Protocol):
@@ -71,6 +81,7 @@ class Dispatcher:
 
     `digest_renderer` and `digest_cluster` are what DigestMessages renders digest rows with
     (None: the built-in templates, and the figures of every cluster in the database).
+    `send_timeout_seconds` bounds one send and must be shorter than `lease_seconds`.
     """
 
     def __init__(
@@ -87,6 +98,7 @@ class Dispatcher:
         max_per_message: int = DEFAULT_MAX_PER_MESSAGE,
         batch_size: int = 200,
         lease_seconds: float = 300.0,
+        send_timeout_seconds: float = DEFAULT_SEND_TIMEOUT,
         concurrency: int = 16,
         poll_seconds: float = 1.0,
         limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
@@ -96,7 +108,13 @@ class Dispatcher:
         digest_renderer: DigestRenderer | None = None,
         digest_cluster: str | None = None,
         record_linger_seconds: float = DEFAULT_RECORD_LINGER,
+        record_attempts: int = RECORD_ATTEMPTS,
     ) -> None:
+        if not 0 < send_timeout_seconds < lease_seconds:
+            raise ValueError(
+                f"send_timeout_seconds ({send_timeout_seconds}) must be positive and shorter than "
+                f"lease_seconds ({lease_seconds}): a send must end while its claim holds"
+            )
         self._store = store
         self._senders = dict(senders)
         self._renderer = renderer
@@ -108,6 +126,7 @@ class Dispatcher:
         self._max_per_message = max_per_message
         self._batch_size = batch_size
         self._lease = lease_seconds
+        self._send_timeout = send_timeout_seconds
         self._concurrency = max(1, concurrency)
         self._poll = poll_seconds
         self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
@@ -117,6 +136,7 @@ class Dispatcher:
         self._digest_renderer = digest_renderer or DigestRenderer()
         self._digest_cluster = digest_cluster
         self._linger = record_linger_seconds
+        self._record_attempts = max(1, record_attempts)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; a round in progress finishes its sends first."""
@@ -133,7 +153,8 @@ class Dispatcher:
                 await pause(wait, stop, self._sleep)
 
     async def run_once(self, now: datetime) -> int:
-        """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)."""
+        """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)
+        or tried; rows whose send could not start before the lease ended are not counted."""
         planner = partial(
             plan_batch,
             now=now,
@@ -141,64 +162,50 @@ class Dispatcher:
             cap_factor=self._cap_factor,
             max_per_message=self._max_per_message,
         )
-        async with self._store.engine.begin() as conn:
-            plan = await dispatch_queries.claim_batch(
-                conn, now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS
-            )
-            if not plan.messages:
-                return 0
-            # Read in the claim's transaction: one pooled connection per round instead of two.
-            keys = [
-                (r.cluster, r.job_uid)
-                for m in plan.messages
-                for r in m
-                if r.kind is NotificationKind.JOB_SUMMARY and r.cluster and r.job_uid
-            ]
-            summaries = await dispatch_queries.load_summaries(conn, keys) if keys else {}
+        claim = await self._store.outbox.claim(
+            now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS
+        )
+        if not claim.messages:
+            return 0
         digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
         seats = asyncio.Semaphore(self._concurrency)
-        async with self._recording() as recorder:
+        async with self._store.outbox.recorder(claim) as outcomes:
+            recorder = _SentRecorder(
+                lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
+                self._linger,
+            )
+            round_ = _Round(claim, outcomes, recorder)
 
             async def deliver(message: Sequence[Notification]) -> None:
                 async with seats:
-                    await self._deliver(message, summaries, digests, recorder)
+                    try:
+                        await self._deliver(message, round_, digests)
+                    except Exception:
+                        # Never into the TaskGroup: it would cancel the other sends in flight.
+                        log.exception("delivering %d row(s) to %s failed", len(message), message[0].recipient)
 
-            async with asyncio.TaskGroup() as tasks:
-                for message in plan.messages:
-                    tasks.create_task(deliver(message))
-        return sum(len(m) for m in plan.messages)
-
-    @asynccontextmanager
-    async def _recording(self) -> AsyncIterator[_SentRecorder]:
-        engine = self._store.engine
-        if engine.dialect.name != "postgresql":
-            recorder = _SentRecorder(engine.begin, self._linger)
             try:
-                yield recorder
+                async with asyncio.TaskGroup() as tasks:
+                    for message in claim.messages:
+                        tasks.create_task(deliver(message))
             finally:
+                # Records still queued (a cancelled round) are written before the connection goes.
                 await recorder.drain()
-            return
-        async with engine.connect() as conn:
-            held = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            recorder = _SentRecorder(partial(_statement_on, held), self._linger)
-            try:
-                yield recorder
-            finally:
-                # Sends cancelled with a failing round may still have records queued: write them
-                # before the connection goes back to the pool.
-                await recorder.drain()
+        if round_.left:
+            log.info(
+                "%d row(s) left for the next claim: their lease ran out before they could be sent",
+                round_.left,
+            )
+        return claim.rows - round_.left
 
-    async def _deliver(
-        self,
-        rows: Sequence[Notification],
-        summaries: Mapping[tuple[str, str], Summary],
-        digests: DigestSource,
-        recorder: _SentRecorder,
-    ) -> None:
+    async def _deliver(self, rows: Sequence[Notification], round_: _Round, digests: DigestSource) -> None:
+        summaries = round_.claim.summaries
         channel = rows[0].channel.value
         sender = self._senders.get(channel)
         if sender is None:
-            await self._record_failure(rows, f"channel {channel} is not configured", retryable=False)
+            await self._record_failure(
+                round_.outcomes, rows, f"channel {channel} is not configured", retryable=False
+            )
             return
         if rows[0].kind is NotificationKind.DIGEST:
             known = list(rows)
@@ -206,30 +213,46 @@ class Dispatcher:
             known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
             missing = [r for r in rows if (r.cluster or "", r.job_uid or "") not in summaries]
             if missing:
-                await self._record_failure(missing, "job record not found", retryable=False)
+                await self._record_failure(round_.outcomes, missing, "job record not found", retryable=False)
             if not known:
                 return
         recipient = recipient_of(known[0])
         try:
             message = await self._render(rows[0].channel, known, summaries, digests)
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
-                message_id = await sender.send(recipient, message)
+                if not self._lease_holds(round_.claim):
+                    round_.left += len(known)
+                    return
+                async with asyncio.timeout(self._send_timeout):
+                    message_id = await sender.send(recipient, message)
         except ChannelError as exc:
-            await self._record_failure(known, exc.message, exc.retryable, exc.retry_after)
+            await self._record_failure(round_.outcomes, known, exc.message, exc.retryable, exc.retry_after)
             return
         except _UnusableRow as exc:
-            await self._record_failure(known, str(exc), retryable=False)
+            await self._record_failure(round_.outcomes, known, str(exc), retryable=False)
+            return
+        except TimeoutError:
+            await self._record_failure(
+                round_.outcomes,
+                known,
+                f"{channel}: no answer within {self._send_timeout:g} s",
+                retryable=True,
+            )
             return
         except Exception as exc:
             # A sender bug is not the recipient's fault: keep the rows and let them give up in time.
             log.exception("%s sender raised an unclassified error", channel)
             await self._record_failure(
-                known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
+                round_.outcomes, known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
             )
             return
-        await recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
+        await round_.recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
         self._count(channel, "sent", len(known))
         log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
+
+    def _lease_holds(self, claim: Claim) -> bool:
+        """Whether a send starting now ends (or times out) before the claim's lease does."""
+        return self._clock() + timedelta(seconds=self._send_timeout) <= claim.lease_until
 
     async def _render(
         self,
@@ -251,11 +274,13 @@ class Dispatcher:
 
     async def _record_failure(
         self,
+        outcomes: Outcomes,
         rows: Sequence[Notification],
         error: str,
         retryable: bool,
         retry_after: float | None = None,
     ) -> None:
+        """Records a failed send's verdict for its rows; never raises (see _persist)."""
         at = self._clock()
         retries: list[tuple[int, str, datetime]] = []
         failures: list[tuple[int, str]] = []
@@ -276,9 +301,10 @@ class Dispatcher:
                 failures.append((row.id, verdict.error))
             else:
                 retries.append((row.id, verdict.error, verdict.at))
-        async with self._store.engine.begin() as conn:
-            await dispatch_queries.mark_retries(conn, retries)
-            await dispatch_queries.mark_failures(conn, failures, at)
+        if retries:
+            await self._persist(f"{len(retries)} retry row(s)", partial(outcomes.retry, retries))
+        if failures:
+            await self._persist(f"{len(failures)} failed row(s)", partial(outcomes.failed, failures, at))
         self._count(rows[0].channel.value, "failed", len(failures))
         self._count(rows[0].channel.value, "retry", len(retries))
         if failures:
@@ -286,13 +312,39 @@ class Dispatcher:
         if retries:
             log.info("%d notification(s) to %s will be retried: %s", len(retries), rows[0].recipient, error)
 
+    async def _persist(self, what: str, write: Callable[[], Awaitable[int]]) -> int | None:
+        """Runs one record, trying again with backoff; the rows it settled, None if every try failed.
+
+        Never raises: a record that cannot be written leaves its rows leased, and they are sent
+        again after the lease (the only duplicate this allows is the database being unreachable
+        for all the tries). Rows settled fewer than given were claimed by someone else meanwhile.
+        """
+        for attempt in range(1, self._record_attempts + 1):
+            try:
+                return await write()
+            except Exception as exc:
+                if attempt >= self._record_attempts:
+                    log.error(
+                        "could not record %s after %d tries: %s: %s", what, attempt, type(exc).__name__, exc
+                    )
+                    return None
+                delay = min(RECORD_RETRY_MAX, RECORD_RETRY_INITIAL * 2 ** (attempt - 1))
+                log.warning(
+                    "recording %s failed (%s: %s); trying again in %.1f s",
+                    what,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                await self._sleep(delay)
+        return None
+
     def _count(self, channel: str, outcome: str, rows: int) -> None:
         if self._telemetry is not None and rows:
             self._telemetry.sends.labels(channel, outcome).inc(rows)
 
     async def _idle_wait(self) -> float:
-        async with self._store.engine.connect() as conn:
-            upcoming = await dispatch_queries.next_due(conn, HANDLED_KINDS)
+        upcoming = await self._store.outbox.next_due(HANDLED_KINDS)
         if upcoming is None:
             return self._poll
         # New rows may be enqueued by another process at any time, so never sleep past one poll.
@@ -303,14 +355,14 @@ class _UnusableRow(Exception):
     """A row that can never be rendered (its payload lacks what the message needs)."""
 
 
-Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+@dataclass(slots=True)
+class _Round:
+    """One round's claim, where its outcomes go, and how many rows it left for the next claim."""
 
-
-@asynccontextmanager
-async def _statement_on(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
-    # On an autocommit connection BEGIN and COMMIT stay on our side: the statement commits itself.
-    async with conn.begin():
-        yield conn
+    claim: Claim
+    outcomes: Outcomes
+    recorder: _SentRecorder
+    left: int = 0
 
 
 class _SentRecorder:
@@ -319,13 +371,14 @@ class _SentRecorder:
     A commit per message caps a dispatcher at the database's commit rate; here a send that
     finishes while a flush is in flight waits for the next one, which takes everything queued
     meanwhile (group commit). No send waits longer than one flush it was not part of, and each
-    caller returns only once its rows are recorded. `transaction` gives the connection each flush
-    runs on, committed when it exits; a flush first lingers `linger` seconds (real time, not the
-    dispatcher's clock: it only shapes batches) so that sends finishing together share it.
+    caller returns once its rows are recorded or the recording gave up. A flush first lingers
+    `linger` seconds (real time, not the dispatcher's clock: it only shapes batches) so that sends
+    finishing together share it. `write` records a flush's rows and must not raise (the
+    dispatcher's _persist retries it); if it does anyway, its callers still return.
     """
 
-    def __init__(self, transaction: Transaction, linger: float = 0.0) -> None:
-        self._transaction = transaction
+    def __init__(self, write: Callable[[list[SentRecord]], Awaitable[object]], linger: float = 0.0) -> None:
+        self._write = write
         self._linger = linger
         self._queue: list[tuple[list[int], str | None, datetime, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -338,7 +391,7 @@ class _SentRecorder:
         await done
 
     async def drain(self) -> None:
-        """Waits until everything queued so far is recorded (or its flush failed)."""
+        """Waits until everything queued so far is recorded (or its recording gave up)."""
         if self._flusher is not None and not self._flusher.done():
             await asyncio.shield(self._flusher)
 
@@ -349,13 +402,17 @@ class _SentRecorder:
             batch, self._queue = self._queue, []
             rows = [(id, message_id, at) for ids, message_id, at, _ in batch for id in ids]
             try:
-                async with self._transaction() as conn:
-                    await dispatch_queries.mark_sent_many(conn, rows)
-            except Exception as exc:
-                for *_, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
+                settled = await self._write(rows)
+            except Exception:
+                log.exception("recording %d sent row(s) failed", len(rows))
+            else:
+                if isinstance(settled, int) and settled < len(rows):
+                    log.warning(
+                        "%d of %d sent row(s) were no longer held by this claim when recorded "
+                        "(their lease ran out and another claim took them)",
+                        len(rows) - settled,
+                        len(rows),
+                    )
             for *_, done in batch:
                 if not done.done():
                     done.set_result(None)

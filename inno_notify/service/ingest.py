@@ -8,25 +8,37 @@ records a job's end only the first time (`mark_terminal`), which is what plans i
 
 A relist (after `410 Gone` or a restart) is reconciled: jobs we hold as open that are no longer in
 the cluster were deleted during the gap and are closed out with what we know of them.
+
+Every object is hostile until parsed, and one bad object must never stop the others (see
+docs/hardening.md). An object that cannot be parsed is set aside at once; a write that the database
+refuses because of the data (a data or integrity error, an index row too large…) is split in halves,
+each written on its own in order, until the one object it cannot take is found; that object is set
+aside and the rest commit. Only failures of the database itself (connection lost, timeouts) are
+retried, with capped backoff. An object set aside is counted
+(`inno_notify_rejected_objects_total{resource,reason}`), logged once per uid and reason, and stored
+in the rejected_objects table.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
+from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
-from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord
+from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
 from inno_notify.domain.parsing import (
     ParseConfig,
     ParseError,
+    SetAside,
     apply_pods_to_job,
+    event_count,
+    identity,
     merge_job,
     merge_kueue,
     parse_bare_gpu_pod,
@@ -35,18 +47,24 @@ from inno_notify.domain.parsing import (
     parse_workload,
     relevant_event,
 )
-from inno_notify.domain.parsing.fields import timestamp
+from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD, mapping, timestamp
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 Clock = Callable[[], datetime]
+Sleep = Callable[[float], Awaitable[None]]
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
 _RELIST = "relist"
 # Kueue admissions seen before their job; kept until the job arrives, bounded.
 _MAX_PENDING_KUEUE = 10_000
+# Reasons of objects set aside by the write path (parsing gives its own, see domain.parsing.fields).
+UNSTORABLE = "unstorable"
+INTERNAL_ERROR = "internal_error"
+# Values in logs are shown with repr, cut to this many characters.
+_SHOWN = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +77,10 @@ class IngestOptions:
     batch_linger_seconds: float = 0.02
     queue_max: int = 20_000
     namespaces: tuple[str, ...] = ()
+    # A write the database failed for reasons of its own is retried after 0.1 s, doubling to this.
+    retry_cap_seconds: float = 10.0
+    # How many (object, reason) pairs are remembered as already logged; the oldest are forgotten.
+    logged_once_max: int = 10_000
 
 
 @dataclass(slots=True)
@@ -66,12 +88,26 @@ class IngestStats:
     events: int = 0
     batches: int = 0
     terminal_marked: int = 0
+    # Objects set aside because they could not be parsed (parse_errors) or stored (unstorable).
     parse_errors: int = 0
+    unstorable: int = 0
+    rejected_values: int = 0
+    # Writes the database failed for reasons of its own, each retried; and how many distinct
+    # writes needed a retry at all.
     write_errors: int = 0
+    retried_writes: int = 0
+    # Writes split in two to find the object the database refuses.
+    splits: int = 0
+    # Batches that failed outside the per-object handling (a bug): their events were dropped.
+    dropped_batches: int = 0
     relists: int = 0
     closed_in_gap: int = 0
     last_commit_at: datetime | None = None
     by_kind: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> int:
+        return self.parse_errors + self.unstorable
 
 
 @dataclass(slots=True)
@@ -82,12 +118,8 @@ class _Batch:
     pods: dict[str, tuple[str, JsonObj]] = field(default_factory=dict)
     workloads: dict[str, JsonObj] = field(default_factory=dict)
     events: dict[str, JsonObj] = field(default_factory=dict)
-    relists: list[tuple[str, list[JsonObj]]] = field(default_factory=list)
 
-    def add(self, kind: str, event_type: str, obj: JsonObj) -> None:
-        uid = (obj.get("metadata") or {}).get("uid")
-        if not uid:
-            return
+    def add(self, kind: str, event_type: str, uid: str, obj: JsonObj) -> None:
         if kind == JOB:
             self.jobs[uid] = (event_type, obj)
         elif kind == POD:
@@ -96,6 +128,58 @@ class _Batch:
             self.workloads[uid] = obj
         elif kind == EVENT and event_type != "DELETED":
             self.events[uid] = obj
+
+
+@dataclass(slots=True)
+class _Unit:
+    """One object of a batch, parsed: the smallest thing a failing write is split down to."""
+
+    kind: str
+    uid: str
+    obj: JsonObj
+    job: JobRecord | None = None
+    pod: PodRecord | None = None
+    kueue: tuple[str, KueueInfo] | None = None
+    event: tuple[str, str, str, int] | None = None
+
+
+@dataclass(slots=True)
+class _Piece:
+    """Units written in one transaction, and the relist that closes the segment (on the last piece)."""
+
+    units: list[_Unit]
+    relist: tuple[str, list[JsonObj]] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.units) + (self.relist is not None)
+
+    def halves(self) -> tuple[_Piece, _Piece]:
+        middle = (len(self.units) + 1) // 2
+        return _Piece(self.units[:middle]), _Piece(self.units[middle:], self.relist)
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """What a committed write changed outside the database (applied only once it committed)."""
+
+    marked: int
+    pending_kueue: dict[str, KueueInfo]
+    relists: int
+    closed_in_gap: int
+
+
+def _why_no_uid(obj: object) -> tuple[str, str]:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(metadata, dict) and metadata.get("uid") not in (None, ""):
+        return BAD_KEY, "metadata.uid is not usable as a key"
+    return MISSING_FIELD, "no metadata.uid"
+
+
+def _shown(value: object) -> str:
+    """A value for a log line: repr (so control characters and NUL show as escapes), capped."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
 # The reason of a job whose success we inferred from its pods: its Complete condition was never seen.
@@ -114,12 +198,6 @@ def succeeded_by_pods(job: JobRecord, pods: Sequence[PodRecord]) -> bool:
     )
 
 
-def _event_count(obj: JsonObj) -> int:
-    series = obj.get("series") or {}
-    count = obj.get("count") or series.get("count") or obj.get("deprecatedCount") or 1
-    return int(count)
-
-
 class Ingestor:
     """Consumes watch events (`on_event`, `on_relist` are the watcher's callbacks) into the store."""
 
@@ -131,6 +209,8 @@ class Ingestor:
         clock: Clock,
         started_at: datetime,
         telemetry: Telemetry | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
         self.telemetry = telemetry
@@ -139,10 +219,14 @@ class Ingestor:
         self.clock = clock
         self.started_at = started_at
         self.stats = IngestStats()
+        self._sleep = sleep
         self._queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue(options.queue_max)
         self._pending_kueue: dict[str, KueueInfo] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        # (kind, uid, what) already logged, oldest first; bounded, since uids are the cluster's.
+        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._rejected: list[RejectedObject] = []
 
     # --- the watcher's callbacks: cheap, they only enqueue (bounded: back-pressure on the watch) ---
 
@@ -179,64 +263,135 @@ class Ingestor:
                     items.append(await asyncio.wait_for(self._queue.get(), remaining))
                 except TimeoutError:
                     break
-            await self._apply_until_done(items)
+            await self._apply_guarded(items)
             if self.telemetry is not None:
                 # The oldest event of the batch waited longest: its lag bounds the batch's.
                 self.telemetry.ingest_lag.observe(loop.time() - first_at)
             if self._queue.empty():
                 self._idle.set()
 
-    async def _apply_until_done(self, items: Sequence[tuple[str, str, Any]]) -> None:
-        """Applies a batch, retrying with backoff while the database fails: events are never dropped
-        (the watch is held back meanwhile by the bounded queue)."""
-        delay = 0.1
-        while True:
-            try:
-                await self.apply(items)
-                return
-            except (SQLAlchemyError, OSError) as exc:
-                self.stats.write_errors += 1
-                log.warning("writing %d event(s) failed (%s); retrying in %.1f s", len(items), exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+    async def _apply_guarded(self, items: Sequence[tuple[str, str, Any]]) -> None:
+        """`apply`, which sets bad objects aside itself; should anything still escape it (a bug), the
+        batch is dropped and logged rather than ending the consumer and with it the service."""
+        try:
+            await self.apply(items)
+        except Exception:
+            self.stats.dropped_batches += 1
+            log.exception("ingesting %d event(s) failed unexpectedly; they are dropped", len(items))
 
     async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
-        """Applies items in order; a relist closes the segment before it so reconciliation sees it."""
+        """Applies items in order; a relist closes the segment before it so reconciliation sees it.
+
+        Returns once every item is committed or set aside; a database that is away is waited for.
+        """
         batch = _Batch()
         for kind, event_type, obj in items:
             if kind == _RELIST:
-                batch.relists.append((event_type, obj))
-                await self._apply_batch(batch)
+                await self._apply_segment(batch, (event_type, obj))
                 batch = _Batch()
                 continue
-            batch.add(kind, event_type, obj)
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
-        await self._apply_batch(batch)
+            uid, namespace, name = identity(obj)
+            if uid is None:
+                self.stats.parse_errors += 1
+                self._set_aside(kind, "", namespace, name, *_why_no_uid(obj))
+                continue
+            batch.add(kind, event_type, uid, obj)
+        await self._apply_segment(batch, None)
 
-    async def _apply_batch(self, batch: _Batch) -> None:
+    async def _apply_segment(self, batch: _Batch, relist: tuple[str, list[JsonObj]] | None) -> None:
         now = self.clock()
-        new_jobs, pods = self._parse_jobs_and_pods(batch, now)
-        kueue = self._parse_workloads(batch)
-        event_hits = self._parse_events(batch)
-        if not (new_jobs or pods or kueue or event_hits or batch.relists):
-            return
-        async with self.store.ingest_transaction() as tx:
-            marked = await self._merge_and_write(tx, batch, now, new_jobs, pods, kueue, event_hits)
-        self.stats.terminal_marked += marked
+        units = self._parse(batch, now)
+        if units or relist is not None:
+            await self._write(_Piece(units, relist), now)
+        await self._store_rejected(now)
+
+    # --- writing, split down to the object the database refuses ----------------------------------
+
+    async def _write(self, piece: _Piece, now: datetime) -> None:
+        """Writes the piece; if the database refuses it for its data, writes each half in order,
+        down to the single object it refuses, which is set aside. Events of one uid keep their order:
+        halves are written one after the other, earlier events first."""
+        todo: deque[_Piece] = deque([piece])
+        while todo:
+            current = todo.popleft()
+            try:
+                await self._write_retrying(current, now)
+            except Exception as exc:
+                if current.size > 1:
+                    self.stats.splits += 1
+                    first, second = current.halves()
+                    todo.extendleft((second, first))
+                    continue
+                self._refused(current, exc)
+
+    async def _write_retrying(self, piece: _Piece, now: datetime) -> None:
+        """One transaction for the piece, retried with capped backoff while the database itself fails;
+        a failure due to the data is raised."""
+        delay = 0.1
+        attempts = 0
+        while True:
+            try:
+                async with self.store.ingest_transaction() as tx:
+                    written = await self._merge_and_write(tx, piece, now)
+                break
+            except Exception as exc:
+                if not failures.is_transient(exc):
+                    raise
+                attempts += 1
+                self.stats.write_errors += 1
+                if attempts == 1:
+                    self.stats.retried_writes += 1
+                log.warning(
+                    "writing %d object(s) failed (%s); retrying in %.1f s",
+                    piece.size,
+                    failures.describe(exc),
+                    delay,
+                )
+                await self._sleep(delay)
+                delay = min(delay * 2, self.options.retry_cap_seconds)
+        self._pending_kueue = written.pending_kueue
+        self.stats.terminal_marked += written.marked
+        self.stats.relists += written.relists
+        self.stats.closed_in_gap += written.closed_in_gap
         self.stats.batches += 1
         self.stats.last_commit_at = self.clock()
 
-    async def _merge_and_write(
-        self,
-        tx: IngestTransaction,
-        batch: _Batch,
-        now: datetime,
-        new_jobs: dict[str, JobRecord],
-        pods: list[PodRecord],
-        kueue: dict[str, KueueInfo],
-        event_hits: list[tuple[str, str, str, int]],
-    ) -> int:
+    def _refused(self, piece: _Piece, exc: Exception) -> None:
+        """The database refused this one object (or our merge failed on it): set it aside."""
+        reason = UNSTORABLE if failures.is_database_error(exc) else INTERNAL_ERROR
+        detail = failures.describe(exc)
+        if reason == INTERNAL_ERROR:
+            log.error("merging failed on one object (%s)", detail, exc_info=exc)
+        if piece.units:
+            unit = piece.units[0]
+            _, namespace, name = identity(unit.obj)
+            self.stats.unstorable += 1
+            self._set_aside(unit.kind, unit.uid, namespace, name, reason, detail)
+        elif piece.relist is not None:
+            # Nothing to store for a relist: the objects in it were written on their own.
+            kind = piece.relist[0]
+            log.error("reconciling the %s relist failed (%s); the next relist tries again", kind, detail)
+            self._count(kind, reason)
+
+    async def _merge_and_write(self, tx: IngestTransaction, piece: _Piece, now: datetime) -> _Written:
+        new_jobs: dict[str, JobRecord] = {}
+        pods: list[PodRecord] = []
+        kueue: dict[str, KueueInfo] = {}
+        event_hits: list[tuple[str, str, str, int]] = []
+        for unit in piece.units:
+            if unit.job is not None:
+                new_jobs[unit.job.uid] = unit.job
+            if unit.pod is not None:
+                pods.append(unit.pod)
+            if unit.kueue is not None:
+                kueue_uid, info = unit.kueue
+                kueue[kueue_uid] = merge_kueue(kueue.get(kueue_uid), info) or info
+            if unit.event is not None:
+                event_hits.append(unit.event)
+        # Changed here, kept only if the transaction commits.
+        pending = dict(self._pending_kueue)
 
         pod_to_job = {p.uid: p.job_uid for p in pods if p.job_uid}
         event_pod_uids = [uid for uid, kind, _, _ in event_hits if kind == POD and uid not in pod_to_job]
@@ -245,7 +400,7 @@ class Ingestor:
 
         touched = set(new_jobs) | {p.job_uid for p in pods if p.job_uid} | set(kueue)
         touched |= {uid if kind == JOB else pod_to_job.get(uid, "") for uid, kind, _, _ in event_hits}
-        touched |= set(self._pending_kueue) & set(new_jobs)
+        touched |= set(pending) & set(new_jobs)
         touched.discard("")
         stored = await tx.get_jobs(self.cfg.cluster, sorted(touched))
 
@@ -259,13 +414,13 @@ class Ingestor:
         for uid, info in kueue.items():
             if uid in merged:
                 merged[uid] = replace(merged[uid], kueue=merge_kueue(merged[uid].kueue, info))
-            elif len(self._pending_kueue) < _MAX_PENDING_KUEUE:
-                self._pending_kueue[uid] = merge_kueue(self._pending_kueue.get(uid), info) or info
-        for uid in set(self._pending_kueue) & set(merged):
-            info = self._pending_kueue.pop(uid)
+            elif len(pending) < _MAX_PENDING_KUEUE:
+                pending[uid] = merge_kueue(pending.get(uid), info) or info
+        for uid in set(pending) & set(merged):
+            info = pending.pop(uid)
             merged[uid] = replace(merged[uid], kueue=merge_kueue(merged[uid].kueue, info))
-        for uid, kind, reason, count in event_hits:
-            job_uid = uid if kind == JOB else pod_to_job.get(uid)
+        for subject, kind, reason, count in event_hits:
+            job_uid = subject if kind == JOB else pod_to_job.get(subject)
             if job_uid in merged:
                 record = merged[job_uid]
                 counts = dict(record.event_counts)
@@ -276,82 +431,180 @@ class Ingestor:
         for uid, record in merged.items():
             merged[uid] = apply_pods_to_job(record, job_pods.get(uid, ()))
 
-        for relist_kind, objects in batch.relists:
-            self.stats.relists += 1
-            if relist_kind == JOB:
-                await self._close_out_missing(tx, objects, merged, now)
+        closed = 0
+        if piece.relist is not None and piece.relist[0] == JOB:
+            closed = await self._close_out_missing(tx, piece.relist[1], merged, now)
 
         terminals = [
             self._terminal_mark(record, now)
             for uid, record in merged.items()
             if record.status.is_terminal and not (uid in stored and stored[uid].status.is_terminal)
         ]
-        return await tx.write(self.cfg.cluster, list(merged.values()), pods, terminals)
+        marked = await tx.write(self.cfg.cluster, list(merged.values()), pods, terminals)
+        return _Written(marked, pending, int(piece.relist is not None), closed)
 
-    # --- parsing -------------------------------------------------------------------------------------
+    # --- parsing: each object on its own ------------------------------------------------------------
 
-    def _parse_jobs_and_pods(
-        self, batch: _Batch, now: datetime
-    ) -> tuple[dict[str, JobRecord], list[PodRecord]]:
-        jobs: dict[str, JobRecord] = {}
+    def _parse(self, batch: _Batch, now: datetime) -> list[_Unit]:
+        units: list[_Unit] = []
         for uid, (event_type, obj) in batch.jobs.items():
-            try:
-                record = parse_job(obj, self.cfg)
-            except ParseError as exc:
-                self._parse_error(JOB, uid, exc)
-                continue
-            jobs[uid] = self._deleted(record, obj, now) if event_type == "DELETED" else record
-        pods: list[PodRecord] = []
+            self._parse_one(units, JOB, uid, event_type, obj, now)
         for uid, (event_type, obj) in batch.pods.items():
-            try:
-                pod = parse_pod(obj, self.cfg)
-                bare = None if pod.job_uid else parse_bare_gpu_pod(obj, self.cfg)
-            except ParseError as exc:
-                self._parse_error(POD, uid, exc)
-                continue
-            if bare is not None:
-                jobs[bare.uid] = self._deleted(bare, obj, now) if event_type == "DELETED" else bare
-                pod = replace(pod, job_uid=bare.uid)
-            if pod.job_uid is None:
-                continue  # not a job's pod, nor a GPU workload with an owner: none of our business
-            if event_type == "DELETED" and pod.deleted_at is None:
-                pod = replace(pod, deleted_at=now)
-            pods.append(pod)
-        return jobs, pods
+            self._parse_one(units, POD, uid, event_type, obj, now)
+        for uid, obj in batch.workloads.items():
+            self._parse_one(units, WORKLOAD, uid, "", obj, now)
+        for uid, obj in batch.events.items():
+            self._parse_one(units, EVENT, uid, "", obj, now)
+        return units
+
+    def _parse_one(
+        self, units: list[_Unit], kind: str, uid: str, event_type: str, obj: JsonObj, now: datetime
+    ) -> None:
+        notes: list[SetAside] = []
+        try:
+            if kind == JOB:
+                unit: _Unit | None = self._parse_job(obj, event_type, now, notes)
+            elif kind == POD:
+                unit = self._parse_pod(obj, event_type, now, notes)
+            elif kind == WORKLOAD:
+                unit = self._parse_workload(obj)
+            else:
+                unit = self._parse_event(obj)
+        except ParseError as exc:
+            self._parse_refused(kind, uid, obj, exc.reason, str(exc))
+            return
+        except Exception as exc:  # a bug in a parser must cost one object, not the service
+            log.error("parsing %s %s failed unexpectedly", kind, _shown(uid), exc_info=exc)
+            self._parse_refused(kind, uid, obj, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            return
+        for note in notes:
+            self._value_set_aside(kind, uid, note)
+        if unit is not None:
+            unit.uid = uid  # the object's own uid (an Event's unit carries the uid it is about)
+            units.append(unit)
+
+    def _parse_job(self, obj: JsonObj, event_type: str, now: datetime, notes: list[SetAside]) -> _Unit:
+        record = parse_job(obj, self.cfg, notes)
+        if event_type == "DELETED":
+            record = self._deleted(record, obj, now)
+        return _Unit(JOB, record.uid, obj, job=record)
+
+    def _parse_pod(self, obj: JsonObj, event_type: str, now: datetime, notes: list[SetAside]) -> _Unit | None:
+        pod = parse_pod(obj, self.cfg, notes)
+        unit = _Unit(POD, pod.uid, obj)
+        if pod.job_uid is None:
+            bare = parse_bare_gpu_pod(obj, self.cfg, notes, pod=pod)
+            if bare is None:
+                return None  # not a job's pod, nor a GPU workload with an owner: none of our business
+            unit.job = self._deleted(bare, obj, now) if event_type == "DELETED" else bare
+            pod = replace(pod, job_uid=bare.uid)
+        if event_type == "DELETED" and pod.deleted_at is None:
+            pod = replace(pod, deleted_at=now)
+        unit.pod = pod
+        return unit
+
+    @staticmethod
+    def _parse_workload(obj: JsonObj) -> _Unit | None:
+        job_uid, info = parse_workload(obj)
+        if not job_uid:
+            return None
+        return _Unit(WORKLOAD, "", obj, kueue=(job_uid, info))
+
+    @staticmethod
+    def _parse_event(obj: JsonObj) -> _Unit | None:
+        kept = relevant_event(obj)
+        if kept is None:
+            return None
+        uid, kind, reason = kept
+        return _Unit(EVENT, "", obj, event=(uid, kind, reason, event_count(obj)))
 
     @staticmethod
     def _deleted(record: JobRecord, obj: JsonObj, now: datetime) -> JobRecord:
         """The object of a DELETED event is its last state; one that never ended was deleted."""
         if record.status.is_terminal:
             return record
-        deleted_at = timestamp(obj.get("metadata") or {}, "deletionTimestamp") or now
+        deleted_at = timestamp(mapping(obj, "metadata"), "deletionTimestamp") or now
         return replace(record, status=JobStatus.DELETED, finished_at=record.finished_at or deleted_at)
 
-    def _parse_workloads(self, batch: _Batch) -> dict[str, KueueInfo]:
-        found: dict[str, KueueInfo] = {}
-        for uid, obj in batch.workloads.items():
-            try:
-                job_uid, info = parse_workload(obj)
-            except ParseError as exc:
-                self._parse_error(WORKLOAD, uid, exc)
-                continue
-            if job_uid:
-                found[job_uid] = merge_kueue(found.get(job_uid), info) or info
-        return found
+    # --- setting aside: counted, logged once, stored -----------------------------------------------
 
-    @staticmethod
-    def _parse_events(batch: _Batch) -> list[tuple[str, str, str, int]]:
-        hits = []
-        for obj in batch.events.values():
-            kept = relevant_event(obj)
-            if kept is not None:
-                uid, kind, reason = kept
-                hits.append((uid, kind, reason, _event_count(obj)))
-        return hits
-
-    def _parse_error(self, kind: str, uid: str, exc: Exception) -> None:
+    def _parse_refused(self, kind: str, uid: str, obj: JsonObj, reason: str, detail: str) -> None:
         self.stats.parse_errors += 1
-        log.warning("skipping %s %s: %s", kind, uid, exc)
+        _, namespace, name = identity(obj)
+        self._set_aside(kind, uid, namespace, name, reason, detail)
+
+    def _set_aside(
+        self,
+        kind: str,
+        uid: str,
+        namespace: str | None,
+        name: str | None,
+        reason: str,
+        detail: str,
+    ) -> None:
+        self._count(kind, reason)
+        if self._first_time(kind, uid or f"{namespace}/{name}", reason):
+            log.warning(
+                "set aside %s uid=%s namespace=%s name=%s: %s (%s)",
+                kind,
+                _shown(uid),
+                _shown(namespace),
+                _shown(name),
+                reason,
+                _shown(detail),
+            )
+        self._rejected.append(
+            RejectedObject(
+                cluster=self.cfg.cluster,
+                kind=kind,
+                uid=uid,
+                reason=reason,
+                namespace=namespace,
+                name=name,
+                detail=detail,
+            )
+        )
+
+    def _value_set_aside(self, kind: str, uid: str, note: SetAside) -> None:
+        self.stats.rejected_values += 1
+        if self.telemetry is not None:
+            self.telemetry.rejected_values.labels(kind, note.field, note.reason).inc()
+        if self._first_time(kind, uid, f"{note.field}:{note.reason}"):
+            log.warning("%s uid=%s: %s dropped (%s)", kind, _shown(uid), note.field, note.reason)
+
+    def _count(self, kind: str, reason: str) -> None:
+        if self.telemetry is not None:
+            self.telemetry.rejected_objects.labels(kind, reason).inc()
+
+    def _first_time(self, kind: str, uid: str, what: str) -> bool:
+        key = (kind, uid, what)
+        if key in self._logged:
+            self._logged.move_to_end(key)
+            return False
+        self._logged[key] = None
+        if len(self._logged) > self.options.logged_once_max:
+            self._logged.popitem(last=False)
+        return True
+
+    async def _store_rejected(self, now: datetime) -> None:
+        """Stores what was set aside; the database being away is waited for like any write, but a
+        record it refuses is only logged: bookkeeping must not stop ingestion."""
+        if not self._rejected:
+            return
+        rejected, self._rejected = self._rejected, []
+        delay = 0.1
+        while True:
+            try:
+                await self.store.record_rejected(rejected, now)
+                return
+            except Exception as exc:
+                if not failures.is_transient(exc):
+                    log.error(
+                        "recording %d set-aside object(s) failed: %s", len(rejected), failures.describe(exc)
+                    )
+                    return
+                await self._sleep(delay)
+                delay = min(delay * 2, self.options.retry_cap_seconds)
 
     # --- reads, reconciliation, the terminal transition -------------------------------------------
 
@@ -367,12 +620,13 @@ class Ingestor:
 
     async def _close_out_missing(
         self, tx: IngestTransaction, objects: list[JsonObj], merged: dict[str, JobRecord], now: datetime
-    ) -> None:
-        present = {(o.get("metadata") or {}).get("uid") for o in objects}
+    ) -> int:
+        """Closes out the open jobs missing from a relist; returns how many."""
+        present = {identity(o)[0] for o in objects}
         open_jobs = await tx.open_jobs(self.cfg.cluster, self.options.namespaces, kind="job")
         gone = [j for j in open_jobs if j.uid not in present and j.uid not in merged]
         if not gone:
-            return
+            return 0
         pods = await tx.pods_of_jobs(self.cfg.cluster, [j.uid for j in gone])
         for job in gone:
             job_pods = pods.get(job.uid, [])
@@ -380,8 +634,8 @@ class Ingestor:
             if succeeded_by_pods(job, job_pods):
                 closed = replace(closed, status=JobStatus.SUCCEEDED, reason=INFERRED_SUCCESS)
             merged[job.uid] = replace(closed, finished_at=closed.finished_at or now)
-            self.stats.closed_in_gap += 1
         log.info("closed out %d job(s) deleted while the watch was away", len(gone))
+        return len(gone)
 
     def _terminal_mark(self, job: JobRecord, now: datetime) -> TerminalMark:
         ended = job.finished_at or now

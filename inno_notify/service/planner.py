@@ -3,12 +3,19 @@
 The routing rules are pure (domain.routing); this keeps the directory they need at hand — users and
 teams read from the store, refreshed every `refresh_seconds` so edits made through the API take
 effect without a restart — and logs each skipped channel once instead of once per job.
+
+What it logs comes partly from annotations anyone can write (an owner of any length, with any
+characters): values are logged with repr, cut to a few hundred characters, and the set of what
+was already logged keeps only the most recent `LOGGED_ONCE_LIMIT` entries, so a stream of
+distinct owners cannot grow it without bound (an entry that fell out is logged again).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import reprlib
+from collections import OrderedDict
+from collections.abc import Callable, Collection
 from datetime import datetime
 
 from inno_notify.adapters.db.repository import Store
@@ -16,6 +23,16 @@ from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, Tea
 from inno_notify.domain.routing import plan_summary
 
 log = logging.getLogger(__name__)
+
+LOGGED_ONCE_LIMIT = 4096
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = 200
+_SHOWN.maxother = 200
+
+
+def shown(value: object) -> str:
+    """A value for a log line: its repr (quotes, escapes for control characters), cut short."""
+    return _SHOWN.repr(value)
 
 
 class DirectoryPlanner:
@@ -26,16 +43,21 @@ class DirectoryPlanner:
         group_wait_seconds: float,
         clock: Callable[[], datetime],
         refresh_seconds: float = 30.0,
+        *,
+        allowed_email_domains: Collection[str] = (),
+        logged_once_limit: int = LOGGED_ONCE_LIMIT,
     ) -> None:
         self.store = store
         self.enabled_channels = enabled_channels
         self.group_wait_seconds = group_wait_seconds
         self.clock = clock
         self.refresh_seconds = refresh_seconds
+        self.allowed_email_domains = tuple(allowed_email_domains)
         self._users: dict[str, DirectoryUser] = {}
         self._teams: dict[str, Team] = {}
         self._loaded_at: datetime | None = None
-        self._logged: set[tuple[str, str, str]] = set()
+        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._logged_limit = max(1, logged_once_limit)
 
     async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
         now = self.clock()
@@ -47,12 +69,33 @@ class DirectoryPlanner:
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
         users, teams = await self._directory()
-        plan = plan_summary(job, users, teams, self.enabled_channels, now, self.group_wait_seconds)
+        plan = plan_summary(
+            job,
+            users,
+            teams,
+            self.enabled_channels,
+            now,
+            self.group_wait_seconds,
+            self.allowed_email_domains,
+        )
         for skipped in plan.skipped:
-            key = (skipped.recipient, skipped.channel, skipped.reason)
-            if key not in self._logged:
-                self._logged.add(key)
-                log.info("no %s summary for %s: %s", skipped.channel, skipped.recipient, skipped.reason)
+            if self._first_time((skipped.recipient, skipped.channel, skipped.reason)):
+                log.info(
+                    "no %s summary for %s: %s",
+                    shown(skipped.channel),
+                    shown(skipped.recipient),
+                    skipped.reason,
+                )
         if plan.silent_reason:
-            log.debug("job %s/%s gets no summary: %s", job.namespace, job.name, plan.silent_reason)
+            log.debug("job %s gets no summary: %s", shown(f"{job.namespace}/{job.name}"), plan.silent_reason)
         return list(plan.notifications)
+
+    def _first_time(self, key: tuple[str, str, str]) -> bool:
+        """True the first time `key` is seen since it last fell out of the bounded set."""
+        if key in self._logged:
+            self._logged.move_to_end(key)
+            return False
+        self._logged[key] = None
+        if len(self._logged) > self._logged_limit:
+            self._logged.popitem(last=False)
+        return True

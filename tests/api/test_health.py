@@ -21,7 +21,11 @@ async def test_ready_when_everything_is(api: Api) -> None:
     status, body = await api.get("/readyz", None)
     assert (status, body) == (
         200,
-        {"ready": True, "checks": {"database": True, "watchers_synced": True, "dispatcher_alive": True}},
+        {
+            "ready": True,
+            "checks": {"database": True, "watchers_synced": True, "dispatcher_alive": True},
+            "not_ready": [],
+        },
     )
 
 
@@ -29,6 +33,7 @@ async def test_not_ready_until_the_watchers_synced(api: Api) -> None:
     api.readiness["watchers_synced"] = False
     status, body = await api.get("/readyz", None)
     assert (status, body["ready"], body["checks"]["watchers_synced"]) == (503, False, False)
+    assert body["not_ready"] == ["watchers_synced"]
 
 
 async def _serve(app: object) -> TestClient:  # type: ignore[type-arg]

@@ -16,10 +16,12 @@ from .support import NOW, Api
 async def _outbox(store: Store) -> dict[str, int]:
     """n-1 sent, n-2 failed, n-3 pending; returns their ids by dedup key."""
     await store.enqueue([notification(f"n-{i}", due=T0 + timedelta(minutes=i)) for i in (1, 2, 3)])
-    claimed = await store.claim_due(T0 + timedelta(hours=1), 10, 60)
-    ids = {n.dedup_key: n.id for n in claimed if n.id is not None}
-    await store.mark_sent(ids["n-1"], "msg-1", T0 + timedelta(hours=1))
-    await store.mark_failed(ids["n-2"], "403 Forbidden: bot was blocked by the user", T0 + timedelta(hours=1))
+    claim = await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)
+    ids = {n.dedup_key: n.id for m in claim.messages for n in m if n.id is not None}
+    await store.outbox.mark_sent(claim, [(ids["n-1"], "msg-1", T0 + timedelta(hours=1))])
+    await store.outbox.mark_failed(
+        claim, [(ids["n-2"], "403 Forbidden: bot was blocked by the user")], T0 + timedelta(hours=1)
+    )
     return ids
 
 

@@ -8,7 +8,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inno_notify.domain.delivery import Backoff, BatchPlan, Fail, Retry, after_failure, plan_batch
+from inno_notify.domain.delivery import (
+    MAX_RETRY_AFTER_SECONDS,
+    Backoff,
+    BatchPlan,
+    Fail,
+    Retry,
+    after_failure,
+    clamp_retry_after,
+    plan_batch,
+)
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -223,6 +232,83 @@ def test_after_failure(
         retry_after=retry_after,
         now=failed.due_at + s(since_due),
         give_up_after_seconds=120,
+        backoff=Backoff(),
+        rand=lambda: 0.5,
+    )
+    assert verdict == expected
+
+
+# (what a provider answered, the wait the dispatcher uses; None: our backoff)
+RETRY_AFTER_CASES: list[tuple[object, float | None]] = [
+    (7.0, 7.0),
+    (0, 0.0),
+    (-5.0, 0.0),
+    (-1e308, 0.0),
+    (1e12, MAX_RETRY_AFTER_SECONDS),
+    (3600.5, MAX_RETRY_AFTER_SECONDS),
+    (float("inf"), MAX_RETRY_AFTER_SECONDS),
+    (float("-inf"), 0.0),
+    (float("nan"), None),
+    (10**400, MAX_RETRY_AFTER_SECONDS),
+    (-(10**400), 0.0),
+    ("30", 30.0),
+    (" 1e12 ", MAX_RETRY_AFTER_SECONDS),
+    ("1e400", MAX_RETRY_AFTER_SECONDS),
+    ("inf", MAX_RETRY_AFTER_SECONDS),
+    ("NaN", None),
+    ("Wed, 21 Oct 2026 07:28:00 GMT", None),
+    ("", None),
+    ("9" * 5000, None),
+    (None, None),
+    (True, None),
+    ([], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("answered", "expected"), RETRY_AFTER_CASES, ids=[repr(c[0])[:30] for c in RETRY_AFTER_CASES]
+)
+def test_clamp_retry_after(answered: object, expected: float | None) -> None:
+    assert clamp_retry_after(answered) == expected
+
+
+# (provider's Retry-After, give-up after, expected); the row failed at its due time + 10 s.
+HOSTILE_WAITS: list[tuple[float, float, Retry | Fail]] = [
+    (1e12, 86400, Retry(T0 + s(WAIT + 10 + 3600), "429")),
+    (float("inf"), 86400, Retry(T0 + s(WAIT + 10 + 3600), "429")),
+    (float("nan"), 86400, Retry(T0 + s(WAIT + 10 + 0.5), "429")),
+    (-3.0, 86400, Retry(T0 + s(WAIT + 10), "429")),
+    (50.0, 60, Retry(T0 + s(WAIT + 60), "429")),
+    (
+        51.0,
+        60,
+        Fail(
+            "gave up: the provider asked to wait 51 s, past the give-up deadline (1 min 0 s after due): 429"
+        ),
+    ),
+    (
+        1e12,
+        1800,
+        Fail(
+            "gave up: the provider asked to wait 1 h 0 min, past the give-up deadline "
+            "(30 min 0 s after due): 429"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("retry_after", "give_up", "expected"), HOSTILE_WAITS)
+def test_a_providers_wait_is_clamped_and_never_past_the_give_up_deadline(
+    retry_after: float, give_up: float, expected: Retry | Fail
+) -> None:
+    failed = replace(row(1), attempts=1)
+    verdict = after_failure(
+        failed,
+        error="429",
+        retryable=True,
+        retry_after=retry_after,
+        now=failed.due_at + s(10),
+        give_up_after_seconds=give_up,
         backoff=Backoff(),
         rand=lambda: 0.5,
     )

@@ -182,3 +182,59 @@ def test_unknown_channel_in_the_annotation_is_skipped() -> None:
     plan = plan_summary(job(channels=("pager", "email")), USERS, TEAMS, ALL, NOW, 30.0)
     assert [(n.channel.value) for n in plan.notifications] == ["email"]
     assert [(s.channel, s.reason) for s in plan.skipped] == [("pager", "unknown channel")]
+
+
+LEADS = {("lead@example.com", "slack"), ("extlead@example.com", "email")}
+# (case, owner annotation, allowed e-mail domains, expected {(recipient, channel)})
+HOSTILE_OWNERS: list[tuple[str, str, tuple[str, ...], set[tuple[str, str]]]] = [
+    ("two addresses in one", "attacker@evil.example,victim@corp.example", (), LEADS),
+    ("two addresses, semicolon", "attacker@evil.example;victim@corp.example", (), LEADS),
+    ("display name", "Victim <victim@corp.example>", (), LEADS),
+    ("group syntax", "all: a@corp.example, b@corp.example;", (), LEADS),
+    ("header injection", "a@corp.example\r\nBcc: victim@corp.example", (), LEADS),
+    ("NUL", "a@corp.example\x00b@evil.example", (), LEADS),
+    ("comment", "a@corp.example (me)", (), LEADS),
+    ("quoted local part", '"a,b"@corp.example', (), LEADS),
+    ("domain literal", "a@[10.0.0.1]", (), LEADS),
+    ("source route", "victim%evil.example@corp.example", (), LEADS),
+    ("plain address", "stranger@corp.example", (), {("stranger@corp.example", "email")}),
+    ("allowed domain", "stranger@corp.example", ("corp.example",), {("stranger@corp.example", "email")}),
+    ("allowed subdomain", "x@lab.corp.example", ("corp.example",), {("x@lab.corp.example", "email")}),
+    ("allowed, case and @ ignored", "x@CORP.example", ("@Corp.Example",), {("x@CORP.example", "email")}),
+    ("domain outside the allowed ones", "attacker@evil.example", ("corp.example",), set()),
+    ("suffix is not a subdomain", "x@evilcorp.example", ("corp.example",), set()),
+]
+
+
+@pytest.mark.parametrize(
+    ("owner", "allowed", "expected"), [c[1:] for c in HOSTILE_OWNERS], ids=[c[0] for c in HOSTILE_OWNERS]
+)
+def test_an_owner_gets_e_mail_only_at_one_plain_address_in_an_allowed_domain(
+    owner: str, allowed: tuple[str, ...], expected: set[tuple[str, str]]
+) -> None:
+    rows = route_summary(job(owner=owner), USERS, TEAMS, ALL, NOW, 30.0, allowed)
+
+    assert {(n.recipient, n.channel.value) for n in rows} == expected
+
+
+def test_allowed_domains_keep_directory_users_other_channels_and_say_why() -> None:
+    teams = {"face": replace(TEAMS["face"], leads=("lead@example.com", "ext@partner.example"))}
+    plan = plan_summary(job(), USERS, teams, ALL, NOW, 30.0, ("corp.example",))
+
+    assert {(n.recipient, n.channel.value) for n in plan.notifications} == {("alice@example.com", "slack")}
+    assert [(s.recipient, s.channel, s.reason) for s in plan.skipped] == [
+        ("alice@example.com", "email", "e-mail domain not allowed (notify.allowed_email_domains)")
+    ]
+    leads = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0, ("example.com",))
+    assert {(n.recipient, n.channel.value) for n in leads.notifications} == {("lead@example.com", "slack")}
+    assert [(s.recipient, s.reason) for s in leads.skipped] == [
+        ("ext@partner.example", "e-mail domain not allowed (notify.allowed_email_domains)")
+    ]
+
+
+def test_a_lead_listed_as_an_address_list_gets_no_e_mail() -> None:
+    teams = {"face": replace(TEAMS["face"], leads=("a@example.com,b@example.com",))}
+    plan = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0)
+
+    assert plan.notifications == ()
+    assert plan.skipped[0].reason.startswith("not a single e-mail address")

@@ -2,7 +2,8 @@
 
 Run as `python -m tests.service.crash_worker DATABASE_URL TELEGRAM_API_URL`. One send at a time
 (concurrency 1), so at most one message can be accepted by the server and not yet recorded when
-the process is killed; short leases so that a killed worker's claimed rows come back quickly.
+the process is killed; short leases so that a killed worker's claimed rows come back quickly, and
+a send timeout shorter than the lease, so that no send outlives its claim.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from inno_notify.service.ratelimit import UNLIMITED
 
 TOKEN = "123456:AAE-crash-test-token"
 LEASE_SECONDS = 1.5
+# A send must end while its lease holds; the local fake answers in milliseconds.
+SEND_TIMEOUT_SECONDS = 0.5
 
 
 def now() -> datetime:
@@ -36,6 +39,7 @@ async def main(database_url: str, api_url: str) -> None:
         group_wait_seconds=0.0,
         batch_size=20,
         lease_seconds=LEASE_SECONDS,
+        send_timeout_seconds=SEND_TIMEOUT_SECONDS,
         concurrency=1,
         poll_seconds=0.05,
         limits=UNLIMITED,

@@ -6,13 +6,21 @@ The opt-out footer is part of the templates; an optional `List-Unsubscribe` head
 clients at the same place when an operator has a URL or mailto for it.
 SMTP replies: 4xx and connection trouble are worth another try, 5xx (an address rejected, auth
 refused) are not.
+
+A message goes to exactly one address: the recipient's must be a single plain addr-spec
+(domain.addresses; a list, a display name, a group or a control character is a permanent failure
+with the reason, and nothing is sent), it must lie in `allowed_domains` when those are set (routing
+already leaves such owners out; this is the second line), and the SMTP envelope names it
+explicitly (`recipients=[address]`) instead of letting the client collect every address in the
+headers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from email.headerregistry import Address
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
+from email.utils import formatdate, make_msgid, parseaddr
 
 import aiosmtplib
 
@@ -24,6 +32,7 @@ from inno_notify.adapters.channels.base import (
     redact,
     wrong_message,
 )
+from inno_notify.domain.addresses import email_refusal
 
 
 class EmailSender:
@@ -42,6 +51,7 @@ class EmailSender:
         timeout: float = 30.0,
         list_unsubscribe: str | None = None,
         cert_bundle: str | None = None,
+        allowed_domains: Collection[str] = (),
     ) -> None:
         if starttls and tls:
             raise ValueError("email: choose starttls or tls, not both")
@@ -57,22 +67,23 @@ class EmailSender:
         self._domain = sender.rpartition("@")[2] or None
         # A CA file for servers with a private CA; None: the system's trust store.
         self._cert_bundle = cert_bundle
+        self._allowed_domains = tuple(allowed_domains)
+        # The envelope sender: the address in `sender`, which may carry a display name.
+        self._envelope_sender = parseaddr(sender)[1] or sender
 
     def __repr__(self) -> str:
         return f"EmailSender(host={self._host!r}, port={self._port}, sender={self._sender!r})"
 
     def build(self, recipient: Recipient, message: MailMessage) -> EmailMessage:
         """The MIME message as it will be sent (also what the `demo` command can write to a file)."""
-        if not recipient.email:
-            raise ChannelError("email: recipient has no e-mail address", retryable=False)
+        address = self.address_of(recipient)
         mail = EmailMessage()
         mail["Subject"] = " ".join(message.subject.split())
         mail["From"] = self._sender
-        mail["To"] = (
-            Address(display_name=" ".join(recipient.name.split()), addr_spec=recipient.email)
-            if recipient.name
-            else recipient.email
+        name = (
+            " ".join("".join(c for c in recipient.name if c.isprintable()).split()) if recipient.name else ""
         )
+        mail["To"] = Address(display_name=name, addr_spec=address) if name else address
         mail["Date"] = formatdate(localtime=False, usegmt=True)
         mail["Message-ID"] = make_msgid(domain=self._domain)
         mail["Auto-Submitted"] = "auto-generated"
@@ -95,18 +106,30 @@ class EmailSender:
                 )
         return mail
 
+    def address_of(self, recipient: Recipient) -> str:
+        """The one address the message goes to; ChannelError (permanent) with the reason if none."""
+        if not recipient.email:
+            raise ChannelError("email: recipient has no e-mail address", retryable=False)
+        refusal = email_refusal(recipient.email, self._allowed_domains)
+        if refusal is not None:
+            raise ChannelError(f"email: {refusal}", retryable=False)
+        return recipient.email
+
     async def send(self, recipient: Recipient, message: RenderedMessage) -> str:
-        """Sends one message; returns its Message-ID."""
+        """Sends one message to the recipient's one address; returns its Message-ID."""
         if not isinstance(message, MailMessage):
             raise wrong_message("email", message)
+        address = self.address_of(recipient)
         try:
             mail = self.build(recipient, message)
         except ValueError as exc:
-            # The e-mail package rejects malformed addresses and header values.
+            # The e-mail package rejects malformed header values.
             raise ChannelError(f"email: cannot build the message: {exc}", retryable=False) from None
         try:
             await aiosmtplib.send(
                 mail,
+                sender=self._envelope_sender,
+                recipients=[address],
                 hostname=self._host,
                 port=self._port,
                 username=self._username,

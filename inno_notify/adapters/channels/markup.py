@@ -5,10 +5,14 @@ characters without splitting a tag or an entity and without leaving a tag open (
 such a message). Slack mrkdwn has no autoescape in Jinja: `escape_mrkdwn` is the template
 environment's finalize, applied to every value a template prints.
 
-Slack documents only three escapes (`&`, `<`, `>`), which already make `<!channel>`, `<@U123>` and
-`<url|label>` inert. It has no escape for the formatting characters `*`, `_`, `~` and backtick;
-a zero-width space on both sides of each keeps them from pairing up into bold, italics, strike or
-code, so a value shows as written.
+Slack documents only three escapes (`&`, `<`, `>`), which already make `<!channel>`, `<@U123>`,
+`<#C123>`, `<!subteam^S123>` and `<url|label>` inert. It has no escape for the formatting
+characters `*`, `_`, `~` and backtick; a zero-width space on both sides of each keeps them from
+pairing up into bold, italics, strike or code, so a value shows as written. Mentions typed as
+words (`@channel`, `@here`, `@everyone`, `@someone`) are what Slack parses in text objects that
+are not `verbatim` and in the notification `text`: every text object we send is verbatim
+(render.slack_message), and a zero-width space after an `@` that starts a word keeps a value's
+`@here` from being read as one anyway. An `@` inside a word (an e-mail address) is left alone.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ ZWSP = "\u200b"
 _HTML_TOKEN = re.compile(r"<[^<>]*>|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z]+);|.", re.DOTALL)
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
 _MRKDWN_FORMAT = re.compile(r"[*_~`]")
+# An @ that starts a word: what Slack could read as a mention (not the @ of an e-mail address).
+_MENTION_AT = re.compile(r"(?<![\w.+-])@")
 
 
 class Mrkdwn(str):
@@ -37,7 +43,15 @@ def escape_mrkdwn(value: object) -> str:
     if isinstance(value, Mrkdwn):
         return value
     text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MENTION_AT.sub("@" + ZWSP, text)
     return _MRKDWN_FORMAT.sub(lambda m: f"{ZWSP}{m.group()}{ZWSP}", text)
+
+
+def inert_slack_text(value: object) -> str:
+    """Plain text for Slack fields that are no mrkdwn (a file's alt text and title): no brackets
+    that could form `<!here>` or `<@U123>`, and no word-initial `@`."""
+    text = str(value).replace("<", "‹").replace(">", "›")
+    return _MENTION_AT.sub("@" + ZWSP, text)
 
 
 def mrkdwn_link(url: str, label: object) -> Mrkdwn:

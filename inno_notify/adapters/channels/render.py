@@ -12,7 +12,8 @@ Each channel's markup has its own environment:
   Block Kit blocks are built here in Python from the rendered mrkdwn, not in a JSON template, so a
   template can never produce invalid JSON or blocks over Slack's limits: paragraphs (split at
   blank lines) are packed into section blocks of at most 3000 characters, a paragraph `---` is a
-  divider, at most 50 blocks, and the first paragraph is the `text` fallback.
+  divider, at most 50 blocks, and the first paragraph is the `text` fallback. Every text object is
+  `verbatim`, so Slack does not turn words of a value into mentions or links (markup.py).
 - E-mail plain text and subjects: no escaping (nothing interprets them).
 """
 
@@ -219,7 +220,8 @@ def slack_message(mrkdwn: str) -> SlackMessage:
 
 def _sections(text: str) -> list[dict[str, Any]]:
     return [
-        {"type": "section", "text": {"type": "mrkdwn", "text": piece}}
+        # verbatim: Slack parses the text as written, without turning words into links or mentions.
+        {"type": "section", "text": {"type": "mrkdwn", "text": piece, "verbatim": True}}
         for piece in cut_mrkdwn(text, SLACK_MAX_SECTION_CHARS)
     ]
 

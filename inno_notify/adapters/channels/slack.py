@@ -4,6 +4,10 @@ A person is reached by `chat.postMessage(channel=<user id>)`, which posts into t
 them; a user id missing from the directory is looked up by e-mail once and cached for the life of
 the process. The client is built with no retry handlers at all (slack-sdk otherwise retries
 connection errors once): only the dispatcher retries.
+
+Cluster data reaches Slack only escaped: message text is mrkdwn from render.py (every text object
+`verbatim`, values escaped by markup.escape_mrkdwn), and a chart's alt text and file name, which
+are not mrkdwn, are made inert here (markup.inert_slack_text).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from inno_notify.adapters.channels.base import (
     redact,
     wrong_message,
 )
+from inno_notify.adapters.channels.markup import inert_slack_text
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +79,9 @@ class SlackSender:
                     channel=posted_in,
                     thread_ts=ts or None,
                     file=image.png,
-                    filename=image.filename,
-                    title=image.filename,
-                    alt_txt=image.alt_text or None,
+                    filename=inert_slack_text(image.filename),
+                    title=inert_slack_text(image.filename),
+                    alt_txt=inert_slack_text(image.alt_text) if image.alt_text else None,
                 )
             except ChannelError as exc:
                 log.warning("slack: the post went out, its picture %s did not: %s", image.filename, exc)

@@ -6,7 +6,7 @@ everything above it — building the Bot API call, parsing the answer, raising `
 one `send_message` cost 3.3–3.5 ms of CPU in httpx/httpcore (which polls every pooled connection on
 each request) against about 1 ms through aiohttp, which the service already uses: that difference is
 what lets the dispatcher pass 500 messages/s. Like PTB's own transport it never retries; the
-dispatcher alone does.
+dispatcher alone does. Unlike it, a request also has a finite total timeout.
 """
 
 from __future__ import annotations
@@ -63,11 +63,13 @@ class AiohttpRequest(BaseRequest):
                 # PTB's parts are (filename, content, mime type).
                 filename, content, mime = part[0], part[1], part[2] if len(part) > 2 else None
                 form.add_field(name, content, filename=filename, content_type=mime)
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=_seconds(connect_timeout, self._timeout),
-            sock_read=_seconds(read_timeout, self._timeout),
-        )
+        connect = _seconds(connect_timeout, self._timeout)
+        read = _seconds(read_timeout, self._timeout)
+        write = _seconds(write_timeout, self._timeout)
+        # Per-read limits alone let a server that trickles its answer hold a send forever: the
+        # whole request gets the sum of its phases' limits (a phase PTB leaves open counts as ours).
+        total = sum(self._timeout if phase is None else phase for phase in (connect, read, write))
+        timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=read)
         try:
             async with self._session.request(method, url, data=form, timeout=timeout) as response:
                 return response.status, await response.read()

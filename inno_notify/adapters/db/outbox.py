@@ -1,15 +1,14 @@
-"""The notification outbox: a row per message exists before anything is sent.
+"""The notification outbox outside dispatch: enqueue, the delivery log, an admin's retry, counts.
 
-Dedup keys make enqueueing idempotent (replays and restarts insert nothing new). Claiming a batch
-moves its rows' next_attempt_at forward by a lease instead of marking them "in flight": a claimer
-that crashes simply lets the lease run out and the rows become due again, which is what gives
-at-least-once delivery without a separate recovery pass.
+A row per message exists before anything is sent, and dedup keys make enqueueing idempotent
+(replays and restarts insert nothing new). Claiming rows and recording what became of them is
+outbox_repository's, the one place that does it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -36,66 +35,20 @@ async def enqueue(conn: AsyncConnection, notifications: Sequence[Notification]) 
     return len(result.all())
 
 
-async def claim_due(
-    conn: AsyncConnection, now: datetime, limit: int, lease_seconds: float
-) -> list[Notification]:
-    """Takes up to `limit` due pending rows, counts an attempt on each and leases them to the caller."""
-    due = (
-        sa.select(outbox.c.id)
-        .where(outbox.c.status == _PENDING, outbox.c.next_attempt_at <= now)
-        .order_by(outbox.c.next_attempt_at, outbox.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
-    )
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id.in_(due))
-        .values(next_attempt_at=now + timedelta(seconds=lease_seconds), attempts=outbox.c.attempts + 1)
-        .returning(*outbox.c)
-    )
-    claimed = [codec.notification_from_row(row) for row in result.mappings()]
-    claimed.sort(key=lambda n: (n.due_at, n.id or 0))
-    return claimed
-
-
-async def mark_sent(conn: AsyncConnection, id: int, provider_message_id: str | None, at: datetime) -> bool:
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == id)
-        .values(
-            status=DeliveryStatus.SENT.value,
-            provider_message_id=provider_message_id,
-            sent_at=at,
-            next_attempt_at=None,
-        )
-    )
-    return result.rowcount == 1
-
-
-async def mark_retry(conn: AsyncConnection, id: int, error: str, next_attempt_at: datetime) -> bool:
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == id, outbox.c.status == _PENDING)
-        .values(last_error=error, next_attempt_at=next_attempt_at)
-    )
-    return result.rowcount == 1
-
-
-async def mark_failed(conn: AsyncConnection, id: int, error: str, at: datetime) -> bool:
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == id, outbox.c.status == _PENDING)
-        .values(status=DeliveryStatus.FAILED.value, last_error=error, failed_at=at, next_attempt_at=None)
-    )
-    return result.rowcount == 1
-
-
 async def retry(conn: AsyncConnection, id: int, now: datetime) -> bool:
     """Puts a failed row back in the queue, due now, with a fresh attempt count (an admin's retry)."""
     result = await conn.execute(
         sa.update(outbox)
         .where(outbox.c.id == id, outbox.c.status == DeliveryStatus.FAILED.value)
-        .values(status=_PENDING, due_at=now, next_attempt_at=now, attempts=0, failed_at=None)
+        .values(
+            status=_PENDING,
+            due_at=now,
+            next_attempt_at=now,
+            attempts=0,
+            failed_at=None,
+            claim_token=None,
+            claim_term=None,
+        )
     )
     return result.rowcount == 1
 

@@ -3,7 +3,8 @@
 Every method is one transaction and takes or returns domain records, so callers never see a row
 or a connection. Batch methods take sequences: the ingestion path writes thousands of records per
 statement, never one commit per row. The queries themselves live in jobs.py, outbox.py and
-directory.py; here they are only composed into transactions.
+directory.py; here they are only composed into transactions. The dispatcher's side of the outbox
+(claims, leases, outcomes) is `Store.outbox`, an OutboxRepository.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from inno_notify.adapters.db import (
     jobs,
     outbox,
     recommendation_queries,
+    rejected,
     usage_queries,
 )
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
+from inno_notify.adapters.db.outbox_repository import OutboxRepository
 from inno_notify.domain.digest import Digest
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -36,6 +39,7 @@ from inno_notify.domain.model import (
     Notification,
     PodRecord,
     Recommendation,
+    RejectedObject,
     Team,
     Usage,
 )
@@ -93,6 +97,7 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._reader = engine.execution_options(**READ_INTENT)
+        self._outbox = OutboxRepository(engine)
 
     @classmethod
     def from_url(
@@ -109,6 +114,11 @@ class Store:
         beside an ingest batch instead of queueing behind it. Writes use `engine.begin()`, whose
         transaction takes the write lock up front (engine.py says why)."""
         return self._reader.connect()
+
+    @property
+    def outbox(self) -> OutboxRepository:
+        """Claiming outbox rows and recording what became of them (the dispatcher's side)."""
+        return self._outbox
 
     async def close(self) -> None:
         await self._engine.dispose()
@@ -181,6 +191,21 @@ class Store:
         clusters = sorted({j.cluster for j in job_records} | {p.cluster for p in pod_records})
         async with self.ingest_transaction() as tx:
             return await tx.write(clusters[0] if clusters else "", job_records, pod_records, marks)
+
+    # --- objects set aside by ingestion ---------------------------------------------------------
+
+    async def record_rejected(self, rejections: Sequence[RejectedObject], at: datetime) -> None:
+        """Records objects that could not be read or stored: one row per (cluster, kind, uid), its
+        count raised each time the object is refused again (see rejected.py)."""
+        if not rejections:
+            return
+        async with self._engine.begin() as conn:
+            await rejected.record(conn, rejections, at)
+
+    async def rejected_objects(self, cluster: str | None = None, limit: int = 100) -> list[RejectedObject]:
+        """The objects set aside, most recently refused first."""
+        async with self.read() as conn:
+            return await rejected.list_recent(conn, cluster, limit)
 
     async def list_jobs(
         self, filters: JobFilter, limit: int = 50, cursor: str | None = None
@@ -304,30 +329,6 @@ class Store:
         """Inserts those whose dedup key is new; returns how many. `id` of the inputs is ignored."""
         async with self._engine.begin() as conn:
             return await outbox.enqueue(conn, notifications)
-
-    async def claim_due(self, now: datetime, limit: int, lease_seconds: float) -> list[Notification]:
-        """Up to `limit` pending notifications due by `now`, oldest due first.
-
-        Each claimed row counts one more attempt and is not due again until now + lease_seconds
-        (unless marked sent/retry/failed first). Concurrent claimers on Postgres skip each
-        other's rows; on SQLite claims are serialised by its single writer.
-        """
-        async with self._engine.begin() as conn:
-            return await outbox.claim_due(conn, now, limit, lease_seconds)
-
-    async def mark_sent(self, id: int, provider_message_id: str | None, at: datetime) -> bool:
-        async with self._engine.begin() as conn:
-            return await outbox.mark_sent(conn, id, provider_message_id, at)
-
-    async def mark_retry(self, id: int, error: str, next_attempt_at: datetime) -> bool:
-        """Records a retryable failure; False if the row is no longer pending."""
-        async with self._engine.begin() as conn:
-            return await outbox.mark_retry(conn, id, error, next_attempt_at)
-
-    async def mark_failed(self, id: int, error: str, at: datetime) -> bool:
-        """Records a permanent failure; False if the row is no longer pending."""
-        async with self._engine.begin() as conn:
-            return await outbox.mark_failed(conn, id, error, at)
 
     async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
         """Where the given outbox rows stand (pending, sent, failed), by dedup key."""

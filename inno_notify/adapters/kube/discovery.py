@@ -29,14 +29,19 @@ async def kueue_workload_version(api: ApiClient, *, request_timeout: float = 30.
         if exc.status == 404:
             return None
         raise
-    served = {str(v.get("version")) for v in group.get("versions") or []}
+    served = {v["version"] for v in _objects(group.get("versions")) if isinstance(v.get("version"), str)}
     for version in KUEUE_VERSIONS_PREFERRED:
         if version not in served:
             continue
         resources = await get_json(api, f"/apis/{KUEUE_GROUP}/{version}", request_timeout=request_timeout)
-        if any(r.get("name") == "workloads" for r in resources.get("resources") or []):
+        if any(r.get("name") == "workloads" for r in _objects(resources.get("resources"))):
             return version
     return None
+
+
+def _objects(value: object) -> list[dict[str, object]]:
+    """The objects of a list in a discovery document; anything else in it is not read."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 async def detect_kueue(api: ApiClient, backoff: Backoff, sleep: Sleep) -> str | None:

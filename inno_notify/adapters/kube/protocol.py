@@ -115,7 +115,10 @@ async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_
         response.release()
     if response.status != 200:
         raise KubeApiError.from_status(response.status, body)
-    doc: JsonObj = orjson.loads(body)
+    doc = orjson.loads(body)
+    if not isinstance(doc, dict):
+        # Not an answer the API server gives: treated like a failed request (retried).
+        raise KubeApiError(502, "BadGateway", f"expected a JSON object, got {type(doc).__name__}")
     return doc
 
 
@@ -124,7 +127,8 @@ async def list_pages(
 ) -> AsyncIterator[tuple[list[JsonObj], str]]:
     """Pages of a consistent LIST (limit/continue) and the version the whole list is at.
 
-    Items get their kind/apiVersion back: typed lists carry them only on the list itself.
+    Items get their kind/apiVersion back: typed lists carry them only on the list itself. Items
+    that are not objects are passed on as they are, for the caller to set aside.
     """
     token: str | None = None
     while True:
@@ -132,14 +136,18 @@ async def list_pages(
         if token:
             query.append(("continue", token))
         doc = await _get(api, resource.path(namespace), query, request_timeout)
-        items: list[JsonObj] = doc.get("items") or []
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise KubeApiError(502, "BadGateway", f"items: expected a list, got {type(items).__name__}")
         for item in items:
-            item.setdefault("kind", resource.kind)
-            item.setdefault("apiVersion", resource.api_version)
-        metadata = doc.get("metadata") or {}
-        yield items, str(metadata.get("resourceVersion") or "")
-        token = metadata.get("continue")
-        if not token:
+            if isinstance(item, dict):
+                item.setdefault("kind", resource.kind)
+                item.setdefault("apiVersion", resource.api_version)
+        metadata = doc.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        version, token = metadata.get("resourceVersion"), metadata.get("continue")
+        yield items, version if isinstance(version, str) else ""
+        if not token or not isinstance(token, str):
             return
 
 
@@ -181,15 +189,41 @@ async def open_watch(
 
 
 class LineSplitter:
-    """Cuts a watch stream's byte chunks into JSON lines, keeping a partial line for later."""
+    """Cuts a watch stream's byte chunks into JSON lines, keeping a partial line for later.
 
-    __slots__ = ("_rest",)
+    A line longer than `max_line` is dropped (counted in `take_dropped`) rather than held in memory
+    whole: no object the API server stores comes near the default.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_dropped", "_rest", "_skipping", "max_line")
+
+    def __init__(self, max_line: int = 16 * 2**20) -> None:
         self._rest = b""
+        self._skipping = False
+        self._dropped = 0
+        self.max_line = max_line
 
     def feed(self, chunk: bytes) -> list[bytes]:
         data = self._rest + chunk if self._rest else chunk
         lines = data.split(b"\n")
         self._rest = lines.pop()
-        return [line for line in lines if line.strip()]
+        if self._skipping and lines:
+            lines.pop(0)  # the end of the line being dropped
+            self._skipping = False
+        if len(self._rest) > self.max_line:
+            if not self._skipping:
+                self._dropped += 1
+            self._rest = b""
+            self._skipping = True
+        kept = []
+        for line in lines:
+            if len(line) > self.max_line:
+                self._dropped += 1
+            elif line.strip():
+                kept.append(line)
+        return kept
+
+    def take_dropped(self) -> int:
+        """How many lines were dropped for their length since the last call."""
+        dropped, self._dropped = self._dropped, 0
+        return dropped

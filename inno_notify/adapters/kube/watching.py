@@ -7,15 +7,24 @@ with bookmarks. A dropped stream resumes from the last version seen; 410 Gone me
 moved past us, so it LISTs again and the consumer reconciles (`on_relist`); a stream that goes
 silent for longer than the inactivity timeout (bookmarks come every ~60 s) is presumed dead and
 restarted; errors back off, capped and jittered. Objects stay plain dicts throughout.
+
+What the server sends is not trusted either: a watch line that is not JSON, or not an event object
+with an object inside, is set aside and counted (`WatcherStats.malformed`, by reason) and the stream
+goes on; restarting on it would only read the same line again. The watcher remembers when it last
+heard from each stream (a LIST page, an event, a bookmark), which is what readiness goes by: a
+stream silent for longer than `stale_after` is not live, whatever it once synced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import orjson
@@ -40,6 +49,16 @@ OnEvent = Callable[[str, str, JsonObj], Awaitable[None]]
 # namespaces; anything the consumer holds that is not in it was deleted while we were away.
 OnRelist = Callable[[str, list[JsonObj]], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+# Event types a watch stream carries; anything else is set aside.
+_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+# Reasons a watch line is set aside (the `reason` label of inno_notify_rejected_objects_total).
+INVALID_JSON = "invalid_json"
+NOT_AN_OBJECT = "not_an_object"
+UNKNOWN_TYPE = "unknown_type"
+LINE_TOO_LONG = "line_too_long"
+_VERSION_MAX = 64
 
 # Failures that mean "try again later"; anything else (a bug, a consumer error) propagates.
 TRANSIENT = (aiohttp.ClientError, TimeoutError, KubeApiError, orjson.JSONDecodeError, ConnectionError)
@@ -60,8 +79,18 @@ class WatchOptions:
     # Hand every listed object to on_event as SYNC before on_relist; off if the consumer
     # prefers to take the whole list in on_relist alone.
     sync_events: bool = True
+    # A stream not heard from (LIST page, event or bookmark) for this long is not live; None: twice
+    # the inactivity timeout, so one silent stream restarted is not yet stale, two are.
+    stale_after: float | None = None
+    # A watch line longer than this (the API server stores objects up to ~1.5 MiB) is dropped.
+    max_line_bytes: int = 16 * 2**20
     sleep: Sleep = asyncio.sleep
+    clock: Clock = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
+
+    @property
+    def stale_seconds(self) -> float:
+        return self.stale_after if self.stale_after is not None else 2 * self.inactivity_timeout
 
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_base, self.backoff_factor, self.backoff_cap, self.rng)
@@ -79,6 +108,10 @@ class WatcherStats:
     failures: int = 0
     events: int = 0
     bookmarks: int = 0
+    # The watcher ended with an exception and its supervisor started it again (ClusterWatcher).
+    crashes: int = 0
+    # Watch lines and LIST items set aside, by reason (invalid_json, not_an_object, …).
+    malformed: dict[str, int] = field(default_factory=dict)
 
 
 class _Relist(Exception):
@@ -120,6 +153,34 @@ class ResourceWatcher:
         self.synced = asyncio.Event()
         self.stats = WatcherStats()
         self._failing: set[str] = set()
+        # When each stream was last heard from (options.clock); empty until the first LIST page.
+        self._heard: dict[str | None, float] = {}
+        self._warned_malformed: set[str] = set()
+
+    # liveness ----------------------------------------------------------------------------------
+
+    def not_live_reason(self) -> str | None:
+        """None while every stream of this resource has been heard from recently; else why not."""
+        if not self.synced.is_set():
+            return "initial list not received yet"
+        now = self.options.clock()
+        limit = self.options.stale_seconds
+        ages = [now - self._heard.get(scope, float("-inf")) for scope in self.scopes]
+        oldest = max(ages)
+        if oldest > limit:
+            silent = "never" if oldest == float("inf") else f"for {oldest:.0f} s"
+            return f"no event or bookmark {silent} (stale after {limit:g} s)"
+        return None
+
+    def _heard_from(self, scope: str | None) -> None:
+        self._heard[scope] = self.options.clock()
+
+    def _set_aside(self, reason: str, sample: object, *, where: str) -> None:
+        self.stats.malformed[reason] = self.stats.malformed.get(reason, 0) + 1
+        # The first of each reason is a warning; repeats would only spam the log.
+        level = logging.DEBUG if reason in self._warned_malformed else logging.WARNING
+        self._warned_malformed.add(reason)
+        log.log(level, "%s %s: set aside a watch line (%s): %.200r", self.kind, where, reason, sample)
 
     async def run(self) -> None:
         """Watch until cancelled. Exceptions raised by the callbacks propagate."""
@@ -171,7 +232,12 @@ class ResourceWatcher:
                     page_size=self.options.page_size,
                     request_timeout=self.options.list_timeout,
                 ):
-                    items.extend(page)
+                    self._heard_from(scope)
+                    for item in page:
+                        if isinstance(item, dict):
+                            items.append(item)
+                        else:
+                            self._set_aside(NOT_AN_OBJECT, item, where=f"list {scope}")
                     version = version or page_version
                 self.stats.lists += 1
                 self._recovered(f"list {scope}")
@@ -201,8 +267,14 @@ class ResourceWatcher:
             self.stats.watch_starts += 1
             received = 0
             failure: BaseException | None = None
+            stream = _EventStream(
+                response,
+                self.options.inactivity_timeout,
+                self.options.max_line_bytes,
+                functools.partial(self._set_aside, where=where),
+            )
             try:
-                async for event_type, obj in _EventStream(response, self.options.inactivity_timeout):
+                async for event_type, obj in stream:
                     received += 1
                     if event_type == "ERROR":
                         error = KubeApiError.from_status(500, obj)
@@ -211,6 +283,7 @@ class ResourceWatcher:
                             raise _Relist from error
                         failure = error
                         break
+                    self._heard_from(scope)
                     if event_type == "BOOKMARK":
                         self.stats.bookmarks += 1
                     else:
@@ -218,7 +291,7 @@ class ResourceWatcher:
                         # Consumer errors propagate. The version moves past an event only once the
                         # consumer has taken it, so a restart redelivers rather than skips it.
                         await self.on_event(self.kind, event_type, obj)
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    version = _version_of(obj) or version
             except _Inactive:
                 self.stats.inactivity_restarts += 1
                 log.warning(
@@ -258,36 +331,71 @@ class ResourceWatcher:
             log.info("%s %s recovered", self.kind, where)
 
 
+def _version_of(obj: JsonObj) -> str | None:
+    """The object's resourceVersion if it is one (a short string); else None, and the version stays."""
+    metadata = obj.get("metadata")
+    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    return version if isinstance(version, str) and 0 < len(version) <= _VERSION_MAX else None
+
+
 class _EventStream:
-    """Async iterator of (type, object) from a watch response, with a per-read inactivity timeout."""
+    """Async iterator of (type, object) from a watch response, with a per-read inactivity timeout.
 
-    __slots__ = ("_pending", "_response", "_splitter", "_timeout")
+    Lines that are not a watch event (not JSON, not an object, no object inside, an unknown type)
+    are handed to `set_aside` and skipped.
+    """
 
-    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
+    __slots__ = ("_pending", "_response", "_set_aside", "_splitter", "_timeout")
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        timeout: float,
+        max_line_bytes: int,
+        set_aside: Callable[[str, object], None],
+    ) -> None:
         self._response = response
         self._timeout = timeout
-        self._splitter = LineSplitter()
+        self._splitter = LineSplitter(max_line_bytes)
         self._pending: list[bytes] = []
+        self._set_aside = set_aside
 
     def __aiter__(self) -> _EventStream:
         return self
 
     async def __anext__(self) -> tuple[str, JsonObj]:
-        while not self._pending:
-            # Only the wait for bytes is timed, not the consumer's work between reads.
-            try:
-                async with asyncio.timeout(self._timeout):
-                    chunk = await self._response.content.readany()
-            except TimeoutError:
-                raise _Inactive from None
-            except (aiohttp.ClientError, ConnectionError) as exc:
-                raise _Broken from exc
-            if not chunk:
-                raise StopAsyncIteration
-            self._pending = self._splitter.feed(chunk)
-            self._pending.reverse()
+        while True:
+            while not self._pending:
+                # Only the wait for bytes is timed, not the consumer's work between reads.
+                try:
+                    async with asyncio.timeout(self._timeout):
+                        chunk = await self._response.content.readany()
+                except TimeoutError:
+                    raise _Inactive from None
+                except (aiohttp.ClientError, ConnectionError) as exc:
+                    raise _Broken from exc
+                if not chunk:
+                    raise StopAsyncIteration
+                self._pending = self._splitter.feed(chunk)
+                self._pending.reverse()
+                for _ in range(self._splitter.take_dropped()):
+                    self._set_aside(LINE_TOO_LONG, f"a line over {self._splitter.max_line} bytes")
+            line = self._pending.pop()
+            event = self._event(line)
+            if event is not None:
+                return event
+
+    def _event(self, line: bytes) -> tuple[str, JsonObj] | None:
         try:
-            event = orjson.loads(self._pending.pop())
-        except orjson.JSONDecodeError as exc:
-            raise _Broken from exc
-        return str(event.get("type")), event.get("object") or {}
+            event: Any = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self._set_aside(INVALID_JSON, line[:200])
+            return None
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            self._set_aside(NOT_AN_OBJECT, line[:200])
+            return None
+        event_type = event.get("type")
+        if not isinstance(event_type, str) or event_type not in _EVENT_TYPES:
+            self._set_aside(UNKNOWN_TYPE, line[:200])
+            return None
+        return event_type, event["object"]

@@ -34,8 +34,10 @@ async def readyz(request: web.Request) -> web.Response:
     except Exception as exc:  # a broken readiness source must not make the probe a 500
         log.warning("readiness: the service's readiness check failed: %s", exc)
         checks["service"] = False
-    ready = all(checks.values())
-    return json({"ready": ready, "checks": checks}, status=200 if ready else 503)
+    not_ready = sorted(name for name, ok in checks.items() if not ok)
+    return json(
+        {"ready": not not_ready, "checks": checks, "not_ready": not_ready}, status=503 if not_ready else 200
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from .annotations import OwnerIntent, read_intent
 from .bare_pod import parse_bare_gpu_pod
 from .config import ParseConfig
-from .events import KEPT_REASONS, relevant_event
+from .events import KEPT_REASONS, event_count, relevant_event
 from .family import family_from_name, job_family
-from .fields import ParseError
+from .fields import ParseError, SetAside, identity
 from .job import parse_job
 from .merge import apply_pods_to_job, merge_job, merge_kueue
 from .outcome import decide_exit
@@ -25,9 +25,12 @@ __all__ = [
     "ParseConfig",
     "ParseError",
     "QuantityError",
+    "SetAside",
     "apply_pods_to_job",
     "decide_exit",
+    "event_count",
     "family_from_name",
+    "identity",
     "job_family",
     "merge_job",
     "merge_kueue",

@@ -5,24 +5,37 @@ pod template's annotations, the pod template's labels. The first layer that carr
 wins, so a template default can be overridden on the Job. For the owner, every key of
 ``owner_keys`` is tried on a layer before moving to the next layer: the Job is the stronger statement,
 whichever key it used.
+
+Values are hostile until read: the owner must be exactly one e-mail ``addr_spec`` (RFC 5322, parsed
+by the standard library's strict parser, see :mod:`..addresses`), written as such: a list such as
+``attacker@evil.example,victim@corp.example`` is no owner at all, and the refusal is noted (see
+:class:`.fields.SetAside`). Team, group and family end in indexed columns and are capped.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+from ..addresses import is_single_address
 from ..model import NotifyMode
 from .config import ParseConfig
+from .fields import SetAside
+from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = [
     "CHANNELS_KEY",
     "FAMILY_KEY",
     "GROUP_KEY",
     "NOTIFY_KEY",
+    "OWNER_NOT_ONE_ADDRESS",
     "TEAM_KEY",
     "OwnerIntent",
+    "indexed_lookup",
     "lookup",
+    "one_address",
     "parse_channels",
     "parse_notify",
     "read_intent",
@@ -49,7 +62,14 @@ _NOTIFY_ALIASES = {
     "no": NotifyMode.NEVER,
 }
 
-Layers = Sequence[Mapping[str, str]]
+# Annotations and labels as the object holds them: values are strings by API contract, but a
+# hand-written object may hold anything, so lookups read only string values.
+Layers = Sequence[Mapping[str, object]]
+
+OWNER_NOT_ONE_ADDRESS = "not_one_address"
+# RFC 5321: a path is at most 256 octets with its angle brackets, a local part at most 64.
+_CHANNELS_MAX = 8
+_CHANNEL_NAME = re.compile(r"[a-z0-9_-]{1,32}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +82,24 @@ class OwnerIntent:
 
 
 def lookup(layers: Layers, keys: Sequence[str]) -> str | None:
-    """The first non-blank value of any of ``keys``, layer by layer."""
+    """The first non-blank string value of any of ``keys``, layer by layer, stripped and storable
+    (only the values looked up are cleaned: the rest of an object's annotations is never read)."""
     for layer in layers:
         for key in keys:
             value = layer.get(key)
-            if value is not None and value.strip():
-                return value.strip()
+            if isinstance(value, str):
+                cleaned = storable(value).strip()
+                if cleaned:
+                    return cleaned
     return None
+
+
+@lru_cache(maxsize=4096)
+def one_address(value: str) -> str | None:
+    """``value`` if it is exactly one plain e-mail address as written (the one rule of
+    domain.addresses, which routing and the e-mail sender apply too), else None. Cached: a cluster
+    has far fewer owners than jobs."""
+    return value if is_single_address(value) else None
 
 
 def parse_notify(value: str | None) -> NotifyMode:
@@ -81,16 +112,32 @@ def parse_channels(value: str | None) -> tuple[str, ...] | None:
     """``"slack, email"`` → ``("slack", "email")``; blank or only commas → None (use the owner's)."""
     if value is None:
         return None
-    names = tuple(dict.fromkeys(part.strip().lower() for part in value.split(",") if part.strip()))
+    # Channel names are short words; anything else cannot name a channel and is not kept.
+    wanted = (part.strip().lower() for part in value.split(",", _CHANNELS_MAX * 4))
+    names = tuple(dict.fromkeys(name for name in wanted if _CHANNEL_NAME.fullmatch(name)))[:_CHANNELS_MAX]
     return names or None
 
 
-def read_intent(layers: Layers, namespace: str, cfg: ParseConfig) -> OwnerIntent:
-    team = lookup(layers, (TEAM_KEY,)) or cfg.namespace_teams.get(namespace) or cfg.default_team
+def indexed_lookup(layers: Layers, keys: Sequence[str]) -> str | None:
+    """:func:`lookup` for a value that ends in an indexed column, capped to fit its index."""
+    value = lookup(layers, keys)
+    return None if value is None else storable(value, INDEXED_MAX_BYTES)
+
+
+def read_intent(
+    layers: Layers, namespace: str, cfg: ParseConfig, notes: list[SetAside] | None = None
+) -> OwnerIntent:
+    """The owner's words; a value we refuse (an owner that is not one address) reads as absent and,
+    when ``notes`` is given, is noted there."""
+    team = indexed_lookup(layers, (TEAM_KEY,)) or cfg.namespace_teams.get(namespace) or cfg.default_team
+    written = lookup(layers, cfg.owner_keys)
+    owner = None if written is None else one_address(written)
+    if written is not None and owner is None and notes is not None:
+        notes.append(SetAside("owner", OWNER_NOT_ONE_ADDRESS))
     return OwnerIntent(
-        owner=lookup(layers, cfg.owner_keys),
+        owner=owner,
         team=team,
         notify=parse_notify(lookup(layers, (NOTIFY_KEY,))),
         channels=parse_channels(lookup(layers, (CHANNELS_KEY,))),
-        group_key=lookup(layers, (GROUP_KEY,)),
+        group_key=indexed_lookup(layers, (GROUP_KEY,)),
     )

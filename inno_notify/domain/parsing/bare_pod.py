@@ -15,13 +15,14 @@ Family, for right-sizing across runs: the ``inno-notify/family`` key; else Airfl
 from __future__ import annotations
 
 from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
-from .annotations import FAMILY_KEY, lookup, read_intent
+from .annotations import FAMILY_KEY, indexed_lookup, read_intent
 from .config import ParseConfig
 from .family import family_from_name, job_family
-from .fields import JsonObject, mapping, objects, string_map, text
+from .fields import JsonObject, SetAside, indexed_text, mapping, objects, string_map
 from .outcome import decide_exit
 from .pod import parse_pod
 from .resources import requested_for_pod
+from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = ["ARGO_WORKFLOW_KEY", "parse_bare_gpu_pod"]
 
@@ -38,10 +39,8 @@ _PHASES = {
 def _controlled_elsewhere(metadata: JsonObject, pod: PodRecord) -> bool:
     if pod.job_uid is not None:
         return True
-    return any(
-        ref.get("kind") in _REPLICA_CONTROLLERS or ref.get("kind") == "Job"
-        for ref in objects(metadata, "ownerReferences")
-    )
+    kinds = (ref.get("kind") for ref in objects(metadata, "ownerReferences"))
+    return any(isinstance(kind, str) and (kind in _REPLICA_CONTROLLERS or kind == "Job") for kind in kinds)
 
 
 def _argo_family(pod_name: str, workflow: str | None) -> str | None:
@@ -60,28 +59,34 @@ def _airflow_family(labels: dict[str, str]) -> str | None:
     return f"{dag}.{task}" if dag and task else None
 
 
-def parse_bare_gpu_pod(obj: JsonObject, cfg: ParseConfig) -> JobRecord | None:
-    """A one-pod workload (``WorkloadKind.POD``, uid = the pod's uid), or None if the pod is not one."""
+def parse_bare_gpu_pod(
+    obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = None, pod: PodRecord | None = None
+) -> JobRecord | None:
+    """A one-pod workload (``WorkloadKind.POD``, uid = the pod's uid), or None if the pod is not one.
+
+    ``pod`` is the pod's record when the caller parsed it already; refused values go to ``notes``.
+    """
     metadata = mapping(obj, "metadata")
-    pod = parse_pod(obj, cfg)
+    if pod is None:
+        pod = parse_pod(obj, cfg, notes)
     if pod.gpu_equivalents <= 0 or _controlled_elsewhere(metadata, pod):
         return None
     labels = string_map(metadata, "labels")
-    layers = (string_map(metadata, "annotations"), labels)
-    intent = read_intent(layers, pod.namespace, cfg)
+    layers = (mapping(metadata, "annotations"), labels)
+    intent = read_intent(layers, pod.namespace, cfg, notes)
     if intent.owner is None:
         return None
 
-    workflow = lookup(layers, (ARGO_WORKFLOW_KEY,))
+    workflow = indexed_lookup(layers, (ARGO_WORKFLOW_KEY,))
     status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
     terminal = status in (JobStatus.SUCCEEDED, JobStatus.FAILED)
     exit_code, exit_reason = decide_exit([pod], job_failed=status is JobStatus.FAILED if terminal else None)
     requested = requested_for_pod(mapping(obj, "spec"), cfg, parallelism=1, completions=1)
     family = (
-        lookup(layers, (FAMILY_KEY,))
+        indexed_lookup(layers, (FAMILY_KEY,))
         or _airflow_family(labels)
         or _argo_family(pod.name, workflow)
-        or job_family(pod.name, text(metadata, "generateName"), None)
+        or job_family(pod.name, indexed_text(metadata, "generateName"), None)
     )
     return JobRecord(
         cluster=cfg.cluster,
@@ -96,7 +101,7 @@ def parse_bare_gpu_pod(obj: JsonObject, cfg: ParseConfig) -> JobRecord | None:
         notify=intent.notify,
         channels=intent.channels,
         group_key=intent.group_key or workflow,
-        family=family,
+        family=None if family is None else storable(family, INDEXED_MAX_BYTES),
         created_at=pod.created_at,
         started_at=pod.started_at,
         finished_at=(pod.finished_at or pod.deleted_at) if terminal else None,

@@ -9,9 +9,9 @@ name the object in ``involvedObject``, events.k8s.io/v1 in ``regarding``.
 
 from __future__ import annotations
 
-from .fields import JsonObject, mapping, text
+from .fields import JsonObject, integer, key, mapping, text
 
-__all__ = ["KEPT_REASONS", "relevant_event"]
+__all__ = ["KEPT_REASONS", "event_count", "relevant_event"]
 
 KEPT_REASONS = frozenset(
     {"BackoffLimitExceeded", "DeadlineExceeded", "Evicted", "Preempted", "FailedScheduling", "OOMKilling"}
@@ -24,7 +24,16 @@ def relevant_event(obj: JsonObject) -> tuple[str, str, str] | None:
     if reason not in KEPT_REASONS:
         return None
     subject = mapping(obj, "regarding") or mapping(obj, "involvedObject")
-    uid, kind = text(subject, "uid"), text(subject, "kind")
+    uid, kind = key(subject, "uid"), text(subject, "kind", 64)
     if uid is None or kind is None or reason is None:
         return None
     return uid, kind, reason
+
+
+def event_count(obj: JsonObject) -> int:
+    """How many times the event happened: ``count`` (core/v1), ``series.count`` (events.k8s.io/v1),
+    ``deprecatedCount``; 1 when none says."""
+    for count in (integer(obj, "count", 0), integer(mapping(obj, "series"), "count", 0)):
+        if count:
+            return count
+    return integer(obj, "deprecatedCount", 0) or 1

@@ -13,10 +13,22 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..model import JobRecord, JobStatus, KueueInfo, WorkloadKind
-from .annotations import FAMILY_KEY, lookup, read_intent
+from .annotations import FAMILY_KEY, indexed_lookup, read_intent
 from .config import ParseConfig
 from .family import job_family
-from .fields import JsonObject, ParseError, condition, integer, mapping, string_map, text, timestamp
+from .fields import (
+    MISSING_FIELD,
+    JsonObject,
+    ParseError,
+    SetAside,
+    condition,
+    indexed_text,
+    integer,
+    key,
+    mapping,
+    string_map,
+    timestamp,
+)
 from .resources import requested_for_pod
 
 __all__ = ["KUEUE_QUEUE_LABEL", "job_status", "parse_job"]
@@ -31,7 +43,7 @@ def _outcome(
     present = [c for c in (final, decided) if c is not None]
     if not present:
         return None
-    reason = next((r for c in present if (r := text(c, "reason")) is not None), None)
+    reason = next((r for c in present if (r := indexed_text(c, "reason")) is not None), None)
     finished = next((t for c in present if (t := timestamp(c, "lastTransitionTime")) is not None), None)
     return reason, finished
 
@@ -46,8 +58,8 @@ def job_status(spec: JsonObject, status: JsonObject) -> tuple[JobStatus, str | N
         return JobStatus.SUCCEEDED, success[0], timestamp(status, "completionTime") or success[1]
     suspended = condition(status, "Suspended")
     if suspended is not None or spec.get("suspend") is True:
-        return JobStatus.SUSPENDED, text(suspended, "reason") if suspended else None, None
-    if (integer(status, "active") or 0) > 0:
+        return JobStatus.SUSPENDED, indexed_text(suspended, "reason") if suspended else None, None
+    if (integer(status, "active", 0) or 0) > 0:
         return JobStatus.RUNNING, None, None
     return JobStatus.PENDING, None, None
 
@@ -57,29 +69,30 @@ def _default(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def parse_job(obj: JsonObject, cfg: ParseConfig) -> JobRecord:
+def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = None) -> JobRecord:
+    """The job's record; values refused but not fatal (an owner that is not one address) go to ``notes``."""
     metadata = mapping(obj, "metadata")
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
     template = mapping(spec, "template")
     template_meta = mapping(template, "metadata")
 
-    uid = text(metadata, "uid")
-    namespace = text(metadata, "namespace")
-    name = text(metadata, "name") or text(metadata, "generateName")
+    uid = key(metadata, "uid")
+    namespace = indexed_text(metadata, "namespace")
+    name = indexed_text(metadata, "name") or indexed_text(metadata, "generateName")
     if uid is None or namespace is None or name is None:
-        raise ParseError("Job without metadata.uid, namespace or name")
+        raise ParseError("Job without metadata.uid, namespace or name", MISSING_FIELD)
 
-    labels = string_map(metadata, "labels")
+    labels = string_map(metadata, "labels")  # stored with the record: all of it made storable
     layers = (
-        string_map(metadata, "annotations"),
+        mapping(metadata, "annotations"),
         labels,
-        string_map(template_meta, "annotations"),
-        string_map(template_meta, "labels"),
+        mapping(template_meta, "annotations"),
+        mapping(template_meta, "labels"),
     )
-    intent = read_intent(layers, namespace, cfg)
+    intent = read_intent(layers, namespace, cfg, notes)
     job_status_, reason, finished_at = job_status(spec, status)
-    queue = labels.get(KUEUE_QUEUE_LABEL) or layers[0].get(KUEUE_QUEUE_LABEL)
+    queue = indexed_lookup((labels, layers[0]), (KUEUE_QUEUE_LABEL,))
 
     return JobRecord(
         cluster=cfg.cluster,
@@ -95,7 +108,9 @@ def parse_job(obj: JsonObject, cfg: ParseConfig) -> JobRecord:
         channels=intent.channels,
         group_key=intent.group_key,
         family=job_family(
-            text(metadata, "name"), text(metadata, "generateName"), lookup(layers, (FAMILY_KEY,))
+            indexed_text(metadata, "name"),
+            indexed_text(metadata, "generateName"),
+            indexed_lookup(layers, (FAMILY_KEY,)),
         ),
         created_at=timestamp(metadata, "creationTimestamp"),
         started_at=timestamp(status, "startTime"),
@@ -103,10 +118,10 @@ def parse_job(obj: JsonObject, cfg: ParseConfig) -> JobRecord:
         requested=requested_for_pod(
             mapping(template, "spec"),
             cfg,
-            parallelism=_default(integer(spec, "parallelism"), 1),
-            completions=integer(spec, "completions"),
+            parallelism=_default(integer(spec, "parallelism", 0), 1),
+            completions=integer(spec, "completions", 0),
         ),
         kueue=KueueInfo(local_queue=queue) if queue else None,
         labels=labels,
-        resource_version=text(metadata, "resourceVersion"),
+        resource_version=indexed_text(metadata, "resourceVersion"),
     )

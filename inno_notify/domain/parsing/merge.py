@@ -31,9 +31,14 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 def is_older(candidate: str | None, than: str | None) -> bool:
     """True when ``candidate`` is known to precede ``than`` (both numeric resourceVersions)."""
-    if candidate is None or than is None or not candidate.isdigit() or not than.isdigit():
+    if candidate is None or than is None or not _is_version(candidate) or not _is_version(than):
         return False
     return int(candidate) < int(than)
+
+
+def _is_version(value: str) -> bool:
+    # ASCII digits only: "²".isdigit() is true and int("²") raises.
+    return value.isascii() and value.isdigit() and len(value) <= 40
 
 
 def _earliest(*times: datetime | None) -> datetime | None:

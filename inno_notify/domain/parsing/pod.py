@@ -5,20 +5,42 @@ Pods carry the facts the Job hides: where and when each attempt ran, how each co
 (``status.reason`` Evicted, or a ``DisruptionTarget`` condition). The times here are the ones
 CONTRACT.md §4 bills GPU-minutes on: ``PodScheduled`` to the last app container's ``finishedAt``, or
 ``metadata.deletionTimestamp`` when the pod went before its containers reported.
+
+The completion index is an annotation (or label) anyone creating a pod can write: only ASCII digits
+within a 32-bit column are an index; anything else ("²", which ``str.isdigit`` accepts and ``int``
+refuses, or a 5,000-digit number) reads as no index and is noted.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from ..model import ContainerRecord, PodRecord, TerminatedState
 from .config import ParseConfig
-from .fields import JsonObject, ParseError, condition, integer, mapping, objects, string_map, text, timestamp
+from .fields import (
+    BAD_KEY,
+    MISSING_FIELD,
+    OUT_OF_RANGE,
+    JsonObject,
+    ParseError,
+    SetAside,
+    condition,
+    indexed_text,
+    integer,
+    key,
+    mapping,
+    objects,
+    text,
+    timestamp,
+)
 from .resources import container_resources, gpu_equivalents, is_sidecar, pod_effective
+from .storable import INT32_MAX, storable_key
 
 __all__ = [
     "COMPLETION_INDEX_KEY",
     "CONTROLLER_UID_LABELS",
+    "completion_index",
     "disruption_reason",
     "job_uid_of_pod",
     "parse_pod",
@@ -36,26 +58,32 @@ _DISRUPTION_WORDS = {
     "TerminationByKubelet": "Evicted",
     "Preempting": "Preempted",
 }
+_INDEX = re.compile(r"[0-9]{1,10}")
 
 
 def job_uid_of_pod(metadata: JsonObject) -> str | None:
     """The uid of the Job that owns the pod: the controller-uid label, else a Job owner reference."""
-    labels = string_map(metadata, "labels")
-    for key in CONTROLLER_UID_LABELS:
-        if labels.get(key):
-            return labels[key]
+    labels = mapping(metadata, "labels")
+    for label in CONTROLLER_UID_LABELS:
+        value = labels.get(label)
+        if value:
+            uid = storable_key(value) if isinstance(value, str) else None
+            if uid is None:
+                raise ParseError(f"label {label}: not usable as a job uid", BAD_KEY)
+            return uid
     for ref in objects(metadata, "ownerReferences"):
-        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "batch/v1")).startswith("batch/"):
-            return text(ref, "uid")
+        api_version = ref.get("apiVersion", "batch/v1")
+        if ref.get("kind") == "Job" and isinstance(api_version, str) and api_version.startswith("batch/"):
+            return key(ref, "uid")
     return None
 
 
 def disruption_reason(status: JsonObject) -> str | None:
     """Why the pod was taken away: ``status.reason`` (Evicted, ...) else a true DisruptionTarget's reason."""
-    reason = text(status, "reason")
+    reason = indexed_text(status, "reason")
     if reason is None:
         target = condition(status, "DisruptionTarget")
-        reason = text(target, "reason") if target is not None else None
+        reason = indexed_text(target, "reason") if target is not None else None
     return _DISRUPTION_WORDS.get(reason, reason) if reason is not None else None
 
 
@@ -65,10 +93,11 @@ def parse_terminated(state: JsonObject) -> TerminatedState | None:
         return None
     exit_code = integer(terminated, "exitCode")
     if exit_code is None:
-        raise ParseError("state.terminated without exitCode")
+        raise ParseError("state.terminated without exitCode", MISSING_FIELD)
     return TerminatedState(
         exit_code=exit_code,
-        reason=text(terminated, "reason"),
+        # The reason becomes the job's exit reason, which the team digest's index carries.
+        reason=indexed_text(terminated, "reason"),
         signal=integer(terminated, "signal"),
         message=text(terminated, "message"),
         started_at=timestamp(terminated, "startedAt"),
@@ -85,7 +114,7 @@ def _container(spec: JsonObject, status: JsonObject | None, init: bool) -> Conta
         terminated.started_at if terminated else None
     )
     return ContainerRecord(
-        name=text(spec, "name") or "",
+        name=indexed_text(spec, "name") or "",
         init=init,
         sidecar=init and is_sidecar(spec),
         requests=requests,
@@ -93,33 +122,51 @@ def _container(spec: JsonObject, status: JsonObject | None, init: bool) -> Conta
         started_at=started_at,
         terminated=terminated,
         last_terminated=parse_terminated(mapping(status, "lastState")),
-        restart_count=integer(status, "restartCount") or 0,
+        restart_count=integer(status, "restartCount", 0) or 0,
     )
 
 
-def _statuses(status: JsonObject, key: str) -> Mapping[str, JsonObject]:
-    return {str(s.get("name")): s for s in objects(status, key)}
+def _statuses(status: JsonObject, field: str) -> Mapping[str, JsonObject]:
+    return {s["name"]: s for s in objects(status, field) if isinstance(s.get("name"), str)}
 
 
-def parse_pod(obj: JsonObject, cfg: ParseConfig) -> PodRecord:
+def _status_of(statuses: Mapping[str, JsonObject], container: JsonObject) -> JsonObject | None:
+    name = container.get("name")
+    return statuses.get(name) if isinstance(name, str) else None
+
+
+def completion_index(metadata: JsonObject, notes: list[SetAside] | None = None) -> int | None:
+    """The pod's completion index (Indexed jobs), or None; a value that is not one is noted."""
+    written = mapping(metadata, "annotations").get(COMPLETION_INDEX_KEY) or mapping(metadata, "labels").get(
+        COMPLETION_INDEX_KEY
+    )
+    if not written:
+        return None
+    if isinstance(written, str) and _INDEX.fullmatch(written) and int(written) <= INT32_MAX:
+        return int(written)
+    if notes is not None:
+        notes.append(SetAside("completion_index", OUT_OF_RANGE))
+    return None
+
+
+def parse_pod(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = None) -> PodRecord:
+    """The pod's record; values refused but not fatal (a bad completion index) go to ``notes``."""
     metadata = mapping(obj, "metadata")
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
-    uid = text(metadata, "uid")
-    namespace = text(metadata, "namespace")
-    name = text(metadata, "name")
+    uid = key(metadata, "uid")
+    namespace = indexed_text(metadata, "namespace")
+    name = indexed_text(metadata, "name")
     if uid is None or namespace is None or name is None:
-        raise ParseError("Pod without metadata.uid, namespace or name")
+        raise ParseError("Pod without metadata.uid, namespace or name", MISSING_FIELD)
 
     init_statuses = _statuses(status, "initContainerStatuses")
     app_statuses = _statuses(status, "containerStatuses")
-    init = [
-        _container(c, init_statuses.get(str(c.get("name"))), True) for c in objects(spec, "initContainers")
-    ]
-    app = [_container(c, app_statuses.get(str(c.get("name"))), False) for c in objects(spec, "containers")]
+    init = [_container(c, _status_of(init_statuses, c), True) for c in objects(spec, "initContainers")]
+    app = [_container(c, _status_of(app_statuses, c), False) for c in objects(spec, "containers")]
 
     deleted_at = timestamp(metadata, "deletionTimestamp")
-    phase = text(status, "phase") or "Pending"
+    phase = indexed_text(status, "phase") or "Pending"
     finished_at = None
     # A terminated container restarts unless the pod is done, never restarts, or is being deleted
     # (a CrashLoopBackOff pod has every container terminated and is still running).
@@ -129,9 +176,6 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig) -> PodRecord:
         finished_at = max(ends) if ends else None
 
     scheduled = condition(status, "PodScheduled")
-    index_text = string_map(metadata, "annotations").get(COMPLETION_INDEX_KEY) or string_map(
-        metadata, "labels"
-    ).get(COMPLETION_INDEX_KEY)
     _, limits = pod_effective(spec)
     return PodRecord(
         cluster=cfg.cluster,
@@ -141,7 +185,7 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig) -> PodRecord:
         job_uid=job_uid_of_pod(metadata),
         phase=phase,
         created_at=timestamp(metadata, "creationTimestamp"),
-        node=text(spec, "nodeName"),
+        node=indexed_text(spec, "nodeName"),
         reason=disruption_reason(status),
         scheduled_at=timestamp(scheduled, "lastTransitionTime") if scheduled is not None else None,
         started_at=timestamp(status, "startTime"),
@@ -149,6 +193,6 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig) -> PodRecord:
         deleted_at=deleted_at,
         gpu_equivalents=gpu_equivalents(limits, cfg),
         containers=(*init, *app),
-        completion_index=int(index_text) if index_text and index_text.isdigit() else None,
-        resource_version=text(metadata, "resourceVersion"),
+        completion_index=completion_index(metadata, notes),
+        resource_version=indexed_text(metadata, "resourceVersion"),
     )

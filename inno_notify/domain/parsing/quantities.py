@@ -8,6 +8,7 @@ until the final conversion to float.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -33,21 +34,35 @@ _DECIMAL = {
     "E": Decimal("1e18"),
 }
 # The exponent form must be tried before the bare "E" (exa) suffix: "1E3" is 1000, "1E" is 10**18.
+# Longer strings are no quantity a cluster writes, and must not fill the parse cache.
+_MAX_TEXT = 64
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))(?P<suffix>[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)"
 )
 
 
-def parse_quantity(value: str | int | float) -> float:
+def parse_quantity(value: object) -> float:
     """Return the quantity in base units: ``"500m"`` → 0.5, ``"1Gi"`` → 1073741824.0, ``"1e3"`` → 1000.0.
 
     Numbers pass through unchanged (JSON may carry ``4`` rather than ``"4"``). Raises
-    :class:`QuantityError` for anything Kubernetes would reject.
+    :class:`QuantityError` for anything Kubernetes would reject, and for amounts too large for a
+    float (the caller checks the range its use allows).
     """
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError as exc:
+            raise QuantityError("not a quantity: an integer too large for a float") from exc
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"not a quantity: {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise QuantityError(f"not a quantity: a {type(value).__name__}")
+    if len(value) > _MAX_TEXT:
+        raise QuantityError(f"not a quantity: {len(value)} characters")
     return _parse_string(value)
 
 
@@ -63,7 +78,11 @@ def _parse_string(text: str) -> float:
         raise QuantityError(f"not a quantity: {text!r}") from exc
     suffix = match["suffix"]
     if suffix in _BINARY:
-        return float(number * _BINARY[suffix])
-    if suffix in _DECIMAL:
-        return float(number * _DECIMAL[suffix])
-    return float(number.scaleb(int(suffix[1:])))
+        result = float(number * _BINARY[suffix])
+    elif suffix in _DECIMAL:
+        result = float(number * _DECIMAL[suffix])
+    else:
+        result = float(number.scaleb(int(suffix[1:])))
+    if not math.isfinite(result):
+        raise QuantityError(f"not a quantity: {text!r} is too large")
+    return result

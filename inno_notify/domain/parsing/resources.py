@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import Requested
 from .config import ParseConfig
-from .fields import JsonObject, ParseError, mapping, objects
+from .fields import BAD_QUANTITY, JsonObject, ParseError, finite, mapping, objects
 from .quantities import QuantityError, parse_quantity
+from .storable import INDEXED_MAX_BYTES, QUANTITY_MAX, storable
 
 __all__ = [
     "ContainerResources",
@@ -46,10 +47,15 @@ def _amounts(resources: JsonObject, key: str) -> dict[str, float]:
     for name, raw in mapping(resources, key).items():
         if raw is None:
             continue
+        resource = storable(str(name), INDEXED_MAX_BYTES)
         try:
-            out[str(name)] = parse_quantity(raw)
+            amount = parse_quantity(raw)
         except QuantityError as exc:
-            raise ParseError(f"resources.{key}[{name}]: {exc}") from exc
+            raise ParseError(f"resources.{key}[{resource[:80]}]: {exc}", BAD_QUANTITY) from exc
+        # Requests and limits are never negative; the ceiling keeps byte counts within a BIGINT.
+        if not 0 <= amount <= QUANTITY_MAX:
+            finite(f"resources.{key}[{resource[:80]}]", amount, QUANTITY_MAX)  # raises, naming the field
+        out[resource] = amount
     return out
 
 
@@ -111,9 +117,10 @@ def gpu_equivalents(limits: Mapping[str, float], cfg: ParseConfig) -> float:
     return sum((amount * cfg.gpu_resources.get(name, 0.0) for name, amount in limits.items()), 0.0)
 
 
-def _bytes(value: float | None) -> int | None:
+def _bytes(field: str, value: float | None) -> int | None:
     # Kubernetes rounds fractional byte quantities ("1.5k" is fine, "100m" bytes is legal) up.
-    return None if value is None else math.ceil(value)
+    # Each amount is within range, but a pod's total of many containers may not be.
+    return None if value is None else math.ceil(finite(field, value, QUANTITY_MAX))
 
 
 def requested_for_pod(
@@ -127,9 +134,9 @@ def requested_for_pod(
     return Requested(
         gpus=gpu_equivalents(limits, cfg),
         cpu_cores=requests.get("cpu"),
-        memory_bytes=_bytes(requests.get("memory")),
+        memory_bytes=_bytes("requests[memory]", requests.get("memory")),
         cpu_limit_cores=limits.get("cpu"),
-        memory_limit_bytes=_bytes(limits.get("memory")),
+        memory_limit_bytes=_bytes("limits[memory]", limits.get("memory")),
         extended=extended,
         parallelism=parallelism,
         completions=completions,

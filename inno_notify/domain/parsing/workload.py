@@ -10,8 +10,21 @@ versions keep these fields where this module reads them (``status.admission.clus
 from __future__ import annotations
 
 from ..model import KueueInfo
-from .fields import JsonObject, condition, integer, mapping, objects, string_map, text, timestamp
+from .fields import (
+    BAD_KEY,
+    JsonObject,
+    ParseError,
+    condition,
+    indexed_text,
+    integer,
+    key,
+    mapping,
+    objects,
+    string_map,
+    timestamp,
+)
 from .job import KUEUE_QUEUE_LABEL
+from .storable import INDEXED_MAX_BYTES, INT32_MAX, storable, storable_key
 
 __all__ = ["JOB_UID_LABEL", "parse_workload"]
 
@@ -23,8 +36,8 @@ def _owner_uid(metadata: JsonObject) -> str | None:
     # A Workload has one controller owner; prefer it, then a batch Job, then whatever is there.
     for wanted in (lambda r: r.get("controller") is True, lambda r: r.get("kind") == "Job", lambda r: True):
         for ref in refs:
-            if wanted(ref) and text(ref, "uid"):
-                return text(ref, "uid")
+            if wanted(ref) and (uid := key(ref, "uid")):
+                return uid
     return None
 
 
@@ -39,22 +52,38 @@ def _evictions(status: JsonObject) -> tuple[int, int, str | None]:
     evictions = preemptions = 0
     reasons: set[str] = set()
     for entry in objects(mapping(status, "schedulingStats"), "evictions"):
-        count = integer(entry, "count") or 0
-        evictions += count
-        if text(entry, "reason"):
-            reasons.add(str(entry["reason"]))
-        if entry.get("reason") == "Preempted":
-            preemptions += count
+        count = integer(entry, "count", 0) or 0
+        # A sum of 32-bit counts stays a 32-bit count.
+        evictions = min(evictions + count, INT32_MAX)
+        reason = indexed_text(entry, "reason")
+        if reason:
+            reasons.add(reason)
+        if reason == "Preempted":
+            preemptions = min(preemptions + count, INT32_MAX)
     evicted = condition(status, "Evicted")
     last_reason = next(iter(reasons)) if len(reasons) == 1 else None
     if evicted is not None:
         evictions = max(evictions, 1)
-        last_reason = text(evicted, "reason") or last_reason
+        last_reason = indexed_text(evicted, "reason") or last_reason
         if last_reason == "Preempted":
             preemptions = max(preemptions, 1)
     if condition(status, "Preempted") is not None:
         preemptions = max(preemptions, 1)
     return evictions, preemptions, last_reason
+
+
+def _capped(value: str | None) -> str | None:
+    return storable(value, INDEXED_MAX_BYTES) if value else None
+
+
+def _labelled_uid(labels: dict[str, str]) -> str | None:
+    value = labels.get(JOB_UID_LABEL)
+    if not value:
+        return None
+    uid = storable_key(value)
+    if uid is None:
+        raise ParseError(f"label {JOB_UID_LABEL}: not usable as a job uid", BAD_KEY)
+    return uid
 
 
 def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
@@ -63,15 +92,15 @@ def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
     labels = string_map(metadata, "labels")
-    job_uid = labels.get(JOB_UID_LABEL) or _owner_uid(metadata)
+    job_uid = _labelled_uid(labels) or _owner_uid(metadata)
 
     quota = condition(status, "QuotaReserved")
     admitted = condition(status, "Admitted")
     evictions, preemptions, last_reason = _evictions(status)
     info = KueueInfo(
-        local_queue=text(spec, "queueName") or labels.get(KUEUE_QUEUE_LABEL),
-        cluster_queue=text(mapping(status, "admission"), "clusterQueue"),
-        workload_name=text(metadata, "name"),
+        local_queue=indexed_text(spec, "queueName") or _capped(labels.get(KUEUE_QUEUE_LABEL)),
+        cluster_queue=indexed_text(mapping(status, "admission"), "clusterQueue"),
+        workload_name=indexed_text(metadata, "name"),
         quota_reserved_at=timestamp(quota, "lastTransitionTime") if quota is not None else None,
         admitted_at=timestamp(admitted, "lastTransitionTime") if admitted is not None else None,
         evictions=evictions,

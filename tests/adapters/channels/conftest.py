@@ -33,6 +33,7 @@ async def telegram_api() -> AsyncIterator[tuple[fake_telegram.FakeTelegram, str]
     fake = fake_telegram.FakeTelegram(token=TELEGRAM_TOKEN, chats={111, 222}, blocked={666})
     server = await fake_telegram.start(fake)
     yield fake, str(server.make_url("")).rstrip("/")
+    fake.release()
     await server.close()
 
 

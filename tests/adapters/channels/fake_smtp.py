@@ -23,10 +23,13 @@ class RecordingHandler:
     # address -> SMTP reply to RCPT TO, e.g. "550 5.1.1 <x@y>: Recipient address rejected".
     refuse: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
+    # Every address a client named in RCPT TO, accepted or refused, in order.
+    rcpt_commands: list[str] = field(default_factory=list)
 
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]
     ) -> str:
+        self.rcpt_commands.append(address)
         reply = self.refuse.get(address)
         if reply is not None:
             return reply

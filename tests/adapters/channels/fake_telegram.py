@@ -7,6 +7,7 @@ real python-telegram-bot client is what the tests exercise.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Mapping
@@ -52,12 +53,21 @@ class FakeTelegram:
     # Answers to give to the next calls, in order, before the normal behaviour: (status, body).
     scripted: list[tuple[int, Mapping[str, Any] | str]] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    # A provider that hangs: "stall" answers nothing until `release()` (the fixture calls it when
+    # the test ends); "trickle" sends a response one byte at a time, each well within any read
+    # timeout, and never finishes it.
+    hang: str | None = None
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         return app
+
+    def release(self) -> None:
+        """Lets stalled requests end (with the normal answer)."""
+        self._released.set()
 
     def sent(self) -> list[tuple[int, str]]:
         """(chat id, text) of every message the server accepted or was asked to send."""
@@ -73,6 +83,10 @@ class FakeTelegram:
             params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
         call = Call(request.match_info["token"], request.match_info["method"], params)
         self.calls.append(call)
+        if self.hang == "stall":
+            await self._released.wait()
+        if self.hang == "trickle":
+            return await _trickle(request)
         if self.scripted:
             status, body = self.scripted.pop(0)
             if isinstance(body, str):
@@ -99,6 +113,14 @@ class FakeTelegram:
             "text": params.get("text", ""),
         }
         return _ok(message)
+
+
+async def _trickle(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    while True:
+        await response.write(b" ")
+        await asyncio.sleep(0.05)
 
 
 def _ok(result: Any) -> web.Response:

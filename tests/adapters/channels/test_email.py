@@ -102,15 +102,86 @@ async def test_an_unreachable_server_is_retryable() -> None:
     assert caught.value.retryable
 
 
-async def test_a_recipient_without_address_or_with_a_broken_one_is_permanent(
-    smtp_server: tuple[RecordingHandler, int],
+# (case, the recipient's e-mail as routing or a directory might hand it over, reason prefix)
+NOT_ONE_ADDRESS = [
+    ("no address", None, "email: recipient has no e-mail address"),
+    ("two addresses", "attacker@evil.example,victim@corp.example", "email: not a single e-mail address"),
+    ("two, with a space", "attacker@evil.example, victim@corp.example", "email: not a single e-mail address"),
+    ("semicolon list", "a@corp.example;b@corp.example", "email: not a single e-mail address"),
+    ("display name", "Victim <victim@corp.example>", "email: not a single e-mail address"),
+    ("group", "all: a@corp.example, b@corp.example;", "email: not a single e-mail address"),
+    ("empty group", "undisclosed-recipients:;", "email: not a single e-mail address"),
+    ("CR LF header injection", "a@corp.example\r\nBcc: victim@corp.example", "email: not a single e-mail"),
+    ("bare LF", "a@corp.example\nRCPT TO:<victim@corp.example>", "email: not a single e-mail address"),
+    ("NUL", "a@corp.example\x00victim@corp.example", "email: not a single e-mail address"),
+    ("comment", "a@corp.example (victim@corp.example)", "email: not a single e-mail address"),
+    ("angle brackets", "<a@corp.example>", "email: not a single e-mail address"),
+    ("quoted local part", '"a,victim@corp.example"@corp.example', "email: not a single e-mail address"),
+    ("domain literal", "a@[127.0.0.1]", "email: not a single e-mail address"),
+    ("source route", "victim%evil.example@corp.example", "email: not a single e-mail address"),
+    ("two at signs", "a@victim@corp.example", "email: not a single e-mail address"),
+    ("no domain dot", "root@localhost", "email: not a single e-mail address"),
+    ("non-ASCII", "wörner@corp.example", "email: not a single e-mail address"),
+    ("too long", "a" * 250 + "@corp.example", "email: not a single e-mail address"),
+]
+
+
+@pytest.mark.parametrize(
+    ("recipient", "reason"), [c[1:] for c in NOT_ONE_ADDRESS], ids=[c[0] for c in NOT_ONE_ADDRESS]
+)
+async def test_anything_but_one_plain_address_is_refused_before_smtp(
+    smtp_server: tuple[RecordingHandler, int], recipient: str | None, reason: str
 ) -> None:
     handler, port = smtp_server
-    for recipient in (Recipient(name="No Mail"), Recipient(email="bad\r\nBcc: x@evil.example")):
-        with pytest.raises(ChannelError) as caught:
-            await plain_sender(port).send(recipient, MESSAGE)
-        assert not caught.value.retryable
-    assert handler.received == []
+    with pytest.raises(ChannelError) as caught:
+        await plain_sender(port).send(Recipient(email=recipient, name="Victim"), MESSAGE)
+
+    assert not caught.value.retryable
+    assert caught.value.message.startswith(reason)
+    assert handler.rcpt_commands == [] and handler.received == []
+
+
+async def test_one_rcpt_only_ever_arrives_whatever_the_headers_hold(
+    smtp_server: tuple[RecordingHandler, int],
+) -> None:
+    """The envelope is given explicitly: a display name that looks like an address list adds no
+    recipient, and exactly one RCPT TO reaches the server per message."""
+    handler, port = smtp_server
+    tricky = Recipient(
+        email="alice@example.com", name="victim@corp.example, other@corp.example\r\nBcc: x@y.z"
+    )
+    await plain_sender(port).send(tricky, MESSAGE)
+    await plain_sender(port).send(Recipient(email="bob@example.com"), MESSAGE)
+
+    assert handler.rcpt_commands == ["alice@example.com", "bob@example.com"]
+    assert [r.rcpt_tos for r in handler.received] == [["alice@example.com"], ["bob@example.com"]]
+    assert "Bcc" not in handler.received[0].message
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed", "sent"),
+    [
+        ("alice@example.com", ("example.com",), True),
+        ("alice@lab.example.com", ("example.com",), True),
+        ("alice@example.com", (), True),
+        ("mallory@evil.example", ("example.com",), False),
+        ("mallory@notexample.com", ("example.com",), False),
+    ],
+)
+async def test_addresses_outside_the_allowed_domains_are_refused(
+    smtp_server: tuple[RecordingHandler, int], address: str, allowed: tuple[str, ...], sent: bool
+) -> None:
+    handler, port = smtp_server
+    sender = plain_sender(port, allowed_domains=allowed)
+    if sent:
+        await sender.send(Recipient(email=address), MESSAGE)
+        assert handler.rcpt_commands == [address]
+        return
+    with pytest.raises(ChannelError) as caught:
+        await sender.send(Recipient(email=address), MESSAGE)
+    assert not caught.value.retryable
+    assert caught.value.message == "email: e-mail domain not allowed (notify.allowed_email_domains)"
+    assert handler.rcpt_commands == []
 
 
 async def test_a_message_for_another_channel_is_a_programming_error() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,7 +22,14 @@ from inno_notify.adapters.channels.base import (
 from inno_notify.adapters.channels.markup import TRUNCATION_MARKER, ZWSP, escape_mrkdwn, truncate_html
 from inno_notify.adapters.channels.render import Renderer, RenderError
 from inno_notify.adapters.channels.views import SummaryView
-from inno_notify.domain.model import Channel, Recommendation, RecommendationKind, Severity, Unit
+from inno_notify.domain.model import (
+    Channel,
+    JobStatus,
+    Recommendation,
+    RecommendationKind,
+    Severity,
+    Unit,
+)
 from tests.adapters.channels.conftest import sample_job, sample_recommendations, sample_usage
 
 TELEGRAM_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre", "blockquote"}
@@ -119,6 +127,19 @@ def test_slack_summary_has_blocks_and_a_text_fallback(renderer: Renderer) -> Non
     body = "\n".join(b["text"]["text"] for b in message.blocks)
     assert "*Peak RAM:* 42.5 GiB of 64 GiB" in body
     assert "|Logs>" in body and "<https://gpu.example.org/jobs/face-research/train-resnet-7?uid=" in body
+
+
+def test_slack_text_objects_are_verbatim_and_emoji_codes_stay_whole(renderer: Renderer) -> None:
+    """Slack parses no mention or link out of the text; the template's own emoji codes are not
+    values, so the escaping that fences underscores leaves them alone."""
+    for message in (
+        renderer.render_summary(Channel.SLACK, view(status=JobStatus.SUCCEEDED, reason=None)),
+        renderer.render_group(Channel.SLACK, [view(status=JobStatus.SUCCEEDED, reason=None), view()]),
+    ):
+        assert isinstance(message, SlackMessage)
+        assert all(b["text"]["verbatim"] is True for b in message.blocks if b["type"] == "section")
+        body = "\n".join(b["text"]["text"] for b in message.blocks)
+        assert ":white_check_mark:" in body
 
 
 def test_email_summary_has_subject_text_html_footer_and_images(renderer: Renderer) -> None:
@@ -326,9 +347,13 @@ def test_cluster_values_are_inert_in_slack_mrkdwn(payload: str) -> None:
         stripped = stripped.replace(f"{ZWSP}{char}{ZWSP}", "")
     assert not set("*_~`") & set(stripped)
     assert f"{safe}/{safe}" in text
-    # Nothing was lost: undoing the fences and the three entities gives the value back.
+    # A word-initial @ (a typed mention) is followed by a zero-width space.
+    assert not re.search(f"(?<![\\w.+-])@(?!{ZWSP})", safe)
+    # Nothing was lost: undoing the fences, the mention breaks and the three entities gives the
+    # value back.
     for char in "*_~`":
         safe = safe.replace(f"{ZWSP}{char}{ZWSP}", char)
+    safe = safe.replace(f"@{ZWSP}", "@")
     assert safe.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == payload
 
 

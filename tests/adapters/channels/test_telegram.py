@@ -145,6 +145,24 @@ async def test_a_server_that_does_not_answer_in_time_is_retryable() -> None:
     assert "timed out" in str(caught.value)
 
 
+async def test_a_server_trickling_its_answer_forever_times_out_in_total(
+    telegram_api: tuple[FakeTelegram, str],
+) -> None:
+    """Every byte arrives well within the read timeout, the answer never ends: only a total
+    timeout stops it (the transport had none)."""
+    fake, url = telegram_api
+    fake.hang = "trickle"
+    sender = TelegramSender(TELEGRAM_TOKEN, url, timeout=0.3)
+    try:
+        with pytest.raises(ChannelError) as caught:
+            await asyncio.wait_for(sender.send(ALICE, TelegramMessage("x")), timeout=30)
+    finally:
+        await sender.aclose()
+
+    assert caught.value.retryable
+    assert "timed out" in str(caught.value)
+
+
 async def test_check_reports_the_bot(sender: TelegramSender) -> None:
     assert await sender.check() == "@inno_notify_bot"
 

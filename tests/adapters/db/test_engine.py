@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from inno_notify.adapters.db import Store, create_engine, migrate
 from inno_notify.adapters.db.engine import is_statement_timeout
 from inno_notify.adapters.db.migrate import _PG_MIGRATE_LOCK
+from inno_notify.adapters.db.tables import checkpoints
 
 from .records import job, user
 
@@ -80,10 +81,9 @@ async def test_a_cancelled_statement_still_stops_at_its_limit(limited: AsyncEngi
             await asyncio.wait_for(conn.execute(sa.text(SLOW[db_dialect])), 0.05)
     # A writer gets the lock (SQLite would answer "database is locked" after its busy timeout).
     async with limited.begin() as conn:
-        await conn.execute(sa.text("CREATE TABLE after_cancel (x INTEGER)"))
-        await conn.execute(sa.text("INSERT INTO after_cancel VALUES (1)"))
+        await conn.execute(sa.insert(checkpoints).values(key="after-cancel", value="written"))
     async with limited.connect() as conn:
-        assert (await conn.execute(sa.text("SELECT x FROM after_cancel"))).scalar() == 1
+        assert (await conn.execute(sa.select(checkpoints.c.value))).scalar() == "written"
 
 
 async def test_other_errors_are_not_taken_for_a_timeout(limited: AsyncEngine) -> None:

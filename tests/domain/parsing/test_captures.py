@@ -65,9 +65,7 @@ def test_job_failed_backoff_limit(captures: Path) -> None:
 
 
 def test_job_suspended_by_kueue(captures: Path) -> None:
-    record = parse_job(
-        load_capture(captures, "job-suspended-kueue.json"), ParseConfig(default_team="ml")
-    )
+    record = parse_job(load_capture(captures, "job-suspended-kueue.json"), ParseConfig(default_team="ml"))
     assert (record.status, record.reason, record.started_at) == (JobStatus.SUSPENDED, "JobSuspended", None)
     assert record.kueue == KueueInfo(local_queue="lq-all-resources")
     assert record.family == "ml-job-online-filtering-6"  # the trailing git ref "4f6f9f6" is stripped

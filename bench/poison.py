@@ -1,0 +1,291 @@
+"""Hostile objects in the real ingest path: do they stop anyone else's records?
+
+The simulated API server holds 10,000 normal objects (5,000 Jobs and their 5,000 Pods, each created
+and then finished) with 1,000 hostile ones mixed in at random: the defects of issue 12 (completion
+index "²" or 5,000 digits, an owner or team over 2.7 KB, NUL in annotations and termination
+messages, an owner of two addresses) and more (wrong types at fields, numbers past their columns,
+times out of range, deep nesting, Events and Kueue Workloads with broken fields). kubernetes-asyncio
+watches them over HTTP (ClusterWatcher), the Ingestor writes them to Postgres.
+
+Prints `name=value` lines:
+- objects, hostile: objects written to the API server (hostile included), and the hostile ones;
+- events: watch events handed to the ingestor;
+- rejected: objects and watch lines set aside (parse errors, writes the database refused, lines);
+- values_dropped: values set aside from objects that were kept (an owner of two addresses, …);
+- crashes: watcher restarts after an exception, ingest batches dropped, a consumer that died;
+- stalled_batches: writes retried after a failure (a refused batch used to be retried forever),
+  plus one if the pipeline did not drain within --timeout;
+- normal_recorded, normal_expected: normal Jobs recorded as succeeded plus normal Pods stored;
+- events_per_s: watch events through the whole path, first write to drained;
+- loadavg: /proc/loadavg when the run ended.
+
+Exits 1 unless crashes=0, stalled_batches=0 and every normal object was recorded.
+
+Usage: .venv/bin/python bench/poison.py [--jobs 5000] [--hostile 1000] [--postgres postgresql+asyncpg://…]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ingest import fresh_database, until  # the sibling benchmark's helpers
+from prometheus_client import CollectorRegistry
+
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.parsing import ParseConfig
+from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.sim.kube_api import SimKubeServer
+from inno_notify.sim.kube_store import CORE_EVENTS, JOBS, PODS, WORKLOADS_V1BETA2, ResourceType
+from inno_notify.sim.objects import (
+    JobSpec,
+    job_object,
+    job_started,
+    job_succeeded,
+    pod_object,
+    pod_running,
+    pod_terminated,
+)
+from inno_notify.telemetry import Telemetry
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+CFG = ParseConfig(cluster="poison")
+INDEX = "batch.kubernetes.io/job-completion-index"
+Write = tuple[ResourceType, dict[str, Any], bool]
+
+
+def normal(i: int) -> list[Write]:
+    """A job and its pod, created and then finished: four writes, two objects."""
+    spec = JobSpec(name=f"normal-{i:05d}", namespace=f"team-{i % 20}", owner="alice@example.com", gpus=1)
+    start = T0 + timedelta(seconds=i)
+    job = job_object(spec, start)
+    pod = pod_object(job, f"{i:05d}", start)
+    running = pod_running(pod, "node-1", start + timedelta(seconds=5), start + timedelta(seconds=9))
+    end = start + timedelta(hours=1)
+    return [
+        (JOBS, job, True),
+        (PODS, pod, True),
+        (PODS, pod_terminated(running, end, 0), False),
+        (JOBS, job_succeeded(job_started(job, start), end), False),
+    ]
+
+
+def _random_text(rng: random.Random, chars: int) -> str:
+    # Random CJK: Postgres compresses index entries, so repeated characters would fit; these do not.
+    return "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(chars))
+
+
+def _nest(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"n": [value]}
+    return value
+
+
+def _job(i: int, annotations: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec = JobSpec(name=f"hostile-{i:04d}", namespace="hostile", owner="mallory@example.com")
+    job = job_object(spec, T0)
+    job["metadata"]["annotations"].update(annotations or {})
+    return job
+
+
+def _pod(i: int, **index: str) -> dict[str, Any]:
+    job = _job(i)
+    pod = pod_object(job, "p", T0)
+    pod["metadata"]["annotations"] = {INDEX: index["index"]} if "index" in index else {}
+    return pod
+
+
+def _terminated_pod(i: int, **state: Any) -> dict[str, Any]:
+    pod = pod_running(_pod(i), "node-1", T0, T0)
+    done = pod_terminated(pod, T0 + timedelta(minutes=5), 1)
+    done["status"]["containerStatuses"][0]["state"]["terminated"].update(state)
+    return done
+
+
+def _with(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    target = obj
+    for step in path[:-1]:
+        target = target.setdefault(step, {}) if isinstance(target, dict) else target[step]
+    target[path[-1]] = value
+    return obj
+
+
+def _event(i: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"hostile-{i:04d}.1", "namespace": "hostile"},
+        "reason": "Evicted",
+        "involvedObject": {"kind": "Pod", "uid": f"pod-{i}", "name": "p"},
+        "count": 1,
+        **fields,
+    }
+
+
+def _workload(i: int, labels: dict[str, Any] | None = None, status: Any = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": f"job-hostile-{i:04d}", "namespace": "hostile", "labels": labels or {}},
+        "spec": {"queueName": "lq"},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def hostile(i: int, rng: random.Random) -> Write:
+    """One hostile object, the recipes taken in turn."""
+    recipes: list[Callable[[], Write]] = [
+        lambda: (PODS, _pod(i, index="²"), True),
+        lambda: (PODS, _pod(i, index="1" * 5000), True),
+        lambda: (JOBS, _job(i, {"inno-notify/owner": _random_text(rng, 3000)}), True),
+        lambda: (JOBS, _job(i, {"inno-notify/team": _random_text(rng, 3000)}), True),
+        lambda: (JOBS, _job(i, {"inno-notify/group": "sweep\x00", "note": "a\x00b"}), True),
+        lambda: (PODS, _terminated_pod(i, message="Traceback\x00\x00 (most recent call last)"), True),
+        lambda: (JOBS, _job(i, {"inno-notify/owner": "attacker@evil.example,victim@corp.example"}), True),
+        lambda: (JOBS, _with(_job(i), ("spec", "parallelism"), "²"), True),
+        lambda: (JOBS, _with(_job(i), ("spec", "completions"), 2**40), True),
+        lambda: (JOBS, _with(_job(i), ("metadata", "labels", "nested"), {"a": [1, 2]}), True),
+        lambda: (JOBS, _with(_job(i), ("status", "conditions"), {"type": "Complete"}), True),
+        lambda: (JOBS, _with(_job(i), ("status", "startTime"), "0001-01-01T00:00:00+05:00"), True),
+        lambda: (JOBS, _with(_job(i), ("spec", "template", "spec", "extra"), _nest(100)), True),
+        lambda: (PODS, _terminated_pod(i, exitCode=2**31), True),
+        lambda: (PODS, _terminated_pod(i, reason="x" * 100_000), True),
+        lambda: (
+            PODS,
+            _with(_pod(i), ("spec", "containers", 0, "resources", "limits", "memory"), "8Ei"),
+            True,
+        ),
+        lambda: (
+            PODS,
+            _with(_pod(i), ("spec", "containers", 0, "resources", "limits", "cpu"), "1e400"),
+            True,
+        ),
+        lambda: (CORE_EVENTS, _event(i, count="²"), True),
+        lambda: (CORE_EVENTS, _event(i, involvedObject="pod/p"), True),
+        lambda: (CORE_EVENTS, _event(i, reason="Evicted" + "\x00" * 10), True),
+        lambda: (WORKLOADS_V1BETA2, _workload(i, {"kueue.x-k8s.io/job-uid": "j" * 300}), True),
+        lambda: (
+            WORKLOADS_V1BETA2,
+            _workload(i, status={"schedulingStats": {"evictions": [{"reason": "Preempted", "count": -5}]}}),
+            True,
+        ),
+    ]
+    return recipes[i % len(recipes)]()
+
+
+async def run(url: str, jobs: int, hostile_count: int, drain_within: float, folder: Path) -> dict[str, Any]:
+    rng = random.Random(12)
+    store = Store.from_url(url)
+    sim = SimKubeServer(kueue_versions=("v1beta2",), bookmark_interval=30)
+    await sim.start()
+    registry = CollectorRegistry()
+    ingestor = Ingestor(
+        store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0, Telemetry.create(registry)
+    )
+    consumer = asyncio.create_task(ingestor.run())
+    api = await load_api_client(sim.kubeconfig(folder / "kubeconfig"))
+    watcher = ClusterWatcher(api, ingestor.on_event, ingestor.on_relist, options=WatchOptions())
+    watch = asyncio.create_task(watcher.run())
+    await asyncio.wait_for(watcher.wait_ready(), 30)
+    await until(lambda: sim.open_watches >= 4)  # Jobs, Pods, Events, Workloads
+
+    writes = [w for i in range(jobs) for w in normal(i)]
+    for i in range(hostile_count):
+        writes.insert(rng.randrange(len(writes) + 1), hostile(i, rng))
+    started = time.perf_counter()
+    for n, (rt, obj, create) in enumerate(writes):
+        (sim.create if create else sim.update)(rt, obj)
+        if n % 200 == 0:
+            await asyncio.sleep(0)  # let the server stream and the pipeline consume
+    stalled_at_end = 0
+    try:
+        await asyncio.wait_for(until(lambda: ingestor.stats.events >= len(writes)), drain_within)
+        await asyncio.wait_for(ingestor.drained(), drain_within)
+    except TimeoutError:
+        stalled_at_end = 1
+    elapsed = time.perf_counter() - started
+    consumer_died = consumer.done() and not consumer.cancelled() and consumer.exception() is not None
+    watch_died = watch.done()
+    for task in (watch, consumer):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    await api.close()
+    await sim.stop()
+
+    uids = [
+        w[1]["metadata"]["uid"] for w in writes if w[2] and w[1]["metadata"]["name"].startswith("normal-")
+    ]
+    job_uids = [
+        w[1]["metadata"]["uid"]
+        for w in writes
+        if w[0] is JOBS and w[2] and w[1]["metadata"]["name"].startswith("normal-")
+    ]
+    stored = await store.get_jobs(CFG.cluster, job_uids)
+    jobs_ok = sum(1 for job in stored.values() if job.status.value == "succeeded")
+    pods = await store.pods_of_jobs(CFG.cluster, job_uids)
+    pods_ok = sum(1 for group in pods.values() for pod in group if pod.finished_at is not None)
+    await store.close()
+
+    malformed = sum(sum(w.stats.malformed.values()) for w in watcher.watchers.values())
+    stats = ingestor.stats
+    return {
+        "objects": len(uids) + hostile_count,
+        "hostile": hostile_count,
+        "events": stats.events,
+        "rejected": stats.rejected + malformed,
+        "values_dropped": stats.rejected_values,
+        "crashes": sum(w.stats.crashes for w in watcher.watchers.values())
+        + stats.dropped_batches
+        + int(consumer_died)
+        + int(watch_died),
+        "stalled_batches": stats.retried_writes + stalled_at_end,
+        "normal_recorded": jobs_ok + pods_ok,
+        "normal_expected": len(uids),
+        "events_per_s": round(stats.events / elapsed),
+    }
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    url = await fresh_database(args.postgres, "inno_bench_poison")
+    with tempfile.TemporaryDirectory() as tmp:
+        return await run(url, args.jobs, args.hostile, args.timeout, Path(tmp))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=5000, help="normal jobs, each with one pod")
+    parser.add_argument("--hostile", type=int, default=1000)
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to drain before calling it stalled"
+    )
+    parser.add_argument("--postgres", default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    # Set-aside objects are logged once each: a thousand warnings are the expected output, not news.
+    logging.basicConfig(level=logging.ERROR)
+    figures = asyncio.run(measure(args))
+    figures["loadavg"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    for name, value in figures.items():
+        print(f"{name}={value}")
+    healthy = (
+        figures["crashes"] == 0
+        and figures["stalled_batches"] == 0
+        and figures["normal_recorded"] == figures["normal_expected"]
+    )
+    return 0 if healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+"""The outbox as a dispatcher works it: claim a round's rows under a token, then settle each one.
+
+There is one implementation of claiming and settling, the one the dispatcher uses and the
+concurrency tests exercise:
+
+- `claim` is one transaction per round. The due rows and their group companions (pending rows
+  of the same recipients that were never tried and are not due yet: they may ride along or hold
+  a group back) are read with `FOR UPDATE SKIP LOCKED` (on SQLite the single writer serialises
+  claims); a pure planner chooses the messages while the rows are still locked; the chosen rows
+  are leased (due again at now + lease, one attempt counted) under a fresh claim token and the
+  caller's leadership term; rows of a group still waiting are deferred; and the job figures the
+  messages need are read in the same transaction, so a round costs one pooled connection.
+- A lease is what brings a crashed claimer's rows back: no recovery pass is needed.
+- Every mark (sent, retry, failed) settles a row only while it is pending and still carries the
+  token of the claim that sent it. Once a lease ran out and another claimer took the row, the
+  first claimer's late outcome changes nothing.
+- `recorder` gives one round's outcomes their connection. On Postgres it is one connection held
+  in autocommit, so a record is one statement and one round trip (a pooled transaction would add
+  a ping, BEGIN and COMMIT); a flush of any size is one `UPDATE … FROM unnest(…)` with one cached
+  plan. SQLite runs in-process and keeps a transaction per call.
+
+Terms: a claim records `term` (None until leader election passes one). Claimable rows are chosen
+by `_claimable` alone, so letting a new leader take the rows leased in an older term at once is
+one more condition there (`claim_token IS NOT NULL AND claim_term < term`); a retried row gives
+its token up for that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.jobs import get_jobs
+from inno_notify.adapters.db.sql import chunks
+from inno_notify.adapters.db.tables import outbox, recommendations, usage
+from inno_notify.domain.delivery import BatchPlan
+from inno_notify.domain.model import (
+    DeliveryStatus,
+    JobRecord,
+    Notification,
+    NotificationKind,
+    Recommendation,
+    Usage,
+)
+
+_PENDING = DeliveryStatus.PENDING.value
+# (recipient, channel) pairs per companion query: each pair binds two parameters.
+_PAIR_CHUNK = 400
+
+# planner(due rows, companions) -> the messages to send now and the rows to defer.
+Planner = Callable[[Sequence[Notification], Sequence[Notification]], BatchPlan]
+Summary = tuple[JobRecord, Usage | None, list[Recommendation]]
+# (row id, provider message id, sent at)
+SentRecord = tuple[int, str | None, datetime]
+# (row id, error, next attempt at)
+RetryRecord = tuple[int, str, datetime]
+# (row id, reason)
+FailureRecord = tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one claim leased: its token, until when, the planned messages and their jobs' figures.
+
+    `summaries` holds (job, usage, recommendations) by (cluster, job uid) for the job-summary rows
+    of the messages; a job missing from the database is missing here.
+    """
+
+    token: str
+    term: int | None
+    lease_until: datetime
+    messages: tuple[tuple[Notification, ...], ...] = ()
+    deferred: tuple[tuple[Notification, datetime], ...] = ()
+    summaries: Mapping[tuple[str, str], Summary] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        """How many rows the messages lease."""
+        return sum(len(message) for message in self.messages)
+
+
+def one_message_per_row(due: Sequence[Notification], companions: Sequence[Notification]) -> BatchPlan:
+    """The plan without grouping: every due row is a message of its own, no companion joins."""
+    return BatchPlan(tuple((row,) for row in due))
+
+
+class Outcomes:
+    """Settles the rows of one claim; every method is one statement and returns how many rows it
+    settled (a row no longer pending, or claimed by someone else since, is not counted).
+
+    Safe to call from concurrent tasks: the calls take turns on the round's connection.
+    """
+
+    def __init__(self, token: str, run: StatementRunner) -> None:
+        self.token = token
+        self._run = run
+
+    async def sent(self, rows: Sequence[SentRecord]) -> int:
+        if not rows:
+            return 0
+        return await self._run(lambda conn: mark_sent(conn, self.token, rows))
+
+    async def retry(self, rows: Sequence[RetryRecord]) -> int:
+        if not rows:
+            return 0
+        return await self._run(lambda conn: mark_retry(conn, self.token, rows))
+
+    async def failed(self, rows: Sequence[FailureRecord], at: datetime) -> int:
+        if not rows:
+            return 0
+        return await self._run(lambda conn: mark_failed(conn, self.token, rows, at))
+
+
+class OutboxRepository:
+    """Claiming and settling outbox rows over an engine (Postgres or SQLite)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def claim(
+        self,
+        now: datetime,
+        limit: int,
+        lease_seconds: float,
+        planner: Planner | None = None,
+        *,
+        kinds: Collection[str] | None = None,
+        term: int | None = None,
+    ) -> Claim:
+        """Leases up to `limit` due rows (plus the companions the planner takes along) in one
+        transaction, and reads the figures of their jobs in it.
+
+        Without a `planner` every due row is a message of its own. `term` is the claimer's
+        leadership term, stored on the rows it leases.
+        """
+        token = secrets.token_hex(16)
+        lease_until = now + timedelta(seconds=lease_seconds)
+        async with self._engine.begin() as conn:
+            plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term)
+            keys = [
+                (row.cluster, row.job_uid)
+                for message in plan.messages
+                for row in message
+                if row.kind is NotificationKind.JOB_SUMMARY and row.cluster and row.job_uid
+            ]
+            summaries = await load_summaries(conn, keys) if keys else {}
+        return Claim(token, term, lease_until, plan.messages, plan.deferred, summaries)
+
+    @contextlib.asynccontextmanager
+    async def recorder(self, claim: Claim | str) -> AsyncIterator[Outcomes]:
+        """The outcomes of one claim's round (see the module docstring for the connection)."""
+        token = claim if isinstance(claim, str) else claim.token
+        if self._engine.dialect.name != "postgresql":
+            yield Outcomes(token, _transaction_per_call(self._engine))
+            return
+        held = _HeldAutocommit(self._engine)
+        try:
+            yield Outcomes(token, held)
+        finally:
+            await held.close()
+
+    async def mark_sent(self, claim: Claim | str, rows: Sequence[SentRecord]) -> int:
+        """Records accepted messages in a transaction of their own; returns the rows settled."""
+        async with self.recorder(claim) as outcomes:
+            return await outcomes.sent(rows)
+
+    async def mark_retry(self, claim: Claim | str, rows: Sequence[RetryRecord]) -> int:
+        async with self.recorder(claim) as outcomes:
+            return await outcomes.retry(rows)
+
+    async def mark_failed(self, claim: Claim | str, rows: Sequence[FailureRecord], at: datetime) -> int:
+        async with self.recorder(claim) as outcomes:
+            return await outcomes.failed(rows, at)
+
+    async def next_due(self, kinds: Collection[str] | None = None) -> datetime | None:
+        """When the earliest pending row can next be claimed (the dispatcher sleeps until then)."""
+        query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(outbox.c.status == _PENDING)
+        if kinds is not None:
+            query = query.where(outbox.c.kind.in_(sorted(kinds)))
+        # A read: on SQLite it must not take the write lock (engine.py, READ_INTENT).
+        async with self._engine.execution_options(**READ_INTENT).connect() as conn:
+            value = (await conn.execute(query)).scalar()
+        return value if isinstance(value, datetime) else None
+
+
+# --- running a round's statements ---------------------------------------------------------------
+
+# A statement to run and the rows it settled; a runner runs it and commits it.
+Statement = Callable[[AsyncConnection], Awaitable[int]]
+StatementRunner = Callable[[Statement], Awaitable[int]]
+
+
+def _transaction_per_call(engine: AsyncEngine) -> StatementRunner:
+    async def run(statement: Statement) -> int:
+        async with engine.begin() as conn:
+            return await statement(conn)
+
+    return run
+
+
+class _HeldAutocommit:
+    """One Postgres connection in autocommit for a round, taken at its first statement.
+
+    A statement that fails throws the connection away (it may be the one that broke), so a
+    caller's next try runs on a fresh one.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._conn: AsyncConnection | None = None
+        self._turn = asyncio.Lock()
+
+    async def __call__(self, statement: Statement) -> int:
+        async with self._turn:
+            if self._conn is None:
+                conn = await self._engine.connect()
+                try:
+                    self._conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                except BaseException:
+                    await conn.close()
+                    raise
+            conn = self._conn
+            try:
+                # On an autocommit connection BEGIN and COMMIT stay on our side: the statement
+                # commits itself.
+                async with conn.begin():
+                    return await statement(conn)
+            except BaseException:
+                self._conn = None
+                with contextlib.suppress(Exception):
+                    await conn.invalidate()
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                raise
+
+    async def close(self) -> None:
+        async with self._turn:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                await conn.close()
+
+
+# --- claiming -----------------------------------------------------------------------------------
+
+
+def _claimable(now: datetime) -> sa.ColumnElement[bool]:
+    """Rows a claim may take: pending and due (a lease that ran out makes a row due again)."""
+    return sa.and_(outbox.c.status == _PENDING, outbox.c.next_attempt_at <= now)
+
+
+async def _claim_rows(
+    conn: AsyncConnection,
+    now: datetime,
+    limit: int,
+    lease_until: datetime,
+    planner: Planner | None,
+    kinds: Collection[str] | None,
+    token: str,
+    term: int | None,
+) -> BatchPlan:
+    query = sa.select(outbox).where(_claimable(now))
+    if kinds is not None:
+        query = query.where(outbox.c.kind.in_(sorted(kinds)))
+    query = query.order_by(outbox.c.next_attempt_at, outbox.c.id).limit(limit)
+    due_rows = (await conn.execute(query.with_for_update(skip_locked=True))).mappings().all()
+    due = [codec.notification_from_row(row) for row in due_rows]
+    if not due:
+        return BatchPlan(())
+    if planner is None:
+        plan = one_message_per_row(due, ())
+    else:
+        plan = planner(due, await _companions(conn, now, due, kinds))
+
+    ids = [row.id for message in plan.messages for row in message if row.id is not None]
+    lease = sa.update(outbox).values(
+        attempts=outbox.c.attempts + 1, next_attempt_at=lease_until, claim_token=token, claim_term=term
+    )
+    if _is_postgres(conn):
+        if ids:
+            await conn.execute(lease.where(outbox.c.id == sa.any_(_ids_array())), {"b_ids": ids})
+    else:
+        for chunk in chunks(ids):
+            await conn.execute(lease.where(outbox.c.id.in_(chunk)))
+    if plan.deferred:
+        await conn.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == sa.bindparam("b_id"))
+            .values(next_attempt_at=sa.bindparam("b_at")),
+            [{"b_id": row.id, "b_at": at} for row, at in plan.deferred],
+        )
+    messages = tuple(
+        tuple(replace(row, attempts=row.attempts + 1, next_attempt_at=lease_until) for row in message)
+        for message in plan.messages
+    )
+    return BatchPlan(messages, plan.deferred)
+
+
+async def _companions(
+    conn: AsyncConnection, now: datetime, due: Sequence[Notification], kinds: Collection[str] | None
+) -> list[Notification]:
+    # A row that was attempted and is not due is leased or waiting for its retry time: left alone.
+    pairs = sorted({(row.recipient, row.channel.value) for row in due})
+    due_ids = {row.id for row in due}
+    found: list[Notification] = []
+    for chunk in chunks(pairs, _PAIR_CHUNK):
+        query = sa.select(outbox).where(
+            outbox.c.status == _PENDING,
+            outbox.c.attempts == 0,
+            outbox.c.next_attempt_at > now,
+            sa.tuple_(outbox.c.recipient, outbox.c.channel).in_(list(chunk)),
+        )
+        if kinds is not None:
+            query = query.where(outbox.c.kind.in_(sorted(kinds)))
+        rows = (await conn.execute(query.with_for_update(skip_locked=True))).mappings().all()
+        found.extend(codec.notification_from_row(r) for r in rows if r["id"] not in due_ids)
+    return found
+
+
+async def load_summaries(
+    conn: AsyncConnection, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], Summary]:
+    """Job, usage and recommendations of each (cluster, uid), in a few queries; missing jobs are absent."""
+    by_cluster: dict[str, list[str]] = {}
+    for cluster, uid in dict.fromkeys(keys):
+        by_cluster.setdefault(cluster, []).append(uid)
+    found: dict[tuple[str, str], Summary] = {}
+    for cluster, uids in by_cluster.items():
+        records = await get_jobs(conn, cluster, uids)
+        figures: dict[str, Usage] = {}
+        advice: dict[str, list[Recommendation]] = {}
+        for chunk in chunks(list(records)):
+            rows = await conn.execute(
+                sa.select(usage).where(usage.c.cluster == cluster, usage.c.job_uid.in_(chunk))
+            )
+            for row in rows.mappings():
+                figures[row["job_uid"]] = codec.usage_from_row(row)
+            rows = await conn.execute(
+                sa.select(recommendations)
+                .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
+                .order_by(recommendations.c.job_uid, recommendations.c.position)
+            )
+            for row in rows.mappings():
+                advice.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
+        for uid, record in records.items():
+            found[(cluster, uid)] = (record, figures.get(uid), advice.get(uid, []))
+    return found
+
+
+# --- settling -----------------------------------------------------------------------------------
+#
+# Each mark is one statement whose WHERE names the row, `pending` and the claim's token. On
+# Postgres the rows travel as arrays (`unnest`), one statement and one plan for any number of
+# rows; SQLite runs in-process, where executemany costs no round trips.
+
+
+async def mark_sent(conn: AsyncConnection, token: str, rows: Sequence[SentRecord]) -> int:
+    """Accepted messages: sent, with the provider's id; the rows of several messages at once."""
+    if _is_postgres(conn):
+        result = await conn.execute(
+            _SENT_UNNEST,
+            {
+                "b_token": token,
+                "b_ids": [id for id, _, _ in rows],
+                "b_messages": [message for _, message, _ in rows],
+                "b_ats": [at for _, _, at in rows],
+            },
+        )
+        return int(result.rowcount)
+    result = await conn.execute(
+        sa.update(outbox)
+        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
+        .values(
+            status=DeliveryStatus.SENT.value,
+            provider_message_id=sa.bindparam("b_message"),
+            sent_at=sa.bindparam("b_at"),
+            next_attempt_at=None,
+        ),
+        [{"b_token": token, "b_id": id, "b_message": message, "b_at": at} for id, message, at in rows],
+    )
+    return int(result.rowcount)
+
+
+async def mark_retry(conn: AsyncConnection, token: str, rows: Sequence[RetryRecord]) -> int:
+    """Failed sends that will be tried again at the given time; the row gives its claim up."""
+    if _is_postgres(conn):
+        result = await conn.execute(
+            _RETRY_UNNEST,
+            {
+                "b_token": token,
+                "b_ids": [id for id, _, _ in rows],
+                "b_errors": [error for _, error, _ in rows],
+                "b_ats": [at for _, _, at in rows],
+            },
+        )
+        return int(result.rowcount)
+    result = await conn.execute(
+        sa.update(outbox)
+        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
+        .values(
+            last_error=sa.bindparam("b_error"),
+            next_attempt_at=sa.bindparam("b_at"),
+            claim_token=None,
+            claim_term=None,
+        ),
+        [{"b_token": token, "b_id": id, "b_error": error, "b_at": at} for id, error, at in rows],
+    )
+    return int(result.rowcount)
+
+
+async def mark_failed(conn: AsyncConnection, token: str, rows: Sequence[FailureRecord], at: datetime) -> int:
+    """Sends that failed for good, with the reason."""
+    if _is_postgres(conn):
+        result = await conn.execute(
+            _FAILED_UNNEST,
+            {
+                "b_token": token,
+                "b_ids": [id for id, _ in rows],
+                "b_errors": [error for _, error in rows],
+                "b_failed_at": at,
+            },
+        )
+        return int(result.rowcount)
+    result = await conn.execute(
+        sa.update(outbox)
+        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
+        .values(
+            status=DeliveryStatus.FAILED.value,
+            last_error=sa.bindparam("b_error"),
+            failed_at=sa.bindparam("b_failed_at"),
+            next_attempt_at=None,
+        ),
+        [{"b_token": token, "b_id": id, "b_error": error, "b_failed_at": at} for id, error in rows],
+    )
+    return int(result.rowcount)
+
+
+def _held_by(token: sa.ColumnElement[Any]) -> tuple[sa.ColumnElement[bool], ...]:
+    return (outbox.c.status == _PENDING, outbox.c.claim_token == token)
+
+
+def _is_postgres(conn: AsyncConnection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _ids_array() -> sa.BindParameter[Any]:
+    return sa.bindparam("b_ids", type_=postgresql.ARRAY(sa.BigInteger()))
+
+
+_AT = sa.DateTime(timezone=True)
+
+
+def _unnest(*columns: tuple[str, str, sa.types.TypeEngine[Any]]) -> sa.TableValuedAlias:
+    # unnest(ids, a, b) AS v(id, a, b): the rows of one statement as a table to join.
+    arrays = [_ids_array()] + [
+        sa.bindparam(param, type_=postgresql.ARRAY(kind)) for _, param, kind in columns
+    ]
+    return (
+        sa.func.unnest(*arrays)
+        .table_valued(sa.column("id", sa.BigInteger()), *(sa.column(name, kind) for name, _, kind in columns))
+        .render_derived()
+    )
+
+
+def _sent_unnest() -> sa.Update:
+    values = _unnest(("message", "b_messages", sa.String()), ("at", "b_ats", _AT))
+    return (
+        sa.update(outbox)
+        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
+        .values(
+            status=DeliveryStatus.SENT.value,
+            provider_message_id=values.c.message,
+            sent_at=values.c.at,
+            next_attempt_at=None,
+        )
+    )
+
+
+def _retry_unnest() -> sa.Update:
+    values = _unnest(("error", "b_errors", sa.Text()), ("at", "b_ats", _AT))
+    return (
+        sa.update(outbox)
+        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
+        .values(last_error=values.c.error, next_attempt_at=values.c.at, claim_token=None, claim_term=None)
+    )
+
+
+def _failed_unnest() -> sa.Update:
+    values = _unnest(("error", "b_errors", sa.Text()))
+    return (
+        sa.update(outbox)
+        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
+        .values(
+            status=DeliveryStatus.FAILED.value,
+            last_error=values.c.error,
+            failed_at=sa.bindparam("b_failed_at", type_=_AT),
+            next_attempt_at=None,
+        )
+    )
+
+
+# Built once: the statements never change (the rows travel as array parameters), and building one
+# per flush cost more Python time than sending it.
+_SENT_UNNEST = _sent_unnest()
+_RETRY_UNNEST = _retry_unnest()
+_FAILED_UNNEST = _failed_unnest()

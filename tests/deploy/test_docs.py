@@ -1,0 +1,47 @@
+"""The documentation: the mkdocs-material site builds with --strict (broken links and anchors fail
+it), and the README links only files inside the repository and says first how to install."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from .support import ROOT, venv_tool
+
+# What fits on a first screen of the rendered README.
+FIRST_SCREEN_LINES = 40
+
+
+def test_site_builds_strictly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(venv_tool("mkdocs")), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for page in ("install", "operations", "configuration"):
+        assert (tmp_path / "site" / page / "index.html").is_file()
+
+
+def test_readme_links_only_files_inside_the_repository() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        assert not re.match(r"[a-z]+:", link), f"README links outside the repository: {link}"
+        target = (ROOT / link.partition("#")[0]).resolve()
+        assert target.is_relative_to(ROOT), f"README links outside the repository: {link}"
+        assert target.exists(), f"README links a missing file: {link}"
+
+
+def test_readme_says_first_how_to_install_in_a_cluster() -> None:
+    first_screen = "\n".join(
+        (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:FIRST_SCREEN_LINES]
+    )
+    assert "## Install it in a cluster" in first_screen
+    assert "kubectl apply -k" in first_screen and "deploy/kustomize/overlays/single" in first_screen
+    assert "docs/install.md" in first_screen
