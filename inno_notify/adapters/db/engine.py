@@ -42,7 +42,7 @@ DEFAULT_STATEMENT_TIMEOUT_SECONDS = 60.0
 # leaves the connection usable, normally comes first.
 CLIENT_TIMEOUT_MARGIN_SECONDS = 5.0
 # SQLite calls the progress handler every this many virtual-machine instructions: often enough to
-# stop within milliseconds of the deadline, rarely enough to cost nothing measurable.
+# stop within milliseconds of the deadline; each call is one clock read.
 SQLITE_PROGRESS_STEPS = 50_000
 
 # Execution option naming what a connection's transactions do; see READ_INTENT.
