@@ -302,8 +302,8 @@ async def _check_database(settings: Settings) -> CheckResult:
 def _database_error(exc: BaseException, settings: Settings) -> str:
     # A message may quote the URL, or name a host that holds the rest of a password with an `@`:
     # redact before cutting, so that no cut leaves a password's beginning behind.
-    text_ = redact_secrets_of_url(str(exc), settings.database_url)
-    return _one_line(RuntimeError(text_)) if text_.strip() else type(exc).__name__
+    text_ = " ".join(redact_secrets_of_url(str(exc), settings.database_url).split())
+    return text_[:300] or type(exc).__name__
 
 
 async def _check_kubernetes(settings: Settings) -> CheckResult:
