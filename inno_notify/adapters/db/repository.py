@@ -25,6 +25,7 @@ from inno_notify.adapters.db import (
     outbox,
     recommendation_queries,
     rejected,
+    series,
     usage_queries,
 )
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
@@ -42,6 +43,7 @@ from inno_notify.domain.model import (
     RejectedObject,
     Team,
     Usage,
+    UsageSeries,
 )
 
 __all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState", "TerminalMark"]
@@ -296,12 +298,16 @@ class Store:
         notifications: Sequence[Notification],
         state: SummaryState = SummaryState.SUMMARIZED,
         remeasure_at: datetime | None = None,
+        usage_series: UsageSeries | None = None,
     ) -> int:
-        """Stores a job's usage and advice, sets its summary state and enqueues its notifications,
-        all in one transaction: a summary is either wholly planned or not at all. Returns how many
-        notifications were new. With state REMEASURE the job is measured again from `remeasure_at`."""
+        """Stores a job's usage (with its series over time, if given) and advice, sets its summary
+        state and enqueues its notifications, all in one transaction: a summary is either wholly
+        planned or not at all. Returns how many notifications were new. With state REMEASURE the job
+        is measured again from `remeasure_at`."""
         async with self._engine.begin() as conn:
             await jobs.save_usage(conn, cluster, uid, usage)
+            if usage_series is not None:
+                await series.save_series(conn, cluster, uid, usage_series)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at)
             return await outbox.enqueue(conn, notifications)
@@ -313,6 +319,11 @@ class Store:
     async def get_usage(self, cluster: str, uid: str) -> Usage | None:
         async with self.read() as conn:
             return await jobs.get_usage(conn, cluster, uid)
+
+    async def series_of(self, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
+        """The stored usage series of these jobs, by uid (the charts of a dispatch round)."""
+        async with self.read() as conn:
+            return await series.series_of(conn, cluster, uids)
 
     async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
         """Replaces the job's recommendations with `recs` (kept in this order)."""
