@@ -42,9 +42,12 @@ from inno_notify.domain.model import (
     Notification,
     PodRecord,
     Recommendation,
+    SeriesPod,
     Usage,
+    UsageSeries,
 )
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
+from inno_notify.domain.series import job_series
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -108,6 +111,7 @@ def pod_window(pod: PodRecord, job: JobRecord, now: datetime) -> PodWindow | Non
         held_from,
         max(held_from, held_until),
         shared_resource=requests_shared_gpu(pod),
+        job_uid=job.uid,
     )
 
 
@@ -343,7 +347,14 @@ class UsageCollector:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
         added = await self.store.complete_summary(
-            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
+            job.cluster,
+            job.uid,
+            usage,
+            recs,
+            notifications,
+            state,
+            remeasure_at,
+            usage_series=_series(job, pods, measured, usage),
         )
         self.stats.notifications_planned += added
         if missing is None:
@@ -391,6 +402,21 @@ class UsageCollector:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
         return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
+
+
+def _series(
+    job: JobRecord, pods: Sequence[PodRecord], measured: Mapping[str, PodMeasurement], usage: Usage
+) -> UsageSeries:
+    """The job's usage over time for its chart, and its pods and nodes for its links (kept even
+    when nothing was measured). A chart is never worth a summary: a series that cannot be built
+    is left out, logged."""
+    listed = [SeriesPod(p.name, p.node) for p in pods]
+    points = [m.points for p in pods if (m := measured.get(p.uid)) is not None and m.points is not None]
+    try:
+        return job_series(points, gpus=usage.gpus, pods=listed)
+    except Exception:  # one job's odd data: its summary still goes out, without a chart
+        log.exception("usage series of job %r (uid %r) could not be built", job.name, job.uid)
+        return UsageSeries(pods=tuple(listed))
 
 
 def _unmeasured(now: datetime) -> Usage:
