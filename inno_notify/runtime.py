@@ -33,6 +33,7 @@ from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.api.probes import create_probe_app, start_probes
+from inno_notify.domain.links import PageLinks
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
@@ -40,6 +41,7 @@ from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.settings import Settings, redact_secrets_of_url, secret_value
@@ -139,8 +141,23 @@ def _template_dir(settings: Settings) -> Path | None:
     return Path(settings.notify.template_dir) if settings.notify.template_dir else None
 
 
+def page_links(settings: Settings) -> PageLinks:
+    """The links messages carry to the service's pages (signed when `links.secret_file` is set)."""
+    return PageLinks(settings.public_url, settings.links.key, settings.links.ttl_days * 86400)
+
+
 def build_renderer(settings: Settings) -> Renderer:
-    return Renderer(_template_dir(settings), settings.notify.dashboard_url, settings.notify.log_url_template)
+    return Renderer(
+        _template_dir(settings),
+        log_url_template=settings.notify.log_url_template,
+        links=page_links(settings),
+        grafana_url_template=settings.links.grafana_url_template,
+        clock=utc_now,
+    )
+
+
+def build_digest_renderer(settings: Settings) -> DigestRenderer:
+    return DigestRenderer(_template_dir(settings), links=page_links(settings), clock=utc_now)
 
 
 def build_dispatcher(
@@ -159,9 +176,10 @@ def build_dispatcher(
         group_wait_seconds=settings.notify.group_wait_seconds,
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=poll_seconds,
-        digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
+        digest_renderer=build_digest_renderer(settings),
         digest_cluster=settings.cluster,
         telemetry=telemetry,
+        charts=JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent),
     )
 
 
@@ -412,7 +430,7 @@ def api_component(
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
-                api_store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
+                api_store, settings.digest.timezone, utc_now, links=page_links(settings)
             ),
             close_store=True,
             warm_usage=True,
@@ -497,6 +515,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
+    if settings.notify.dashboard_url:
+        log.warning(
+            "notify.dashboard_url is deprecated: set links.public_url instead%s",
+            "" if settings.links.public_url is None else " (links.public_url is set and wins)",
+        )
     store = _service_store(settings)
     await seed_directory(store, settings)
     telemetry = Telemetry.create(CollectorRegistry())
@@ -571,7 +594,7 @@ async def digest_command(settings: Settings, team: str, week: str | None, fmt: s
         await seed_directory(store, settings)
         digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())
         if not send:
-            return render_digest(digest, fmt, DigestRenderer(dashboard_url=settings.notify.dashboard_url))
+            return render_digest(digest, fmt, build_digest_renderer(settings))
         return await _send_digest(settings, store, team, digest.week)
     finally:
         await store.close()

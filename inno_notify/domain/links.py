@@ -27,8 +27,6 @@ EXPIRY_PARAM = "exp"
 SIGNATURE_PARAM = "sig"
 JOB_PAGE = "job"
 TEAM_PAGE = "team"
-# A shorter key is a guessable key: settings refuse it.
-MIN_KEY_BYTES = 16
 
 
 class LinkVerdict(enum.StrEnum):

@@ -36,9 +36,7 @@ def test_pods_share_one_grid_a_gpu_used_again_stays_one_line_and_ram_is_per_pod(
     first = PodPoints(
         "u1", "job-0", 60, gpu_util={"n/0": {60: 10.0, 120: 20.0}}, memory={60: 100.0, 120: 300.0}
     )
-    retry = PodPoints(
-        "u2", "job-1", 60, gpu_util={"n/0": {120: 40.0, 180: 50.0}}, memory={180: 200.0}
-    )
+    retry = PodPoints("u2", "job-1", 60, gpu_util={"n/0": {120: 40.0, 180: 50.0}}, memory={180: 200.0})
     series = job_series([first, retry], pods=[SeriesPod("job-0", "node-a"), SeriesPod("job-1", None)])
     assert series.step_seconds == 60
     assert series.start == datetime.fromtimestamp(60, UTC)

@@ -20,6 +20,7 @@ from inno_notify.domain.model import (
     MissingReason,
     Recommendation,
     Usage,
+    UsageSeries,
 )
 
 TOP_RECOMMENDATIONS = 3
@@ -59,6 +60,9 @@ class SummaryView:
     # Raw numbers for a group's totals; None where not measured.
     held_gpu_minutes: float | None
     used_gpu_minutes: float | None
+    # The job's pods and the nodes they ran on (its usage series), for the log and Grafana links.
+    pods: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
 
     @property
     def job_ref(self) -> str:
@@ -72,8 +76,10 @@ class SummaryView:
         recommendations: Sequence[Recommendation] = (),
         *,
         top: int = TOP_RECOMMENDATIONS,
+        series: UsageSeries | None = None,
     ) -> SummaryView:
         ranked = sorted(recommendations, key=_waste_rank, reverse=True)
+        pods = series.pods if series is not None else ()
         return cls(
             cluster=job.cluster,
             namespace=job.namespace,
@@ -97,6 +103,8 @@ class SummaryView:
             finished_at=job.finished_at,
             held_gpu_minutes=usage.gpu_minutes if usage else None,
             used_gpu_minutes=usage.used_gpu_minutes if usage else None,
+            pods=tuple(dict.fromkeys(p.name for p in pods)),
+            nodes=tuple(dict.fromkeys(p.node for p in pods if p.node)),
         )
 
 
