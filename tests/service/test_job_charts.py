@@ -50,7 +50,10 @@ ALICE = DirectoryUser(
     telegram_chat_id=111,
     channels=("telegram", "slack", "email"),
 )
-LOGS = "https://grafana.example.org/explore?pods={{ pod_regex | urlencode }}&node={{ node }}&from={{ start }}&to={{ end }}"
+LOGS = (
+    "https://grafana.example.org/explore?pods={{ pod_regex | urlencode }}&node={{ node }}"
+    "&from={{ start }}&to={{ end }}"
+)
 
 
 def series(busy: float = 80.0) -> UsageSeries:
@@ -114,7 +117,7 @@ def dispatcher(store: Store, senders: dict[str, Sender], charts: JobCharts, cloc
 
 def related_png(mail: EmailMessage) -> tuple[str, bytes]:
     (related,) = [p for p in mail.walk() if p.get_content_type() == "multipart/related"]
-    html, image = related.iter_parts()
+    _html, image = related.iter_parts()
     png = image.get_content()
     assert isinstance(png, bytes)
     return str(image["Content-ID"]).strip("<>"), png
