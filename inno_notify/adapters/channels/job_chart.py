@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import math
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
         canvas.text(_LEFT, y, "GPU utilization per GPU (%)", size=SMALL, color=_MUTED)
         y += 18
         if len(s.gpu_util) <= MAX_LINES:
-            y = _line_panel(canvas, s, s.gpu_util, y, 150, 0.0, 100.0, _percent_ticks())
+            y = _line_panel(canvas, s, s.gpu_util, y, 140, 0.0, 100.0, _percent_ticks())
             y = _legend(canvas, s.gpu_util, y + 10, idle_percent)
         else:
             y = _heat_panel(canvas, s, s.gpu_util, y, idle_percent)
@@ -114,7 +115,7 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
         canvas.text(_LEFT, y, "GPU memory per GPU (GiB)", size=SMALL, color=_MUTED)
         y += 18
         top = _nice_top(max((v for line in s.gpu_memory for v in line.values if v is not None), default=0.0))
-        y = _line_panel(canvas, s, s.gpu_memory, y, 80, 0.0, top, _size_ticks(top))
+        y = _line_panel(canvas, s, s.gpu_memory, y, 70, 0.0, top, _size_ticks(top))
     if s.memory:
         y += 10
         lines = s.memory if len(s.memory) <= 4 else (_largest(s.memory),)
@@ -124,7 +125,7 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
         canvas.text(_LEFT, y, caption, size=SMALL, color=_MUTED)
         y += 18
         top = _nice_top(max((v for line in lines for v in line.values if v is not None), default=0.0))
-        y = _line_panel(canvas, s, lines, y, 70, 0.0, top, _size_ticks(top), ram=True)
+        y = _line_panel(canvas, s, lines, y, 60, 0.0, top, _size_ticks(top), ram=True)
     y = _time_axis(canvas, job, y_axis=y)
     return math.ceil(y + 8)
 
@@ -147,6 +148,7 @@ def _line_panel(
     pad = 4.0
 
     scale = (height - pad) / span
+    base = bottom - pad + low * scale
 
     def ypos(value: float) -> float:
         return bottom - pad - (min(high, max(low, value)) - low) * scale
@@ -160,7 +162,10 @@ def _line_panel(
         color = LINE_COLORS[0] if ram and len(lines) == 1 else LINE_COLORS[index % len(LINE_COLORS)]
         for run in _runs(line.values):
             # Point i summarises the step ending at start + i × step: drawn at the middle of its step.
-            points = [(_LEFT + (i + 0.5) * xstep, ypos(v)) for i, v in run]
+            points = [
+                (_LEFT + (i + 0.5) * xstep, base - (high if v > high else low if v < low else v) * scale)
+                for i, v in run
+            ]
             if len(points) == 1:
                 x, yy = points[0]
                 canvas.rect(x - 2, yy - 2, x + 2, yy + 2, color)
@@ -233,6 +238,8 @@ def _time_axis(canvas: Canvas, job: ChartJob, *, y_axis: float) -> float:
 
 def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
     """Stretches without gaps: a step without samples breaks the line instead of bridging it."""
+    if None not in values and all(math.isfinite(v) for v in values if v is not None):
+        return [[(i, v) for i, v in enumerate(values) if v is not None]] if values else []
     runs: list[list[tuple[int, float]]] = [[]]
     for i, value in enumerate(values):
         if value is None or not math.isfinite(value):
@@ -343,7 +350,7 @@ class _Measure:
         pass
 
     def text_width(self, text: str, size: int = TEXT) -> float:
-        return _font(size).getlength(text)
+        return sum(_glyph(c, size)[3] for c in text)
 
 
 _fonts = threading.local()
@@ -359,32 +366,79 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return cache[size]
 
 
-_TEXT_CACHE_SIZE = 512
-
-
-def _text_mask(text: str, size: int, anchor: str) -> tuple[Image.Image, int, int]:
-    """The text as a one-bit image and its offset from the anchor point, cached per thread: tick
-    labels and captions repeat on every chart, and FreeType rendering is most of a chart's cost."""
-    cache: OrderedDict[tuple[str, int, str], tuple[Image.Image, int, int]] | None = getattr(
-        _fonts, "masks", None
+def _glyphs() -> dict[tuple[str, int], tuple[Image.Image | None, int, int, float]]:
+    cache: dict[tuple[str, int], tuple[Image.Image | None, int, int, float]] | None = getattr(
+        _fonts, "glyphs", None
     )
     if cache is None:
-        cache = _fonts.masks = OrderedDict()
-    key = (text, size, anchor)
-    found = cache.get(key)
+        cache = _fonts.glyphs = {}
+    return cache
+
+
+def _glyph(char: str, size: int) -> tuple[Image.Image | None, int, int, float]:
+    """One character as a one-bit mask, its offset from the pen on the baseline, and its advance.
+
+    Cached per thread: a chart's text is a few dozen characters of a small alphabet, and FreeType
+    rendering whole strings was most of a chart's cost. Rendered anti-aliased (the font's own
+    metrics), then cut to one bit: a palette image has no blending."""
+    cache = _glyphs()
+    found = cache.get((char, size))
     if found is not None:
-        cache.move_to_end(key)
         return found
     font = _font(size)
-    x0, y0, x1, y1 = (int(v) for v in font.getbbox(text, anchor=anchor))
-    # Rendered anti-aliased (the layout's metrics), then cut to one bit: a palette image has no blending.
-    grey = Image.new("L", (max(1, x1 - x0), max(1, y1 - y0)), 0)
-    ImageDraw.Draw(grey).text((-x0, -y0), text, fill=255, font=font, anchor=anchor)
-    mask = grey.point(lambda v: 255 if v >= 96 else 0).convert("1")
-    cache[key] = (mask, x0, y0)
-    if len(cache) > _TEXT_CACHE_SIZE:
+    advance = font.getlength(char)
+    x0, y0, x1, y1 = (int(v) for v in font.getbbox(char, anchor="ls"))
+    mask: Image.Image | None = None
+    if x1 > x0 and y1 > y0:
+        grey = Image.new("L", (x1 - x0, y1 - y0), 0)
+        ImageDraw.Draw(grey).text((-x0, -y0), char, fill=255, font=font, anchor="ls")
+        mask = grey.point(lambda v: 255 if v >= 96 else 0).convert("1")
+    if len(cache) < 4096:  # the alphabet is small; hostile labels are cut to ASCII before this
+        cache[(char, size)] = (mask, x0, y0, advance)
+    return mask, x0, y0, advance
+
+
+_LINE_CACHE_SIZE = 1024
+
+
+def _line_of_text(text: str, size: int) -> tuple[Image.Image | None, float, int]:
+    """A string as one one-bit mask (its glyphs side by side), its width, and its top relative to
+    the baseline. Cached per thread (LRU): tick labels and captions come back on every chart."""
+    cache: OrderedDict[tuple[str, int], tuple[Image.Image | None, float, int]] | None = getattr(
+        _fonts, "lines", None
+    )
+    if cache is None:
+        cache = _fonts.lines = OrderedDict()
+    found = cache.get((text, size))
+    if found is not None:
+        cache.move_to_end((text, size))
+        return found
+    glyphs = [_glyph(c, size) for c in text]
+    width = sum(g[3] for g in glyphs)
+    inked = [g for g in glyphs if g[0] is not None]
+    line: tuple[Image.Image | None, float, int] = (None, width, 0)
+    if inked:
+        top = min(g[2] for g in inked)
+        bottom = max(g[2] + g[0].height for g in inked if g[0] is not None)
+        mask = Image.new("1", (max(1, math.ceil(width) + 2), bottom - top), 0)
+        pen = 0.0
+        for glyph, dx, dy, advance in glyphs:
+            if glyph is not None:
+                mask.paste(1, (round(pen) + dx, dy - top), glyph)
+            pen += advance
+        line = (mask, width, top)
+    cache[(text, size)] = line
+    if len(cache) > _LINE_CACHE_SIZE:
         cache.popitem(last=False)
-    return mask, x0, y0
+    return line
+
+
+def _ascent_descent(size: int) -> tuple[int, int]:
+    font = _font(size)
+    if isinstance(font, ImageFont.FreeTypeFont):
+        ascent, descent = font.getmetrics()
+        return ascent, descent
+    return size, size // 4  # Pillow without FreeType: its small bitmap font
 
 
 class PngCanvas(_Measure):
@@ -408,12 +462,17 @@ class PngCanvas(_Measure):
     def text(
         self, x: float, y: float, text: str, *, size: int = TEXT, color: str = _INK, anchor: str = "la"
     ) -> None:
-        mask, dx, dy = _text_mask(text, size, anchor)
-        self.image.paste(self._index[color], (round(x) + dx, round(y) + dy), mask)
+        mask, width, top = _line_of_text(text, size)
+        left = x - {"l": 0.0, "m": width / 2, "r": width}[anchor[0]]
+        ascent, descent = _ascent_descent(size)
+        baseline = y + (ascent if anchor[1] == "a" else (ascent - descent) / 2)
+        if mask is not None:
+            self.image.paste(self._index[color], (round(left), round(baseline) + top), mask)
 
     def png(self) -> bytes:
         buffer = io.BytesIO()
-        self.image.save(buffer, format="PNG", compress_level=1)
+        # Fastest zlib level, run-length matching: the picture is runs of one colour.
+        self.image.save(buffer, format="PNG", compress_level=1, compress_type=zlib.Z_RLE)
         return buffer.getvalue()
 
 

@@ -43,7 +43,8 @@ def _line(data: Mapping[str, Any]) -> SeriesLine:
     return SeriesLine(
         label=str(data["label"]),
         pod_name=str(data["pod"]),
-        values=tuple(None if v is None else float(v) for v in data["values"]),
+        # Numbers or null as stored (JSON gives back what series_to_row wrote: finite floats).
+        values=tuple(data["values"]),
         shared=bool(data.get("shared", False)),
     )
 
