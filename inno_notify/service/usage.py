@@ -24,16 +24,22 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
-from inno_notify.domain.accounting import GPU_MEMORY_FIGURES, GPU_UTIL_FIGURES, POD_FIGURES, compute_usage
+from inno_notify.domain.accounting import (
+    GPU_MEMORY_FIGURES,
+    GPU_UTIL_FIGURES,
+    POD_FIGURES,
+    compute_usage,
+    held_interval,
+)
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import (
     JobRecord,
@@ -388,7 +394,7 @@ class UsageCollector:
         runs = [
             current_run(run, run_usage, run_pods, self.policy, now) for run, run_usage, run_pods in history
         ]
-        return usage, list(recommend(job, usage, pods, runs, self.policy, now))
+        return usage, _with_window(recommend(job, usage, pods, runs, self.policy, now), job, pods, now)
 
     async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
         """Earlier measured runs of the job's family, with their pods (right-sizing learns from them)."""
@@ -402,6 +408,21 @@ class UsageCollector:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
         return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
+
+
+def _with_window(
+    recs: Iterable[Recommendation], job: JobRecord, pods: Sequence[PodRecord], now: datetime
+) -> list[Recommendation]:
+    """Each recommendation's evidence with the window its figures were measured over: from the
+    first pod's start to the last pod's end (CONTRACT.md §4's held time), as ISO-8601 UTC."""
+    held = [h for h in (held_interval(p, job, now) for p in pods) if h is not None]
+    if not held:
+        return list(recs)
+    window = {
+        "window_start": min(h.start for h in held).astimezone(UTC).isoformat(),
+        "window_end": max(h.end for h in held).astimezone(UTC).isoformat(),
+    }
+    return [replace(rec, evidence={**rec.evidence, **window}) for rec in recs]
 
 
 def _series(

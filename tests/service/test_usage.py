@@ -325,3 +325,19 @@ async def test_the_series_is_kept_with_the_usage_and_the_pods_even_when_nothing_
     assert not given_up.measured and [p.name for p in given_up.pods] == [
         p.name for p in await store.pods_of("test", unmeasured_uid)
     ]
+
+
+async def test_each_recommendation_carries_the_window_its_figures_were_measured_over(store: Store) -> None:
+    (uid,) = await ingest(store, ["train-w"])
+    source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    assert await collector(store, source, now).run_once(now) == 1
+    (pod,) = await store.pods_of("test", uid)
+    recs = await store.recommendations_of("test", uid)
+    assert recs, "two idle GPUs of four: advice expected"
+    for rec in recs:
+        # The pod's held time (CONTRACT.md §4): scheduled at T0 + 30 s, last container ended at T0 + 1 h.
+        assert rec.evidence["window_start"] == (T0 + timedelta(seconds=30)).isoformat()
+        assert rec.evidence["window_end"] == (T0 + timedelta(hours=1)).isoformat()
+        assert rec.evidence["samples"] == 200
+    assert pod.scheduled_at == T0 + timedelta(seconds=30)
