@@ -41,8 +41,9 @@ MAX_LINES = 8
 MAX_GROUP_PANELS = 8
 GIB = 1024**3
 
+# The SVG drawn for a phone's page: narrower, so its text shrinks less on a small screen.
+NARROW_WIDTH = 400
 _LEFT, _RIGHT = 56, 12
-_PLOT_W = WIDTH - _LEFT - _RIGHT
 # Okabe-Ito (safe for colour-blind readers), yellow left out (unreadable on white).
 LINE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999")
 _INK, _MUTED, _GRID, _PAPER = "#222222", "#666666", "#DDDDDD", "#FFFFFF"
@@ -65,6 +66,7 @@ class ChartJob:
 class Canvas(Protocol):
     # False for the pass that only measures the height: it skips the lines, which are most of the work.
     draws: bool
+    width: int
 
     def line(self, points: Sequence[tuple[float, float]], color: str, width: int = 2) -> None: ...
 
@@ -154,10 +156,10 @@ def _line_panel(
         return bottom - pad - (min(high, max(low, value)) - low) * scale
 
     for value, label in ticks:
-        canvas.line([(_LEFT, ypos(value)), (_LEFT + _PLOT_W, ypos(value))], _GRID, 1)
+        canvas.line([(_LEFT, ypos(value)), (_LEFT + _plot_w(canvas), ypos(value))], _GRID, 1)
         canvas.text(_LEFT - 6, ypos(value), label, size=SMALL, color=_MUTED, anchor="rm")
-    canvas.line([(_LEFT, bottom), (_LEFT + _PLOT_W, bottom)], _MUTED, 1)
-    xstep = _PLOT_W / max(1, s.points)
+    canvas.line([(_LEFT, bottom), (_LEFT + _plot_w(canvas), bottom)], _MUTED, 1)
+    xstep = _plot_w(canvas) / max(1, s.points)
     for index, line in enumerate(lines if canvas.draws else ()):
         color = LINE_COLORS[0] if ram and len(lines) == 1 else LINE_COLORS[index % len(LINE_COLORS)]
         for run in _runs(line.values):
@@ -178,7 +180,7 @@ def _heat_panel(
     canvas: Canvas, s: UsageSeries, lines: Sequence[SeriesLine], top: float, idle: float
 ) -> float:
     row = max(3, min(12, 240 // len(lines)))
-    cell = _PLOT_W / max(1, s.points)
+    cell = _plot_w(canvas) / max(1, s.points)
     for r, line in enumerate(lines if canvas.draws else ()):
         y0 = top + r * row
         for i, value in enumerate(line.values):
@@ -208,7 +210,7 @@ def _legend(canvas: Canvas, lines: Sequence[SeriesLine], top: float, idle: float
         if line.shared:
             label += " (shared GPU)"
         width = 22 + canvas.text_width(label, SMALL) + 14
-        if x + width > WIDTH - _RIGHT and x > _LEFT:
+        if x + width > canvas.width - _RIGHT and x > _LEFT:
             x, y = float(_LEFT), y + 20
         canvas.rect(x, y + 5, x + 16, y + 9, LINE_COLORS[index % len(LINE_COLORS)])
         canvas.text(x + 22, y, label, size=SMALL, color=_INK)
@@ -227,13 +229,19 @@ def _time_axis(canvas: Canvas, job: ChartJob, *, y_axis: float) -> float:
     tick = _tick_seconds(total)
     t = 0.0
     while t <= total + 1e-6:
-        x = _LEFT + (origin + t - first) / (s.points * s.step_seconds) * _PLOT_W
-        if _LEFT - 1 <= x <= _LEFT + _PLOT_W + 1:
+        x = _LEFT + (origin + t - first) / (s.points * s.step_seconds) * _plot_w(canvas)
+        if _LEFT - 1 <= x <= _LEFT + _plot_w(canvas) + 1:
             canvas.line([(x, y_axis), (x, y_axis + 4)], _MUTED, 1)
             canvas.text(x, y_axis + 6, _elapsed(t), size=SMALL, color=_MUTED, anchor="ma")
         t += tick
-    canvas.text(_LEFT + _PLOT_W, y_axis + 24, "time since start", size=SMALL, color=_MUTED, anchor="ra")
+    canvas.text(
+        _LEFT + _plot_w(canvas), y_axis + 24, "time since start", size=SMALL, color=_MUTED, anchor="ra"
+    )
     return y_axis + 44
+
+
+def _plot_w(canvas: Canvas) -> float:
+    return canvas.width - _LEFT - _RIGHT
 
 
 def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
@@ -337,6 +345,9 @@ class _Measure:
     """A canvas that draws nothing: the layout run once to learn the height."""
 
     draws = False
+
+    def __init__(self, width: int = WIDTH) -> None:
+        self.width = width
 
     def line(self, points: Sequence[tuple[float, float]], color: str, width: int = 2) -> None:
         pass
@@ -445,6 +456,7 @@ class PngCanvas(_Measure):
     draws = True
 
     def __init__(self, height: int) -> None:
+        super().__init__(WIDTH)
         self.image = Image.new("P", (WIDTH, height), 0)
         self.image.putpalette([c for color in _PALETTE for c in _rgb(color)])
         self._draw = ImageDraw.Draw(self.image)
@@ -479,7 +491,8 @@ class PngCanvas(_Measure):
 class SvgCanvas(_Measure):
     draws = True
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = WIDTH) -> None:
+        super().__init__(width)
         self.parts: list[str] = []
 
     def line(self, points: Sequence[tuple[float, float]], color: str, width: int = 2) -> None:
@@ -504,11 +517,12 @@ class SvgCanvas(_Measure):
             f'dominant-baseline="{baseline}">{escape(text)}</text>'
         )
 
-    def svg(self, height: int, alt: str) -> str:
+    def svg(self, height: int, alt: str, css_class: str = "") -> str:
         body = "".join(self.parts)
+        classes = f' class="{css_class}"' if css_class else ""
         return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="100%" '
-            f'role="img" aria-label="{escape(alt)}" font-family="sans-serif" style="max-width:{WIDTH * 2}px">'
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {self.width} {height}" width="100%"'
+            f'{classes} role="img" aria-label="{escape(alt)}" font-family="sans-serif">'
             f"<title>{escape(alt)}</title>{body}</svg>"
         )
 
@@ -530,13 +544,16 @@ def render_job_png(job: ChartJob, *, idle_percent: float = 5.0) -> bytes | None:
     return canvas.png()
 
 
-def render_job_svg(job: ChartJob, *, idle_percent: float = 5.0) -> str | None:
-    """The same chart as an inline SVG element (the job page), its alt text as title and label."""
+def render_job_svg(
+    job: ChartJob, *, idle_percent: float = 5.0, width: int = WIDTH, css_class: str = ""
+) -> str | None:
+    """The same chart as an inline SVG element (the job page), its alt text as title and label;
+    `width` lays it out narrower (NARROW_WIDTH for a phone, whose page shrinks it less)."""
     if not chartable(job.series):
         return None
-    canvas = SvgCanvas()
+    canvas = SvgCanvas(width)
     height = _draw_job(canvas, job, idle_percent=idle_percent)
-    return canvas.svg(height, job_alt_text(job, idle_percent=idle_percent))
+    return canvas.svg(height, job_alt_text(job, idle_percent=idle_percent), css_class)
 
 
 def render_group_png(jobs: Sequence[ChartJob], *, idle_percent: float = 5.0) -> bytes | None:

@@ -21,6 +21,7 @@ from inno_notify.adapters.db import (
     digest_queries,
     directory,
     job_details,
+    job_page,
     jobs,
     outbox,
     recommendation_queries,
@@ -154,6 +155,13 @@ class Store:
         """The newest job (by creation time) of that name, or the one with that uid."""
         async with self.read() as conn:
             return await jobs.find_job(conn, namespace, name, uid, cluster)
+
+    async def job_page_data(
+        self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
+    ) -> job_page.JobPageData | None:
+        """A job run with its usage, advice, pods and series (its page); None if there is no such job."""
+        async with self.read() as conn:
+            return await job_page.job_page_data(conn, namespace, name, uid, cluster)
 
     async def pods_of(self, cluster: str, job_uid: str) -> list[PodRecord]:
         """The job's pods in creation order."""
