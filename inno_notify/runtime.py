@@ -42,6 +42,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
+from inno_notify.service.workflows import WorkflowParts, build_workflows
 from inno_notify.settings import Settings, secret_value
 from inno_notify.telemetry import Telemetry
 
@@ -69,6 +70,7 @@ def parse_config(settings: Settings) -> ParseConfig:
         owner_keys=settings.directory.owner_keys,
         namespace_teams=namespace_teams,
         default_team=settings.directory.default_team,
+        mlflow_url=settings.workflows.mlflow_url,
     )
 
 
@@ -178,6 +180,7 @@ class Pipeline:
     dispatcher: Dispatcher
     senders: Mapping[str, Sender]
     components: list[tuple[str, Component]] = field(default_factory=list)
+    workflows: WorkflowParts | None = None
 
 
 def build_pipeline(
@@ -210,11 +213,22 @@ def build_pipeline(
         clock,
         allowed_email_domains=settings.notify.allowed_email_domains,
     )
+    workflows = build_workflows(
+        settings,
+        store,
+        planner,
+        parse_config(settings),
+        clock,
+        started_at=started_at,
+        poll_seconds=poll_seconds,
+        telemetry=telemetry,
+    )
+    ingestor.taps.append(workflows.tracker)
     collector = UsageCollector(
         store,
         source,
         rightsizing_policy(settings),
-        planner,
+        workflows.planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
@@ -247,7 +261,13 @@ def build_pipeline(
         collector=collector,
         dispatcher=dispatcher,
         senders=senders,
-        components=[("ingest", run_ingestor), ("usage", collector.run), ("dispatch", dispatcher.run)],
+        components=[
+            ("ingest", run_ingestor),
+            ("usage", collector.run),
+            ("dispatch", dispatcher.run),
+            *workflows.components,
+        ],
+        workflows=workflows,
     )
 
 
@@ -372,6 +392,8 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
         ingestor.on_relist,
         namespaces=settings.kubernetes.namespaces,
         kueue=settings.kubernetes.kueue,
+        argo=settings.workflows.argo,
+        kserve=settings.workflows.kserve,
     )
     return watcher, api
 
