@@ -43,7 +43,7 @@ from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.service.workflows import WorkflowParts, build_workflows
-from inno_notify.settings import Settings, secret_value
+from inno_notify.settings import Settings, redact_secrets_of_url, secret_value
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger("inno_notify.runtime")
@@ -292,20 +292,38 @@ class CheckResult:
     detail: str
 
 
+def _service_store(settings: Settings) -> Store:
+    """The service's store, its statements limited by `database_statement_timeout_seconds`."""
+    return Store.from_url(
+        settings.database_url, statement_timeout_seconds=settings.database_statement_timeout_seconds
+    )
+
+
 def _one_line(exc: BaseException) -> str:
     text_ = " ".join(str(exc).split()) or type(exc).__name__
     return text_[:300]
 
 
 async def _check_database(settings: Settings) -> CheckResult:
-    store = Store.from_url(settings.database_url)
+    where = settings.database_url_redacted
+    try:
+        store = _service_store(settings)
+    except Exception as exc:  # an unusable URL
+        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
     try:
         await store.ping()
-        return CheckResult("database", True, settings.database_url_redacted)
+        return CheckResult("database", True, where)
     except Exception as exc:  # any failure to reach it is the answer we report
-        return CheckResult("database", False, f"{settings.database_url_redacted}: {_one_line(exc)}")
+        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
     finally:
         await store.close()
+
+
+def _database_error(exc: BaseException, settings: Settings) -> str:
+    # A message may quote the URL, or name a host that holds the rest of a password with an `@`:
+    # redact before cutting, so that no cut leaves a password's beginning behind.
+    text_ = " ".join(redact_secrets_of_url(str(exc), settings.database_url).split())
+    return text_[:300] or type(exc).__name__
 
 
 async def _check_kubernetes(settings: Settings) -> CheckResult:
@@ -399,22 +417,24 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
 
 
 def api_component(
-    settings: Settings, store: Store, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
+    settings: Settings, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
 ) -> Component | None:
     """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
     if not api_enabled(settings.api):
         log.info("api: disabled (api.listen is empty)")
         return None
+    # The API reads through a store of its own (no per-request liveness ping on its pool, its
+    # statements bounded by the handler timeout), digests included: a burst of API requests must not
+    # take the connections the service's ingest and dispatch need.
+    api_store = create_api_store(settings.database_url, settings.database_statement_timeout_seconds)
     try:
-        # The API reads through a store of its own (no per-request liveness ping on its pool); the
-        # digest pages go through the service's store.
         app = create_app(
-            create_api_store(settings.database_url),
+            api_store,
             settings.api,
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
-                store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
+                api_store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
             ),
             close_store=True,
             warm_usage=True,
@@ -499,7 +519,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
-    store = Store.from_url(settings.database_url)
+    store = _service_store(settings)
     await seed_directory(store, settings)
     telemetry = Telemetry.create(CollectorRegistry())
     senders = build_senders(settings)
@@ -521,7 +541,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         checks["dispatcher_alive"] = "dispatch" in tasks and not tasks["dispatch"].done()
         return checks
 
-    http = api_component(settings, store, telemetry, readiness)
+    http = api_component(settings, telemetry, readiness)
     if http is not None:
         components.append(("api", http))
     probes: web.AppRunner | None = None
@@ -568,7 +588,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
 async def digest_command(settings: Settings, team: str, week: str | None, fmt: str, send: bool) -> str:
     """Builds one team's digest; prints it (returned) or sends it through the team's channels now."""
     await migrate(settings.database_url)
-    store = Store.from_url(settings.database_url)
+    store = _service_store(settings)
     try:
         await seed_directory(store, settings)
         digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
 from inno_notify.api.auth import TokenTable
-from inno_notify.api.usage_cache import UsageCache
+from inno_notify.api.cache import ResultCache
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
@@ -27,6 +27,7 @@ READINESS: web.AppKey[Readiness] = web.AppKey("readiness")
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 TELEMETRY = web.AppKey("telemetry", Telemetry)
 DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
-USAGE_CACHE = web.AppKey("usage_cache", UsageCache)
+USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
+DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")

@@ -276,7 +276,11 @@ def _json(schema: Schema, description: str) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-ERROR = _json(ref("Error"), "An error: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …")
+ERROR = _json(
+    ref("Error"),
+    "An error: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …; 503 `timeout` (the "
+    "request ran past its time limit) or `busy` (too many reports computing), with Retry-After.",
+)
 
 
 def _op(

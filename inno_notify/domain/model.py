@@ -57,6 +57,8 @@ class MissingReason(enum.StrEnum):
     SHARED_GPU = "shared_gpu"
     NOT_REQUESTED = "not_requested"
     NOT_COLLECTED = "not_collected"
+    # Measuring the job raised (a bug, or data no rule expected): its figures are set aside.
+    MEASUREMENT_ERROR = "measurement_error"
 
 
 class Severity(enum.StrEnum):

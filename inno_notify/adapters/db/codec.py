@@ -54,11 +54,17 @@ def _dt(value: str | None) -> datetime | None:
 
 
 def parse_iso(value: str) -> datetime:
-    """An ISO-8601 time with an offset, as an aware UTC datetime (naive text is refused)."""
+    """An ISO-8601 time with an offset, as an aware UTC datetime (naive text is refused).
+
+    Raises ValueError for anything else, a time that leaves datetime's range in UTC included
+    (0001-01-01T00:00:00+01:00)."""
     parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"time without a zone: {value!r}")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"time out of range in UTC: {value!r}") from exc
 
 
 # --- jobs -------------------------------------------------------------------------------------
