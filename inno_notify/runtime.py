@@ -32,6 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
+from inno_notify.api.keys import EventRouting
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
@@ -110,6 +111,17 @@ async def seed_directory(store: Store, settings: Settings) -> None:
         await store.upsert_user(user)
     if teams:
         await store.replace_teams(teams)
+
+
+def configured_channels(settings: Settings) -> frozenset[str]:
+    """The channels `build_senders` builds a sender for, without building them."""
+    channels = settings.channels
+    configured = {
+        "telegram": bool(secret_value(channels.telegram.token)),
+        "slack": bool(secret_value(channels.slack.token)),
+        "email": bool(channels.email.host),
+    }
+    return frozenset(name for name, on in configured.items() if on)
 
 
 def build_senders(settings: Settings) -> dict[str, Sender]:
@@ -438,6 +450,7 @@ def api_component(
             ),
             close_store=True,
             warm_usage=True,
+            event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)

@@ -451,7 +451,10 @@ class AgentSettings(_Section):
 class ApiToken(_Section):
     name: str = Field(description="Who holds the token (shown in logs, never the token).")
     sha256: str = Field(description="Hex SHA-256 of the bearer token.")
-    role: Literal["admin", "viewer"] = Field("viewer", description="admin (all) or viewer (read-only).")
+    role: Literal["admin", "viewer", "pipeline"] = Field(
+        "viewer",
+        description="admin (all), viewer (read-only) or pipeline (POST /api/v1/events only: for `inno-notify send` in Airflow tasks and Argo steps).",
+    )
 
     @field_validator("sha256")
     @classmethod

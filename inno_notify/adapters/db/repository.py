@@ -527,6 +527,11 @@ class Store:
         async with self._engine.connect() as conn:
             return await workflows.step_figures(conn, cluster, uids)
 
+    async def get_event(self, key: str) -> EventRecord | None:
+        """The pipeline event posted under `key`, if any."""
+        async with self._engine.connect() as conn:
+            return await workflows.find_event(conn, key)
+
     async def record_event(
         self, key: str, sender: str, title: str, notifications: Sequence[Notification], at: datetime
     ) -> EventRecord:

@@ -579,9 +579,17 @@ async def record_event(
     if inserted is not None:
         await outbox.enqueue(conn, notifications)
         return EventRecord(int(inserted), key, tuple((r, c) for r, c in recipients), True)
+    found = await find_event(conn, key)
+    assert found is not None  # the conflict was on this key, and events are never deleted
+    return found
+
+
+async def find_event(conn: AsyncConnection, key: str) -> EventRecord | None:
     row = (
         await conn.execute(
             sa.select(pipeline_events.c.id, pipeline_events.c.recipients).where(pipeline_events.c.key == key)
         )
-    ).one()
+    ).first()
+    if row is None:
+        return None
     return EventRecord(int(row.id), key, tuple((r, c) for r, c in row.recipients), False)
