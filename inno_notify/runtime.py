@@ -32,6 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
+from inno_notify.api.keys import EventRouting
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
@@ -42,6 +43,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
+from inno_notify.service.workflows import WorkflowParts, build_workflows
 from inno_notify.settings import Settings, redact_secrets_of_url, secret_value
 from inno_notify.telemetry import Telemetry
 
@@ -69,6 +71,7 @@ def parse_config(settings: Settings) -> ParseConfig:
         owner_keys=settings.directory.owner_keys,
         namespace_teams=namespace_teams,
         default_team=settings.directory.default_team,
+        mlflow_url=settings.workflows.mlflow_url,
     )
 
 
@@ -108,6 +111,17 @@ async def seed_directory(store: Store, settings: Settings) -> None:
         await store.upsert_user(user)
     if teams:
         await store.replace_teams(teams)
+
+
+def configured_channels(settings: Settings) -> frozenset[str]:
+    """The channels `build_senders` builds a sender for, without building them."""
+    channels = settings.channels
+    configured = {
+        "telegram": bool(secret_value(channels.telegram.token)),
+        "slack": bool(secret_value(channels.slack.token)),
+        "email": bool(channels.email.host),
+    }
+    return frozenset(name for name, on in configured.items() if on)
 
 
 def build_senders(settings: Settings) -> dict[str, Sender]:
@@ -178,6 +192,7 @@ class Pipeline:
     dispatcher: Dispatcher
     senders: Mapping[str, Sender]
     components: list[tuple[str, Component]] = field(default_factory=list)
+    workflows: WorkflowParts | None = None
 
 
 def build_pipeline(
@@ -210,11 +225,22 @@ def build_pipeline(
         clock,
         allowed_email_domains=settings.notify.allowed_email_domains,
     )
+    workflows = build_workflows(
+        settings,
+        store,
+        planner,
+        parse_config(settings),
+        clock,
+        started_at=started_at,
+        poll_seconds=poll_seconds,
+        telemetry=telemetry,
+    )
+    ingestor.taps.append(workflows.tracker)
     collector = UsageCollector(
         store,
         source,
         rightsizing_policy(settings),
-        planner,
+        workflows.planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
@@ -247,7 +273,13 @@ def build_pipeline(
         collector=collector,
         dispatcher=dispatcher,
         senders=senders,
-        components=[("ingest", run_ingestor), ("usage", collector.run), ("dispatch", dispatcher.run)],
+        components=[
+            ("ingest", run_ingestor),
+            ("usage", collector.run),
+            ("dispatch", dispatcher.run),
+            *workflows.components,
+        ],
+        workflows=workflows,
     )
 
 
@@ -390,6 +422,8 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
         ingestor.on_relist,
         namespaces=settings.kubernetes.namespaces,
         kueue=settings.kubernetes.kueue,
+        argo=settings.workflows.argo,
+        kserve=settings.workflows.kserve,
     )
     return watcher, api
 
@@ -416,6 +450,7 @@ def api_component(
             ),
             close_store=True,
             warm_usage=True,
+            event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
