@@ -1,6 +1,6 @@
 """workflows, served models, pipeline events, job links
 
-Revision ID: wf01
+Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-01 12:00:00.000000
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "wf01"
+revision: str = "0007"
 down_revision: str | Sequence[str] | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
