@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
@@ -100,6 +101,8 @@ class UsageCollector:
         self.clock = clock
         self.stats = CollectorStats()
         self._wake = asyncio.Event()
+        # The usage claim of the round in progress: the writes that settle its jobs check it.
+        self._claim: str | None = None
 
     def wake(self) -> None:
         """Asks for a round now (the pipeline calls it when jobs end)."""
@@ -109,6 +112,8 @@ class UsageCollector:
         while not stop.is_set():
             try:
                 done = await self.run_once(self.clock())
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except Exception:
                 # The database went away or a bug surfaced: claimed jobs come back after their
                 # lease, so waiting and trying again loses nothing.
@@ -128,7 +133,8 @@ class UsageCollector:
 
     async def run_once(self, now: datetime) -> int:
         """One round over the jobs due at `now`; returns how many jobs it settled."""
-        jobs = await self.store.claim_usage_due(now, self.options.batch_size)
+        claim = await self.store.claim_usage(now, self.options.batch_size)
+        self._claim, jobs = claim.token, list(claim.jobs)
         if not jobs:
             return 0
         self.stats.rounds += 1
@@ -181,10 +187,12 @@ class UsageCollector:
             if job.uid in again:
                 # Already summarized with figures missing: try later, or stop trying.
                 if age >= self.options.remeasure_for_seconds or not exc.retryable:
-                    await self.store.set_summary_state(job.cluster, job.uid, SummaryState.SUMMARIZED)
+                    await self.store.set_summary_state(
+                        job.cluster, job.uid, SummaryState.SUMMARIZED, claim=self._claim
+                    )
                 else:
                     later = now + timedelta(seconds=self.options.remeasure_every_seconds)
-                    await self.store.reschedule_usage(job.cluster, job.uid, later)
+                    await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
                 continue
             if age >= self.options.give_up_after_seconds or not exc.retryable:
                 await self._settle(job, pods.get(job.uid, []), {}, now, MissingReason.PROMETHEUS_UNAVAILABLE)
@@ -192,7 +200,8 @@ class UsageCollector:
                 settled += 1
             else:
                 delay = min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
-                await self.store.reschedule_usage(job.cluster, job.uid, now + timedelta(seconds=delay))
+                later = now + timedelta(seconds=delay)
+                await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
         return settled
 
     async def _settle(
@@ -227,7 +236,7 @@ class UsageCollector:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
         added = await self.store.complete_summary(
-            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
+            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at, claim=self._claim
         )
         self.stats.notifications_planned += added
         if self.telemetry is not None:
