@@ -616,7 +616,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
             for name, component in components:
                 group.create_task(component(stop), name=name)
             log.info(
-                "inno-notify serving: cluster=%s database=%s kubernetes=%s channels=%s api=%s ha=%s",
+                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s api=%s ha=%s",
                 settings.cluster,
                 settings.database_url_redacted,
                 "configured" if api is not None else "not configured",
