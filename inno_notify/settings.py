@@ -427,6 +427,35 @@ class LiveSettings(_Section):
     repeat_hours: float = Field(24, gt=0, description="At most one nudge per job in this period.")
 
 
+class WorkflowsSettings(_Section):
+    """Pipelines as one summary each, and models as they start serving (docs/workflows.md)."""
+
+    argo: Literal["auto"] | bool = Field(
+        "auto",
+        description="Watch argoproj.io Workflows: auto (when the CRD exists), true, or false. On: one summary per finished workflow, with its steps' own summaries folded into it; off: each GPU step is summarized like a bare GPU pod.",
+    )
+    airflow_quiet_seconds: float = Field(
+        300,
+        gt=0,
+        description="KubernetesPodOperator pods of one dag_id/run_id form one run; the run is finished (and summarized once) when none of its pods ran for this long. Make it longer than the longest pause between two KPO tasks of a run.",
+    )
+    kserve: Literal["auto"] | bool = Field(
+        "auto",
+        description="Watch serving.kserve.io InferenceServices: auto (when the CRD exists), true, or false. One that becomes Ready with a new revision notifies its owner (and the team's Slack channel).",
+    )
+    mlflow_url: str | None = Field(
+        None,
+        description="Base URL of the MLflow tracking UI, e.g. https://mlflow.example.org: an `inno-notify/mlflow-run-id` annotation becomes a link to the run (`inno-notify/mlflow-run-url` needs no setting).",
+    )
+
+    @field_validator("mlflow_url")
+    @classmethod
+    def _web_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s]+", value):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value.rstrip("/") if value is not None else None
+
+
 class AgentSettings(_Section):
     """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
 
@@ -472,7 +501,10 @@ class AgentSettings(_Section):
 class ApiToken(_Section):
     name: str = Field(description="Who holds the token (shown in logs, never the token).")
     sha256: str = Field(description="Hex SHA-256 of the bearer token.")
-    role: Literal["admin", "viewer"] = Field("viewer", description="admin (all) or viewer (read-only).")
+    role: Literal["admin", "viewer", "pipeline"] = Field(
+        "viewer",
+        description="admin (all), viewer (read-only) or pipeline (POST /api/v1/events only: for `inno-notify send` in Airflow tasks and Argo steps).",
+    )
 
     @field_validator("sha256")
     @classmethod
@@ -494,6 +526,46 @@ class ProbesSettings(_Section):
         "0.0.0.0:8081",
         description="host:port of /healthz, /readyz and /metrics: always on, no token, apart from the API (kubelet probes and Prometheus scrape it).",
     )
+
+
+class HaSettings(_Section):
+    """Leader election between replicas (docs/ha.md); timings as client-go's leader election."""
+
+    enabled: Literal["auto"] | bool = Field(
+        "auto",
+        description="auto: leader election on with Postgres; with SQLite one instance only (a second `serve` on the same database file refuses to start). true: election (needs Postgres). false: no election, every replica does all the work (run one).",
+    )
+    lease_seconds: float = Field(
+        15,
+        gt=0,
+        description="How long a lease holds without renewal: after a leader dies, a follower takes over within this (plus one retry period).",
+    )
+    renew_deadline_seconds: float = Field(
+        10,
+        gt=0,
+        description="A leader that could not renew for this long stops its leader work at once; shorter than lease_seconds, so it has stopped before anyone else may take the lease.",
+    )
+    retry_period_seconds: float = Field(
+        2, gt=0, description="How often the leader renews and a follower tries to acquire."
+    )
+    shutdown_grace_seconds: float = Field(
+        20,
+        gt=0,
+        description="On SIGTERM the leader stops claiming and lets work in flight (sends) finish for at most this long, then releases the lease so that a follower takes over at its next try.",
+    )
+    identity: str | None = Field(
+        None,
+        description="This replica's name in the lease and the logs; null: $POD_NAME, else the host name. The process id and a random suffix are always added, so a restarted process is a new holder.",
+    )
+
+    @model_validator(mode="after")
+    def _timings_nest(self) -> HaSettings:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_seconds:
+            raise ValueError(
+                "needs retry_period_seconds < renew_deadline_seconds < lease_seconds "
+                f"(got {self.retry_period_seconds:g}, {self.renew_deadline_seconds:g}, {self.lease_seconds:g})"
+            )
+        return self
 
 
 class Settings(_Section):
@@ -531,9 +603,11 @@ class Settings(_Section):
     directory: DirectorySettings = Field(default_factory=DirectorySettings)  # type: ignore[arg-type]
     digest: DigestSettings = Field(default_factory=DigestSettings)  # type: ignore[arg-type]
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
+    workflows: WorkflowsSettings = Field(default_factory=WorkflowsSettings)  # type: ignore[arg-type]
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
     probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
+    ha: HaSettings = Field(default_factory=HaSettings)  # type: ignore[arg-type]
     log_level: LogLevel = Field(
         "INFO", description="Least severe log level written (`--log-level` overrides it for one run)."
     )

@@ -1,4 +1,6 @@
-"""`inno-notify demo` end to end: what it delivered matches the workload it generated."""
+"""`inno-notify demo` end to end: what it delivered matches the workload it generated, pipelines
+included (one summary per Argo workflow and Airflow DAG run, one "model is serving", no summary of
+a pipeline's GPU step on its own)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from pathlib import Path
 from rich.console import Console
 
 from inno_notify.adapters.db.jobs import JobFilter
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
+from inno_notify.domain.model import WorkloadKind
+from inno_notify.sim.pipelines import SimArgoWorkflow
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 
@@ -32,8 +36,17 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert len(workload.jobs) == 10
 
     store = Store.from_url(result.database_url)
+    steps = [s for w in workload.workflows for s in w.steps] + [t for r in workload.dag_runs for t in r.tasks]
+    gpu_attempts = {a.pod_uid: s for s in steps if s.gpus for a in s.attempts}
     try:
-        jobs, _ = await store.list_jobs(JobFilter(), limit=100)
+        records, _ = await store.list_jobs(JobFilter(), limit=100)
+        jobs = [j for j in records if j.kind is WorkloadKind.JOB]
+        # A pipeline's GPU attempts are workloads of their own, measured, their summaries folded away.
+        assert {j.uid for j in records if j.kind is WorkloadKind.POD} == set(gpu_attempts)
+        sent, _ = await store.list_notifications(limit=500)
+        assert not {n.job_uid for n in sent} & set(gpu_attempts)
+        for uid in gpu_attempts:
+            assert await store.summary_state("demo", uid) is SummaryState.SUMMARIZED
         by_uid = {j.uid: j for j in jobs}
         # Every generated job was recorded with its owner and ended in the state the cluster showed.
         assert set(by_uid) == {j.spec.uid for j in workload.jobs}
@@ -51,29 +64,52 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     finally:
         await store.close()
 
-    # Exactly one summary per job, all delivered, each to the job's owner.
-    assert result.summaries_sent == len(workload.jobs)
+    # Exactly one summary per job, one per pipeline and one per served model, all delivered, each
+    # to its owner.
+    pipelines = len(workload.workflows) + len(workload.dag_runs) + len(workload.services)
+    assert (len(workload.workflows), len(workload.dag_runs), len(workload.services)) == (1, 1, 1)
+    assert result.summaries_sent == len(workload.jobs) + pipelines
+    assert result.workflow_summaries == pipelines
     owners = {sim.person.email for sim in workload.jobs}
-    assert set(result.recipients) == owners
+    pipeline_owners = {w.owner for w in workload.workflows} | {r.owner for r in workload.dag_runs}
+    assert set(result.recipients) == owners | pipeline_owners
     # The sweep's jobs (same owner, same group key, ending together) share one e-mail.
     sweep = [sim for sim in workload.jobs if sim.spec.name.startswith("sweep-")]
     assert len(sweep) == 3
-    assert result.messages == len(workload.jobs) - len(sweep) + 1
+    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines
 
     mails = sorted((tmp_path / "mail").glob("*.eml"))
     assert len(mails) == result.messages
     parsed = [email.message_from_bytes(p.read_bytes(), policy=default) for p in mails]
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
-    assert {m["To"].addresses[0].addr_spec for m in parsed} == owners
+    assert {m["To"].addresses[0].addr_spec for m in parsed} == owners | pipeline_owners
     text = out.getvalue()
     assert "job summaries delivered" in text
     for sim in workload.jobs:
         assert sim.spec.name in text
+    [wf] = workload.workflows
+    assert f"Argo workflow face-research/{wf.name} succeeded" in text
+    assert "Airflow DAG run nlp-research/nightly_embeddings" in text
+    assert "face-research/resnet-serve is serving" in text
+    subjects = [m["Subject"] for m in parsed]
+    assert (
+        sum("Argo workflow" in s for s in subjects) == 1
+        and sum("Airflow DAG run" in s for s in subjects) == 1
+    )
 
     # The weekly digest of each team counts that team's jobs, and its page was written.
     for team in workload.teams:
         text, page = result.digests[team.name]
         n_jobs = sum(1 for sim in workload.jobs if sim.person.team == team.name)
+        # A pipeline's GPU attempts count in its team's digest: they held GPUs.
+        namespace = next(t.namespace for t in workload.teams if t.name == team.name)
+        n_jobs += sum(
+            len(s.attempts)
+            for pipeline in (*workload.workflows, *workload.dag_runs)
+            if pipeline.namespace == namespace
+            for s in (pipeline.steps if isinstance(pipeline, SimArgoWorkflow) else pipeline.tasks)
+            if s.gpus
+        )
         assert f"team {team.name}" in text
         if n_jobs:
             assert f"over {n_jobs} job" in text

@@ -90,6 +90,7 @@ def create_app(
     handler_timeout_seconds: float = HANDLER_TIMEOUT_SECONDS,
     close_store: bool = False,
     warm_usage: bool = False,
+    event_routing: keys.EventRouting | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -103,6 +104,8 @@ def create_app(
     off by default because an app built before its data (tests, fresh demos) would cache nothing.
     Digests from `digest_provider` are cached per (team, week) for `digest_fresh_seconds`. A
     handler still running after `handler_timeout_seconds` is cancelled and answers 503.
+    `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the
+    directory (the runtime passes the configured channels; default: every channel).
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -132,6 +135,7 @@ def create_app(
         max_inflight=DIGEST_MAX_INFLIGHT,
     )
     app[keys.OPENAPI] = orjson.dumps(openapi.build())
+    app[keys.EVENT_ROUTING] = event_routing or keys.EventRouting()
     if telemetry is not None:
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))

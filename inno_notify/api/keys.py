@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,16 @@ from inno_notify.telemetry import Telemetry
 DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
 Readiness = Callable[[], Mapping[str, bool]]
 
+
+@dataclass(frozen=True, slots=True)
+class EventRouting:
+    """What routing a pipeline's message needs besides the directory: the channels the service has
+    configured and `notify.allowed_email_domains`."""
+
+    channels: frozenset[str] = frozenset({"telegram", "slack", "email"})
+    allowed_email_domains: tuple[str, ...] = ()
+
+
 STORE = web.AppKey("store", Store)
 TOKENS = web.AppKey("tokens", TokenTable)
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
@@ -31,3 +42,4 @@ USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
 DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
+EVENT_ROUTING = web.AppKey("event_routing", EventRouting)

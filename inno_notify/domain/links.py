@@ -1,100 +1,101 @@
-"""Links to the job and team pages that open without a login: signed with an HMAC and expiring.
+"""Links a message may show, from values anyone can write: an annotation, a pipeline's POST.
 
-A message carries `{public_url}/jobs/{namespace}/{name}?uid=…&exp=…&sig=…` (or
-`/teams/{team}?week=…&exp=…&sig=…`). The signature is HMAC-SHA256 over what the page shows — the
-kind of page, its identifying values and the expiry — not over the URL's spelling, so a proxy
-that re-encodes the path, or serves the service under a path prefix, does not break it, and no
-value can be moved from one page to another. Whoever holds the link may open that one page until
-it expires; changing any value, the expiry or the signature gives a link that no longer verifies.
+A link ends up as `<a href="…">` in Telegram and e-mail and as `<url|title>` in Slack, so only a
+plain web address is a link: `http` or `https`, a host, printable ASCII without spaces or quotes,
+at most :data:`URL_MAX_CHARS` characters. Anything else (`javascript:`, `data:`, a URL with a line
+break or a `|` that would end a Slack link early) is no link at all; titles are capped and shown
+escaped by each channel.
 
-Pure: the time is passed in, the key is given (settings read it from `links.secret_file`).
+MLflow: an owner links a job (or workflow, or InferenceService) to its MLflow run with an
+annotation, either the run's URL (`inno-notify/mlflow-run-url`) or its id
+(`inno-notify/mlflow-run-id`, with `inno-notify/mlflow-experiment-id` if known), which becomes a
+link when the installation names its MLflow UI (`workflows.mlflow_url`): the UI's routes
+`#/experiments/<experiment>/runs/<run>` and, without an experiment, `#/runs/<run>`.
 """
 
 from __future__ import annotations
 
-import base64
-import enum
-import hashlib
-import hmac
-import json
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from urllib.parse import quote, urlencode
+import re
+from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
-EXPIRY_PARAM = "exp"
-SIGNATURE_PARAM = "sig"
-JOB_PAGE = "job"
-TEAM_PAGE = "team"
+from inno_notify.domain.model import Link
 
+__all__ = [
+    "LINKS_MAX",
+    "MLFLOW_EXPERIMENT_ID_KEY",
+    "MLFLOW_RUN_ID_KEY",
+    "MLFLOW_RUN_URL_KEY",
+    "TITLE_MAX_CHARS",
+    "URL_MAX_CHARS",
+    "link",
+    "mlflow_links",
+    "web_url",
+]
 
-class LinkVerdict(enum.StrEnum):
-    VALID = "valid"
-    # No signature or no expiry: not a signed link at all (a token may still open the page).
-    UNSIGNED = "unsigned"
-    EXPIRED = "expired"
-    # The signature does not match the values: changed, cut, or signed with another key.
-    FORGED = "forged"
+MLFLOW_RUN_URL_KEY = "inno-notify/mlflow-run-url"
+MLFLOW_RUN_ID_KEY = "inno-notify/mlflow-run-id"
+MLFLOW_EXPERIMENT_ID_KEY = "inno-notify/mlflow-experiment-id"
+MLFLOW_TITLE = "MLflow run"
 
+URL_MAX_CHARS = 2048
+TITLE_MAX_CHARS = 200
+# Links one message shows at most.
+LINKS_MAX = 10
 
-def signature(key: bytes, page: str, values: Sequence[str], expires: int) -> str:
-    """The link's signature: base64url (no padding) of HMAC-SHA256 over the page, its values and
-    the expiry, encoded as a JSON array so that no two different tuples give the same message."""
-    message = json.dumps([page, *values, expires], ensure_ascii=True, separators=(",", ":")).encode()
-    digest = hmac.new(key, message, hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def verify(
-    key: bytes, page: str, values: Sequence[str], expires: str | None, sig: str | None, now: datetime
-) -> LinkVerdict:
-    """Whether a link's `exp` and `sig` parameters open `page` for `values` at `now`."""
-    if not expires or not sig:
-        return LinkVerdict.UNSIGNED
-    if not expires.isascii() or not expires.isdigit() or len(expires) > 12:
-        return LinkVerdict.FORGED
-    expected = signature(key, page, values, int(expires))
-    if not hmac.compare_digest(expected.encode("ascii"), sig.encode("utf-8", "surrogateescape")):
-        return LinkVerdict.FORGED
-    if now.timestamp() >= int(expires):
-        return LinkVerdict.EXPIRED
-    return LinkVerdict.VALID
+# Printable ASCII without space, quotes, angle brackets, backslash, backtick, braces or `|`.
+_URL_CHARS = re.compile(r"[!#$%&()*+,\-./0-9:;=?@A-Z\[\]_a-z~]+")
+_MLFLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-@dataclass(frozen=True, slots=True)
-class PageLinks:
-    """Builds the page links a message carries. Without `public_url` there are none; without a
-    `key` they are plain links, which open only with a bearer token."""
+def web_url(value: object) -> str | None:
+    """`value` if it is a plain http(s) URL with a host, else None."""
+    if not isinstance(value, str) or not 0 < len(value) <= URL_MAX_CHARS:
+        return None
+    if not _URL_CHARS.fullmatch(value):
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return value
 
-    public_url: str | None
-    key: bytes | None = None
-    ttl_seconds: float = 30 * 86400.0
 
-    def job(self, namespace: str, name: str, uid: str, now: datetime) -> str | None:
-        """The page of one run of a job."""
-        path = f"/jobs/{quote(namespace, safe='')}/{quote(name, safe='')}"
-        return self._link(path, JOB_PAGE, [namespace, name, uid], {"uid": uid}, now)
+def link(title: object, url: object) -> Link | None:
+    """A link with a plain title (whitespace collapsed, capped), or None if the URL is no web URL."""
+    checked = web_url(url)
+    if checked is None:
+        return None
+    printable = "".join(c for c in title if c.isprintable() or c.isspace()) if isinstance(title, str) else ""
+    text = " ".join(printable.split())[:TITLE_MAX_CHARS]
+    return Link(text or checked[:TITLE_MAX_CHARS], checked)
 
-    def team(self, team: str, week: str, now: datetime) -> str | None:
-        """A team's weekly digest page."""
-        return self._link(f"/teams/{quote(team, safe='')}", TEAM_PAGE, [team, week], {"week": week}, now)
 
-    def expiry(self, now: datetime) -> int:
-        """When a link made at `now` stops opening its page (unix seconds, rounded up)."""
-        return math.ceil(now.timestamp() + self.ttl_seconds)
+def _first(layers: Sequence[Mapping[str, object]], key: str) -> str | None:
+    for layer in layers:
+        value = layer.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
-    def _link(
-        self, path: str, page: str, values: Sequence[str], query: dict[str, str], now: datetime
-    ) -> str | None:
-        if not self.public_url:
-            return None
-        base = self.public_url.rstrip("/")
-        if self.key:
-            expires = self.expiry(now)
-            query = {
-                **query,
-                EXPIRY_PARAM: str(expires),
-                SIGNATURE_PARAM: signature(self.key, page, values, expires),
-            }
-        return f"{base}{path}?{urlencode(query, quote_via=quote)}"
+
+def mlflow_links(layers: Sequence[Mapping[str, object]], mlflow_url: str | None) -> tuple[Link, ...]:
+    """The MLflow run link written on an object (annotations, then labels), if any."""
+    url = _first(layers, MLFLOW_RUN_URL_KEY)
+    if url is not None:
+        found = link(MLFLOW_TITLE, url)
+        if found is not None:
+            return (found,)
+    run = _first(layers, MLFLOW_RUN_ID_KEY)
+    if run is None or mlflow_url is None or not _MLFLOW_ID.fullmatch(run):
+        return ()
+    experiment = _first(layers, MLFLOW_EXPERIMENT_ID_KEY)
+    base = mlflow_url.rstrip("/")
+    if experiment is not None and _MLFLOW_ID.fullmatch(experiment):
+        target = f"{base}/#/experiments/{experiment}/runs/{run}"
+    else:
+        target = f"{base}/#/runs/{run}"
+    found = link(MLFLOW_TITLE, target)
+    return (found,) if found is not None else ()

@@ -18,8 +18,10 @@ what another dispatcher may have claimed meanwhile.
 
 Job summaries (grouped per recipient) and weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
-once per team and week in a round) are claimed here; idle nudges stay pending for the code that
-knows how to render them.
+once per team and week in a round) are claimed here, and so are the messages that carry their
+content in the row (workflow summaries, "model is serving", pipeline messages: one row per
+message, rendered from the payload); idle nudges stay pending for the code that knows how to
+render them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
@@ -38,6 +40,7 @@ from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
@@ -56,7 +59,13 @@ from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value})
+# Rendered from what the row's payload carries (domain.messages), without a job record.
+PAYLOAD_KINDS = frozenset(
+    {NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING, NotificationKind.PIPELINE_EVENT}
+)
+HANDLED_KINDS = frozenset(
+    {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, *(k.value for k in PAYLOAD_KINDS)}
+)
 # How long a flush of sent records waits for more sends to finish. Measured on the 2-core machine
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
@@ -143,11 +152,14 @@ class Dispatcher:
         self._charts = charts
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Rounds until `stop` is set; a round in progress finishes its sends first."""
+        """Rounds until `stop` is set; then the round in progress finishes the sends it started and
+        gives back the rows it had not started (see run_once)."""
         while not stop.is_set():
             try:
-                handled = await self.run_once(self._clock())
+                handled = await self.run_once(self._clock(), stop)
                 wait = 0.0 if handled else await self._idle_wait()
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except Exception:
                 # The database went away or a bug surfaced: claimed rows come back after their
                 # lease, so waiting and trying again loses nothing.
@@ -156,9 +168,12 @@ class Dispatcher:
             if wait > 0:
                 await pause(wait, stop, self._sleep)
 
-    async def run_once(self, now: datetime) -> int:
+    async def run_once(self, now: datetime, stop: asyncio.Event | None = None) -> int:
         """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)
-        or tried; rows whose send could not start before the lease ended are not counted."""
+        or tried; rows whose send could not start before the lease ended are not counted.
+
+        Once `stop` is set no further send starts: the rows not yet sent are given back (due now,
+        unclaimed) for whoever claims next, the next leader included."""
         planner = partial(
             plan_batch,
             now=now,
@@ -179,7 +194,7 @@ class Dispatcher:
                 lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
                 self._linger,
             )
-            round_ = _Round(claim, outcomes, recorder)
+            round_ = _Round(claim, outcomes, recorder, stop)
 
             async def deliver(message: Sequence[Notification]) -> None:
                 async with seats:
@@ -193,15 +208,22 @@ class Dispatcher:
                 async with asyncio.TaskGroup() as tasks:
                     for message in claim.messages:
                         tasks.create_task(deliver(message))
+                if round_.given_back:
+                    await self._persist(
+                        f"{len(round_.given_back)} row(s) given back",
+                        partial(outcomes.given_back, round_.given_back, self._clock()),
+                    )
             finally:
                 # Records still queued (a cancelled round) are written before the connection goes.
                 await recorder.drain()
+        if round_.given_back:
+            log.info("stopping: %d claimed row(s) given back unsent", len(round_.given_back))
         if round_.left:
             log.info(
                 "%d row(s) left for the next claim: their lease ran out before they could be sent",
                 round_.left,
             )
-        return claim.rows - round_.left
+        return claim.rows - round_.left - len(round_.given_back)
 
     async def _deliver(
         self,
@@ -210,6 +232,8 @@ class Dispatcher:
         digests: DigestSource,
         charts: RoundCharts | None = None,
     ) -> None:
+        if round_.give_back(rows):
+            return
         summaries = round_.claim.summaries
         channel = rows[0].channel.value
         sender = self._senders.get(channel)
@@ -218,7 +242,7 @@ class Dispatcher:
                 round_.outcomes, rows, f"channel {channel} is not configured", retryable=False
             )
             return
-        if rows[0].kind is NotificationKind.DIGEST:
+        if rows[0].kind is NotificationKind.DIGEST or rows[0].kind in PAYLOAD_KINDS:
             known = list(rows)
         else:
             known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
@@ -233,6 +257,8 @@ class Dispatcher:
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 if not self._lease_holds(round_.claim):
                     round_.left += len(known)
+                    return
+                if round_.give_back(known):
                     return
                 async with asyncio.timeout(self._send_timeout):
                     message_id = await sender.send(recipient, message)
@@ -279,6 +305,11 @@ class Dispatcher:
             except ValueError as exc:
                 # A payload without team or week: no later attempt can render it.
                 raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
+        if rows[0].kind in PAYLOAD_KINDS:
+            try:
+                return self._renderer.render_payload(channel, rows[0].kind, rows[0].payload)
+            except ValueError as exc:
+                raise _UnusableRow(f"{rows[0].kind.value} row cannot be rendered: {exc}") from None
         keys = [(r.cluster or "", r.job_uid or "") for r in rows]
         extras = await charts.for_message(keys) if charts is not None else None
         views = [
@@ -380,7 +411,16 @@ class _Round:
     claim: Claim
     outcomes: Outcomes
     recorder: _SentRecorder
+    stop: asyncio.Event | None = None
     left: int = 0
+    given_back: list[int] = field(default_factory=list)
+
+    def give_back(self, rows: Sequence[Notification]) -> bool:
+        """True (and the rows noted) once the dispatcher is stopping: their send must not start."""
+        if self.stop is None or not self.stop.is_set():
+            return False
+        self.given_back.extend(row.id for row in rows if row.id is not None)
+        return True
 
 
 class _SentRecorder:

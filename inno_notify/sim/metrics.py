@@ -6,6 +6,8 @@ Prometheus adapter's `UsageMeter.measure_pods` and answers from sample traces ge
 peak, the pod's working set with its short spike, CPU with noise). The figures come out of the
 samples the same way PromQL would compute them (mean, max, p95 over the held interval), so a job
 shorter than one scrape has no samples and its figures are missing, exactly as in production.
+The same samples, averaged (utilization) or maxed (memory) per step of the job's grid
+(domain.series), are its usage series, as Prometheus' range queries would give them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.model import GpuUsage, PodUsage
 from inno_notify.domain.series import PodPoints, grid_time, series_step
-from inno_notify.sim.workload import GIB, GPU_MODEL, SimJob
+from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob
 
 MIB = 1024 * 1024
 
@@ -44,8 +46,17 @@ def _p95(values: Sequence[float]) -> float:
 class SimMetrics:
     """Measures simulated pods from their traces; `queries` counts calls like the meter counts queries."""
 
-    def __init__(self, jobs: Sequence[SimJob], scrape_seconds: float = 15.0) -> None:
-        self._by_pod = {job.pod_uid: job for job in jobs}
+    def __init__(
+        self,
+        jobs: Sequence[SimJob],
+        scrape_seconds: float = 15.0,
+        pods: Mapping[str, Behaviour] | None = None,
+    ) -> None:
+        """`pods`: more pods to answer for (workflow steps), each with how it really ran."""
+        self._by_pod: dict[str, tuple[Behaviour, str | None]] = {
+            job.pod_uid: (job.behaviour, job.mig_profile) for job in jobs
+        }
+        self._by_pod.update({uid: (behaviour, None) for uid, behaviour in (pods or {}).items()})
         self._step = scrape_seconds
         self.calls = 0
 
@@ -58,18 +69,18 @@ class SimMetrics:
         return {t.uid: self._measure(t, steps[t.job_uid or t.uid]) for t in targets if t.uid in self._by_pod}
 
     def _measure(self, window: PodWindow, step: int) -> PodMeasurement:
-        job = self._by_pod[window.uid]
+        behaviour, mig_profile = self._by_pod[window.uid]
         times = _sample_times(window.held_from, window.held_until, self._step)
         rng = random.Random(window.uid)
         util_points: dict[str, dict[int, float]] = {}
         fb_points: dict[str, dict[int, float]] = {}
         gpus = []
-        for g in range(len(job.behaviour.gpu_util_percent)):
-            usage, utils, fbs = self._gpu(job, window, g, times, rng)
+        for g in range(len(behaviour.gpu_util_percent)):
+            usage, utils, fbs = self._gpu(behaviour, mig_profile, window, g, times, rng)
             gpus.append(usage)
             util_points[usage.gpu] = _per_step(times, utils, step, mean=True)
             fb_points[usage.gpu] = _per_step(times, fbs, step, mean=False)
-        pod, memory = self._pod(job, window, times, rng)
+        pod, memory = self._pod(behaviour, window, times, rng)
         points = PodPoints(
             window.uid,
             window.pod,
@@ -81,23 +92,29 @@ class SimMetrics:
         return PodMeasurement(window=window, gpus=tuple(gpus), pod=pod, points=points)
 
     def _gpu(
-        self, job: SimJob, window: PodWindow, index: int, times: list[datetime], rng: random.Random
+        self,
+        behaviour: Behaviour,
+        mig_profile: str | None,
+        window: PodWindow,
+        index: int,
+        times: list[datetime],
+        rng: random.Random,
     ) -> tuple[GpuUsage, list[float], list[float]]:
-        mean = job.behaviour.gpu_util_percent[index]
-        peak_fb = job.behaviour.gpu_memory_gib[index] * GIB
+        mean = behaviour.gpu_util_percent[index]
+        peak_fb = behaviour.gpu_memory_gib[index] * GIB
         utils = [min(100.0, max(0.0, rng.gauss(mean, min(8.0, mean / 4)))) for _ in times]
         ramp = [min(1.0, (i + 1) / 8) for i in range(len(times))]
         fbs = [peak_fb * r for r in ramp]
-        total = 80 * GIB if job.mig_profile is None else 10 * GIB
+        total = 80 * GIB if mig_profile is None else 10 * GIB
         # dcgm-exporter reports MiB: round like the exporter does.
         fbs = [float(int(fb // MIB * MIB)) for fb in fbs]
         usage = GpuUsage(
             pod_uid=window.uid,
             pod_name=window.pod,
             gpu=str(index),
-            uuid=f"GPU-{window.uid[:8]}-{index}" if job.mig_profile is None else f"MIG-{window.uid[:8]}",
+            uuid=f"GPU-{window.uid[:8]}-{index}" if mig_profile is None else f"MIG-{window.uid[:8]}",
             model=GPU_MODEL,
-            mig_profile=job.mig_profile,
+            mig_profile=mig_profile,
             held_minutes=window.held_seconds / 60,
             util_mean_percent=sum(utils) / len(utils) if utils else None,
             util_max_percent=max(utils) if utils else None,
@@ -108,9 +125,8 @@ class SimMetrics:
         return usage, utils, fbs
 
     def _pod(
-        self, job: SimJob, window: PodWindow, times: list[datetime], rng: random.Random
+        self, b: Behaviour, window: PodWindow, times: list[datetime], rng: random.Random
     ) -> tuple[PodUsage, list[float]]:
-        b = job.behaviour
         spike_at = window.held_from + (window.held_until - window.held_from) * 0.7
         spike_end = spike_at + timedelta(seconds=max(b.memory_spike_seconds, self._step))
         memory = [

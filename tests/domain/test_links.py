@@ -1,82 +1,63 @@
-"""Signed page links: a link opens its own page until it expires, and nothing else."""
+"""Links from values anyone writes: only plain web URLs, MLflow runs by URL or by id."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qs, urlsplit
-
 import pytest
 
-from inno_notify.domain.links import JOB_PAGE, TEAM_PAGE, LinkVerdict, PageLinks, signature, verify
-
-KEY = b"k" * 32
-NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-
-
-def params(url: str) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
-
-
-def test_job_link_verifies_for_its_own_values_until_it_expires() -> None:
-    links = PageLinks("https://inno.example.org/", KEY, ttl_seconds=86400)
-    url = links.job("face research", "train/7", "uid-1", NOW)
-    assert url is not None
-    split = urlsplit(url)
-    assert split.path == "/jobs/face%20research/train%2F7"
-    q = params(url)
-    assert q["uid"] == "uid-1" and int(q["exp"]) == int(NOW.timestamp()) + 86400
-    values = ["face research", "train/7", "uid-1"]
-    assert verify(KEY, JOB_PAGE, values, q["exp"], q["sig"], NOW) is LinkVerdict.VALID
-    later = NOW + timedelta(days=1)
-    assert verify(KEY, JOB_PAGE, values, q["exp"], q["sig"], later) is LinkVerdict.EXPIRED
+from inno_notify.domain.links import link, mlflow_links, web_url
+from inno_notify.domain.model import Link
 
 
 @pytest.mark.parametrize(
-    ("page", "values", "exp_delta", "sig_change", "key", "verdict"),
+    ("value", "ok"),
     [
-        (JOB_PAGE, ["ns", "job", "uid-1"], 0, None, KEY, LinkVerdict.VALID),
-        (JOB_PAGE, ["ns", "job", "uid-2"], 0, None, KEY, LinkVerdict.FORGED),  # another run
-        (JOB_PAGE, ["ns2", "job", "uid-1"], 0, None, KEY, LinkVerdict.FORGED),
-        (TEAM_PAGE, ["ns", "job", "uid-1"], 0, None, KEY, LinkVerdict.FORGED),  # another kind of page
-        (JOB_PAGE, ["ns", "job", "uid-1"], 3600, None, KEY, LinkVerdict.FORGED),  # expiry moved
-        (JOB_PAGE, ["ns", "job", "uid-1"], 0, "flip", KEY, LinkVerdict.FORGED),
-        (JOB_PAGE, ["ns", "job", "uid-1"], 0, "cut", KEY, LinkVerdict.FORGED),
-        (JOB_PAGE, ["ns", "job", "uid-1"], 0, None, b"x" * 32, LinkVerdict.FORGED),  # another key
-        (JOB_PAGE, ["ns", "job", "uid-1"], 0, "empty", KEY, LinkVerdict.UNSIGNED),
+        ("https://mlflow.example.org/#/experiments/1/runs/abc", True),
+        ("http://10.0.0.5:5000/x?a=1&b=2", True),
+        ("javascript:alert(1)", False),
+        ("data:text/html,<b>", False),
+        ("https://", False),
+        ("ftp://example.org/x", False),
+        ("https://example.org/a b", False),
+        ("https://example.org/\n<!channel>", False),
+        ("https://example.org/x|evil", False),
+        ('https://example.org/"onmouseover=x', False),
+        ("https://exämple.org/", False),
+        ("https://example.org/" + "x" * 3000, False),
+        (42, False),
     ],
 )
-def test_a_changed_value_expiry_signature_or_key_does_not_verify(
-    page: str, values: list[str], exp_delta: int, sig_change: str | None, key: bytes, verdict: LinkVerdict
-) -> None:
-    expires = int(NOW.timestamp()) + 600
-    sig = signature(KEY, JOB_PAGE, ["ns", "job", "uid-1"], expires)
-    if sig_change == "flip":
-        sig = ("A" if sig[0] != "A" else "B") + sig[1:]
-    elif sig_change == "cut":
-        sig = sig[:-1]
-    elif sig_change == "empty":
-        sig = ""
-    assert verify(key, page, values, str(expires + exp_delta), sig, NOW) is verdict
+def test_web_url(value: object, ok: bool) -> None:
+    assert (web_url(value) is not None) is ok
 
 
-@pytest.mark.parametrize("expires", ["", "abc", "-5", "1e9", "٣٣٣", "9" * 40, "1.5"])
-def test_a_hostile_expiry_is_not_a_valid_link(expires: str) -> None:
-    assert verify(KEY, JOB_PAGE, ["a"], expires, "sig", NOW) in {LinkVerdict.FORGED, LinkVerdict.UNSIGNED}
+def test_link_titles_are_collapsed_and_capped() -> None:
+    assert link("  Model\n card \x00 ", "https://x.example/") == Link("Model card", "https://x.example/")
+    assert link("", "https://x.example/") == Link("https://x.example/", "https://x.example/")
+    made = link("t" * 500, "https://x.example/")
+    assert made is not None and len(made.title) == 200
+    assert link("t", "javascript:x") is None
 
 
-def test_values_cannot_be_shifted_between_fields() -> None:
-    # ["a,b", "c"] and ["a", "b,c"] must not share a message.
-    assert signature(KEY, JOB_PAGE, ["a,b", "c"], 1) != signature(KEY, JOB_PAGE, ["a", "b,c"], 1)
-
-
-def test_without_a_key_links_are_plain_and_without_a_public_url_there_are_none() -> None:
-    plain = PageLinks("https://inno.example.org", None).team("face", "2026-W48", NOW)
-    assert plain == "https://inno.example.org/teams/face?week=2026-W48"
-    assert PageLinks(None, KEY).job("ns", "job", "uid", NOW) is None
-
-
-def test_team_link_verifies() -> None:
-    url = PageLinks("https://inno.example.org/base", KEY).team("vision & co", "2026-W48", NOW)
-    assert url is not None and url.startswith("https://inno.example.org/base/teams/vision%20%26%20co?")
-    q = params(url)
-    assert verify(KEY, TEAM_PAGE, ["vision & co", "2026-W48"], q["exp"], q["sig"], NOW) is LinkVerdict.VALID
+@pytest.mark.parametrize(
+    ("annotations", "base", "expected"),
+    [
+        (
+            {"inno-notify/mlflow-run-url": "https://ml.example/#/runs/ab12"},
+            None,
+            "https://ml.example/#/runs/ab12",
+        ),
+        ({"inno-notify/mlflow-run-id": "ab12"}, "https://ml.example", "https://ml.example/#/runs/ab12"),
+        (
+            {"inno-notify/mlflow-run-id": "ab12", "inno-notify/mlflow-experiment-id": "7"},
+            "https://ml.example/",
+            "https://ml.example/#/experiments/7/runs/ab12",
+        ),
+        ({"inno-notify/mlflow-run-id": "ab12"}, None, None),
+        ({"inno-notify/mlflow-run-id": "../../admin"}, "https://ml.example", None),
+        ({"inno-notify/mlflow-run-url": "javascript:x"}, None, None),
+        ({}, "https://ml.example", None),
+    ],
+)
+def test_mlflow_links(annotations: dict[str, str], base: str | None, expected: str | None) -> None:
+    found = mlflow_links((annotations,), base)
+    assert [link.url for link in found] == ([expected] if expected else [])

@@ -28,8 +28,8 @@ from inno_notify.adapters.channels.digest_chart import chart_alt_text
 from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
 from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
 from inno_notify.domain.digest import Change, Digest, digest_to_dict
-from inno_notify.domain.links import PageLinks
 from inno_notify.domain.model import Channel
+from inno_notify.domain.page_links import PageLinks
 
 CHART_CID = "digest-chart@inno-notify"
 _NOT_MEASURED = figures.not_available("not measured")

@@ -17,6 +17,7 @@ from inno_notify.domain.model import (
     GPU_SOURCE_AGENT,
     JobRecord,
     JobStatus,
+    Link,
     MissingReason,
     Recommendation,
     Usage,
@@ -60,6 +61,8 @@ class SummaryView:
     # Raw numbers for a group's totals; None where not measured.
     held_gpu_minutes: float | None
     used_gpu_minutes: float | None
+    # Links the job's annotations name (an MLflow run), checked web URLs.
+    links: tuple[Link, ...] = ()
     # The job's pods and the nodes they ran on (its usage series), for the log and Grafana links.
     pods: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
@@ -103,6 +106,7 @@ class SummaryView:
             finished_at=job.finished_at,
             held_gpu_minutes=usage.gpu_minutes if usage else None,
             used_gpu_minutes=usage.used_gpu_minutes if usage else None,
+            links=job.links,
             pods=tuple(dict.fromkeys(p.name for p in pods)),
             nodes=tuple(dict.fromkeys(p.node for p in pods if p.node)),
         )

@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
     KueueInfo,
+    Link,
     MissingFigure,
     MissingReason,
     Notification,
@@ -160,6 +161,7 @@ def job_to_row(job: JobRecord) -> dict[str, Any]:
         "labels": dict(job.labels),
         "event_counts": dict(job.event_counts),
         "resource_version": job.resource_version,
+        "links": [{"title": link.title, "url": link.url} for link in job.links] or None,
     }
 
 
@@ -189,6 +191,7 @@ def job_from_row(row: Row) -> JobRecord:
         labels=dict(row["labels"]),
         event_counts=dict(row["event_counts"]),
         resource_version=row["resource_version"],
+        links=tuple(Link(item["title"], item["url"]) for item in row["links"] or ()),
     )
 
 

@@ -13,8 +13,8 @@ from inno_notify.adapters.channels.base import MailMessage, TelegramMessage
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer, RenderError, link_variables
 from inno_notify.adapters.channels.views import SummaryView
-from inno_notify.domain.links import JOB_PAGE, TEAM_PAGE, LinkVerdict, PageLinks, verify
 from inno_notify.domain.model import Channel, SeriesPod, UsageSeries
+from inno_notify.domain.page_links import JOB_PAGE, TEAM_PAGE, LinkVerdict, PageLinks, verify
 from tests.adapters.channels.conftest import sample_job, sample_usage
 from tests.adapters.channels.test_digest_render import digest as sample_digest
 

@@ -19,6 +19,9 @@ from inno_notify.domain.parsing import (
     parse_workload,
     relevant_event,
 )
+from inno_notify.domain.parsing.airflow import parse_airflow_pod
+from inno_notify.domain.parsing.argo import parse_argo_pod, parse_workflow
+from inno_notify.domain.parsing.kserve import parse_inference_service
 from tests.domain.parsing.hostile import assert_storable, hostile_object
 
 CFG = ParseConfig(cluster="c1", gpu_resources={"nvidia.com/gpu": 1.0}, namespace_teams={"nlp": "nlp"})
@@ -38,6 +41,18 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
                 assert_storable(bare)
         elif template == "Workload":
             parse_workload(obj)
+        elif template == "Workflow":
+            assert_storable(parse_workflow(obj, CFG, notes))
+        elif template == "ArgoPod":
+            pod = parse_argo_pod(obj, CFG, notes)
+            if pod is not None:
+                assert_storable(pod)
+        elif template == "AirflowPod":
+            pod = parse_airflow_pod(obj, CFG, notes)
+            if pod is not None:
+                assert_storable(pod)
+        elif template == "InferenceService":
+            assert_storable(parse_inference_service(obj, CFG, notes))
         else:
             if relevant_event(obj) is not None:
                 assert 0 <= event_count(obj) <= 2**31 - 1
@@ -46,7 +61,10 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
     assert all(note.field in ("owner", "completion_index") for note in notes)
 
 
-@pytest.mark.parametrize("template", ["Job", "Pod", "BarePod", "Event", "Workload"])
+@pytest.mark.parametrize(
+    "template",
+    ["Job", "Pod", "BarePod", "Event", "Workload", "Workflow", "ArgoPod", "AirflowPod", "InferenceService"],
+)
 def test_only_parse_errors_escape_and_accepted_records_are_storable(template: str) -> None:
     @FAST
     @given(obj=hostile_object(template))

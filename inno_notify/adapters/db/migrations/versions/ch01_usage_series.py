@@ -1,7 +1,7 @@
 """usage series
 
 Revision ID: ch01
-Revises: 0006
+Revises: 0008
 Create Date: 2026-12-01 06:58:27.299603
 
 Charts and job pages (issue 16): a job's usage over time, downsampled at measurement time, in a table
@@ -16,7 +16,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "ch01"
-down_revision: str | Sequence[str] | None = "0006"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
