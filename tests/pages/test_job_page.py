@@ -63,7 +63,7 @@ async def test_a_job_page_shows_figures_chart_advice_with_evidence_kueue_and_the
     assert figures["GPU (used / held)"] == "353 / 768 GPU-min"
     assert figures["GPU utilization"] == "46 % mean, 2 idle GPUs"
     assert figures["Peak RAM"] == "63.9 GiB of 64 GiB"
-    assert figures["Peak GPU memory"] == "n/a (no samples)"
+    assert figures["Peak GPU memory"] == "31 GiB"
     assert figures["CPU p95"] == "3.2 cores"
     # The exit that decided the job, not the retry's.
     assert "the kernel killed the trainer at 64 GiB" in page and "a retry&#39;s own failure" not in page
@@ -84,7 +84,7 @@ async def test_a_job_page_shows_figures_chart_advice_with_evidence_kueue_and_the
         'href="https://logs.example.org/?pods=train-resnet-7-0x2kq%7Ctrain-resnet-7-1x2kq&amp;from=' in page
     )
     assert 'href="https://grafana.example.org/?node=gpu-node-0"' in page
-    assert "gpu memory peak bytes: n/a (no samples)" in text
+    assert "cpu cores mean: n/a (no samples)" in text
 
 
 async def test_without_uid_the_newest_run_and_an_unknown_job_is_none(store: Store) -> None:
