@@ -34,12 +34,13 @@ from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
-from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.settings import Settings, secret_value
@@ -69,6 +70,8 @@ def parse_config(settings: Settings) -> ParseConfig:
         owner_keys=settings.directory.owner_keys,
         namespace_teams=namespace_teams,
         default_team=settings.directory.default_team,
+        workspace_selectors=parse_selectors(settings.live.workspace_selectors),
+        user_aliases=directory_aliases(user.email for user in settings.directory.users),
     )
 
 
@@ -489,6 +492,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     components = list(pipeline.components)
     components.append(("digest", digest_component(settings, store, senders)))
     components.append(("telemetry", telemetry_component(store, telemetry, watcher)))
+    components.append(("live", live_component(settings, store, frozenset(senders), utc_now)))
     if watcher is not None:
         components.append(("watch", watch_component(watcher)))
     tasks: dict[str, asyncio.Task[None]] = {}

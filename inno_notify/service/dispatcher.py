@@ -16,10 +16,10 @@ the provider may already have accepted. A send starts only while its claim's lea
 hold when the send's timeout is up; later ones are left to the next claim, so no round sends
 what another dispatcher may have claimed meanwhile.
 
-Job summaries (grouped per recipient) and weekly digests (one row per message, rendered by
+Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
-once per team and week in a round) are claimed here; idle nudges stay pending for the code that
-knows how to render them.
+once per team and week in a round) and idle nudges (one row per message, rendered from the finding
+their payload carries) are claimed here.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Protocol
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
@@ -55,7 +56,11 @@ from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-HANDLED_KINDS = frozenset({NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value})
+HANDLED_KINDS = frozenset(
+    {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, NotificationKind.IDLE_NUDGE.value}
+)
+# Kinds rendered from the row alone (no job record to look up).
+_SELF_CONTAINED = (NotificationKind.DIGEST, NotificationKind.IDLE_NUDGE)
 # How long a flush of sent records waits for more sends to finish. Measured on the 2-core machine
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
@@ -207,7 +212,7 @@ class Dispatcher:
                 round_.outcomes, rows, f"channel {channel} is not configured", retryable=False
             )
             return
-        if rows[0].kind is NotificationKind.DIGEST:
+        if rows[0].kind in _SELF_CONTAINED:
             known = list(rows)
         else:
             known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
@@ -267,6 +272,12 @@ class Dispatcher:
             except ValueError as exc:
                 # A payload without team or week: no later attempt can render it.
                 raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
+        if rows[0].kind is NotificationKind.IDLE_NUDGE:
+            try:
+                nudge = NudgeView.from_payload(rows[0].payload)
+            except ValueError as exc:
+                raise _UnusableRow(f"nudge row cannot be rendered: {exc}") from None
+            return self._renderer.render_nudge(channel, nudge)
         views = [SummaryView.from_records(*summaries[(r.cluster or "", r.job_uid or "")]) for r in rows]
         if len(views) == 1:
             return self._renderer.render_summary(channel, views[0])

@@ -1,7 +1,7 @@
-"""Turns summary views into the message each channel sends, through Jinja2 templates.
+"""Turns summary and nudge views into the message each channel sends, through Jinja2 templates.
 
 One template per channel and kind (`telegram/job_summary.html.j2`, `slack/group_summary.mrkdwn.j2`,
-`email/job_summary.{subject,txt,html}.j2`, ...). A directory named in the configuration may
+`email/job_summary.{subject,txt,html}.j2`, `*/idle_nudge.*`, ...). A directory named in the configuration may
 override any of them by the same relative path; the rest come from `inno_notify/templates`.
 Templates may come from users, so every environment is a `SandboxedEnvironment` and undefined
 names are errors instead of empty strings.
@@ -48,12 +48,14 @@ from inno_notify.adapters.channels.markup import (
     mrkdwn_link,
     truncate_html,
 )
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
 from inno_notify.domain.model import Channel
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 JOB_SUMMARY = "job_summary"
 GROUP_SUMMARY = "group_summary"
+IDLE_NUDGE = "idle_nudge"
 GROUP_RECOMMENDATIONS = 3
 
 _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
@@ -104,7 +106,7 @@ class Renderer:
             # Compiling every template now makes a broken override fail at startup (and in
             # `inno-notify check`), not at the first send.
             for channel in Channel:
-                for kind in (JOB_SUMMARY, GROUP_SUMMARY):
+                for kind in (JOB_SUMMARY, GROUP_SUMMARY, IDLE_NUDGE):
                     for name in self._names(channel, kind):
                         self._environment_for(name).get_template(name)
         except jinja2.TemplateError as exc:
@@ -135,6 +137,10 @@ class Renderer:
             "images": tuple(images),
         }
         return self._render(Channel(channel), GROUP_SUMMARY, context, images)
+
+    def render_nudge(self, channel: Channel | str, view: NudgeView) -> RenderedMessage:
+        """A nudge about a running pod whose GPUs idle (the live check's finding)."""
+        return self._render(Channel(channel), IDLE_NUDGE, {"n": view}, ())
 
     def log_url(self, view: SummaryView) -> str | None:
         """The job's log link from `notify.log_url_template`; None without one or if not http(s)."""

@@ -21,6 +21,7 @@ from inno_notify.adapters.db import (
     directory,
     job_details,
     jobs,
+    live_queries,
     outbox,
     recommendation_queries,
     rejected,
@@ -312,6 +313,20 @@ class Store:
     async def recommendations_of(self, cluster: str, uid: str) -> list[Recommendation]:
         async with self._engine.connect() as conn:
             return await jobs.recommendations_of(conn, cluster, uid)
+
+    # --- the live check -------------------------------------------------------------------------
+
+    async def running_gpu_pods(
+        self, cluster: str, namespaces: Sequence[str] = ()
+    ) -> list[tuple[JobRecord, PodRecord]]:
+        """(workload, pod) of every running pod that holds GPUs (live_queries.py)."""
+        async with self._engine.connect() as conn:
+            return await live_queries.running_gpu_pods(conn, cluster, namespaces)
+
+    async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:
+        """When each of these pods was last nudged about idle GPUs; never-nudged pods are absent."""
+        async with self._engine.connect() as conn:
+            return await live_queries.last_nudges(conn, cluster, pod_uids)
 
     # --- outbox -------------------------------------------------------------------------------
 
