@@ -10,18 +10,28 @@ from hypothesis import HealthCheck, given, settings
 
 from inno_notify.domain.parsing import (
     ParseConfig,
+    directory_aliases,
     ParseError,
     SetAside,
     event_count,
     parse_bare_gpu_pod,
     parse_job,
     parse_pod,
+    parse_selectors,
     parse_workload,
     relevant_event,
 )
+from inno_notify.domain.parsing.workspace import workspace_identity
+from inno_notify.settings import DEFAULT_WORKSPACE_SELECTORS
 from tests.domain.parsing.hostile import assert_storable, hostile_object
 
-CFG = ParseConfig(cluster="c1", gpu_resources={"nvidia.com/gpu": 1.0}, namespace_teams={"nlp": "nlp"})
+CFG = ParseConfig(
+    cluster="c1",
+    gpu_resources={"nvidia.com/gpu": 1.0},
+    namespace_teams={"nlp": "nlp"},
+    workspace_selectors=parse_selectors(DEFAULT_WORKSPACE_SELECTORS),
+    user_aliases=directory_aliases(["alice@example.com", "bob@example.com"]),
+)
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -30,12 +40,14 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
     try:
         if template == "Job":
             assert_storable(parse_job(obj, CFG, notes))
-        elif template in ("Pod", "BarePod"):
+        elif template in ("Pod", "BarePod", "Workspace"):
             pod = parse_pod(obj, CFG, notes)
             assert_storable(pod)
             bare = parse_bare_gpu_pod(obj, CFG, notes, pod=pod)
             if bare is not None:
                 assert_storable(bare)
+                # What a nudge later reads back from the stored labels never raises.
+                workspace_identity(bare.labels)
         elif template == "Workload":
             parse_workload(obj)
         else:
@@ -46,7 +58,7 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
     assert all(note.field in ("owner", "completion_index") for note in notes)
 
 
-@pytest.mark.parametrize("template", ["Job", "Pod", "BarePod", "Event", "Workload"])
+@pytest.mark.parametrize("template", ["Job", "Pod", "BarePod", "Workspace", "Event", "Workload"])
 def test_only_parse_errors_escape_and_accepted_records_are_storable(template: str) -> None:
     @FAST
     @given(obj=hostile_object(template))
