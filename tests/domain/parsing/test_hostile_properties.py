@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 
 from inno_notify.domain.parsing import (
     ParseConfig,
-    directory_aliases,
     ParseError,
     SetAside,
+    directory_aliases,
     event_count,
     parse_bare_gpu_pod,
     parse_job,
