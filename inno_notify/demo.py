@@ -2,10 +2,11 @@
 
 What runs is the production pipeline — the Kubernetes watch over real HTTP (kubernetes-asyncio
 against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
-the outbox and the dispatcher with the real renderer — with two stand-ins at the edges: the
-cluster's metrics come from the simulator's traces (through the same interface as the Prometheus
-meter), and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs
-`speed` times faster than the wall clock.
+the live check that nudges owners of idling GPUs, the outbox and the dispatcher with the real
+renderer — with two stand-ins at the edges: the cluster's metrics come from the simulator's traces
+(through the same interfaces as the Prometheus meters), and e-mail goes to files and the terminal
+instead of an SMTP server. Simulated time runs `speed` times faster than the wall clock. A
+JupyterHub server someone left running on a GPU, idle, gets its nudge while the jobs run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,16 @@ from rich.table import Table
 from rich.text import Text
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.digest import week_of
-from inno_notify.domain.model import DeliveryStatus
+from inno_notify.domain.model import DeliveryStatus, Notification, NotificationKind
 from inno_notify.runtime import build_pipeline, seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
+from inno_notify.service.live import LiveCheck, live_options
 from inno_notify.settings import Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer
@@ -53,6 +56,8 @@ class DemoResult:
     out: Path
     database_url: str
     summaries_sent: int
+    # (recipient, headline) of each idle nudge delivered.
+    nudges: tuple[tuple[str, str], ...]
     messages: int
     recipients: Counter[str]
     seconds: float
@@ -70,6 +75,8 @@ def demo_settings(workload: Workload, database_url: str) -> Settings:
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
         "notify": {"group_wait_seconds": 600, "dashboard_url": "http://inno-notify.example/"},
         "channels": {"email": {"host": "mailbox", "sender": SENDER}},
+        # Half an hour of an idle GPU is worth a nudge in a demo that lasts a few simulated hours.
+        "live": {"idle_minutes": 30},
         "directory": {
             "users": [{"email": p.email, "name": p.name, "channels": ["email"]} for p in workload.people],
             "teams": [
@@ -113,15 +120,22 @@ async def run_demo(
     store = Store.from_url(database_url)
     await seed_directory(store, settings)
     mailbox = MailboxSender(mail_dir, SENDER, console)
+    metrics = SimMetrics(workload.jobs, workspaces=workload.workspaces)
     pipeline = build_pipeline(
         settings,
         store,
-        SimMetrics(workload.jobs),
+        metrics,
         {"email": mailbox},
         clock.now,
         started_at=start,
         poll_seconds=0.05,
     )
+    # The live check looks every few tenths of a second of wall-clock time (a minute or two of
+    # simulated time).
+    live = LiveCheck(
+        store, metrics, replace(live_options(settings), interval_seconds=0.2), clock.now, {"email"}
+    )
+    components = [*pipeline.components, ("live", live.run)]
     server = SimKubeServer(bookmark_interval=5.0)
     await server.start()
     api = await load_api_client(server.kubeconfig(out / "kubeconfig"))
@@ -135,7 +149,7 @@ async def run_demo(
     try:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="watch")
-            for name, component in pipeline.components:
+            for name, component in components:
                 group.create_task(component(stop), name=name)
             await watcher.wait_ready()
             play = group.create_task(player.run(), name="player")
@@ -150,15 +164,21 @@ async def run_demo(
         with contextlib.suppress(Exception):
             await api.close()
         await server.stop()
-    sent = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    sent = await _sent(store)
     digests = await _digests(store, workload, out)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
+    nudges = tuple(
+        (row.recipient, NudgeView.from_payload(row.payload).headline)
+        for row in sent
+        if row.kind is NotificationKind.IDLE_NUDGE
+    )
     result = DemoResult(
         workload=workload,
         out=out,
         database_url=database_url,
-        summaries_sent=len(sent[0]),
+        summaries_sent=sum(1 for row in sent if row.kind is NotificationKind.JOB_SUMMARY),
+        nudges=nudges,
         messages=len(mailbox.sent),
         recipients=recipients,
         seconds=asyncio.get_running_loop().time() - began,
@@ -196,18 +216,23 @@ async def _progress(
             progress.update(submitted, completed=player.submitted)
             progress.update(ended, completed=player.ended)
             progress.update(sent, completed=delivered)
-            if play.done() and await _settled(store, total):
+            if play.done() and await _settled(store, total + len(workload.workspaces)):
                 return
             await asyncio.sleep(0.1)
 
 
-async def _delivered(store: Store) -> int:
+async def _sent(store: Store) -> list[Notification]:
     rows, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
-    return len(rows)
+    return rows
+
+
+async def _delivered(store: Store) -> int:
+    return sum(1 for row in await _sent(store) if row.kind is NotificationKind.JOB_SUMMARY)
 
 
 async def _settled(store: Store, total: int) -> bool:
-    """Every job ended and was summarized, and no summary is still waiting to be sent."""
+    """Every job ended and was summarized, every workspace stopped, and nothing is still waiting to
+    be sent."""
     page, _ = await store.list_jobs(JobFilter(), limit=total + 1)
     if len(page) < total or any(not j.status.is_terminal for j in page):
         return False
@@ -230,9 +255,17 @@ def _report(console: Console, result: DemoResult) -> None:
         )
         table.add_row(job.spec.name, job.person.name, outcome, str(job.spec.gpus))
     console.print(table)
+    if result.nudges:
+        nudges = Table(title="Nudged while running: GPUs idling (report only, nothing was stopped)")
+        nudges.add_column("to")
+        nudges.add_column("what")
+        for recipient, headline in result.nudges:
+            nudges.add_row(Text(recipient), Text(headline))
+        console.print(nudges)
     console.print(
-        f"[bold]{result.summaries_sent}[/] job summaries delivered in [bold]{result.messages}[/] e-mails "
-        f"to {len(result.recipients)} people in {result.seconds:.0f} s."
+        f"[bold]{result.summaries_sent}[/] job summaries and [bold]{len(result.nudges)}[/] idle nudges "
+        f"delivered in [bold]{result.messages}[/] e-mails to {len(result.recipients)} people in "
+        f"{result.seconds:.0f} s."
     )
     for team, (text, page) in result.digests.items():
         console.rule(f"[bold]weekly digest · {team}[/]")

@@ -8,6 +8,7 @@ the same job write nothing new.
 
 Rules (CONTRACT.md §3, issue 6):
 - `inno-notify/notify: never` sends nothing; `failure` sends only for a failed job.
+- A workspace (Coder, JupyterHub) that ended gets no summary: its nudges came while it idled.
 - An owner found in the directory gets the summary on the channels of the job's
   `inno-notify/channels` annotation if set, else on their own directory channels.
 - An owner e-mail that is not in the directory gets e-mail only (we know no other address);
@@ -41,6 +42,7 @@ from inno_notify.domain.model import (
     NotificationKind,
     NotifyMode,
     Team,
+    WorkloadKind,
 )
 
 KNOWN_CHANNELS = frozenset(c.value for c in Channel)
@@ -101,6 +103,10 @@ def plan_summary(
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the job asks for no notification (notify: never)")
+    if job.kind is WorkloadKind.WORKSPACE:
+        # Someone stopped their workspace: it was measured (the digest counts it), its nudges came
+        # while it idled, and a message about its end would tell its owner nothing new.
+        return RoutingPlan((), silent_reason="a workspace gets nudges while it runs, no summary")
     if job.notify is NotifyMode.FAILURE and job.status is not JobStatus.FAILED:
         return RoutingPlan((), silent_reason=f"notify: failure and the job {job.status.value}")
     due_at = now + timedelta(seconds=group_wait_seconds)

@@ -31,7 +31,7 @@ from typing import Any
 
 from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
-from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject, WorkloadKind
+from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
 from inno_notify.domain.parsing import (
     ParseConfig,
     ParseError,
@@ -638,9 +638,6 @@ class Ingestor:
         return len(gone)
 
     def _terminal_mark(self, job: JobRecord, now: datetime) -> TerminalMark:
-        if job.kind is WorkloadKind.WORKSPACE:
-            # A workspace ends when someone stops it: its nudges mattered, a summary would not.
-            return TerminalMark(job.uid, now, SummaryState.SILENT, None)
         ended = job.finished_at or now
         horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
         if ended < horizon:

@@ -1,8 +1,9 @@
 """A realistic GPU workload for the demo, tests and benchmarks: who runs what, and how it really behaves.
 
 Teams of researchers submit jobs of 1–8 GPUs (and MIG slices), a hyper-parameter sweep, and jobs that
-fail (OOM, a crash, a deadline). Requests are drawn the way people make them — rounded up "just in
-case" — and usage the way jobs behave: some GPUs never used, memory far below the request. Each
+fail (OOM, a crash, a deadline); one of them leaves a JupyterHub server holding a GPU it never
+uses. Requests are drawn the way people make them — rounded up "just in case" — and usage the
+way jobs behave: some GPUs never used, memory far below the request. Each
 job's behaviour is a `Behaviour` from which `sim.metrics` derives the per-GPU and per-container
 traces that a DCGM exporter and cAdvisor would have shown; nothing downstream sees the behaviour
 itself, only the traces (through the same interface as the Prometheus adapter).
@@ -97,6 +98,41 @@ class SimJob:
         return idle or memory_request >= 2 * self.behaviour.memory_peak_bytes / GIB + 8
 
 
+@dataclass(frozen=True, slots=True)
+class SimWorkspace:
+    """A JupyterHub single-user server someone started and forgot: it holds its GPU, a kernel keeps
+    `gpu_memory_gib` of it allocated, and it computes nothing until it is stopped."""
+
+    person: Person
+    namespace: str
+    start: datetime
+    stop: datetime
+    node: str
+    gpu_memory_gib: float = 6.0
+    gpus: int = 1
+    pod_uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    mig_profile: str | None = None
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """What the server really does: nothing on its GPUs, a kernel's memory, a little CPU."""
+        return Behaviour(
+            gpu_util_percent=(0.0,) * self.gpus,
+            gpu_memory_gib=(self.gpu_memory_gib,) * self.gpus,
+            memory_peak_bytes=3 * GIB,
+            cpu_cores=0.2,
+        )
+
+    @property
+    def username(self) -> str:
+        """The JupyterHub user name: the local part of the person's e-mail."""
+        return self.person.email.split("@")[0]
+
+    @property
+    def pod_name(self) -> str:
+        return f"jupyter-{self.username}"
+
+
 def _gib(quantity: str) -> float:
     return float(quantity.removesuffix("Gi"))
 
@@ -107,6 +143,7 @@ class Workload:
     jobs: tuple[SimJob, ...]
     people: tuple[Person, ...] = PEOPLE
     teams: tuple[TeamSpec, ...] = TEAMS
+    workspaces: tuple[SimWorkspace, ...] = ()
 
     @property
     def end(self) -> datetime:
@@ -133,7 +170,19 @@ def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 
         else:
             submit = start + timedelta(seconds=rng.uniform(0, span_seconds * 0.6))
         jobs.append(_job(kind, i, person, team, submit, rng))
-    return Workload(start=start, jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)))
+    # Dana starts a notebook server at the beginning and leaves it running, idle, until the
+    # cluster's work is done.
+    dana = PEOPLE[3]
+    end = max((j.ends_at for j in jobs), default=start + timedelta(hours=2))
+    workspace = SimWorkspace(
+        person=dana,
+        namespace=next(t.namespace for t in TEAMS if t.name == dana.team),
+        start=start + timedelta(seconds=30),
+        stop=end + timedelta(minutes=1),
+        node=f"gpu-node-{rng.randint(1, 12):02d}",
+        pod_uid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    )
+    return Workload(start=start, jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)), workspaces=(workspace,))
 
 
 def _kinds(n: int) -> list[str]:

@@ -3,9 +3,9 @@
 A workspace is a long-running GPU pod without a Job: a Coder workspace (a Deployment's pod) or a
 JupyterHub single-user server (a pod KubeSpawner creates directly). Such pods hold GPUs for days,
 so the live check watches them; they are the pods matched by one of ``live.workspace_selectors``
-(:mod:`.selectors`). They are recorded as ``WorkloadKind.WORKSPACE`` (uid = the pod's uid) and
-get no end-of-run summary (ingestion records their end silently): a workspace's end is a person
-stopping it, and what matters is the nudge while it idles.
+(:mod:`.selectors`). They are recorded as ``WorkloadKind.WORKSPACE`` (uid = the pod's uid); when one
+ends it is measured like any workload (the weekly digest counts its GPU-hours) but routing sends no
+summary: a workspace's end is a person stopping it, and what matters is the nudge while it idles.
 
 The owner comes from the platform's own keys (docs/nudges.md lists them with their sources):
 
