@@ -2,10 +2,10 @@
 
 Every `live.interval_seconds` (on the leader: the lead places this component under leadership), one
 round reads the running GPU pods from the store (Job pods, bare GPU pods and workspace pods, all
-recorded by ingestion), asks the metrics source once about all of them (adapters/prometheus/live.py:
-a fixed number of queries whatever the pod count), decides which GPUs idled the whole sliding window
-(domain.live), leaves out the pods nudged less than `live.repeat_hours` ago (the outbox says when,
-so a restart does not nudge again), and routes a nudge per remaining pod like a summary
+recorded by ingestion), leaves out the pods nudged less than `live.repeat_hours` ago (the outbox
+says when, so a restart does not nudge again), asks the metrics source once about the rest
+(adapters/prometheus/live.py: a fixed number of queries whatever the pod count), decides which
+GPUs idled the whole sliding window (domain.live), and routes a nudge per idle pod like a summary
 (domain.routing.plan_nudge): the owner's channels, `notify: never` honoured. Within
 `live.quiet_hours` no round runs. The dispatcher sends the rows.
 
@@ -38,7 +38,7 @@ from inno_notify.domain.live import (
     nudge_due,
     parse_quiet_hours,
 )
-from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, PodRecord, Team
+from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
 from inno_notify.domain.routing import plan_nudge
 from inno_notify.service.pausing import pause
 from inno_notify.settings import Settings
@@ -84,12 +84,16 @@ class LiveRound:
     """What one round saw and did."""
 
     pods: int = 0
+    # Idle pods among those not nudged within repeat_hours (the others are not looked at).
     findings: tuple[IdleFinding, ...] = ()
     nudged: tuple[str, ...] = ()  # pod uids that got rows
     rows: int = 0
-    # Idle pods left alone: nudged within repeat_hours, or nobody/no channel to send to.
+    # Running pods left alone because they were nudged within repeat_hours.
     recently_nudged: int = 0
+    # Idle pods with nobody (or no channel) to tell.
     silent: int = 0
+    # Running pods whose workload says `inno-notify/notify: never` (not looked at).
+    opted_out: int = 0
     quiet: bool = False
 
 
@@ -150,15 +154,20 @@ class LiveCheck:
             return LiveRound(quiet=True)
         window = options.idle_minutes * 60
         running = await self.store.running_gpu_pods(options.cluster, options.namespaces)
-        # A pod held for less than the window cannot have idled all of it: not worth a series.
-        old_enough = [(job, pod) for job, pod in running if _held_since(pod, now, window)]
-        targets = [
-            LiveTarget(pod.namespace, pod.name, pod.uid, held_from(pod) or now) for _, pod in old_enough
+        # A pod held for less than the window cannot have idled all of it; a pod whose owner opted
+        # out, or that was nudged within `repeat_hours`, is not nudged: none is worth a question to
+        # Prometheus.
+        candidates = [(job, pod) for job, pod in running if _held_since(pod, now, window)]
+        old_enough = [(job, pod) for job, pod in candidates if job.notify is not NotifyMode.NEVER]
+        last = await self.store.last_nudges(options.cluster, [pod.uid for _, pod in old_enough])
+        due = [
+            (job, pod) for job, pod in old_enough if nudge_due(last.get(pod.uid), now, options.repeat_hours)
         ]
-        seen = await self.source.observe(targets, now, window, options.idle_util_percent)
+        targets = [LiveTarget(pod.namespace, pod.name, pod.uid, held_from(pod) or now) for _, pod in due]
+        seen = await self.source.observe(targets, now, window, options.idle_util_percent) if targets else {}
         lookback_start = now - timedelta(seconds=options.lookback_seconds)
         found: list[tuple[JobRecord, IdleFinding]] = []
-        for job, pod in old_enough:
+        for job, pod in due:
             finding = find_idle(
                 job,
                 pod,
@@ -170,16 +179,16 @@ class LiveCheck:
             )
             if finding is not None:
                 found.append((job, finding))
+        recently = len(old_enough) - len(due)
+        opted_out = len(candidates) - len(old_enough)
         if not found:
-            return LiveRound(pods=len(running))
+            return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
         # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
-        last = await self.store.last_nudges(options.cluster, [f.pod_uid for _, f in found])
-        due = [(job, f) for job, f in found if nudge_due(last.get(f.pod_uid), now, options.repeat_hours)]
         users, teams = await self._directory()
         rows: list[Notification] = []
         nudged: list[str] = []
         silent = 0
-        for job, finding in due:
+        for job, finding in found:
             plan = plan_nudge(
                 job,
                 finding,
@@ -198,25 +207,25 @@ class LiveCheck:
                 log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
         written = await self.store.enqueue(rows) if rows else 0
         self.stats.nudges += len(nudged)
-        if found:
-            log.info(
-                "live check: %d running GPU pod(s), %d idle, %d nudged (%d row(s) new), %d nudged within "
-                "%g h, %d with nobody to tell",
-                len(running),
-                len(found),
-                len(nudged),
-                written,
-                len(found) - len(due),
-                options.repeat_hours,
-                silent,
-            )
+        log.info(
+            "live check: %d running GPU pod(s), %d nudged within %g h, %d idle, %d nudged (%d row(s) "
+            "new), %d with nobody to tell",
+            len(running),
+            recently,
+            options.repeat_hours,
+            len(found),
+            len(nudged),
+            written,
+            silent,
+        )
         return LiveRound(
             pods=len(running),
             findings=tuple(f for _, f in found),
             nudged=tuple(nudged),
             rows=written,
-            recently_nudged=len(found) - len(due),
+            recently_nudged=recently,
             silent=silent,
+            opted_out=opted_out,
         )
 
     async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:

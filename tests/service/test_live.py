@@ -190,11 +190,12 @@ async def test_a_round_nudges_each_idle_pod_once_except_the_opted_out(
     result = await live.run_once(NOW)
 
     idle = expected_idle()
-    assert {f.pod_uid for f in result.findings} == set(idle)
-    assert meter.last_queries == 2
     opted_out = next(p.uid for p in scenario.pods() if p.name == "opted-out")
+    # The opted-out pod is not even looked at.
+    assert {f.pod_uid for f in result.findings} == set(idle) - {opted_out}
+    assert (result.opted_out, result.silent) == (1, 0)
+    assert meter.last_queries == 2
     assert set(result.nudged) == set(idle) - {opted_out}
-    assert result.silent == 1
 
     rows = await all_rows(ingested)
     assert all(r.kind is NotificationKind.IDLE_NUDGE for r in rows)
@@ -222,8 +223,8 @@ async def test_a_restart_does_not_nudge_again_within_repeat_hours(
     restarted = Store.from_url(database_url)
     try:
         again = await check(restarted, meter).run_once(NOW)
-        assert again.rows == 0 and again.nudged == ()
-        assert again.recently_nudged == len(first.nudged)  # the opted-out pod was never nudged
+        assert again.rows == 0 and again.nudged == () and again.findings == ()
+        assert again.recently_nudged == len(first.nudged)
         # Past the period, the same pods are nudged again (a new row per pod and channel).
         later = await check(restarted, meter, repeat_hours=0.25).run_once(NOW)
         assert set(later.nudged) == set(first.nudged)

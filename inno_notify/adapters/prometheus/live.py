@@ -1,29 +1,37 @@
-"""What the GPUs of running pods did over the last window: one batched PromQL round, whatever the pod count.
+"""What the GPUs of running pods did over the last window, in a few PromQL queries whatever the pod count.
 
-The live check asks, every interval, about all running GPU pods at once. A round is two queries:
+The live check asks, every interval, about all running GPU pods at once. A round is at most five
+queries:
 
-1. **Window** (one query): per GPU series of dcgm-exporter, over ``[now - window, now]``: the highest
-   utilization (``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100 where the GPU reports it, which MIG
-   instances need; ``DCGM_FI_DEV_GPU_UTIL`` otherwise), the sample counts, and the least
-   framebuffer in use. The query does not list pods: it takes every series that carries a pod
-   label (in each configured spelling, ``pod`` and ``exported_pod``; and within
-   ``kubernetes.namespaces`` where that is set), so its length and its number do not grow with the
-   pods; the answer is matched to the running pods here. A series carrying both spellings (the
-   Helm chart's ``honorLabels: false``) comes back once: ``or`` keeps one of equal label sets.
-2. **Last busy** (one query for the GPUs that stayed below the threshold): per such GPU, the latest
-   time within the lookback its utilization was at or above the threshold,
-   ``max_over_time(timestamp(util >= threshold)[lookback:step])``. Only the idle pods are listed
-   (a regex of their names in a form body, whose budget holds thousands of names), and the lookback
-   reaches back no further than the oldest of them got its GPUs, capped (a week by default).
+1. **Window** (one query): per GPU series of dcgm-exporter, the highest utilization over
+   ``[now - window, now]``, as ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (× 100, which MIG instances need) and
+   as ``DCGM_FI_DEV_GPU_UTIL`` (the first is used where the GPU reports it). The query lists no pods:
+   it takes every series that carries a pod label (in each configured spelling, ``pod`` and
+   ``exported_pod``; within ``kubernetes.namespaces`` where that is set), so its length does not
+   grow with the pods; the answer is matched to the running pods here. A series carrying both
+   spellings (the Helm chart's ``honorLabels: false``) comes back once: ``or`` keeps one of equal
+   label sets.
+2. **Detail** of the pods with a GPU below the threshold (one query per age class of those pods, at
+   most four): their sample counts and least framebuffer in use over the window, and per GPU the
+   latest time within the lookback its utilization was at or above the threshold: a subquery over
+   the lookback whose every step takes the maximum of the samples since the step before,
+   ``max_over_time(timestamp(max_over_time(util[step]) >= threshold)[lookback:step])``, so that a
+   short burst between two steps still counts. Only these pods are listed (a
+   regex of their names in a form body, whose budget holds thousands of names). The lookback
+   reaches back no further than the oldest pod of its class got its GPUs (capped, a week by
+   default), and its step is at least ``lookback / busy_steps``: a subquery costs a step per series,
+   so "last busy" is as precise as a minute for pods of a few hours and as half an hour for a
+   week-old one, at the same cost.
 
 Everything is evaluated ``@ now``, so a round answers for the moment it was asked about, whenever it
 runs. ``observe(..., listed=True)`` lists the pods in the window query too (regex, chunked by the
-body budget): what the benchmark's one-query-per-pod baseline uses with a single pod.
+body budget): what the benchmark's one-pod-at-a-time baseline uses with a single pod.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from inno_notify.adapters.prometheus import queries as q
-from inno_notify.adapters.prometheus.batching import DEFAULT_MAX_URL_BYTES, PodWindow, chunk_pods
+from inno_notify.adapters.prometheus.batching import DEFAULT_MAX_URL_BYTES, PodWindow, chunk_pods, url_length
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient, Sample
 from inno_notify.domain.live import GpuWindow
 from inno_notify.settings import PrometheusSettings
@@ -51,6 +59,9 @@ DEFAULT_LOOKBACK_SECONDS = 7 * 86400.0
 # several thousand idle pods in one query.
 LIVE_MAX_BODY_BYTES = 512_000
 _STAT = q.STAT
+# Idle pods are asked about in classes of age (6 h, a day, three days, older), each with the
+# lookback its oldest member needs: at most four detail queries.
+AGE_CLASSES = (6 * 3600.0, 86400.0, 3 * 86400.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +81,10 @@ class LiveConfig:
     # Namespaces the service watches; empty: all (the window query then takes every GPU series).
     namespaces: tuple[str, ...] = ()
     lookback_seconds: float = DEFAULT_LOOKBACK_SECONDS
-    # Resolution of "last busy": a subquery step; a minute is plenty for "idle since 10:05".
+    # Resolution of "last busy": a subquery step of at least this, and at most `busy_steps` steps
+    # (an older pod's stretch is read at a coarser step, at the same cost).
     busy_step_seconds: float = 60.0
+    busy_steps: int = 240
     max_body_bytes: int = LIVE_MAX_BODY_BYTES
     max_url_bytes: int = DEFAULT_MAX_URL_BYTES
 
@@ -90,6 +103,8 @@ class LiveMeter:
         self._spellings = labels.dcgm_spellings()
         spelt = [*(p for p, _ in self._spellings), *(n for _, n in self._spellings)]
         self._by = ", ".join(dict.fromkeys([*spelt, *q.GPU_IDENTITY, *labels.hostname]))
+        # The detail query needs only what tells GPUs apart; the window query brought the rest.
+        self._key_by = ", ".join(dict.fromkeys([*spelt, "gpu", "UUID", "GPU_I_ID", *labels.hostname]))
         # Queries sent by the last observe() call (benchmarks and tests read it).
         self.last_queries = 0
 
@@ -118,39 +133,59 @@ class LiveMeter:
         window = max(1, math.ceil(window_seconds))
         windows = [PodWindow(t.namespace, t.pod, t.uid, t.held_from, now) for t in targets]
         if listed:
-            queries = [
-                p for _, p in self._chunks(windows, lambda pods, ns: self._window_query(pods, ns, window, at))
-            ]
+            build = functools.partial(self._window_query, window=window, at=at)
+            queries = [p for _, p in self._chunks(windows, build)]
         else:
             queries = [self._window_query(None, self._namespaces(), window, at)]
-        samples = await self._run(queries)
-        gpus = self._assemble_window(targets, samples)
+        gpus = self._assemble(targets, await self._run(queries), create=True)
 
-        idle_uids = {
-            uid
-            for uid, per_gpu in gpus.items()
-            if any(_below(s, idle_util_percent) for s in per_gpu.values())
-        }
-        if idle_uids:
-            idle = [w for w in windows if w.uid in idle_uids]
-            oldest = min(w.held_from for w in idle)
-            step = max(1, math.ceil(self._config.busy_step_seconds))
-            reach = min(self._config.lookback_seconds, max(window_seconds, (now - oldest).total_seconds()))
-            lookback = step * math.ceil((reach + step) / step)
-            busy = await self._run(
-                [
-                    p
-                    for _, p in self._chunks(
-                        idle,
-                        lambda pods, ns: self._busy_query(pods, ns, lookback, step, at, idle_util_percent),
+        # Per pod with a GPU below the threshold, the metrics its idle GPUs are judged by.
+        sources: dict[str, set[str]] = {}
+        for uid, per_gpu in gpus.items():
+            for stats in per_gpu.values():
+                if _below(stats, idle_util_percent):
+                    sources.setdefault(uid, set()).add(
+                        q.GR_ENGINE_ACTIVE if _uses_prof(stats) else q.GPU_UTIL
                     )
-                ]
+        candidates = set(sources)
+        detail: list[str] = []
+        for lookback, step, members in self._age_classes([w for w in windows if w.uid in candidates], now):
+            build = functools.partial(
+                self._detail_query,
+                window=window,
+                lookback=lookback,
+                step=step,
+                at=at,
+                threshold=idle_util_percent,
             )
-            self._assemble_busy(targets, idle_uids, gpus, busy)
+            detail += self._split(members, sources, build)
+        if detail:
+            self._assemble(
+                [t for t in targets if t.uid in candidates], await self._run(detail), create=False, into=gpus
+            )
         return {
             uid: tuple(_window(stats) for _, stats in sorted(per_gpu.items()))
             for uid, per_gpu in gpus.items()
         }
+
+    def _age_classes(
+        self, windows: Sequence[PodWindow], now: datetime
+    ) -> list[tuple[int, int, list[PodWindow]]]:
+        """(lookback, step, pods) per age class: pods of similar age share a lookback that reaches
+        the oldest of them, with a step that keeps the subquery at about `busy_steps` steps."""
+        cfg = self._config
+        classes: dict[int, list[PodWindow]] = {}
+        for w in windows:
+            age = (now - w.held_from).total_seconds()
+            bound = next((i for i, edge in enumerate(AGE_CLASSES) if age <= edge), len(AGE_CLASSES))
+            classes.setdefault(bound, []).append(w)
+        found = []
+        for _, members in sorted(classes.items()):
+            oldest = max((now - w.held_from).total_seconds() for w in members)
+            reach = min(cfg.lookback_seconds, oldest)
+            step = max(1, math.ceil(cfg.busy_step_seconds), math.ceil(reach / cfg.busy_steps))
+            found.append((step * math.ceil((reach + step) / step), step, members))
+        return found
 
     # --- PromQL -----------------------------------------------------------------------------------
 
@@ -175,32 +210,65 @@ class LiveMeter:
         by = self._by
         parts = [
             (f"max by ({by}) ({self._over('max_over_time', q.GPU_UTIL, m, window, at)})", "util_max"),
-            (f"sum by ({by}) ({self._over('count_over_time', q.GPU_UTIL, m, window, at)})", "util_samples"),
             (
                 f"max by ({by}) ({self._over('max_over_time', q.GR_ENGINE_ACTIVE, m, window, at)}) * 100",
                 "prof_max",
             ),
-            (
-                f"sum by ({by}) ({self._over('count_over_time', q.GR_ENGINE_ACTIVE, m, window, at)})",
-                "prof_samples",
-            ),
-            (f"min by ({by}) ({self._over('min_over_time', q.FB_USED, m, window, at)})", "fb_min"),
         ]
-        return " or ".join(f'label_replace({expr}, "{_STAT}", "{stat}", "", "")' for expr, stat in parts)
+        return _tagged(parts)
 
-    def _busy_query(
-        self, pods: str, namespaces: str, lookback: int, step: int, at: float, threshold: float
+    def _detail_query(
+        self,
+        by_metric: Mapping[str, Sequence[PodWindow]],
+        window: int,
+        lookback: int,
+        step: int,
+        at: float,
+        threshold: float,
     ) -> str:
-        m = self._matchers(pods, namespaces)
-        parts = []
-        for metric, limit, stat in (
-            (q.GPU_UTIL, threshold, "util_busy"),
-            (q.GR_ENGINE_ACTIVE, threshold / 100, "prof_busy"),
-        ):
-            inner = " or ".join(f"timestamp({metric}{{{x}}} >= {limit:g})" for x in m)
-            expr = f"max by ({self._by}) (max_over_time(({inner})[{lookback}s:{step}s] @ {at:.3f}))"
-            parts.append(f'label_replace({expr}, "{_STAT}", "{stat}", "", "")')
-        return " or ".join(parts)
+        """Samples, least framebuffer and last busy time of the listed pods' GPUs, each utilization
+        metric asked only about the pods judged by it (a subquery's steps are the cost)."""
+        by = self._key_by
+        everyone = [w for pods in by_metric.values() for w in pods]
+        namespaces = q.regex_alternation([w.namespace for w in everyone])
+        listed = self._matchers(q.regex_alternation([w.pod for w in everyone]), namespaces)
+        parts = [(f"min by ({by}) ({self._over('min_over_time', q.FB_USED, listed, window, at)})", "fb_min")]
+        for metric, pods in by_metric.items():
+            prof = metric == q.GR_ENGINE_ACTIVE
+            tag, limit = ("prof", threshold / 100) if prof else ("util", threshold)
+            m = self._matchers(q.regex_alternation([w.pod for w in pods]), namespaces)
+            # Each step looks at the samples of the step before it (tiles, so that no sample falls
+            # between steps): the last step whose tile held a busy sample is when the GPU was last
+            # busy, read at most a step late. One subquery per spelling, joined after.
+            busy = " or ".join(
+                f"max_over_time((timestamp(max_over_time({metric}{{{x}}}[{step}s]) >= {limit:g}))"
+                f"[{lookback}s:{step}s] @ {at:.3f})"
+                for x in m
+            )
+            parts += [
+                (f"sum by ({by}) ({self._over('count_over_time', metric, m, window, at)})", f"{tag}_samples"),
+                (f"max by ({by}) ({busy})", f"{tag}_busy"),
+            ]
+        return _tagged(parts)
+
+    def _split(
+        self,
+        members: Sequence[PodWindow],
+        sources: Mapping[str, set[str]],
+        build: Callable[[Mapping[str, Sequence[PodWindow]]], str],
+    ) -> list[str]:
+        """The detail query of `members`, in halves while it is longer than the body budget."""
+        by_metric: dict[str, list[PodWindow]] = {}
+        for w in members:
+            for metric in sorted(sources.get(w.uid, ())):
+                by_metric.setdefault(metric, []).append(w)
+        promql = build(by_metric)
+        cfg = self._config
+        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
+        if len(members) <= 1 or url_length(promql) <= budget:
+            return [promql]
+        middle = len(members) // 2
+        return self._split(members[:middle], sources, build) + self._split(members[middle:], sources, build)
 
     def _chunks(
         self, windows: Sequence[PodWindow], build: Callable[[str, str], str]
@@ -234,38 +302,35 @@ class LiveMeter:
         host = next((labels[h] for h in self._config.labels.hostname if labels.get(h)), "")
         return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
 
-    def _assemble_window(
-        self, targets: Sequence[LiveTarget], samples: list[Sample]
+    def _assemble(
+        self,
+        targets: Sequence[LiveTarget],
+        samples: list[Sample],
+        *,
+        create: bool,
+        into: dict[str, dict[_GpuKey, dict[str, object]]] | None = None,
     ) -> dict[str, dict[_GpuKey, dict[str, object]]]:
+        """Stats per target uid and GPU; `create` False only adds to GPUs already seen."""
         by_name = {(t.namespace, t.pod): t for t in targets}
-        gpus: dict[str, dict[_GpuKey, dict[str, object]]] = defaultdict(dict)
+        gpus: dict[str, dict[_GpuKey, dict[str, object]]] = into if into is not None else defaultdict(dict)
         for sample in samples:
             labels = sample["metric"]
             target = self._target_of(labels, by_name)
             value = _value(sample)
             if target is None or value is None:
                 continue
-            stats = gpus[target.uid].setdefault(self._gpu_key(labels), {"labels": labels})
+            key = self._gpu_key(labels)
+            stats = gpus[target.uid].get(key) if target.uid in gpus else None
+            if stats is None:
+                if not create:
+                    continue
+                stats = gpus[target.uid][key] = {"labels": labels}
             stats[labels.get(_STAT, "")] = value
         return gpus
 
-    def _assemble_busy(
-        self,
-        targets: Sequence[LiveTarget],
-        idle_uids: set[str],
-        gpus: dict[str, dict[_GpuKey, dict[str, object]]],
-        samples: list[Sample],
-    ) -> None:
-        by_name = {(t.namespace, t.pod): t for t in targets if t.uid in idle_uids}
-        for sample in samples:
-            labels = sample["metric"]
-            target = self._target_of(labels, by_name)
-            value = _value(sample)
-            if target is None or value is None:
-                continue
-            stats = gpus[target.uid].get(self._gpu_key(labels))
-            if stats is not None:
-                stats[labels.get(_STAT, "")] = value
+
+def _tagged(parts: Sequence[tuple[str, str]]) -> str:
+    return " or ".join(f'label_replace({expr}, "{_STAT}", "{stat}", "", "")' for expr, stat in parts)
 
 
 def _value(sample: Sample) -> float | None:
@@ -282,7 +347,8 @@ def _stat(stats: Mapping[str, object], name: str) -> float | None:
 
 
 def _uses_prof(stats: Mapping[str, object]) -> bool:
-    return bool(_stat(stats, "prof_samples"))
+    """GR_ENGINE_ACTIVE where the GPU reports it in the window (MIG instances report nothing else)."""
+    return _stat(stats, "prof_max") is not None
 
 
 def _util(stats: Mapping[str, object]) -> float | None:
