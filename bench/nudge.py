@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
-from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter, LiveTarget
+from inno_notify.adapters.prometheus.live import IDENTITY_ENCODING, LiveConfig, LiveMeter, LiveTarget
 from inno_notify.domain.live import GpuWindow, IdleFinding, IdlePolicy, find_idle
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from tests.adapters.prometheus import metricgen
@@ -173,13 +173,15 @@ def decide(
 
 
 async def run(
-    url: str, pods: list[metricgen.PodTrace], now: datetime, scrape: float, repeats: int
+    url: str, pods: list[metricgen.PodTrace], now: datetime, scrape: float, repeats: int, compress: bool
 ) -> dict[str, object]:
     targets = [LiveTarget(p.namespace, p.name, p.uid, datetime.fromtimestamp(p.start, UTC)) for p in pods]
     config = LiveConfig(scrape_interval_seconds=scrape)
-    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    # As the service's live meter asks (build_live_meter), unless --compression.
+    headers = {} if compress else IDENTITY_ENCODING
+    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
     meter = LiveMeter(client, config)
-    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
     loop_meter = LiveMeter(loop_client, config)
     # Warm-up: Prometheus pages the blocks in.
     batched = await meter.observe(targets, now, WINDOW, THRESHOLD)
@@ -239,6 +241,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
+    parser.add_argument("--compression", action="store_true", help="ask for gzip answers (both sides)")
     args = parser.parse_args()
     if not HAVE_PROMETHEUS:
         sys.exit("prometheus and promtool are needed (apt-get install prometheus)")
@@ -264,10 +267,18 @@ def main() -> None:
     print(f"scrape_seconds={args.scrape:g}")
     print(f"samples_in_tsdb={samples}")
     print(f"tsdb_build_seconds={build_seconds:.1f}")
+    print(f"compression={'gzip' if args.compression else 'off'}")
     with PrometheusServer(tsdb) as server:
         print(f"load_1min_before={os.getloadavg()[0]:.2f}")
         figures = asyncio.run(
-            run(server.url, pods, datetime.fromtimestamp(now, UTC), args.scrape, args.repeats)
+            run(
+                server.url,
+                pods,
+                datetime.fromtimestamp(now, UTC),
+                args.scrape,
+                args.repeats,
+                args.compression,
+            )
         )
         print(f"load_1min_after={os.getloadavg()[0]:.2f}")
     for name, value in figures.items():

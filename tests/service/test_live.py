@@ -194,7 +194,7 @@ async def test_a_round_nudges_each_idle_pod_once_except_the_opted_out(
     # The opted-out pod is not even looked at.
     assert {f.pod_uid for f in result.findings} == set(idle) - {opted_out}
     assert (result.opted_out, result.silent) == (1, 0)
-    assert meter.last_queries == 2
+    assert meter.last_queries == 4
     assert set(result.nudged) == set(idle) - {opted_out}
 
     rows = await all_rows(ingested)

@@ -1,6 +1,6 @@
 """What the GPUs of running pods did over the last window, in a few PromQL queries whatever the pod count.
 
-The live check asks, every interval, about all running GPU pods at once. A round is at most five
+The live check asks, every interval, about all running GPU pods at once. A round is at most four
 queries:
 
 1. **Window** (one query): per GPU series of dcgm-exporter, the highest utilization over
@@ -10,18 +10,20 @@ queries:
    ``exported_pod``; within ``kubernetes.namespaces`` where that is set), so its length does not
    grow with the pods; the answer is matched to the running pods here. A series carrying both
    spellings (the Helm chart's ``honorLabels: false``) comes back once: ``or`` keeps one of equal
-   label sets.
-2. **Detail** of the pods with a GPU below the threshold (one query per age class of those pods, at
-   most four): their sample counts and least framebuffer in use over the window, and per GPU the
-   latest time within the lookback its utilization was at or above the threshold: a subquery over
-   the lookback whose every step takes the maximum of the samples since the step before,
-   ``max_over_time(timestamp(max_over_time(util[step]) >= threshold)[lookback:step])``, so that a
-   short burst between two steps still counts. Only these pods are listed (a
-   regex of their names in a form body, whose budget holds thousands of names). The lookback
-   reaches back no further than the oldest pod of its class got its GPUs (capped, a week by
-   default), and its step is at least ``lookback / busy_steps``: a subquery costs a step per series,
-   so "last busy" is as precise as a minute for pods of a few hours and as half an hour for a
-   week-old one, at the same cost.
+   label sets. It carries only what tells GPUs apart; what describes them comes with the detail.
+2. **Detail** of the pods with a GPU below the threshold (``detail_queries`` queries, two, sent
+   together: Prometheus evaluates queries in parallel): their sample counts and least framebuffer in
+   use over the window, and per GPU the last coarse tile of the lookback that held a sample at or
+   above the threshold, ``max_over_time(timestamp(max_over_time(util[tile]) >= threshold)[lookback:tile])``:
+   every sample counts (a short burst between two steps is not missed), in about
+   ``busy_coarse_steps`` tiles whatever the lookback. Each utilization metric is asked only about the
+   pods it judges, and only these pods are listed (regexes of their names in a form body, whose
+   budget holds thousands of names). The lookback reaches back to when the oldest of them got its
+   GPUs (capped, a week by default); a series has no samples from before its pod, so a young pod
+   costs no more for it.
+3. **Refine** (one query): each coarse tile that held a last busy sample is read again at
+   ``busy_step_seconds``, for the GPUs whose tile it was (grouped by tile: a query part per distinct
+   tile, not per GPU). So "idle since" is exact to the minute for a pod of an hour or of a week.
 
 Everything is evaluated ``@ now``, so a round answers for the moment it was asked about, whenever it
 runs. ``observe(..., listed=True)`` lists the pods in the window query too (regex, chunked by the
@@ -33,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from inno_notify.settings import PrometheusSettings
 
 __all__ = [
     "DEFAULT_LOOKBACK_SECONDS",
+    "IDENTITY_ENCODING",
     "LIVE_MAX_BODY_BYTES",
     "LiveConfig",
     "LiveMeter",
@@ -59,9 +61,9 @@ DEFAULT_LOOKBACK_SECONDS = 7 * 86400.0
 # several thousand idle pods in one query.
 LIVE_MAX_BODY_BYTES = 512_000
 _STAT = q.STAT
-# Idle pods are asked about in classes of age (6 h, a day, three days, older), each with the
-# lookback its oldest member needs: at most four detail queries.
-AGE_CLASSES = (6 * 3600.0, 86400.0, 3 * 86400.0)
+# Room for a listed pod's name and namespace (DNS labels: at most 63 and 63 characters).
+_NAME_BYTES = 160
+IDENTITY_ENCODING = {"Accept-Encoding": "identity"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +83,13 @@ class LiveConfig:
     # Namespaces the service watches; empty: all (the window query then takes every GPU series).
     namespaces: tuple[str, ...] = ()
     lookback_seconds: float = DEFAULT_LOOKBACK_SECONDS
-    # Resolution of "last busy": a subquery step of at least this, and at most `busy_steps` steps
-    # (an older pod's stretch is read at a coarser step, at the same cost).
+    # Resolution of "last busy". The lookback is first read in about `busy_coarse_steps` steps; the
+    # step whose tile held the last busy sample is then read again at this step.
     busy_step_seconds: float = 60.0
-    busy_steps: int = 240
+    busy_coarse_steps: int = 48
+    # The detail of the idle pods is asked in this many queries at once (Prometheus evaluates
+    # queries in parallel; a few cores each).
+    detail_queries: int = 2
     max_body_bytes: int = LIVE_MAX_BODY_BYTES
     max_url_bytes: int = DEFAULT_MAX_URL_BYTES
 
@@ -103,7 +108,7 @@ class LiveMeter:
         self._spellings = labels.dcgm_spellings()
         spelt = [*(p for p, _ in self._spellings), *(n for _, n in self._spellings)]
         self._by = ", ".join(dict.fromkeys([*spelt, *q.GPU_IDENTITY, *labels.hostname]))
-        # The detail query needs only what tells GPUs apart; the window query brought the rest.
+        # What tells GPUs apart, without what describes them.
         self._key_by = ", ".join(dict.fromkeys([*spelt, "gpu", "UUID", "GPU_I_ID", *labels.hostname]))
         # Queries sent by the last observe() call (benchmarks and tests read it).
         self.last_queries = 0
@@ -142,50 +147,40 @@ class LiveMeter:
         # Per pod with a GPU below the threshold, the metrics its idle GPUs are judged by.
         sources: dict[str, set[str]] = {}
         for uid, per_gpu in gpus.items():
-            for stats in per_gpu.values():
-                if _below(stats, idle_util_percent):
-                    sources.setdefault(uid, set()).add(
-                        q.GR_ENGINE_ACTIVE if _uses_prof(stats) else q.GPU_UTIL
-                    )
+            for gpu in per_gpu.values():
+                if gpu.below(idle_util_percent):
+                    sources.setdefault(uid, set()).add(q.GR_ENGINE_ACTIVE if gpu.uses_prof else q.GPU_UTIL)
         candidates = set(sources)
-        detail: list[str] = []
-        for lookback, step, members in self._age_classes([w for w in windows if w.uid in candidates], now):
-            build = functools.partial(
-                self._detail_query,
-                window=window,
-                lookback=lookback,
-                step=step,
-                at=at,
-                threshold=idle_util_percent,
-            )
-            detail += self._split(members, sources, build)
-        if detail:
-            self._assemble(
-                [t for t in targets if t.uid in candidates], await self._run(detail), create=False, into=gpus
-            )
-        return {
-            uid: tuple(_window(stats) for _, stats in sorted(per_gpu.items()))
-            for uid, per_gpu in gpus.items()
-        }
+        if not candidates:
+            return _windows(gpus)
+        idle_targets = [t for t in targets if t.uid in candidates]
+        # Detail: the idle pods in `detail_queries` parts asked at once (Prometheus evaluates
+        # queries in parallel), one lookback for all, reaching the oldest (a series has no samples
+        # from before its pod started, so a young pod costs no more for it).
+        members = [w for w in windows if w.uid in candidates]
+        lookback, step = self._lookback(members, now)
+        share = math.ceil(len(members) / max(1, self._config.detail_queries))
+        parts = [
+            self._detail_query(by_metric, window, lookback, step, at, idle_util_percent)
+            for start in range(0, len(members), share)
+            for by_metric in self._by_metric(members[start : start + share], sources)
+        ]
+        self._assemble(idle_targets, await self._run(parts), create=False, into=gpus)
+        # Refine: where a coarse tile held the last busy sample, read that tile at the fine step.
+        refine = self._refine_parts(gpus, step, idle_util_percent)
+        if refine:
+            found = await self._run(self._joined([promql for promql, _ in refine]))
+            self._assemble_refined(idle_targets, found, gpus, {key for _, keys in refine for key in keys})
+        return _windows(gpus)
 
-    def _age_classes(
-        self, windows: Sequence[PodWindow], now: datetime
-    ) -> list[tuple[int, int, list[PodWindow]]]:
-        """(lookback, step, pods) per age class: pods of similar age share a lookback that reaches
-        the oldest of them, with a step that keeps the subquery at about `busy_steps` steps."""
+    def _lookback(self, windows: Sequence[PodWindow], now: datetime) -> tuple[int, int]:
+        """(lookback, coarse step): back to when the oldest pod got its GPUs (capped), in about
+        `busy_coarse_steps` steps, each a multiple of the fine step so that refining falls on tiles."""
         cfg = self._config
-        classes: dict[int, list[PodWindow]] = {}
-        for w in windows:
-            age = (now - w.held_from).total_seconds()
-            bound = next((i for i, edge in enumerate(AGE_CLASSES) if age <= edge), len(AGE_CLASSES))
-            classes.setdefault(bound, []).append(w)
-        found = []
-        for _, members in sorted(classes.items()):
-            oldest = max((now - w.held_from).total_seconds() for w in members)
-            reach = min(cfg.lookback_seconds, oldest)
-            step = max(1, math.ceil(cfg.busy_step_seconds), math.ceil(reach / cfg.busy_steps))
-            found.append((step * math.ceil((reach + step) / step), step, members))
-        return found
+        reach = min(cfg.lookback_seconds, max((now - w.held_from).total_seconds() for w in windows))
+        fine = max(1, math.ceil(cfg.busy_step_seconds))
+        step = fine * max(1, math.ceil(reach / cfg.busy_coarse_steps / fine))
+        return step * math.ceil((reach + step) / step), step
 
     # --- PromQL -----------------------------------------------------------------------------------
 
@@ -207,7 +202,9 @@ class LiveMeter:
 
     def _window_query(self, pods: str | None, namespaces: str | None, window: int, at: float) -> str:
         m = self._matchers(pods, namespaces)
-        by = self._by
+        # Only what tells GPUs apart: the answer has a sample per GPU series of the cluster, and
+        # what describes a GPU (model, MIG profile) is asked of the idle ones only.
+        by = self._key_by
         parts = [
             (f"max by ({by}) ({self._over('max_over_time', q.GPU_UTIL, m, window, at)})", "util_max"),
             (
@@ -232,7 +229,10 @@ class LiveMeter:
         everyone = [w for pods in by_metric.values() for w in pods]
         namespaces = q.regex_alternation([w.namespace for w in everyone])
         listed = self._matchers(q.regex_alternation([w.pod for w in everyone]), namespaces)
-        parts = [(f"min by ({by}) ({self._over('min_over_time', q.FB_USED, listed, window, at)})", "fb_min")]
+        described = self._by
+        parts = [
+            (f"min by ({described}) ({self._over('min_over_time', q.FB_USED, listed, window, at)})", "fb_min")
+        ]
         for metric, pods in by_metric.items():
             prof = metric == q.GR_ENGINE_ACTIVE
             tag, limit = ("prof", threshold / 100) if prof else ("util", threshold)
@@ -251,24 +251,92 @@ class LiveMeter:
             ]
         return _tagged(parts)
 
-    def _split(
-        self,
-        members: Sequence[PodWindow],
-        sources: Mapping[str, set[str]],
-        build: Callable[[Mapping[str, Sequence[PodWindow]]], str],
-    ) -> list[str]:
-        """The detail query of `members`, in halves while it is longer than the body budget."""
-        by_metric: dict[str, list[PodWindow]] = {}
-        for w in members:
-            for metric in sorted(sources.get(w.uid, ())):
-                by_metric.setdefault(metric, []).append(w)
-        promql = build(by_metric)
+    def _by_metric(
+        self, members: Sequence[PodWindow], sources: Mapping[str, set[str]]
+    ) -> list[dict[str, list[PodWindow]]]:
+        """The pods of a class grouped by the metric their idle GPUs are judged by; in halves where
+        a class lists more pods than a query should (thousands)."""
         cfg = self._config
         budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
-        if len(members) <= 1 or url_length(promql) <= budget:
-            return [promql]
-        middle = len(members) // 2
-        return self._split(members[:middle], sources, build) + self._split(members[middle:], sources, build)
+        # A listed pod costs its name and namespace in about ten selectors.
+        per_query = max(1, budget // (10 * (_NAME_BYTES + 4)))
+        groups = []
+        for start in range(0, len(members), per_query):
+            by_metric: dict[str, list[PodWindow]] = {}
+            for w in members[start : start + per_query]:
+                for metric in sorted(sources.get(w.uid, ())):
+                    by_metric.setdefault(metric, []).append(w)
+            groups.append(by_metric)
+        return groups
+
+    def _joined(self, parts: Sequence[str]) -> list[str]:
+        """The parts as few queries as the body budget allows (their rows differ by their labels)."""
+        cfg = self._config
+        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
+        queries: list[str] = []
+        for part in parts:
+            if queries and url_length(queries[-1]) + url_length(part) <= budget:
+                queries[-1] = f"{queries[-1]} or {part}"
+            else:
+                queries.append(part)
+        return queries
+
+    def _refine_parts(
+        self, gpus: Mapping[str, Mapping[_GpuKey, _Gpu]], step: int, threshold: float
+    ) -> list[tuple[str, set[tuple[str, _GpuKey]]]]:
+        """Per metric and coarse tile that held a GPU's last busy sample, a subquery over that tile
+        at the fine step, for the GPUs whose last busy sample it held (by pod and UUID)."""
+        fine = max(1, math.ceil(self._config.busy_step_seconds))
+        tiles: dict[tuple[str, float, int], list[tuple[str, _GpuKey, _Gpu]]] = {}
+        if step <= fine:
+            return []
+        for uid, per_gpu in gpus.items():
+            for key, gpu in per_gpu.items():
+                busy = gpu.prof_busy if gpu.uses_prof else gpu.util_busy
+                if busy is not None and gpu.below(threshold):
+                    metric = q.GR_ENGINE_ACTIVE if gpu.uses_prof else q.GPU_UTIL
+                    tiles.setdefault((metric, busy, step), []).append((uid, key, gpu))
+        parts = []
+        for (metric, end, step), members in sorted(tiles.items()):
+            limit = threshold / 100 if metric == q.GR_ENGINE_ACTIVE else threshold
+            tag = "prof_busy" if metric == q.GR_ENGINE_ACTIVE else "util_busy"
+            labels = [gpu.labels for _, _, gpu in members]
+            uuids = q.regex_alternation([key[2] for _, key, _ in members])
+            subqueries = []
+            for pod_label, ns_label in self._spellings:
+                pods = q.regex_alternation([lb.get(pod_label, "") for lb in labels if lb.get(pod_label)])
+                spaces = q.regex_alternation([lb.get(ns_label, "") for lb in labels if lb.get(ns_label)])
+                if not pods:
+                    continue
+                selector = f'{metric}{{{ns_label}=~"{spaces}",{pod_label}=~"{pods}",UUID=~"{uuids}"}}'
+                subqueries.append(
+                    f"max_over_time((timestamp(max_over_time({selector}[{fine}s]) >= {limit:g}))"
+                    f"[{step}s:{fine}s] @ {end:.3f})"
+                )
+            expr = f"max by ({self._key_by}) ({' or '.join(subqueries)})"
+            parts.append((_tagged([(expr, tag)]), {(uid, key) for uid, key, _ in members}))
+        return parts
+
+    def _assemble_refined(
+        self,
+        targets: Sequence[LiveTarget],
+        samples: list[Sample],
+        gpus: dict[str, dict[_GpuKey, _Gpu]],
+        asked: set[tuple[str, _GpuKey]],
+    ) -> None:
+        """The fine "last busy" of the GPUs it was asked for (another GPU of a listed pod that a
+        refining subquery also matched keeps its own)."""
+        refined: dict[str, dict[_GpuKey, _Gpu]] = {
+            uid: {key: _Gpu(gpu.labels) for key, gpu in per_gpu.items()} for uid, per_gpu in gpus.items()
+        }
+        self._assemble(targets, samples, create=False, into=refined)
+        for uid, key in asked:
+            fine = refined[uid][key]
+            gpu = gpus[uid][key]
+            if fine.util_busy is not None:
+                gpu.util_busy = fine.util_busy
+            if fine.prof_busy is not None:
+                gpu.prof_busy = fine.prof_busy
 
     def _chunks(
         self, windows: Sequence[PodWindow], build: Callable[[str, str], str]
@@ -289,47 +357,111 @@ class LiveMeter:
 
     # --- answers ------------------------------------------------------------------------------------
 
-    def _target_of(
-        self, labels: Mapping[str, str], by_name: Mapping[tuple[str, str], LiveTarget]
-    ) -> LiveTarget | None:
-        for pod_label, ns_label in self._spellings:
-            found = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
-            if found is not None:
-                return found
-        return None
-
-    def _gpu_key(self, labels: Mapping[str, str]) -> _GpuKey:
-        host = next((labels[h] for h in self._config.labels.hostname if labels.get(h)), "")
-        return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
-
     def _assemble(
         self,
         targets: Sequence[LiveTarget],
         samples: list[Sample],
         *,
         create: bool,
-        into: dict[str, dict[_GpuKey, dict[str, object]]] | None = None,
-    ) -> dict[str, dict[_GpuKey, dict[str, object]]]:
-        """Stats per target uid and GPU; `create` False only adds to GPUs already seen."""
-        by_name = {(t.namespace, t.pod): t for t in targets}
-        gpus: dict[str, dict[_GpuKey, dict[str, object]]] = into if into is not None else defaultdict(dict)
+        into: dict[str, dict[_GpuKey, _Gpu]] | None = None,
+    ) -> dict[str, dict[_GpuKey, _Gpu]]:
+        """What each answer row says, per target uid and GPU; `create` False only adds to GPUs
+        already seen. Runs for every GPU of the cluster each round: plain loops, local names."""
+        by_name = {(t.namespace, t.pod): t.uid for t in targets}
+        gpus: dict[str, dict[_GpuKey, _Gpu]] = into if into is not None else {}
+        spellings = self._spellings
+        hostnames = self._config.labels.hostname
         for sample in samples:
             labels = sample["metric"]
-            target = self._target_of(labels, by_name)
+            uid = None
+            for pod_label, ns_label in spellings:
+                uid = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
+                if uid is not None:
+                    break
+            stat = _STATS.get(labels.get(_STAT, ""))
             value = _value(sample)
-            if target is None or value is None:
+            if uid is None or stat is None or value is None:
                 continue
-            key = self._gpu_key(labels)
-            stats = gpus[target.uid].get(key) if target.uid in gpus else None
-            if stats is None:
+            host = next((labels[h] for h in hostnames if labels.get(h)), "")
+            key = (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
+            per_pod = gpus.get(uid)
+            gpu = per_pod.get(key) if per_pod is not None else None
+            if gpu is None:
                 if not create:
                     continue
-                stats = gpus[target.uid][key] = {"labels": labels}
-            stats[labels.get(_STAT, "")] = value
+                gpu = gpus.setdefault(uid, {})[key] = _Gpu(labels)
+            if stat == "fb_min":
+                # The row that carries the GPU's model and MIG profile.
+                gpu.labels = labels
+            setattr(gpu, stat, value)
         return gpus
 
 
+class _Gpu:
+    """One GPU's figures as the answers bring them in."""
+
+    __slots__ = (
+        "fb_min",
+        "labels",
+        "prof_busy",
+        "prof_max",
+        "prof_samples",
+        "util_busy",
+        "util_max",
+        "util_samples",
+    )
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        self.labels = labels
+        self.util_max: float | None = None
+        self.prof_max: float | None = None
+        self.util_samples: float | None = None
+        self.prof_samples: float | None = None
+        self.fb_min: float | None = None
+        self.util_busy: float | None = None
+        self.prof_busy: float | None = None
+
+    @property
+    def uses_prof(self) -> bool:
+        """GR_ENGINE_ACTIVE where the GPU reports it in the window (MIG instances report nothing else)."""
+        return self.prof_max is not None
+
+    @property
+    def util(self) -> float | None:
+        return self.prof_max if self.prof_max is not None else self.util_max
+
+    def below(self, threshold: float) -> bool:
+        util = self.util
+        return util is not None and util < threshold
+
+    def window(self) -> GpuWindow:
+        labels = self.labels
+        prof = self.uses_prof
+        busy = self.prof_busy if prof else self.util_busy
+        samples = self.prof_samples if prof else self.util_samples
+        return GpuWindow(
+            gpu=labels.get("gpu", ""),
+            uuid=labels.get("UUID") or None,
+            model=labels.get("modelName") or None,
+            mig_profile=labels.get("GPU_I_PROFILE") or None,
+            host=labels.get("Hostname") or labels.get("hostname") or None,
+            util_max_percent=self.util,
+            samples=int(samples or 0),
+            fb_held_mib=self.fb_min,
+            busy_at=None if busy is None else datetime.fromtimestamp(busy, tz=UTC),
+        )
+
+
+# The stats the queries tag their rows with (the `stat` label), each a field of _Gpu.
+_STATS = {name: name for name in _Gpu.__slots__ if name != "labels"}
+
+
+def _windows(gpus: Mapping[str, Mapping[_GpuKey, _Gpu]]) -> dict[str, tuple[GpuWindow, ...]]:
+    return {uid: tuple(gpu.window() for _, gpu in sorted(per_gpu.items())) for uid, per_gpu in gpus.items()}
+
+
 def _tagged(parts: Sequence[tuple[str, str]]) -> str:
+    assert all(stat in _STATS for _, stat in parts)
     return " or ".join(f'label_replace({expr}, "{_STAT}", "{stat}", "", "")' for expr, stat in parts)
 
 
@@ -339,44 +471,6 @@ def _value(sample: Sample) -> float | None:
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
-
-
-def _stat(stats: Mapping[str, object], name: str) -> float | None:
-    value = stats.get(name)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _uses_prof(stats: Mapping[str, object]) -> bool:
-    """GR_ENGINE_ACTIVE where the GPU reports it in the window (MIG instances report nothing else)."""
-    return _stat(stats, "prof_max") is not None
-
-
-def _util(stats: Mapping[str, object]) -> float | None:
-    return _stat(stats, "prof_max") if _uses_prof(stats) else _stat(stats, "util_max")
-
-
-def _below(stats: Mapping[str, object], threshold: float) -> bool:
-    util = _util(stats)
-    return util is not None and util < threshold
-
-
-def _window(stats: Mapping[str, object]) -> GpuWindow:
-    labels = stats["labels"]
-    assert isinstance(labels, Mapping)
-    prof = _uses_prof(stats)
-    busy = _stat(stats, "prof_busy" if prof else "util_busy")
-    host = labels.get("Hostname") or labels.get("hostname")
-    return GpuWindow(
-        gpu=str(labels.get("gpu", "")),
-        uuid=labels.get("UUID") or None,
-        model=labels.get("modelName") or None,
-        mig_profile=labels.get("GPU_I_PROFILE") or None,
-        host=host or None,
-        util_max_percent=_util(stats),
-        samples=int(_stat(stats, "prof_samples" if prof else "util_samples") or 0),
-        fb_held_mib=_stat(stats, "fb_min"),
-        busy_at=None if busy is None else datetime.fromtimestamp(busy, tz=UTC),
-    )
 
 
 def build_live_meter(
@@ -389,8 +483,16 @@ def build_live_meter(
         container=tuple(settings.labels.container),
         hostname=tuple(settings.labels.hostname),
     )
+    # The window's answer is a sample per GPU of the cluster, about a megabyte for a thousand GPUs,
+    # asked every few minutes: compressing it cost Prometheus more time than the answer takes on
+    # a cluster network (docs/nudges.md has the figures).
     client = PrometheusClient(
-        ClientConfig(url=settings.url, timeout_seconds=settings.timeout_seconds, max_workers=max_workers)
+        ClientConfig(
+            url=settings.url,
+            timeout_seconds=settings.timeout_seconds,
+            max_workers=max_workers,
+            headers=IDENTITY_ENCODING,
+        )
     )
     return LiveMeter(
         client,
