@@ -138,10 +138,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_unavailable(args: argparse.Namespace) -> int:
-    _settings(args)  # bad configuration is reported as such (exit 2) even here
-    print(f"inno-notify: `{args.command}` is not available in this version yet", file=sys.stderr)
-    return EXIT_FAILED
+def _cmd_agent(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from inno_notify.agent import check_agent_settings, run_agent
+
+    check_agent_settings(settings.agent)
+    asyncio.run(run_agent(settings))
+    return EXIT_OK
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
@@ -177,7 +180,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _cmd_serve,
     "demo": _cmd_demo,
     "digest": _cmd_digest,
-    "agent": _cmd_unavailable,
+    "agent": _cmd_agent,
 }
 
 

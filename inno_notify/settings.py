@@ -422,8 +422,45 @@ class LiveSettings(_Section):
 
 
 class AgentSettings(_Section):
+    """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
+
     interval_seconds: float = Field(15, gt=0, description="NVML sampling interval of the node agent.")
-    listen: ListenAddress = Field("0.0.0.0:9401", description="host:port of the agent's /metrics.")
+    listen: ListenAddress = Field(
+        "0.0.0.0:9401", description="host:port of the agent's /metrics and /healthz."
+    )
+    node_name: str | None = Field(
+        None,
+        description="The node the agent runs on; the DaemonSet sets it from the downward API (INNO_NOTIFY_AGENT__NODE_NAME from spec.nodeName). Required unless `pods` is none.",
+    )
+    pods: Literal["api", "kubelet", "none"] = Field(
+        "api",
+        description="Where pod UIDs get their namespace, pod and container names: api (list+watch of this node's pods from the API server, needs get/list/watch on pods; the connection is the `kubernetes` section's), kubelet (the kubelet's /pods on port 10250, needs get on nodes/proxy, which also allows exec through the kubelet), none (no names: every process is reported as unattributed).",
+    )
+    kubelet_url: str | None = Field(
+        None,
+        description="Base URL of the kubelet for `pods: kubelet`; null: https://<node_name>:10250. The DaemonSet can pass the node's IP: https://$(NODE_IP):10250.",
+    )
+    kubelet_ca_file: str | None = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        description="CA bundle that signed the kubelet's serving certificate (the cluster CA when the kubelet's serverTLSBootstrap is on); null: the system's trust store.",
+    )
+    kubelet_verify_tls: bool = Field(
+        True,
+        description="Verify the kubelet's certificate. Self-signed kubelet certificates (the kubeadm default) need false, or a CA that signed them.",
+    )
+    token_file: str | None = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        description="Bearer token for the kubelet, read on every request (projected tokens rotate).",
+    )
+    proc_root: str = Field(
+        "/proc",
+        description="Where the host's /proc is: with hostPID: true the container's own /proc shows the host's processes.",
+    )
+    pod_refresh_seconds: float = Field(
+        30,
+        gt=0,
+        description="`pods: kubelet`: the pod list is read again when a process belongs to a pod not yet known, at most once per this many seconds.",
+    )
 
 
 class ApiToken(_Section):

@@ -121,10 +121,8 @@ def test_serve_with_empty_config_is_ready_then_stops_on_sigterm(tmp_path: Path) 
             if "inno-notify ready" in line:
                 break
         assert any("inno-notify ready" in line for line in seen), "".join(seen)
-        stopped_at = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
-        assert time.monotonic() - stopped_at < 5
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -17,7 +17,9 @@ from inno_notify.runtime import serve, telemetry_component
 from inno_notify.settings import Settings
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.telemetry import Telemetry
-from tests.test_serve import TOKEN, eventually, free_port
+from tests.test_serve import TOKEN, free_port
+from tests.test_serve import eventually as eventually_answers
+from tests.waiting import eventually
 
 
 async def _ignore(*_args: Any) -> None:
@@ -33,17 +35,22 @@ async def test_telemetry_exports_watch_crashes_and_set_aside_lines_as_they_grow(
     def sample(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
 
-    async def run_once() -> None:
+    async def run_until_exported(crashes: float) -> None:
+        """Runs the component until its samples carry `crashes`; the other figures were read with it."""
         stop = asyncio.Event()
         task = asyncio.create_task(component(stop))
-        await asyncio.sleep(0.05)
-        stop.set()
-        await asyncio.wait_for(task, 5)
+        try:
+            await eventually(
+                lambda: sample("inno_notify_watch_restarts_total", resource="Job", reason="crash") == crashes
+            )
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 5)
 
     stats.crashes, stats.gone, stats.malformed = 2, 1, {"invalid_json": 3}
-    await run_once()
+    await run_until_exported(2)
     stats.crashes, stats.malformed["not_an_object"] = 5, 1
-    await run_once()
+    await run_until_exported(5)  # the counter grew by 3: a total exported twice would show 7
     assert sample("inno_notify_watch_restarts_total", resource="Job", reason="crash") == 5
     assert sample("inno_notify_watch_restarts_total", resource="Job", reason="gone") == 1
     assert sample("inno_notify_rejected_objects_total", resource="Job", reason="invalid_json") == 3
@@ -71,7 +78,7 @@ async def test_serve_reports_readiness_per_watched_resource(tmp_path: Path) -> N
     service = asyncio.create_task(serve(settings, stop))
     try:
         async with aiohttp.ClientSession() as session:
-            body = await eventually(session, f"http://127.0.0.1:{port}/readyz", lambda b: b["ready"])
+            body = await eventually_answers(session, f"http://127.0.0.1:{port}/readyz", lambda b: b["ready"])
         assert body["checks"] == {
             "database": True,
             "watch:Job": True,

@@ -27,6 +27,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import waiting
 
 TOKEN = "test-admin-token"
 
@@ -44,16 +45,21 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
 
 
 async def eventually(session: aiohttp.ClientSession, url: str, accept: Any, within: float = 20.0) -> Any:
-    """Polls an endpoint of the running service until `accept(body)` holds."""
-    async with asyncio.timeout(within):
-        while True:
-            try:
-                status, body = await get_json(session, url)
-                if status == 200 and accept(body):
-                    return body
-            except aiohttp.ClientConnectionError:
-                pass  # not listening yet
-            await asyncio.sleep(0.1)
+    """Polls an endpoint of the running service until it answers 200 and `accept(body)` holds."""
+    answered: list[Any] = []
+
+    async def answers() -> bool:
+        try:
+            status, body = await get_json(session, url)
+        except aiohttp.ClientConnectionError:
+            return False  # not listening yet
+        if status == 200 and accept(body):
+            answered.append(body)
+            return True
+        return False
+
+    await waiting.eventually(answers, within=within, what=f"an accepted answer from {url}")
+    return answered[-1]
 
 
 async def test_serve_watches_stores_and_answers_the_api(tmp_path: Path) -> None:
@@ -259,9 +265,11 @@ async def test_no_secret_reaches_the_log(tmp_path: Path) -> None:
             running = sim.update(PODS, pod_running(pod, "gpu-1", now - timedelta(minutes=9), now))
             sim.update(PODS, pod_terminated(running, now, 0))
             sim.update(JOBS, job_succeeded(job, now + timedelta(seconds=1)))
-            async with asyncio.timeout(60):
-                while not (telegram.sent() and slack.posted() and mail.received):  # noqa: ASYNC110 (fakes have no event)
-                    await asyncio.sleep(0.2)
+            await waiting.eventually(
+                lambda: bool(telegram.sent() and slack.posted() and mail.received),
+                within=60,
+                what="the summary on Telegram, Slack and e-mail",
+            )
             base = f"http://127.0.0.1:{api_port}"
             bearer = {"Authorization": f"Bearer {api_token}"}
             async with session.get(f"{base}/api/v1/jobs", headers=bearer) as response:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from inno_notify.domain.model import (
+    GPU_SOURCE_AGENT,
     GpuUsage,
     JobRecord,
     MissingFigure,
@@ -170,7 +171,7 @@ def _gpu_reason(
         rows = rows_by_pod.get(h.pod.uid, [])
         if not rows:
             checks.append((_no_data_reason(h, scrape_interval_seconds), h.pod.name))
-        elif any(r.shared for r in rows):
+        elif not all(r.own_share for r in rows):
             checks.append((MissingReason.SHARED_GPU, h.pod.name))
         elif need_util and any(r.util_mean_percent is None for r in rows):
             mig = any(r.mig_profile and r.util_mean_percent is None for r in rows)
@@ -195,7 +196,8 @@ def _gpu_util_figures(
     )  # gpu -> (minutes, util, eq-min)
     for h in gpu_held:
         rows = rows_by_pod[h.pod.uid]
-        utils = [r.util_mean_percent or 0.0 for r in rows]
+        per_row = h.pod.gpu_equivalents / len(rows)
+        utils = [_util_of_allocation(r, per_row) for r in rows]
         used += h.pod.gpu_equivalents * h.minutes * (sum(utils) / len(utils)) / 100.0
         share = h.pod.gpu_equivalents * h.minutes / len(rows)
         for row, util in zip(rows, utils, strict=True):
@@ -213,6 +215,20 @@ def _gpu_util_figures(
             idle_count += 1
             idle_minutes += sum(s for _, _, s in parts)
     return used, idle_count, idle_minutes
+
+
+def _util_of_allocation(row: GpuUsage, per_row: float) -> float:
+    """A row's utilization relative to what the pod was allotted of that GPU.
+
+    A GPU the pod held alone: its utilization. A shared GPU measured per process (the node agent):
+    the pod's share of the whole GPU, divided by the fraction of a GPU the pod is counted for (e.g.
+    0.25 for ``nvidia.com/gpu.shared: 0.25``), at most 100 %, so that used GPU-minutes never exceed
+    the GPU-minutes the pod is counted for.
+    """
+    util = row.util_mean_percent or 0.0
+    if not row.shared or row.source != GPU_SOURCE_AGENT or per_row <= 0 or per_row >= 1:
+        return util
+    return min(100.0, util / per_row)
 
 
 def _pod_reason(

@@ -245,9 +245,23 @@ class MissingFigure:
     detail: str | None = None
 
 
+# Where a GpuUsage row's figures come from (its provenance): dcgm-exporter's per-GPU series, or the
+# node agent's per-process series (`inno-notify agent`), which give a shared GPU's pod its own share.
+GPU_SOURCE_DCGM = "dcgm"
+GPU_SOURCE_AGENT = "nvml_agent"
+
+
 @dataclass(frozen=True, slots=True)
 class GpuUsage:
-    """Measured use of one GPU (or MIG instance) by one pod over the time the pod held it."""
+    """Measured use of one GPU (or MIG instance) by one pod over the time the pod held it.
+
+    ``shared``: other pods used the GPU at the same time (time-slicing); ``sharing`` says how that
+    was found (``resource``: the device plugin's ``.shared`` resource name; ``overlap``: another pod
+    of the same usage round on the same GPU at the same time; ``agent_processes``: the node agent
+    saw another pod's processes on it while this pod held it). A shared row from dcgm-exporter holds
+    the whole GPU's figures, which are not this pod's; one from the node agent (``source``) holds
+    this pod's share.
+    """
 
     pod_uid: str
     pod_name: str
@@ -262,6 +276,14 @@ class GpuUsage:
     fb_total_bytes: int | None = None
     shared: bool = False
     samples: int = 0
+    source: str = GPU_SOURCE_DCGM
+    sharing: str | None = None
+
+    @property
+    def own_share(self) -> bool:
+        """Whether the figures are this pod's own: measured on a GPU it had alone, or its share of a
+        shared GPU from per-process figures."""
+        return not self.shared or self.source == GPU_SOURCE_AGENT
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.accounting import compute_usage
+from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import JobRecord, MissingReason, Notification, PodRecord
 from inno_notify.domain.rightsizing import FamilyRun, RightsizingPolicy, current_run, recommend
 from inno_notify.telemetry import Telemetry
@@ -77,7 +78,14 @@ def pod_window(pod: PodRecord, job: JobRecord, now: datetime) -> PodWindow | Non
     if held_from is None:
         return None
     held_until = pod.finished_at or pod.deleted_at or job.finished_at or now
-    return PodWindow(pod.namespace, pod.name, pod.uid, held_from, max(held_from, held_until))
+    return PodWindow(
+        pod.namespace,
+        pod.name,
+        pod.uid,
+        held_from,
+        max(held_from, held_until),
+        shared_resource=requests_shared_gpu(pod),
+    )
 
 
 class UsageCollector:

@@ -8,6 +8,7 @@ import pytest
 
 from inno_notify.domain.accounting import compute_usage, held_interval, requested_vs_used
 from inno_notify.domain.model import (
+    GPU_SOURCE_AGENT,
     ContainerRecord,
     GpuUsage,
     JobRecord,
@@ -347,3 +348,52 @@ def test_requested_vs_used() -> None:
     assert ratio.memory_ratio == pytest.approx(0.25)
     no_request = requested_vs_used(Requested(gpus=1), result)
     assert no_request.cpu_ratio is None and no_request.memory_ratio is None
+
+
+# A time-sliced GPU measured per process by the node agent: the figures are the pod's own share.
+AGENT = {"shared": True, "source": GPU_SOURCE_AGENT, "sharing": "agent_processes"}
+
+
+@pytest.mark.parametrize(
+    ("equivalents", "share", "used", "util_mean", "idle"),
+    [
+        # Counted as a whole GPU (time-slicing with replicas of nvidia.com/gpu): 60 min x 20 % = 12.
+        (1.0, 20.0, 12.0, 20.0, 0),
+        # Counted as a quarter (nvidia.com/gpu.shared: 0.25): 15 GPU-min held, 60 x 20 % = 12 used.
+        (0.25, 20.0, 12.0, 80.0, 0),
+        # More than its quarter of the GPU: used is capped at what it is counted for (15).
+        (0.25, 40.0, 15.0, 100.0, 0),
+        # 1 % of the whole GPU is 4 % of its quarter: below the 5 % idle threshold.
+        (0.25, 1.0, 0.6, 4.0, 1),
+    ],
+)
+def test_time_sliced_gpu_measured_per_process(
+    equivalents: float, share: float, used: float, util_mean: float, idle: int
+) -> None:
+    result = compute_usage(
+        job(),
+        [pod("a", 0, 60, gpus=equivalents)],
+        [gpu("a", 0, share, fb_gib=3, **AGENT)],
+        [usage("a", 1)],
+        idle_util_percent=5,
+        now=NOW,
+    )
+    assert result.gpu_minutes == pytest.approx(60 * equivalents)
+    assert result.used_gpu_minutes == pytest.approx(used)
+    assert result.gpu_util_mean_percent == pytest.approx(util_mean)
+    assert result.gpus_idle == idle
+    assert result.gpu_memory_peak_bytes == 3 * GIB  # its own processes' peak, not the whole GPU's
+    assert result.reason_for("used_gpu_minutes") is None
+
+
+def test_one_gpu_shared_without_per_process_figures_states_nothing_for_the_job() -> None:
+    result = compute_usage(
+        job(),
+        [pod("a", 0, 60, gpus=2)],
+        [gpu("a", 0, 30, **AGENT), gpu("a", 1, 90, shared=True, sharing="resource")],
+        [usage("a", 1)],
+        idle_util_percent=5,
+        now=NOW,
+    )
+    assert result.used_gpu_minutes is None
+    assert result.reason_for("used_gpu_minutes") is MissingReason.SHARED_GPU

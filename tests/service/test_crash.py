@@ -25,6 +25,7 @@ from inno_notify.domain.routing import route_summary
 from tests.adapters.channels import fake_telegram
 from tests.adapters.channels.fake_telegram import FakeTelegram
 from tests.db_support import truncate_all
+from tests.waiting import eventually
 
 from .crash_worker import TOKEN
 from .support import all_rows, finished_job
@@ -38,10 +39,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 async def _sending(fake: FakeTelegram, calls_before: int, worker: asyncio.subprocess.Process) -> None:
     """Returns once the worker has made a call of its own (or died, which the caller reports)."""
-    async with asyncio.timeout(30):
-        # Two sources change this (a server handler, a process exit): polling beats wiring events.
-        while len(fake.calls) <= calls_before and worker.returncode is None:  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
+    # Two sources change this (a server handler, a process exit): polling beats wiring events.
+    await eventually(
+        lambda: len(fake.calls) > calls_before or worker.returncode is not None,
+        within=30,
+        what="the worker's first call",
+    )
 
 
 async def _start(url: str, api_url: str, log: Path) -> asyncio.subprocess.Process:
@@ -93,6 +96,8 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
                 # Kill while it is sending: after its first call, at a random moment.
                 await _sending(fake, before, worker)
                 assert worker.returncode is None, log.read_text()
+                # A random moment, so that kills land in every phase of a send; nothing below
+                # relies on its length.
                 await asyncio.sleep(rng.uniform(0.0, 0.08))
                 worker.kill()
                 await worker.wait()
@@ -103,12 +108,13 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
             killed_at = time.monotonic()
             sent_before_drain = len(fake.calls)
             worker = await _start(url, api_url, log)
+
+            async def drained() -> bool:
+                pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+                return not pending
+
             try:
-                for _ in range(600):
-                    pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
-                    if not pending:
-                        break
-                    await asyncio.sleep(0.1)
+                await eventually(drained, within=60, what=f"nothing pending at the end (seed {seed})")
             finally:
                 worker.kill()
                 await worker.wait()

@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from inno_notify.adapters.db.repository import Store, SummaryState
-from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.adapters.kube import ClusterWatcher, WatcherStats, WatchOptions, load_api_client
 from inno_notify.domain.model import JobStatus
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
@@ -33,18 +33,10 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests.waiting import eventually
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 N_JOBS = 50
-
-
-async def poll_until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
-    """Polls state that has no event to wait on (another server's connections, database rows)."""
-    async with asyncio.timeout(within):
-        while True:
-            if await check():
-                return
-            await asyncio.sleep(0.02)
 
 
 class FakeTime:
@@ -58,11 +50,13 @@ class FakeTime:
 
 
 class Harness:
-    def __init__(self, sim: SimKubeServer, store: Store, kubeconfig: Path) -> None:
+    def __init__(self, sim: SimKubeServer, time: FakeTime, store: Store, kubeconfig: Path) -> None:
         self.sim = sim
+        self.time = time
         self.store = store
         self.kubeconfig = kubeconfig
         self.ingestors: list[Ingestor] = []
+        self.watcher: ClusterWatcher | None = None
         self.jobs: dict[str, dict] = {}
         self.pods: dict[str, dict] = {}
         self.expected: dict[str, JobStatus] = {}
@@ -84,13 +78,27 @@ class Harness:
             self._api, ingestor.on_event, ingestor.on_relist, kueue=False, options=options
         )
         self.ingestors.append(ingestor)
+        self.watcher = watcher
         self._tasks = [asyncio.create_task(watcher.run()), asyncio.create_task(ingestor.run())]
         await asyncio.wait_for(watcher.wait_ready(), 10)
+        await eventually(lambda: self.sim.open_watches >= 3, what="the watches of jobs, pods and events")
 
-        async def watches_open() -> bool:  # the three watches: jobs, pods, events
-            return self.sim.open_watches >= 3
+    @property
+    def ingestor(self) -> Ingestor:
+        """The running instance's ingestor (earlier ones were stopped)."""
+        return self.ingestors[-1]
 
-        await poll_until(watches_open)
+    def watcher_stats(self) -> list[WatcherStats]:
+        assert self.watcher is not None
+        return [w.stats for w in self.watcher.watchers.values()]
+
+    async def rewatched(self) -> None:
+        """Waits until the three watches the sim just dropped are replaced by three new ones."""
+        started = self.sim.stats.watches
+        await eventually(
+            lambda: self.sim.stats.watches >= started + 3 and self.sim.open_watches == 3,
+            what="three new watches after the drop",
+        )
 
     async def stop_service(self) -> None:
         for task in self._tasks:
@@ -119,19 +127,16 @@ class Harness:
             self.sim.update(JOBS, final)
             self.expected[uid] = JobStatus.SUCCEEDED if code == 0 else JobStatus.FAILED
 
-    async def settled(self, within: float = 15.0) -> None:
-        async with asyncio.timeout(within):
-            while True:
-                stored = await self.store.get_jobs("faults", list(self.expected))
-                if all(
-                    uid in stored and stored[uid].status is status for uid, status in self.expected.items()
-                ):
-                    return
-                await asyncio.sleep(0.05)
+    async def settled(self) -> None:
+        async def all_stored() -> bool:  # rows announce nothing: polled
+            stored = await self.store.get_jobs("faults", list(self.expected))
+            return all(uid in stored and stored[uid].status is st for uid, st in self.expected.items())
+
+        await eventually(all_stored, within=15, what="every finished job stored with its final status")
 
     async def check_exactly_once(self) -> None:
         await self.settled()
-        await asyncio.wait_for(self.ingestors[-1].drained(), 5)  # the running one; earlier ones were stopped
+        await asyncio.wait_for(self.ingestor.drained(), 5)
         assert sum(i.stats.terminal_marked for i in self.ingestors) == len(self.expected)
         for uid in self.expected:
             assert await self.store.summary_state("faults", uid) is SummaryState.AWAITING_USAGE
@@ -139,9 +144,10 @@ class Harness:
 
 @pytest.fixture
 async def harness(store: Store, tmp_path: Path) -> AsyncIterator[Harness]:
-    sim = SimKubeServer(bookmark_interval=0.2, clock=FakeTime())
+    time = FakeTime()
+    sim = SimKubeServer(bookmark_interval=0.2, clock=time)
     await sim.start()
-    h = Harness(sim, store, sim.kubeconfig(tmp_path / "kubeconfig"))
+    h = Harness(sim, time, store, sim.kubeconfig(tmp_path / "kubeconfig"))
     h.submit_all()
     await h.start_service()
     try:
@@ -155,8 +161,8 @@ async def test_watches_dropped_while_jobs_finish(harness: Harness) -> None:
     uids = list(harness.jobs)
     for chunk in range(5):
         harness.finish(uids[chunk * 10 : (chunk + 1) * 10])
-        harness.sim.drop_watches()
-        await asyncio.sleep(0.05)
+        assert harness.sim.drop_watches() == 3
+        await harness.rewatched()  # so that the next drop cuts live watches again
     await harness.check_exactly_once()
 
 
@@ -191,13 +197,21 @@ async def test_server_errors_for_a_while(harness: Harness) -> None:
     async def all_recorded() -> bool:
         return len(await harness.store.get_jobs("faults", uids)) == N_JOBS
 
-    await poll_until(all_recorded)
+    await eventually(all_recorded)
     harness.sim.fail_requests(500, seconds=30)
     harness.sim.drop_watches()
     harness.finish(uids[:25])
-    await asyncio.sleep(0.2)
-    assert (await harness.store.get_jobs("faults", uids[:1]))[uids[0]].status is JobStatus.RUNNING
-    harness.sim._clock.now += 31  # 30 s of failures pass  # type: ignore[attr-defined]
+    # Every watcher has been refused twice since the drop and the ingestor has written all it got:
+    # nothing of the 25 can have come through.
+    failures = [stats.failures for stats in harness.watcher_stats()]
+    await eventually(
+        lambda: all(s.failures >= f + 2 for s, f in zip(harness.watcher_stats(), failures, strict=True)),
+        what="two refused reconnects per watcher",
+    )
+    await asyncio.wait_for(harness.ingestor.drained(), 5)
+    stored = await harness.store.get_jobs("faults", uids[:25])
+    assert {job.status for job in stored.values()} == {JobStatus.RUNNING}
+    harness.time.now += 31  # 30 s of failures pass
     harness.finish(uids[25:])
     await harness.check_exactly_once()
 
@@ -207,7 +221,8 @@ async def test_service_restarted_mid_stream(harness: Harness) -> None:
     rng = random.Random(3)
     rng.shuffle(uids)
     harness.finish(uids[:15])
-    await asyncio.sleep(0.1)
+    # Stopped once the first finished jobs are recorded: the rest of the stream is cut off.
+    await eventually(lambda: harness.ingestor.stats.terminal_marked > 0)
     await harness.stop_service()
     harness.finish(uids[15:35])
     await harness.start_service()

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from inno_notify.adapters.channels.base import MailMessage, Recipient, RenderedMessage
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.model import DeliveryStatus
-from inno_notify.runtime import build_pipeline, seed_directory
+from inno_notify.runtime import Pipeline, build_pipeline, seed_directory
 from inno_notify.settings import Settings
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS
@@ -33,6 +32,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests.waiting import eventually
 
 N_JOBS = 1000
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -60,7 +60,8 @@ class NoMetrics:
         return {}
 
 
-def fill(sim: SimKubeServer) -> None:
+def fill(sim: SimKubeServer) -> list[str]:
+    uids = []
     for i in range(N_JOBS):
         owner = f"user{i % 20}@example.com"
         spec = JobSpec(name=f"done-{i:04d}", namespace="ns", owner=owner, gpus=1)
@@ -70,12 +71,18 @@ def fill(sim: SimKubeServer) -> None:
         running = pod_running(pod, "node", start + timedelta(seconds=5), start + timedelta(seconds=9))
         sim.create(PODS, pod_terminated(running, NOW - timedelta(minutes=5), 0))
         sim.create(JOBS, job_succeeded(job_started(job, start), NOW - timedelta(minutes=5)))
+        uids.append(spec.uid)
+    return uids
+
+
+# What an instance does once its watch is ready and everything listed is ingested.
+Settle = Callable[[Pipeline, ClusterWatcher, Store], Awaitable[None]]
 
 
 async def run_instance(
-    settings: Settings, sim: SimKubeServer, kubeconfig: Path, until: Any, extra: Any = None
+    settings: Settings, sim: SimKubeServer, kubeconfig: Path, settle: Settle
 ) -> CountingMailbox:
-    """One service instance (watch, ingest, usage, dispatch) until `until(store)` holds."""
+    """One service instance (watch, ingest, usage, dispatch) until `settle` returns."""
     store = Store.from_url(settings.database_url)
     await seed_directory(store, settings)
     mailbox = CountingMailbox()
@@ -102,13 +109,7 @@ async def run_instance(
     try:
         await asyncio.wait_for(watcher.wait_ready(), 30)
         await asyncio.wait_for(pipeline.ingestor.drained(), 30)
-        if extra is not None:
-            await extra(pipeline)
-        async with asyncio.timeout(60):
-            while True:
-                if await until(store):
-                    break
-                await asyncio.sleep(0.1)
+        await settle(pipeline, watcher, store)
     finally:
         stop.set()
         for task in tasks[1:]:
@@ -122,15 +123,58 @@ async def run_instance(
     return mailbox
 
 
-async def sent_rows(store: Store) -> int:
-    return (await store.outbox_depth())["sent"]
+async def all_sent(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) -> None:
+    async def done() -> bool:
+        depth = await store.outbox_depth()
+        return depth["sent"] == N_JOBS and depth["pending"] == 0
+
+    await eventually(done, within=60, what=f"{N_JOBS} summaries sent")
+
+
+def nothing_left_to_send(uids: list[str]) -> Settle:
+    """Checks, once everything listed is ingested, that no message can go out now or later.
+
+    Messages only go out of pending outbox rows, and rows are only planned for jobs awaiting their
+    summary: with no job newly finished, every job summarized and no row pending, nothing is left.
+    """
+
+    async def check(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) -> None:
+        assert pipeline.ingestor.stats.terminal_marked == 0
+        states = await store.summary_states("replay", uids)
+        assert list(states.values()) == [SummaryState.SUMMARIZED] * N_JOBS
+        assert await store.outbox_depth() == {DeliveryStatus.SENT.value: N_JOBS, "pending": 0, "failed": 0}
+        assert pipeline.collector.stats.notifications_planned == 0
+
+    return check
+
+
+def history_lost(sim: SimKubeServer, then: Settle) -> Settle:
+    """The watches come back from a compacted version (410) and every resource is listed again."""
+
+    async def lose(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) -> None:
+        relists, gone = pipeline.ingestor.stats.relists, sim.stats.gone
+        # Two writes no watch gets to send move the version past what any watch has seen (a bookmark
+        # may have brought it up to date): compacted up to here, every watch comes back to a 410.
+        stray = sim.create(JOBS, job_object(JobSpec(name="stray", namespace="ns"), NOW))
+        sim.delete(JOBS, "ns", stray["metadata"]["name"])
+        sim.compact()
+        sim.drop_watches()
+        await eventually(
+            lambda: pipeline.ingestor.stats.relists >= relists + len(watcher.watchers),
+            what="every resource listed again and the lists ingested",
+        )
+        await asyncio.wait_for(pipeline.ingestor.drained(), 30)
+        assert sim.stats.gone - gone == len(watcher.watchers)
+        await then(pipeline, watcher, store)
+
+    return lose
 
 
 async def test_restart_and_relist_send_nothing_again(database_url: str, tmp_path: Path) -> None:
     sim = SimKubeServer(bookmark_interval=1.0)
     await sim.start()
     kubeconfig = sim.kubeconfig(tmp_path / "kubeconfig")
-    fill(sim)
+    uids = fill(sim)
     settings = Settings.model_validate(
         {
             "database_url": database_url,
@@ -141,39 +185,15 @@ async def test_restart_and_relist_send_nothing_again(database_url: str, tmp_path
         }
     )
     try:
-
-        async def all_sent(store: Store) -> bool:
-            depth = await store.outbox_depth()
-            return depth["sent"] == N_JOBS and depth["pending"] == 0
-
         first = await run_instance(settings, sim, kubeconfig, all_sent)
         assert 20 <= first.messages <= N_JOBS  # 20 owners, summaries grouped per owner
 
-        restarted = await run_instance(settings, sim, kubeconfig, quiet_period())
+        restarted = await run_instance(settings, sim, kubeconfig, nothing_left_to_send(uids))
         assert restarted.messages == 0
 
-        async def lose_history(pipeline: Any) -> None:
-            sim.compact()
-            sim.drop_watches()  # the watch comes back from a compacted version: 410, relist
-
-        relisted = await run_instance(settings, sim, kubeconfig, quiet_period(), lose_history)
+        relisted = await run_instance(
+            settings, sim, kubeconfig, history_lost(sim, nothing_left_to_send(uids))
+        )
         assert relisted.messages == 0
-        store = Store.from_url(database_url)
-        try:
-            depth = await store.outbox_depth()
-        finally:
-            await store.close()
-        assert depth == {DeliveryStatus.SENT.value: N_JOBS, "pending": 0, "failed": 0}
     finally:
         await sim.stop()
-
-
-def quiet_period(checks: int = 20) -> Any:
-    """Holds for `checks` polls (about two seconds of pipeline rounds) in which anything could go out."""
-    seen: list[int] = []
-
-    async def until(store: Store) -> bool:
-        seen.append(await sent_rows(store))
-        return len(seen) >= checks
-
-    return until

@@ -106,10 +106,17 @@ async def test_max_concurrency_holds_seats() -> None:
     limiter = RateLimiter({"email": ChannelLimits(max_concurrency=2)}, clock, clock.sleep)
     inside = 0
     peak = 0
+    arrived = 0
+    all_arrived = asyncio.Event()
     release = asyncio.Event()
 
     async def one() -> None:
-        nonlocal inside, peak
+        nonlocal inside, peak, arrived
+        arrived += 1
+        if arrived == 5:
+            all_arrived.set()
+        # Nothing to wait for on the way in (no rate, a clock that never moves): from here a sender
+        # is either inside or held at the door before it next yields.
         async with limiter.slot("email", "a@example.com"):
             inside += 1
             peak = max(peak, inside)
@@ -117,8 +124,7 @@ async def test_max_concurrency_holds_seats() -> None:
             inside -= 1
 
     tasks = [asyncio.create_task(one()) for _ in range(5)]
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await asyncio.wait_for(all_arrived.wait(), 5)
     assert inside == 2
     release.set()
     await asyncio.gather(*tasks)

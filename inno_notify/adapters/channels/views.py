@@ -14,6 +14,7 @@ from datetime import datetime
 
 from inno_notify.adapters.channels import figures
 from inno_notify.domain.model import (
+    GPU_SOURCE_AGENT,
     JobRecord,
     JobStatus,
     MissingReason,
@@ -171,7 +172,7 @@ def _gpu_util(job: JobRecord, usage: Usage | None) -> str:
     text = f"{figures.number(usage.gpu_util_mean_percent)} % mean"
     if usage.gpus_idle:
         text += f", {usage.gpus_idle} idle GPU{'s' if usage.gpus_idle > 1 else ''}"
-    return text
+    return text + _shared_note(usage)
 
 
 def _peak_memory(job: JobRecord, usage: Usage | None) -> str:
@@ -191,4 +192,12 @@ def _peak_gpu_memory(job: JobRecord, usage: Usage | None) -> str:
         return figures.not_available(_reason(usage, "gpu_memory_peak_bytes"))
     peak = figures.size(usage.gpu_memory_peak_bytes)
     totals = [g.fb_total_bytes for g in usage.gpus if g.fb_total_bytes is not None]
-    return f"{peak} of {figures.size(max(totals))}" if totals else peak
+    return (f"{peak} of {figures.size(max(totals))}" if totals else peak) + _shared_note(usage)
+
+
+def _shared_note(usage: Usage) -> str:
+    """Figures of a time-sliced GPU that the node agent measured per process are this job's share of
+    it, not the whole GPU's: say so beside them."""
+    if any(g.shared and g.source == GPU_SOURCE_AGENT for g in usage.gpus):
+        return " (shared GPU: this job's share)"
+    return ""

@@ -303,6 +303,8 @@ _GPU_FIELDS = (
     "fb_total_bytes",
     "shared",
     "samples",
+    "source",
+    "sharing",
 )
 _POD_USAGE_FIELDS = (
     "pod_uid",

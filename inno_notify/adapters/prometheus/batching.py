@@ -37,6 +37,8 @@ class PodWindow:
     uid: str
     held_from: datetime
     held_until: datetime
+    # It asked for a time-sliced GPU resource (nvidia.com/gpu.shared): its GPU is shared by construction.
+    shared_resource: bool = False
 
     @property
     def held_seconds(self) -> float:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from inno_notify.adapters.prometheus import queries as q
+from inno_notify.adapters.prometheus.agent_series import AgentSeries
 from inno_notify.adapters.prometheus.batching import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_URL_BYTES,
@@ -69,6 +70,14 @@ class UsageMeter:
         self._cadvisor = q.CadvisorSelector(
             labels.cadvisor_pod, labels.cadvisor_namespace, labels.cadvisor_container
         )
+        # Shared GPUs: the node agent's per-process series replace the whole-GPU rows (agent_series).
+        self._agent = AgentSeries(
+            client,
+            scrape_interval_seconds=self._config.scrape_interval_seconds,
+            bucket_gap_seconds=self._config.bucket_gap_seconds,
+            budget_bytes=self._budget_bytes,
+            labels=labels,
+        )
 
     @property
     def client(self) -> PrometheusClient:
@@ -93,7 +102,12 @@ class UsageMeter:
         results: dict[str, PodMeasurement] = {}
         for part in per_bucket:
             results.update(part)
-        return mark_shared_gpus(results)
+        results = mark_shared_gpus(results)
+        decided = await self._agent.prefer_for_shared(targets, {uid: m.gpus for uid, m in results.items()})
+        self.last_queries_by_kind.update(self._agent.last_queries_by_kind)
+        return {
+            uid: m if decided[uid] is m.gpus else replace(m, gpus=decided[uid]) for uid, m in results.items()
+        }
 
     async def _measure_bucket(self, bucket: Bucket) -> dict[str, PodMeasurement]:
         spelling = self._spelling or await self._detect_spelling(bucket)
@@ -135,6 +149,10 @@ class UsageMeter:
         for (kind, _), answer in zip(jobs, answers, strict=True):
             by_kind[kind].extend(answer)
         return by_kind
+
+    def _budget_bytes(self) -> int:
+        cfg = self._config
+        return cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
 
     def _chunks(
         self, pods: Sequence[PodWindow], build: Callable[[str, str, q.Window], str]

@@ -6,7 +6,7 @@ import pytest
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.views import SummaryView, group_totals
-from inno_notify.domain.model import GpuUsage, JobStatus, MissingReason, Requested, Usage
+from inno_notify.domain.model import GPU_SOURCE_AGENT, GpuUsage, JobStatus, MissingReason, Requested, Usage
 from tests.adapters.channels.conftest import sample_job, sample_recommendations, sample_usage
 
 GIB = 1024**3
@@ -114,3 +114,13 @@ def test_group_totals_name_the_jobs_without_figures() -> None:
     assert (totals.jobs, totals.succeeded, totals.failed) == (3, 1, 2)
     assert totals.gpu_minutes == "221 / 480 GPU-min (1 job not measured)"
     assert group_totals([unmeasured]).gpu_minutes == "n/a (not collected)"
+
+
+def test_a_time_sliced_gpu_measured_per_process_is_marked_as_the_jobs_share() -> None:
+    row = GpuUsage(
+        "p", "p", "node/0", fb_total_bytes=80 * GIB, shared=True, source=GPU_SOURCE_AGENT, sharing="resource"
+    )
+    usage = Usage(gpu_util_mean_percent=30.0, gpu_memory_peak_bytes=5 * GIB, gpus=(row,))
+    view = SummaryView.from_records(sample_job(), usage, [])
+    assert view.gpu_util == "30 % mean (shared GPU: this job's share)"
+    assert view.peak_gpu_memory == "5 GiB of 80 GiB (shared GPU: this job's share)"

@@ -48,10 +48,14 @@ class Consumer:
         return {uid: o["metadata"]["resourceVersion"] for uid, o in self.objects[kind].items()}
 
     async def wait_for(self, condition: Callable[[], bool], within: float = 5.0) -> None:
-        async with asyncio.timeout(within):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
+        """Waits, woken by each delivery, until `condition` holds; fails the test after `within` s."""
+        try:
+            async with asyncio.timeout(within):
+                while not condition():
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise AssertionError(f"consumer state not reached within {within:g} s") from None
 
 
 def server_versions(sim: SimKubeServer, rt: ResourceType) -> dict[str, str]:
@@ -70,13 +74,6 @@ async def running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait for a condition that no callback announces (a server-side connection count)."""
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110 - the server state has no event to wait on
-            await asyncio.sleep(0.01)
 
 
 def job(name: str, namespace: str = "ml", **labels: str) -> JsonObj:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,22 @@ from kubernetes_asyncio.client import ApiClient
 from inno_notify.adapters.kube import ClusterWatcher, KueueMode, WatchOptions, load_api_client
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import CORE_EVENTS, JOBS, PODS, WORKLOADS_V1BETA1, WORKLOADS_V1BETA2
-from tests.adapters.kube.support import Consumer, eventually, job, running
+from tests.adapters.kube.support import Consumer, job, running
+from tests.waiting import eventually
 
 FAST = WatchOptions(inactivity_timeout=2.0, backoff_base=0.01, backoff_cap=0.05)
+RECHECK = 0.02
+
+
+class RecordingSleep:
+    """The watchers' sleep: records each delay, then sleeps it for real (the rechecks are short)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(seconds)
 
 
 def workload(name: str) -> dict[str, Any]:
@@ -91,14 +105,21 @@ async def test_required_kueue_installed_later_is_picked_up_with_one_warning(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="inno_notify.adapters.kube")
     sim, api = await start_sim((), tmp_path)
+    sleep = RecordingSleep()
     try:
         cluster = ClusterWatcher(
-            api, consumer.on_event, consumer.on_relist, kueue=True, options=FAST, kueue_recheck_seconds=0.02
+            api,
+            consumer.on_event,
+            consumer.on_relist,
+            kueue=True,
+            options=replace(FAST, sleep=sleep),
+            kueue_recheck_seconds=RECHECK,
         )
         async with running(cluster.run()):
             await asyncio.wait_for(cluster.wait_ready(), 5)
             assert cluster.kueue_version == ""
-            await asyncio.sleep(0.1)  # several rechecks go by while Kueue is still absent
+            # Three rechecks go by while Kueue is still absent (nothing else sleeps: no failures).
+            await eventually(lambda: sleep.delays.count(RECHECK) >= 3)
             sim.kueue_versions = ("v1beta2",)
             sim.create(WORKLOADS_V1BETA2, workload("job-a-1"))
             await consumer.wait_for(lambda: len(consumer.objects["Workload"]) == 1)
@@ -109,6 +130,7 @@ async def test_required_kueue_installed_later_is_picked_up_with_one_warning(
     assert [r.getMessage() for r in caplog.records] == [
         "kubernetes.kueue is true but Kueue is not installed; checking again every 0.02 s"
     ]
+    assert sim.stats.failed == 0 and set(sleep.delays) == {RECHECK}
 
 
 async def test_not_ready_until_every_initial_list_is_applied(tmp_path: Path, consumer: Consumer) -> None:
@@ -126,8 +148,8 @@ async def test_not_ready_until_every_initial_list_is_applied(tmp_path: Path, con
     try:
         cluster = ClusterWatcher(api, consumer.on_event, slow_relist, kueue=False, options=FAST)
         async with running(cluster.run()):
-            await eventually(lambda: cluster.watchers["Job"].synced.is_set())
-            await eventually(lambda: cluster.watchers["Event"].synced.is_set())
+            await asyncio.wait_for(cluster.watchers["Job"].synced.wait(), 5)
+            await asyncio.wait_for(cluster.watchers["Event"].synced.wait(), 5)
             assert not cluster.ready
             pods_applied.set()
             await asyncio.wait_for(cluster.wait_ready(), 5)

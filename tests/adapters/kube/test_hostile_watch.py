@@ -24,7 +24,8 @@ from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS
 from inno_notify.sim.objects import JobSpec, job_object, job_started, job_succeeded
 from tests.adapters.kube.scripted import ScriptedServer, event_line
-from tests.adapters.kube.support import FakeClock, eventually, running
+from tests.adapters.kube.support import FakeClock, running
+from tests.waiting import eventually
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 FAST = WatchOptions(inactivity_timeout=5.0, backoff_base=0.01, backoff_cap=0.05)
@@ -47,9 +48,11 @@ def finished_job(name: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 async def recorded(store: Store, uid: str, status: JobStatus = JobStatus.SUCCEEDED) -> None:
-    async with asyncio.timeout(10):
-        while (job := await store.get_job("w", uid)) is None or job.status is not status:  # noqa: ASYNC110 - rows announce nothing
-            await asyncio.sleep(0.02)
+    async def stored() -> bool:  # rows announce nothing: polled
+        job = await store.get_job("w", uid)
+        return job is not None and job.status is status
+
+    await eventually(stored, what=f"job {uid} stored as {status}")
 
 
 @pytest.fixture

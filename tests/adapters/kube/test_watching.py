@@ -23,11 +23,11 @@ from tests.adapters.kube.support import (
     FINISHED,
     Consumer,
     FakeClock,
-    eventually,
     job,
     running,
     server_versions,
 )
+from tests.waiting import eventually
 
 
 def fast(**overrides: object) -> WatchOptions:
@@ -333,8 +333,11 @@ async def test_label_selector_limits_what_is_watched(
         await asyncio.wait_for(watcher.synced.wait(), 5)
         sim.create(JOBS, job("mine-2", team="face"))
         sim.create(JOBS, job("theirs-2", team="nlp"))
-        await consumer.wait_for(lambda: len(consumer.objects["Job"]) == 2)
-    assert consumer_names(consumer) == {"mine", "mine-2"}
+        # A selected job after the unselected one: once it is here, "theirs-2" would have been too.
+        sim.create(JOBS, job("mine-3", team="face"))
+        await consumer.wait_for(lambda: "mine-3" in consumer_names(consumer))
+    assert consumer_names(consumer) == {"mine", "mine-2", "mine-3"}
+    assert consumer.types == ["SYNC", "ADDED", "ADDED"]
 
 
 @pytest.mark.parametrize("error", [RuntimeError("bug"), TimeoutError("database timed out")])

@@ -228,9 +228,20 @@ async def test_queries_do_not_grow_with_the_round(cluster_prometheus: Loaded) ->
         kinds.append(dict(meter.last_queries_by_kind))
         client.close()
     # 2 spelling probes + one query each for GR_ENGINE_ACTIVE, GPU_UTIL, FB, memory, CPU, and the
-    # summed memory and CPU step (the first pod has two containers, as do others in the round).
-    assert counts == [9, 9]
-    expected = {"probe": 2, "prof": 1, "util": 1, "fb": 1, "mem": 1, "cpu": 1, "mem_sum": 1, "cpu_sum": 1}
+    # summed memory and CPU step (the first pod has two containers, as do others in the round); then
+    # the node agent's probe (agent_series; no agent here, so nothing more of it).
+    assert counts == [10, 10]
+    expected = {
+        "probe": 2,
+        "prof": 1,
+        "util": 1,
+        "fb": 1,
+        "mem": 1,
+        "cpu": 1,
+        "mem_sum": 1,
+        "cpu_sum": 1,
+        "agent_probe": 1,
+    }
     assert kinds == [expected, expected]
 
 
