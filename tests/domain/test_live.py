@@ -252,3 +252,12 @@ def test_plan_nudge_keeps_the_addresses_and_the_allowed_domains() -> None:
     assert [n.channel for n in plan.notifications] == [Channel.TELEGRAM]
     assert plan.notifications[0].payload["telegram_chat_id"] == 7
     assert any(s.channel == "email" for s in plan.skipped)
+
+
+def test_a_stopped_workspace_gets_no_summary() -> None:
+    from inno_notify.domain.routing import plan_summary
+
+    stopped = job(kind=WorkloadKind.WORKSPACE, status=JobStatus.DELETED)
+    plan = plan_summary(stopped, USERS, TEAMS, ALL, NOW, 30.0)
+    assert plan.notifications == () and plan.silent_reason is not None and "workspace" in plan.silent_reason
+    assert plan_summary(replace(stopped, kind=WorkloadKind.POD), USERS, TEAMS, ALL, NOW, 30.0).notifications
