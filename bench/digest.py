@@ -1,9 +1,9 @@
 """Benchmark: all weekly digests over a large Postgres database.
 
 Fills a throwaway Postgres database with N jobs (default 1,000,000) of T teams and P people spread
-over ten ISO weeks, with usage for most of them and recommendations for some, an outbox holding
-each job's summary, and, for --nudged of the last week's jobs (a share, default 2 %), a pod and
-one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), then
+over ten ISO weeks, with usage for most of them and recommendations for some, a pod each, an
+outbox holding each job's summary, and, for --nudged of the last week's jobs (a share, default
+2 %), one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), then
 builds the digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
 prints `name=value` lines: `all_digests_s` is the 50 digests one after another (the figure the
 target is about), `all_digests_concurrent4_s` the same four at a time, each run with the machine's
@@ -225,8 +225,8 @@ OUTBOX_COLUMNS = [
 def outbox_rows(
     jobs: list[tuple[Any, ...]], week_start: datetime, nudged: float, rnd: random.Random
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Each job's sent summary; for a share of the week's GPU jobs, a pod and 1-3 idle nudges
-    (about it while it ran, before its end)."""
+    """Each job's pod and sent summary; for a share of the week's GPU jobs, 1-3 idle nudges about
+    its pod while it ran."""
     pods, rows = [], []
     for job in jobs:
         uid, namespace, name, owner, finished, gpus = job[1], job[2], job[3], job[7], job[12], job[16]
@@ -245,10 +245,11 @@ def outbox_rows(
                 1,
             )
         )
-        if gpus <= 0 or finished < week_start or rnd.random() >= nudged:
-            continue
+        # Every job has its pod, as the service records them.
         pod_uid = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
         pods.append(("default", pod_uid, namespace, f"{name}-x", uid, "Succeeded", gpus, "[]"))
+        if gpus <= 0 or finished < week_start or rnd.random() >= nudged:
+            continue
         since = max(week_start - timedelta(hours=6), finished - timedelta(hours=rnd.uniform(3, 48)))
         for n in range(rnd.randint(1, 3)):
             at = since + timedelta(hours=1 + 24 * n)

@@ -479,7 +479,9 @@ def _nudged_statement(by_cluster: bool) -> sa.Select[Any]:
             outbox.c.job_uid.label("pod_uid"),
             sa.func.max(pods.c.namespace).label("namespace"),
             sa.func.max(pods.c.name).label("pod"),
-            sa.func.max(jobs.c.kind).label("kind"),
+            # From the nudge, not the workload: the jobs columns read here are all in the
+            # (team, finished_at) index.
+            sa.func.max(outbox.c.payload[(PAYLOAD_KEY, "workload_kind")].as_string()).label("kind"),
             sa.func.max(jobs.c.owner).label("owner"),
             sa.func.count(sa.distinct(outbox.c.created_at)).label("nudges"),
             sa.func.max(since).label("since"),

@@ -68,7 +68,7 @@ async def test_running_gpu_pods(store: Store) -> None:
 
 
 def nudge_finding(
-    pod_uid: str, since: datetime, at: datetime, gpus: float = 2.0, pod_name: str = ""
+    pod_uid: str, since: datetime, at: datetime, gpus: float = 2.0, pod_name: str = "", kind: str = "job"
 ) -> IdleFinding:
     return IdleFinding(
         cluster="default",
@@ -76,7 +76,7 @@ def nudge_finding(
         pod=pod_name or f"train-{pod_uid}",
         pod_uid=pod_uid,
         node="n1",
-        workload_kind="job",
+        workload_kind=kind,
         workload_name="train",
         workload_uid="j",
         owner=None,
@@ -102,6 +102,7 @@ def nudge(
     channel: Channel = Channel.EMAIL,
     gpus: float = 2.0,
     recipient: str = "alice@example.com",
+    kind: str = "job",
 ) -> Notification:
     return Notification(
         dedup_key=f"default/{pod_uid}/idle_nudge/{at.isoformat()}/{channel.value}/{recipient}",
@@ -112,7 +113,7 @@ def nudge(
         created_at=at,
         cluster="default",
         job_uid=pod_uid,
-        payload={"nudge": finding_to_payload(nudge_finding(pod_uid, since, at, gpus))},
+        payload={"nudge": finding_to_payload(nudge_finding(pod_uid, since, at, gpus, kind=kind))},
     )
 
 
@@ -159,7 +160,9 @@ async def nudged(store: Store) -> Store:
     for day in (0, 1, 2):
         at = START + timedelta(days=day, hours=9)
         rows += [nudge("p-a", since_a, at), nudge("p-a", since_a, at, channel=Channel.SLACK)]
-    rows.append(nudge("ws-b", START + 30 * H, START + 40 * H, gpus=1.0, recipient="bob@example.com"))
+    rows.append(
+        nudge("ws-b", START + 30 * H, START + 40 * H, gpus=1.0, recipient="bob@example.com", kind="workspace")
+    )
     rows.append(nudge("p-x", START, START + 10 * H, recipient="xavier@example.com"))
     rows.append(nudge("p-old", START - 10 * H, START - 3 * H))  # before the week
     rows.append(nudge("p-a", END + H, END + 2 * H))  # after it
