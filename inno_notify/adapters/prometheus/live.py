@@ -61,8 +61,6 @@ DEFAULT_LOOKBACK_SECONDS = 7 * 86400.0
 # several thousand idle pods in one query.
 LIVE_MAX_BODY_BYTES = 512_000
 _STAT = q.STAT
-# Room for a listed pod's name and namespace (DNS labels: at most 63 and 63 characters).
-_NAME_BYTES = 160
 IDENTITY_ENCODING = {"Accept-Encoding": "identity"}
 
 
@@ -160,10 +158,18 @@ class LiveMeter:
         members = [w for w in windows if w.uid in candidates]
         lookback, step = self._lookback(members, now)
         share = math.ceil(len(members) / max(1, self._config.detail_queries))
+        build = functools.partial(
+            self._detail_query,
+            window=window,
+            lookback=lookback,
+            step=step,
+            at=at,
+            threshold=idle_util_percent,
+        )
         parts = [
-            self._detail_query(by_metric, window, lookback, step, at, idle_util_percent)
+            promql
             for start in range(0, len(members), share)
-            for by_metric in self._by_metric(members[start : start + share], sources)
+            for promql in self._detail_parts(members[start : start + share], sources, build)
         ]
         self._assemble(idle_targets, await self._run(parts), create=False, into=gpus)
         # Refine: where a coarse tile held the last busy sample, read that tile at the fine step.
@@ -217,6 +223,7 @@ class LiveMeter:
     def _detail_query(
         self,
         by_metric: Mapping[str, Sequence[PodWindow]],
+        *,
         window: int,
         lookback: int,
         step: int,
@@ -251,31 +258,37 @@ class LiveMeter:
             ]
         return _tagged(parts)
 
-    def _by_metric(
-        self, members: Sequence[PodWindow], sources: Mapping[str, set[str]]
-    ) -> list[dict[str, list[PodWindow]]]:
-        """The pods of a class grouped by the metric their idle GPUs are judged by; in halves where
-        a class lists more pods than a query should (thousands)."""
+    def _detail_parts(
+        self,
+        members: Sequence[PodWindow],
+        sources: Mapping[str, set[str]],
+        build: Callable[[Mapping[str, Sequence[PodWindow]]], str],
+    ) -> list[str]:
+        """The detail query of `members`, in halves while it is longer than the body budget (past
+        a few thousand pods)."""
+        by_metric: dict[str, list[PodWindow]] = {}
+        for w in members:
+            for metric in sorted(sources.get(w.uid, ())):
+                by_metric.setdefault(metric, []).append(w)
+        promql = build(by_metric)
+        if len(members) <= 1 or url_length(promql) <= self._budget:
+            return [promql]
+        middle = len(members) // 2
+        return [
+            *self._detail_parts(members[:middle], sources, build),
+            *self._detail_parts(members[middle:], sources, build),
+        ]
+
+    @property
+    def _budget(self) -> int:
         cfg = self._config
-        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
-        # A listed pod costs its name and namespace in about ten selectors.
-        per_query = max(1, budget // (10 * (_NAME_BYTES + 4)))
-        groups = []
-        for start in range(0, len(members), per_query):
-            by_metric: dict[str, list[PodWindow]] = {}
-            for w in members[start : start + per_query]:
-                for metric in sorted(sources.get(w.uid, ())):
-                    by_metric.setdefault(metric, []).append(w)
-            groups.append(by_metric)
-        return groups
+        return cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
 
     def _joined(self, parts: Sequence[str]) -> list[str]:
         """The parts as few queries as the body budget allows (their rows differ by their labels)."""
-        cfg = self._config
-        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
         queries: list[str] = []
         for part in parts:
-            if queries and url_length(queries[-1]) + url_length(part) <= budget:
+            if queries and url_length(queries[-1]) + url_length(part) <= self._budget:
                 queries[-1] = f"{queries[-1]} or {part}"
             else:
                 queries.append(part)
@@ -341,13 +354,11 @@ class LiveMeter:
     def _chunks(
         self, windows: Sequence[PodWindow], build: Callable[[str, str], str]
     ) -> list[tuple[tuple[PodWindow, ...], str]]:
-        cfg = self._config
-        budget = cfg.max_body_bytes if self._client.config.form_body else cfg.max_url_bytes
         return chunk_pods(
             windows,
             lambda pods, ns, _window: build(pods, ns),
-            max_url_bytes=budget,
-            scrape_seconds=cfg.scrape_interval_seconds,
+            max_url_bytes=self._budget,
+            scrape_seconds=self._config.scrape_interval_seconds,
         )
 
     async def _run(self, queries: list[str]) -> list[Sample]:

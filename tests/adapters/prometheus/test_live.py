@@ -190,3 +190,19 @@ def test_policy_needs_the_window_covered() -> None:
     assert not POLICY.idle(replace(gpu, samples=enough - 1))
     assert not POLICY.idle(replace(gpu, util_max_percent=THRESHOLD))
     assert not POLICY.idle(replace(gpu, util_max_percent=None))
+
+
+async def test_a_tight_body_budget_splits_the_detail_and_agrees(prometheus: PrometheusServer) -> None:
+    """Past the body budget (thousands of idle pods in production) the detail is cut in halves:
+    more queries, the same answer."""
+    batched, _ = await observe(prometheus)
+    meter = LiveMeter(
+        PrometheusClient(ClientConfig(url=prometheus.url)),
+        LiveConfig(scrape_interval_seconds=scenario.SCRAPE, max_body_bytes=3000),
+    )
+    try:
+        split = await meter.observe(targets(), NOW, WINDOW, THRESHOLD)
+    finally:
+        meter.client.close()
+    assert meter.last_queries > 4
+    assert split == batched
