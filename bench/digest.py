@@ -45,8 +45,9 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.db import Store, migrate
-from inno_notify.domain.digest import week_bounds
-from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload
+from inno_notify.domain.digest import NudgeEntry, week_bounds
+from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
+from inno_notify.domain.model import Channel, Notification, NotificationKind
 
 DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 WEEK = "2026-W48"
@@ -224,12 +225,23 @@ OUTBOX_COLUMNS = [
 
 def outbox_rows(
     jobs: list[tuple[Any, ...]], week_start: datetime, nudged: float, rnd: random.Random
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Each job's pod and sent summary; for a share of the week's GPU jobs, 1-3 idle nudges about
-    its pod while it ran."""
+) -> tuple[
+    list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[list[Notification], tuple[str, NudgeEntry]]]
+]:
+    """Each job's pod and sent summary (rows to copy); for a share of the week's GPU jobs, 1-3 idle
+    nudges about its pod while it ran, as the live check enqueues them (rows and ledger entry)."""
     pods, rows = [], []
+    nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
     for job in jobs:
-        uid, namespace, name, owner, finished, gpus = job[1], job[2], job[3], job[7], job[12], job[16]
+        uid, namespace, name, owner, team, finished, gpus = (
+            job[1],
+            job[2],
+            job[3],
+            job[7],
+            job[8],
+            job[12],
+            job[16],
+        )
         rows.append(
             (
                 f"default/{uid}/job_summary/email/{owner}",
@@ -265,7 +277,7 @@ def outbox_rows(
                 name,
                 uid,
                 owner,
-                None,
+                team,
                 int(gpus),
                 gpus,
                 tuple(IdleGpu(str(i), since) for i in range(int(gpus))),
@@ -277,23 +289,19 @@ def outbox_rows(
                 at,
                 60.0,
             )
-            payload = json.dumps({"nudge": finding_to_payload(finding)})
-            rows.append(
-                (
-                    f"default/{pod_uid}/idle_nudge/{n}/email/{owner}",
-                    "idle_nudge",
-                    "email",
-                    owner,
-                    "sent",
-                    "default",
-                    pod_uid,
-                    payload,
-                    at,
-                    at,
-                    1,
-                )
+            row = Notification(
+                dedup_key=f"default/{pod_uid}/idle_nudge/{n}/email/{owner}",
+                kind=NotificationKind.IDLE_NUDGE,
+                channel=Channel.EMAIL,
+                recipient=owner,
+                due_at=at,
+                created_at=at,
+                cluster="default",
+                job_uid=pod_uid,
+                payload={"nudge": finding_to_payload(finding)},
             )
-    return pods, rows
+            nudges.append(([row], (team, nudge_entry(finding))))
+    return pods, rows, nudges
 
 
 async def fill(
@@ -311,6 +319,7 @@ async def fill(
     rnd = random.Random(48)
     # Its own stream, so that the jobs are the same with or without the outbox.
     nudge_rnd = random.Random(49)
+    all_nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
     week_start, end = week_bounds(WEEK, "UTC")
     first = end - timedelta(weeks=WEEKS)
     span = (end - first).total_seconds()
@@ -331,9 +340,17 @@ async def fill(
             await conn.copy_records_to_table("jobs", records=jobs, columns=JOB_COLUMNS)
             await conn.copy_records_to_table("usage", records=usage, columns=USAGE_COLUMNS)
             await conn.copy_records_to_table("recommendations", records=recs, columns=REC_COLUMNS)
-            pods, outbox = outbox_rows(jobs, week_start, nudged, nudge_rnd)
+            pods, outbox, nudges = outbox_rows(jobs, week_start, nudged, nudge_rnd)
             await conn.copy_records_to_table("pods", records=pods, columns=POD_COLUMNS)
             await conn.copy_records_to_table("outbox", records=outbox, columns=OUTBOX_COLUMNS)
+            all_nudges.extend(nudges)
+        # The nudges through the live check's own write path: outbox rows and the digest's ledger.
+        store = Store.from_url(url)
+        try:
+            for start in range(0, len(all_nudges), 500):
+                await store.enqueue_nudges(all_nudges[start : start + 500])
+        finally:
+            await store.close()
         # What autovacuum does after a bulk of inserts: statistics for the planner, and the
         # visibility map that lets an index-only scan skip the table's pages.
         await conn.execute("VACUUM ANALYZE")

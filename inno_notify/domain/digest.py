@@ -169,6 +169,57 @@ class NudgedPodRow:
 
 
 @dataclass(frozen=True, slots=True)
+class NudgeEntry:
+    """One idle nudge about one pod, as kept for its team's digest (times in Unix seconds)."""
+
+    cluster: str
+    pod_uid: str
+    namespace: str
+    pod: str
+    kind: str
+    owner: str | None
+    observed_at: float
+    idle_since: float
+    idle_gpu_equivalents: float
+
+
+def nudged_pod_rows(
+    entries: Sequence[NudgeEntry], start: datetime, end: datetime
+) -> tuple[NudgedPodRow, ...]:
+    """Per pod nudged in [start, end): its nudges, and its idle GPU-hours within the week — per idle
+    stretch (its `idle_since`), the stretch's GPU-equivalents × the time from its start (or the
+    week's, if later) to its last nudge in the week."""
+    low, high = start.timestamp(), end.timestamp()
+    per_pod: dict[tuple[str, str], list[NudgeEntry]] = {}
+    for entry in entries:
+        if low <= entry.observed_at < high:
+            per_pod.setdefault((entry.cluster, entry.pod_uid), []).append(entry)
+    rows = []
+    for (cluster, pod_uid), found in sorted(per_pod.items()):
+        stretches: dict[float, tuple[float, float]] = {}
+        for e in found:
+            last, gpus = stretches.get(e.idle_since, (e.observed_at, e.idle_gpu_equivalents))
+            stretches[e.idle_since] = (max(last, e.observed_at), max(gpus, e.idle_gpu_equivalents))
+        hours = sum(
+            gpus * max(0.0, last - max(since, low)) / 3600 for since, (last, gpus) in stretches.items()
+        )
+        latest = max(found, key=lambda e: e.observed_at)
+        rows.append(
+            NudgedPodRow(
+                cluster=cluster,
+                pod_uid=pod_uid,
+                namespace=latest.namespace,
+                pod=latest.pod,
+                kind=latest.kind,
+                owner=latest.owner,
+                nudges=len({e.observed_at for e in found}),
+                idle_gpu_hours=hours,
+            )
+        )
+    return tuple(rows)
+
+
+@dataclass(frozen=True, slots=True)
 class DigestRows:
     """Everything the SQL aggregation returns for one team and week."""
 

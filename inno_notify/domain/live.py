@@ -22,7 +22,8 @@ idle, when it was last busy. What is left here is pure:
   after them nudges with the figures of that moment.
 
 A finding travels in the outbox row's payload (``finding_to_payload``), so that the dispatcher
-renders it without reading anything else and the weekly digest can add up idle GPU-hours.
+renders it without reading anything else; what the weekly digest adds up of it is a ``NudgeEntry``
+(``nudge_entry``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.model import JobRecord, NotificationKind, PodRecord, WorkloadKind
 from inno_notify.domain.parsing.workspace import workspace_identity
 
@@ -52,6 +54,7 @@ __all__ = [
     "in_quiet_hours",
     "nudge_dedup_key",
     "nudge_due",
+    "nudge_entry",
     "parse_quiet_hours",
 ]
 
@@ -258,6 +261,21 @@ def in_quiet_hours(now: datetime, quiet: QuietHours | None) -> bool:
     if quiet.start < quiet.end:
         return quiet.start <= local < quiet.end
     return local >= quiet.start or local < quiet.end
+
+
+def nudge_entry(finding: IdleFinding) -> NudgeEntry:
+    """What the team's digest keeps of a nudge (domain.digest.nudged_pod_rows adds them up)."""
+    return NudgeEntry(
+        cluster=finding.cluster,
+        pod_uid=finding.pod_uid,
+        namespace=finding.namespace,
+        pod=finding.pod,
+        kind=finding.workload_kind,
+        owner=finding.owner,
+        observed_at=_epoch(finding.observed_at),
+        idle_since=_epoch(finding.idle_since),
+        idle_gpu_equivalents=finding.idle_gpu_equivalents,
+    )
 
 
 # --- the payload of a nudge's outbox row ----------------------------------------------------------

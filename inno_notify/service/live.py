@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget, build_live_meter
+from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import (
     GpuWindow,
     IdleFinding,
@@ -36,6 +37,7 @@ from inno_notify.domain.live import (
     held_from,
     in_quiet_hours,
     nudge_due,
+    nudge_entry,
     parse_quiet_hours,
 )
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
@@ -185,7 +187,7 @@ class LiveCheck:
             return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
         # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
         users, teams = await self._directory()
-        rows: list[Notification] = []
+        planned: list[tuple[list[Notification], tuple[str, NudgeEntry] | None]] = []
         nudged: list[str] = []
         silent = 0
         for job, finding in found:
@@ -200,12 +202,13 @@ class LiveCheck:
                 options.allowed_email_domains,
             )
             if plan.notifications:
-                rows.extend(plan.notifications)
+                entry = (finding.team, nudge_entry(finding)) if finding.team else None
+                planned.append((list(plan.notifications), entry))
                 nudged.append(finding.pod_uid)
             else:
                 silent += 1
                 log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
-        written = await self.store.enqueue(rows) if rows else 0
+        written = await self.store.enqueue_nudges(planned) if planned else 0
         self.stats.nudges += len(nudged)
         log.info(
             "live check: %d running GPU pod(s), %d nudged within %g h, %d idle, %d nudged (%d row(s) "

@@ -16,10 +16,8 @@ Portability between Postgres and SQLite:
   function, so there the queue waits themselves come along as one more part of the statement, and
   the domain interpolates the same way percentile_cont does.
 
-Idle GPUs in running pods and workspaces come from a second, small statement (`nudged_pods`): the
-week's idle-nudge outbox rows of the team's pods, summed per pod in the database from the figures
-each nudge carries (domain/live.py puts times in the payload as Unix seconds, so no date function
-is needed on either dialect).
+Idle GPUs in running pods and workspaces come from the nudge ledger (`nudged_pods`, nudge_ledger.py):
+the team's nudges of the week's days, a few key lookups, summed per pod by the domain.
 """
 
 from __future__ import annotations
@@ -34,7 +32,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db.tables import UTCDateTime, jobs, outbox, pods, recommendations, usage
+from inno_notify.adapters.db import nudge_ledger
+from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations, usage
 from inno_notify.domain.digest import (
     TOP_WASTE,
     DailyRow,
@@ -46,11 +45,11 @@ from inno_notify.domain.digest import (
     WasteRow,
     build_digest,
     day_bounds,
+    nudged_pod_rows,
     previous_week,
     week_bounds,
 )
-from inno_notify.domain.live import PAYLOAD_KEY
-from inno_notify.domain.model import JobStatus, NotificationKind
+from inno_notify.domain.model import JobStatus
 
 GIB = float(1024**3)
 
@@ -447,89 +446,13 @@ async def load_digest(
     return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus)
 
 
-def _nudge_figure(name: str) -> sa.ColumnElement[float]:
-    figure: sa.ColumnElement[float] = outbox.c.payload[(PAYLOAD_KEY, name)].as_float()
-    return figure
-
-
-@functools.cache
-def _nudged_statement(by_cluster: bool) -> sa.Select[Any]:
-    """Per pod of the team nudged in [start, end): nudges, and idle GPU-hours within the week.
-
-    A nudged pod's workload ran when it was nudged, so it ended at or after `start` or not yet:
-    that bound lets the (team, finished_at) index find the workloads, the pods' and the outbox's
-    (cluster, job_uid) indexes the rest (the planner may start from the outbox instead where it
-    holds few rows)."""
-    since = _nudge_figure("idle_since")
-    start: sa.BindParameter[float] = sa.bindparam("start_epoch", type_=sa.Double())
-    conditions = [
-        outbox.c.kind == NotificationKind.IDLE_NUDGE.value,
-        outbox.c.created_at >= _at("start"),
-        outbox.c.created_at < _at("end"),
-        jobs.c.team == sa.bindparam("team", type_=sa.String()),
-        sa.or_(jobs.c.finished_at.is_(None), jobs.c.finished_at >= _at("start")),
-    ]
-    if by_cluster:
-        conditions.append(outbox.c.cluster == sa.bindparam("cluster", type_=sa.String()))
-    # One row per idle stretch of a pod (its `idle_since`): the rows of one nudge (one per
-    # recipient and channel) share their figures and creation time.
-    stretches = (
-        sa.select(
-            outbox.c.cluster,
-            outbox.c.job_uid.label("pod_uid"),
-            sa.func.max(pods.c.namespace).label("namespace"),
-            sa.func.max(pods.c.name).label("pod"),
-            # From the nudge, not the workload: the jobs columns read here are all in the
-            # (team, finished_at) index.
-            sa.func.max(outbox.c.payload[(PAYLOAD_KEY, "workload_kind")].as_string()).label("kind"),
-            sa.func.max(jobs.c.owner).label("owner"),
-            sa.func.count(sa.distinct(outbox.c.created_at)).label("nudges"),
-            sa.func.max(since).label("since"),
-            sa.func.max(_nudge_figure("idle_gpu_equivalents")).label("gpus"),
-            sa.func.max(_nudge_figure("observed_at")).label("last_seen"),
-        )
-        .select_from(
-            outbox.join(
-                pods, sa.and_(pods.c.cluster == outbox.c.cluster, pods.c.uid == outbox.c.job_uid)
-            ).join(jobs, sa.and_(jobs.c.cluster == pods.c.cluster, jobs.c.uid == pods.c.job_uid))
-        )
-        .where(*conditions)
-        .group_by(outbox.c.cluster, outbox.c.job_uid, since)
-        .subquery("stretches")
-    )
-    c = stretches.c
-    idle_hours = c.gpus * (c.last_seen - sa.case((c.since > start, c.since), else_=start)) / 3600.0
-    return sa.select(
-        c.cluster,
-        c.pod_uid,
-        sa.func.max(c.namespace).label("namespace"),
-        sa.func.max(c.pod).label("pod"),
-        sa.func.max(c.kind).label("kind"),
-        sa.func.max(c.owner).label("owner"),
-        sa.func.sum(c.nudges).label("nudges"),
-        sa.func.sum(idle_hours).label("idle_gpu_hours"),
-    ).group_by(c.cluster, c.pod_uid)
-
-
 async def nudged_pods(
     source: Connectable, cluster: str | None, team: str, start: datetime, end: datetime
 ) -> tuple[NudgedPodRow, ...]:
-    """The team's pods nudged about idle GPUs in [start, end), with their nudges and idle GPU-hours."""
-    params: dict[str, Any] = {"team": team, "start": start, "end": end, "start_epoch": start.timestamp()}
-    if cluster is not None:
-        params["cluster"] = cluster
+    """The team's pods nudged about idle GPUs in [start, end), with their nudges and idle
+    GPU-hours (from the nudge ledger: a few key lookups, see nudge_ledger.py)."""
     async with _connection(source) as conn:
-        result = await conn.execute(_nudged_statement(cluster is not None), params)
-        return tuple(
-            NudgedPodRow(
-                cluster=row["cluster"],
-                pod_uid=row["pod_uid"],
-                namespace=row["namespace"],
-                pod=row["pod"],
-                kind=row["kind"],
-                owner=row["owner"],
-                nudges=int(row["nudges"]),
-                idle_gpu_hours=max(0.0, float(row["idle_gpu_hours"] or 0.0)),
-            )
-            for row in result.mappings()
-        )
+        entries = await nudge_ledger.read(conn, team, start, end)
+    if cluster is not None:
+        entries = [e for e in entries if e.cluster == cluster]
+    return nudged_pod_rows(entries, start, end)

@@ -22,6 +22,7 @@ from inno_notify.adapters.db import (
     job_details,
     jobs,
     live_queries,
+    nudge_ledger,
     outbox,
     recommendation_queries,
     rejected,
@@ -31,7 +32,7 @@ from inno_notify.adapters.db.engine import create_engine
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
 from inno_notify.adapters.db.outbox_repository import OutboxRepository
-from inno_notify.domain.digest import Digest
+from inno_notify.domain.digest import Digest, NudgeEntry
 from inno_notify.domain.model import (
     DeliveryStatus,
     DirectoryUser,
@@ -322,6 +323,22 @@ class Store:
         """(workload, pod) of every running pod that holds GPUs (live_queries.py)."""
         async with self._engine.connect() as conn:
             return await live_queries.running_gpu_pods(conn, cluster, namespaces)
+
+    async def enqueue_nudges(
+        self, nudges: Sequence[tuple[Sequence[Notification], tuple[str, NudgeEntry] | None]]
+    ) -> int:
+        """Enqueues each nudge's rows and, for a nudge whose rows were new, adds its (team, entry)
+        to the nudge ledger the digest reads; one transaction. Returns how many rows were new."""
+        written = 0
+        entries: list[tuple[str, NudgeEntry]] = []
+        async with self._engine.begin() as conn:
+            for rows, entry in nudges:
+                new = await outbox.enqueue(conn, rows)
+                written += new
+                if new and entry is not None:
+                    entries.append(entry)
+            await nudge_ledger.record(conn, entries)
+        return written
 
     async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:
         """When each of these pods was last nudged about idle GPUs; never-nudged pods are absent."""

@@ -10,8 +10,8 @@ import pytest
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.digest_queries import load_digest, nudged_pods
-from inno_notify.domain.digest import week_bounds
-from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload
+from inno_notify.domain.digest import NudgeEntry, week_bounds
+from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
 from inno_notify.domain.model import (
     Channel,
     JobRecord,
@@ -135,38 +135,50 @@ async def test_last_nudges_reads_only_nudges(store: Store) -> None:
     assert await store.last_nudges("other", ["p1"]) == {}
 
 
+def planned(
+    pod_uid: str,
+    since: datetime,
+    at: datetime,
+    *,
+    team: str = "face",
+    owner: str = "alice@example.com",
+    gpus: float = 2.0,
+    kind: str = "job",
+    pod_name: str = "",
+    channels: tuple[Channel, ...] = (Channel.EMAIL,),
+) -> tuple[list[Notification], tuple[str, NudgeEntry]]:
+    """A nudge as the live check enqueues it: its rows (one per channel) and its ledger entry."""
+    finding = replace(nudge_finding(pod_uid, since, at, gpus, pod_name, kind), owner=owner, team=team)
+    rows = [nudge(pod_uid, since, at, channel=c, gpus=gpus, recipient=owner, kind=kind) for c in channels]
+    return rows, (team, nudge_entry(finding))
+
+
 @pytest.fixture
 async def nudged(store: Store) -> Store:
     """Alice's Job pod idles from Sunday before the week and is nudged three times in it (on two
     channels each); Bob's workspace once; a pod of another team, and nudges outside the week."""
-    await store.upsert_jobs(
-        [
-            running_job("j-a", owner="alice@example.com"),
-            running_job("ws-b", owner="bob@example.com", kind=WorkloadKind.WORKSPACE),
-            running_job("j-x", owner="xavier@example.com", team="other"),
-            job("j-old", finished_at=START - 2 * H),
-        ]
-    )
-    await store.upsert_pods(
-        [
-            running_pod("p-a", "j-a"),
-            running_pod("ws-b", "ws-b", name="jupyter-bob"),
-            running_pod("p-x", "j-x"),
-            running_pod("p-old", "j-old"),
-        ]
-    )
     since_a = START - 12 * H  # Sunday noon, the week before
-    rows = []
-    for day in (0, 1, 2):
-        at = START + timedelta(days=day, hours=9)
-        rows += [nudge("p-a", since_a, at), nudge("p-a", since_a, at, channel=Channel.SLACK)]
-    rows.append(
-        nudge("ws-b", START + 30 * H, START + 40 * H, gpus=1.0, recipient="bob@example.com", kind="workspace")
-    )
-    rows.append(nudge("p-x", START, START + 10 * H, recipient="xavier@example.com"))
-    rows.append(nudge("p-old", START - 10 * H, START - 3 * H))  # before the week
-    rows.append(nudge("p-a", END + H, END + 2 * H))  # after it
-    await store.enqueue(rows)
+    both = (Channel.EMAIL, Channel.SLACK)
+    nudges = [
+        planned("p-a", since_a, START + timedelta(days=day, hours=9), channels=both) for day in (0, 1, 2)
+    ]
+    nudges += [
+        planned(
+            "ws-b",
+            START + 30 * H,
+            START + 40 * H,
+            gpus=1.0,
+            owner="bob@example.com",
+            kind="workspace",
+            pod_name="jupyter-bob",
+        ),
+        planned("p-x", START, START + 10 * H, team="other", owner="xavier@example.com"),
+        planned("p-old", START - 10 * H, START - 3 * H),  # before the week
+        planned("p-a", END + H, END + 2 * H),  # after it
+    ]
+    assert await store.enqueue_nudges(nudges) == 10
+    # A replayed round adds nothing, to the outbox or the ledger.
+    assert await store.enqueue_nudges(nudges[:1]) == 0
     return store
 
 
