@@ -205,10 +205,8 @@ async def run(
 
     found = decide(pods, batched, now, scrape)
     found_looped = decide(pods, looped, now, scrape)
-    # "Last busy" is read at a step of lookback / busy_steps: a pod on its own has its own lookback,
-    # in a round it shares its age class's, so the two may differ by a step of either.
-    oldest = max(now.timestamp() - p.start for p in pods)
-    tolerance = 2 * max(config.busy_step_seconds, oldest / config.busy_steps)
+    # "Last busy" is read to the fine step in both (a coarse tile of its own lookback, refined).
+    tolerance = config.busy_step_seconds
     agree = found.keys() == found_looped.keys() and all(
         abs((found[uid].idle_since - found_looped[uid].idle_since).total_seconds()) <= tolerance
         and len(found[uid].idle) == len(found_looped[uid].idle)
