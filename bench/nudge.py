@@ -13,8 +13,12 @@ busy" is read at).
 
 Prints `name=value` lines: `seconds` is the median of --repeats batched rounds after a warm-up
 round, `baseline_seconds` one pass of the loop, cut into --repeats parts that alternate with the
-rounds (a shared machine's load drifts; this way both see the same drift); `load_1min_*` say how
-busy the machine was.
+rounds (a shared machine's load drifts; this way both see the same drift); `cpu_seconds` and
+`baseline_cpu_seconds` add up the CPU time of Prometheus and of this process over the same spans
+(Linux `/proc`): the work, which load on a shared machine stretches less than the wall clock;
+`load_1min_*` say how busy the machine was. The `steady_*` figures are the rounds after it: the
+idle pods were nudged, and the live check leaves them out for `live.repeat_hours`, so the others
+are asked about again (the batched round is then the window query alone).
 
 The TSDB is cached under --cache (keyed by the parameters); the first run builds it (a minute or two).
 
@@ -139,6 +143,19 @@ def workload(
     return gpus, pods, now
 
 
+class CpuClock:
+    """CPU seconds spent by Prometheus and by this process together: a busy shared machine stretches
+    wall-clock time, far less the work done."""
+
+    def __init__(self, prometheus_pid: int) -> None:
+        self._stat = Path(f"/proc/{prometheus_pid}/stat")
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __call__(self) -> float:
+        fields = self._stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick + time.process_time()
+
+
 def records(trace: metricgen.PodTrace) -> tuple[JobRecord, PodRecord]:
     start = datetime.fromtimestamp(trace.start, UTC)
     job = JobRecord(
@@ -173,7 +190,13 @@ def decide(
 
 
 async def run(
-    url: str, pods: list[metricgen.PodTrace], now: datetime, scrape: float, repeats: int, compress: bool
+    url: str,
+    pods: list[metricgen.PodTrace],
+    now: datetime,
+    scrape: float,
+    repeats: int,
+    compress: bool,
+    cpu: CpuClock,
 ) -> dict[str, object]:
     targets = [LiveTarget(p.namespace, p.name, p.uid, datetime.fromtimestamp(p.start, UTC)) for p in pods]
     config = LiveConfig(scrape_interval_seconds=scrape)
@@ -188,22 +211,44 @@ async def run(
     queries = meter.last_queries
 
     timings: list[float] = []
-    baseline_seconds = 0.0
+    cpu_timings: list[float] = []
+    baseline_seconds = baseline_cpu = 0.0
     looped: dict[str, tuple[GpuWindow, ...]] = {}
     for part in [targets[i::repeats] for i in range(repeats)]:
-        t0 = time.perf_counter()
+        c0, t0 = cpu(), time.perf_counter()
         batched = await meter.observe(targets, now, WINDOW, THRESHOLD)
         timings.append(time.perf_counter() - t0)
+        cpu_timings.append(cpu() - c0)
         assert meter.last_queries == queries
 
-        t0 = time.perf_counter()
+        c0, t0 = cpu(), time.perf_counter()
         for target in part:
             looped.update(await loop_meter.observe([target], now, WINDOW, THRESHOLD, listed=True))
         baseline_seconds += time.perf_counter() - t0
+        baseline_cpu += cpu() - c0
+    found = decide(pods, batched, now, scrape)
+
+    # The next rounds: the idle pods were nudged and the live check leaves them out until
+    # live.repeat_hours have passed; the rest are asked about again (same interleaving).
+    cold_baseline_queries = loop_client.queries_sent
+    rest = [t for t in targets if t.uid not in found]
+    steady_timings: list[float] = []
+    steady_baseline = 0.0
+    steady_queries = 0
+    before_loop = loop_client.queries_sent
+    for part in [rest[i::repeats] for i in range(repeats)]:
+        t0 = time.perf_counter()
+        await meter.observe(rest, now, WINDOW, THRESHOLD)
+        steady_timings.append(time.perf_counter() - t0)
+        steady_queries = meter.last_queries
+        t0 = time.perf_counter()
+        for target in part:
+            await loop_meter.observe([target], now, WINDOW, THRESHOLD, listed=True)
+        steady_baseline += time.perf_counter() - t0
+    steady_baseline_queries = loop_client.queries_sent - before_loop
     client.close()
     loop_client.close()
 
-    found = decide(pods, batched, now, scrape)
     found_looped = decide(pods, looped, now, scrape)
     # "Last busy" is read to the fine step in both (a coarse tile of its own lookback, refined).
     tolerance = config.busy_step_seconds
@@ -218,11 +263,19 @@ async def run(
         "seconds": seconds,
         "seconds_min": min(timings),
         "seconds_max": max(timings),
-        "baseline_queries": loop_client.queries_sent,
+        "baseline_queries": cold_baseline_queries,
         "baseline_seconds": baseline_seconds,
         "speedup": baseline_seconds / seconds,
-        "pods_seen": len(batched),
-        "gpus_seen": sum(len(g) for g in batched.values()),
+        "cpu_seconds": statistics.median(cpu_timings),
+        "baseline_cpu_seconds": baseline_cpu,
+        "cpu_speedup": baseline_cpu / statistics.median(cpu_timings),
+        "steady_pods": len(rest),
+        "steady_queries": steady_queries,
+        "steady_seconds": statistics.median(steady_timings),
+        "steady_baseline_queries": steady_baseline_queries,
+        "steady_baseline_seconds": steady_baseline,
+        "steady_speedup": steady_baseline / statistics.median(steady_timings),
+        "pods_with_idle_gpus": len(batched),
         "idle_pods": len(found),
         "memory_held_pods": sum(1 for f in found.values() if f.memory_held),
         "agree": agree,
@@ -276,6 +329,7 @@ def main() -> None:
                 args.scrape,
                 args.repeats,
                 args.compression,
+                CpuClock(server.pid or 0),
             )
         )
         print(f"load_1min_after={os.getloadavg()[0]:.2f}")

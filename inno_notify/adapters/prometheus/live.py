@@ -124,8 +124,9 @@ class LiveMeter:
         *,
         listed: bool = False,
     ) -> dict[str, tuple[GpuWindow, ...]]:
-        """Per target uid, its GPUs as seen over ``[now - window, now]``; ``busy_at`` is filled for
-        the GPUs that stayed below ``idle_util_percent``. Targets without GPU series are absent.
+        """Per target uid with a GPU that stayed below ``idle_util_percent`` over
+        ``[now - window, now]``, all its GPUs as seen then; ``busy_at`` is filled for the ones below
+        it. Targets without GPU series, or whose GPUs all stayed at or above it, are absent.
 
         Raises ``PrometheusUnavailable`` (retry later) or ``PrometheusQueryError`` (don't).
         """
@@ -149,8 +150,10 @@ class LiveMeter:
                 if gpu.below(idle_util_percent):
                     sources.setdefault(uid, set()).add(q.GR_ENGINE_ACTIVE if gpu.uses_prof else q.GPU_UTIL)
         candidates = set(sources)
+        # A pod whose GPUs all stayed at or above the threshold has nothing to report.
+        gpus = {uid: per_gpu for uid, per_gpu in gpus.items() if uid in candidates}
         if not candidates:
-            return _windows(gpus)
+            return {}
         idle_targets = [t for t in targets if t.uid in candidates]
         # Detail: the idle pods in `detail_queries` parts asked at once (Prometheus evaluates
         # queries in parallel), one lookback for all, reaching the oldest (a series has no samples
