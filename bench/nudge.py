@@ -29,19 +29,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.live import IDENTITY_ENCODING, LiveConfig, LiveMeter, LiveTarget
+from inno_notify.adapters.prometheus.queries import GPU_UTIL, GR_ENGINE_ACTIVE, regex_alternation
 from inno_notify.domain.live import GpuWindow, IdleFinding, IdlePolicy, find_idle
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from tests.adapters.prometheus import metricgen
@@ -189,6 +192,42 @@ def decide(
     return found
 
 
+async def one_query_per_pod(
+    meter: LiveMeter, target: LiveTarget, now: datetime, config: LiveConfig
+) -> dict[str, tuple[GpuWindow, ...]]:
+    """The naive way, one query per pod: the window and the detail of this one pod in one query,
+    its last busy sample read at the fine step over its own life (no coarse pass to refine). Built
+    from the live meter's own query builders, so both ways ask the same PromQL of each series."""
+    at = now.timestamp()
+    step = round(config.busy_step_seconds)
+    age = (now - target.held_from).total_seconds()
+    lookback = step * math.ceil((min(age, config.lookback_seconds) + step) / step)
+    window = PodWindow(target.namespace, target.pod, target.uid, target.held_from, now)
+    pod, namespace = regex_alternation([target.pod]), regex_alternation([target.namespace])
+    promql = " or ".join(
+        [
+            meter._window_query(pod, namespace, round(WINDOW), at),
+            meter._detail_query(
+                {GPU_UTIL: [window], GR_ENGINE_ACTIVE: [window]},
+                window=round(WINDOW),
+                lookback=lookback,
+                step=step,
+                at=at,
+                threshold=THRESHOLD,
+            ),
+        ]
+    )
+    gpus = meter._assemble([target], await meter.client.query(promql), create=True)
+    return {
+        uid: tuple(gpu.window() for _, gpu in sorted(per_gpu.items()))
+        for uid, per_gpu in gpus.items()
+        if any(gpu.below(THRESHOLD) for gpu in per_gpu.values())
+    }
+
+
+Way = Callable[[LiveTarget], Awaitable[dict[str, tuple[GpuWindow, ...]]]]
+
+
 async def run(
     url: str,
     pods: list[metricgen.PodTrace],
@@ -202,84 +241,97 @@ async def run(
     config = LiveConfig(scrape_interval_seconds=scrape)
     # As the service's live meter asks (build_live_meter), unless --compression.
     headers = {} if compress else IDENTITY_ENCODING
-    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
-    meter = LiveMeter(client, config)
-    loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
-    loop_meter = LiveMeter(loop_client, config)
+
+    def meter() -> LiveMeter:
+        return LiveMeter(
+            PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers)), config
+        )
+
+    batched_meter, single_meter, same_meter = meter(), meter(), meter()
+    ways: dict[str, Way] = {
+        # As specified: one query per pod.
+        "baseline": lambda t: one_query_per_pod(single_meter, t, now, config),
+        # The round's own code, one pod at a time (a pod with an idle GPU costs it 2-3 queries).
+        "same_code": lambda t: same_meter.observe([t], now, WINDOW, THRESHOLD, listed=True),
+    }
     # Warm-up: Prometheus pages the blocks in.
-    batched = await meter.observe(targets, now, WINDOW, THRESHOLD)
-    queries = meter.last_queries
+    batched = await batched_meter.observe(targets, now, WINDOW, THRESHOLD)
+    queries = batched_meter.last_queries
 
     timings: list[float] = []
     cpu_timings: list[float] = []
-    baseline_seconds = baseline_cpu = 0.0
-    looped: dict[str, tuple[GpuWindow, ...]] = {}
+    spent = {name: [0.0, 0.0] for name in ways}  # wall, CPU
+    seen: dict[str, dict[str, tuple[GpuWindow, ...]]] = {name: {} for name in ways}
     for part in [targets[i::repeats] for i in range(repeats)]:
         c0, t0 = cpu(), time.perf_counter()
-        batched = await meter.observe(targets, now, WINDOW, THRESHOLD)
+        batched = await batched_meter.observe(targets, now, WINDOW, THRESHOLD)
         timings.append(time.perf_counter() - t0)
         cpu_timings.append(cpu() - c0)
-        assert meter.last_queries == queries
-
-        c0, t0 = cpu(), time.perf_counter()
-        for target in part:
-            looped.update(await loop_meter.observe([target], now, WINDOW, THRESHOLD, listed=True))
-        baseline_seconds += time.perf_counter() - t0
-        baseline_cpu += cpu() - c0
+        assert batched_meter.last_queries == queries
+        for name, way in ways.items():
+            c0, t0 = cpu(), time.perf_counter()
+            for target in part:
+                seen[name].update(await way(target))
+            spent[name][0] += time.perf_counter() - t0
+            spent[name][1] += cpu() - c0
+    sent = {"baseline": single_meter.client.queries_sent, "same_code": same_meter.client.queries_sent}
     found = decide(pods, batched, now, scrape)
+    # "Last busy" is read to the fine step every way.
+    tolerance = config.busy_step_seconds
+    agree = {}
+    for name in ways:
+        other = decide(pods, seen[name], now, scrape)
+        agree[name] = found.keys() == other.keys() and all(
+            abs((found[uid].idle_since - other[uid].idle_since).total_seconds()) <= tolerance
+            and len(found[uid].idle) == len(other[uid].idle)
+            for uid in found
+        )
 
     # The next rounds: the idle pods were nudged and the live check leaves them out until
     # live.repeat_hours have passed; the rest are asked about again (same interleaving).
-    cold_baseline_queries = loop_client.queries_sent
     rest = [t for t in targets if t.uid not in found]
     steady_timings: list[float] = []
     steady_baseline = 0.0
-    steady_queries = 0
-    before_loop = loop_client.queries_sent
+    before = single_meter.client.queries_sent
     for part in [rest[i::repeats] for i in range(repeats)]:
         t0 = time.perf_counter()
-        await meter.observe(rest, now, WINDOW, THRESHOLD)
+        await batched_meter.observe(rest, now, WINDOW, THRESHOLD)
         steady_timings.append(time.perf_counter() - t0)
-        steady_queries = meter.last_queries
         t0 = time.perf_counter()
         for target in part:
-            await loop_meter.observe([target], now, WINDOW, THRESHOLD, listed=True)
+            await ways["baseline"](target)
         steady_baseline += time.perf_counter() - t0
-    steady_baseline_queries = loop_client.queries_sent - before_loop
-    client.close()
-    loop_client.close()
+    steady_queries = batched_meter.last_queries
+    steady_baseline_queries = single_meter.client.queries_sent - before
+    for m in (batched_meter, single_meter, same_meter):
+        m.client.close()
 
-    found_looped = decide(pods, looped, now, scrape)
-    # "Last busy" is read to the fine step in both (a coarse tile of its own lookback, refined).
-    tolerance = config.busy_step_seconds
-    agree = found.keys() == found_looped.keys() and all(
-        abs((found[uid].idle_since - found_looped[uid].idle_since).total_seconds()) <= tolerance
-        and len(found[uid].idle) == len(found_looped[uid].idle)
-        for uid in found
-    )
     seconds = statistics.median(timings)
-    return {
-        "queries": queries,
-        "seconds": seconds,
-        "seconds_min": min(timings),
-        "seconds_max": max(timings),
-        "baseline_queries": cold_baseline_queries,
-        "baseline_seconds": baseline_seconds,
-        "speedup": baseline_seconds / seconds,
-        "cpu_seconds": statistics.median(cpu_timings),
-        "baseline_cpu_seconds": baseline_cpu,
-        "cpu_speedup": baseline_cpu / statistics.median(cpu_timings),
+    cpu_seconds = statistics.median(cpu_timings)
+    figures: dict[str, object] = {"queries": queries, "seconds": seconds}
+    figures |= {"seconds_min": min(timings), "seconds_max": max(timings), "cpu_seconds": cpu_seconds}
+    for name in ways:
+        wall, used = spent[name]
+        figures |= {
+            f"{name}_queries": sent[name],
+            f"{name}_seconds": wall,
+            f"{name}_cpu_seconds": used,
+            f"{name}_agree": agree[name],
+        }
+    figures |= {
+        "speedup": spent["baseline"][0] / seconds,
+        "cpu_speedup": spent["baseline"][1] / cpu_seconds,
+        "same_code_speedup": spent["same_code"][0] / seconds,
         "steady_pods": len(rest),
         "steady_queries": steady_queries,
         "steady_seconds": statistics.median(steady_timings),
         "steady_baseline_queries": steady_baseline_queries,
         "steady_baseline_seconds": steady_baseline,
         "steady_speedup": steady_baseline / statistics.median(steady_timings),
-        "pods_with_idle_gpus": len(batched),
         "idle_pods": len(found),
         "memory_held_pods": sum(1 for f in found.values() if f.memory_held),
-        "agree": agree,
     }
+    return figures
 
 
 def main() -> None:
