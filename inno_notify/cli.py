@@ -74,6 +74,23 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--send", action="store_true", help="send it through the team's channels")
     out.add_argument("--format", choices=("text", "html", "json"), default="text")
 
+    send = sub.add_parser("send", help="post a pipeline message to a running service (POST /api/v1/events)")
+    send.add_argument(
+        "--api", required=True, metavar="URL", help="the service's API root, e.g. http://inno-notify:8080"
+    )
+    send.add_argument(
+        "--token-file", required=True, metavar="F", help="file holding a pipeline (or admin) token"
+    )
+    whom = send.add_mutually_exclusive_group(required=True)
+    whom.add_argument("--to", metavar="EMAIL", help="one person (their directory channels, else e-mail)")
+    whom.add_argument("--team", metavar="TEAM", help="a team (its Slack channel, else its leads)")
+    send.add_argument("--title", required=True, metavar="T")
+    send.add_argument("--text", metavar="T", help="the message's text; - reads it from standard input")
+    send.add_argument(
+        "--link", action="append", default=[], metavar="TITLE=URL", help="a link to show (repeatable)"
+    )
+    send.add_argument("--key", metavar="K", help="sent once per key: a retried task sends nothing again")
+
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -173,6 +190,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_send(args: argparse.Namespace) -> int:
+    from inno_notify.send import Refused, UsageError, event_body, post_event, read_token
+
+    try:
+        text = sys.stdin.read() if args.text == "-" else args.text
+        body = event_body(
+            to=args.to, team=args.team, title=args.title, text=text, links=args.link, key=args.key
+        )
+        token = read_token(args.token_file)
+        accepted = post_event(args.api, token, body)
+    except UsageError as exc:
+        print(f"inno-notify: send: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    except Refused as exc:
+        print(f"inno-notify: send: refused: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    recipients = ", ".join(f"{r.get('recipient')} ({r.get('channel')})" for r in accepted.recipients)
+    what = "already sent under this key" if accepted.duplicate else "accepted"
+    print(f"event {accepted.id} {what}: {recipients}")
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "version": _cmd_version,
     "migrate": _cmd_migrate,
@@ -181,6 +220,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _cmd_demo,
     "digest": _cmd_digest,
     "agent": _cmd_agent,
+    "send": _cmd_send,
 }
 
 

@@ -2,11 +2,12 @@
 
 What runs is the production pipeline — the Kubernetes watch over real HTTP (kubernetes-asyncio
 against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
-the live check that nudges owners of idling GPUs, the outbox and the dispatcher with the real
-renderer — with two stand-ins at the edges: the cluster's metrics come from the simulator's traces
-(through the same interfaces as the Prometheus meters), and e-mail goes to files and the terminal
-instead of an SMTP server. Simulated time runs `speed` times faster than the wall clock. A
-JupyterHub server someone left running on a GPU, idle, gets its nudge while the jobs run.
+the outbox and the dispatcher with the real renderer, the workflow tracker with an Argo training
+pipeline, an Airflow DAG run and a KServe model coming online, and the live check that nudges the
+owners of idling GPUs — with two stand-ins at the edges: the cluster's metrics come from the
+simulator's traces (through the same interfaces as the Prometheus meters), and e-mail goes to files
+and the terminal instead of an SMTP server. Simulated time runs `speed` times faster than the wall
+clock. A JupyterHub server someone left running on a GPU, idle, gets its nudge while the jobs run.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
-from inno_notify.adapters.db.repository import Store, SummaryState
+from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.digest import week_of
 from inno_notify.domain.model import DeliveryStatus, Notification, NotificationKind
+from inno_notify.domain.parsing.airflow import make_safe_label_value
+from inno_notify.domain.workflows import airflow_run_uid
 from inno_notify.runtime import build_pipeline, seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live import LiveCheck, live_options
@@ -61,6 +64,8 @@ class DemoResult:
     messages: int
     recipients: Counter[str]
     seconds: float
+    # Of the deliveries: workflow summaries (Argo and Airflow) and "model is serving" messages.
+    workflow_summaries: int
     # team -> (the digest as text, the file of its HTML page)
     digests: dict[str, tuple[str, Path]]
 
@@ -120,7 +125,7 @@ async def run_demo(
     store = Store.from_url(database_url)
     await seed_directory(store, settings)
     mailbox = MailboxSender(mail_dir, SENDER, console)
-    metrics = SimMetrics(workload.jobs, workspaces=workload.workspaces)
+    metrics = SimMetrics(workload.jobs, pods=workload.step_behaviours(), workspaces=workload.workspaces)
     pipeline = build_pipeline(
         settings,
         store,
@@ -136,11 +141,17 @@ async def run_demo(
         store, metrics, replace(live_options(settings), interval_seconds=0.2), clock.now, {"email"}
     )
     components = [*pipeline.components, ("live", live.run)]
-    server = SimKubeServer(bookmark_interval=5.0)
+    server = SimKubeServer(bookmark_interval=5.0, crds=("argo", "kserve"))
     await server.start()
     api = await load_api_client(server.kubeconfig(out / "kubeconfig"))
     watcher = ClusterWatcher(
-        api, pipeline.ingestor.on_event, pipeline.ingestor.on_relist, kueue=False, options=WatchOptions()
+        api,
+        pipeline.ingestor.on_event,
+        pipeline.ingestor.on_relist,
+        kueue=False,
+        argo=True,
+        kserve=True,
+        options=WatchOptions(),
     )
     player = ClusterPlayer(server, workload, clock)
     stop = asyncio.Event()
@@ -165,6 +176,7 @@ async def run_demo(
             await api.close()
         await server.stop()
     sent = await _sent(store)
+    pipeline_kinds = (NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING)
     digests = await _digests(store, workload, out)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
@@ -177,12 +189,13 @@ async def run_demo(
         workload=workload,
         out=out,
         database_url=database_url,
-        summaries_sent=sum(1 for row in sent if row.kind is NotificationKind.JOB_SUMMARY),
+        summaries_sent=sum(1 for n in sent if n.kind is not NotificationKind.IDLE_NUDGE),
         nudges=nudges,
         messages=len(mailbox.sent),
         recipients=recipients,
         seconds=asyncio.get_running_loop().time() - began,
         digests=digests,
+        workflow_summaries=sum(1 for n in sent if n.kind in pipeline_kinds),
     )
     _report(console, result)
     return result
@@ -216,7 +229,7 @@ async def _progress(
             progress.update(submitted, completed=player.submitted)
             progress.update(ended, completed=player.ended)
             progress.update(sent, completed=delivered)
-            if play.done() and await _settled(store, total + len(workload.workspaces)):
+            if play.done() and await _settled(store, workload):
                 return
             await asyncio.sleep(0.1)
 
@@ -227,14 +240,29 @@ async def _sent(store: Store) -> list[Notification]:
 
 
 async def _delivered(store: Store) -> int:
-    return sum(1 for row in await _sent(store) if row.kind is NotificationKind.JOB_SUMMARY)
+    return sum(1 for row in await _sent(store) if row.kind is not NotificationKind.IDLE_NUDGE)
 
 
-async def _settled(store: Store, total: int) -> bool:
-    """Every job ended and was summarized, every workspace stopped, and nothing is still waiting to
-    be sent."""
-    page, _ = await store.list_jobs(JobFilter(), limit=total + 1)
+def _run_uids(workload: Workload) -> list[str]:
+    return [
+        airflow_run_uid(r.namespace, make_safe_label_value(r.dag_id), make_safe_label_value(r.run_id))
+        for r in workload.dag_runs
+    ]
+
+
+async def _settled(store: Store, workload: Workload) -> bool:
+    """Every job ended and was summarized, every pipeline summarized and every model announced, every
+    workspace stopped, and no message is still waiting to be sent."""
+    total = len(workload.jobs) + len(workload.workspaces)
+    # Pipelines' GPU steps are workloads of their own too.
+    page, _ = await store.list_jobs(JobFilter(), limit=total + 100)
     if len(page) < total or any(not j.status.is_terminal for j in page):
+        return False
+    for uid in [w.uid for w in workload.workflows] + _run_uids(workload):
+        if await store.workflow_state(CLUSTER, uid) is not WorkflowState.SUMMARIZED:
+            return False
+    sent, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    if sum(1 for n in sent if n.kind is NotificationKind.MODEL_SERVING) < len(workload.services):
         return False
     states = await store.summary_states(CLUSTER, [j.uid for j in page])
     if any(states.get(j.uid) in (None, SummaryState.NONE, SummaryState.AWAITING_USAGE) for j in page):
@@ -255,6 +283,23 @@ def _report(console: Console, result: DemoResult) -> None:
         )
         table.add_row(job.spec.name, job.person.name, outcome, str(job.spec.gpus))
     console.print(table)
+    pipelines = Table(title="Pipelines", show_lines=False)
+    pipelines.add_column("pipeline")
+    pipelines.add_column("owner")
+    pipelines.add_column("steps")
+    for wf in result.workload.workflows:
+        steps = ", ".join(f"{s.name} ({s.gpus} GPU)" if s.gpus else s.name for s in wf.steps)
+        pipelines.add_row(f"Argo workflow {wf.name}", wf.owner or "", steps)
+    for run in result.workload.dag_runs:
+        tasks = ", ".join(
+            f"{t.name} ({t.gpus} GPU, {len(t.attempts)} tries)" if t.gpus else t.name for t in run.tasks
+        )
+        pipelines.add_row(f"Airflow DAG run {run.dag_id} {run.run_id}", run.owner or "", tasks)
+    for svc in result.workload.services:
+        pipelines.add_row(
+            f"KServe {svc.namespace}/{svc.name}", svc.owner or "", f"trained by {svc.trained_by}"
+        )
+    console.print(pipelines)
     if result.nudges:
         nudges = Table(title="Nudged while running: GPUs idling (report only, nothing was stopped)")
         nudges.add_column("to")
@@ -265,7 +310,8 @@ def _report(console: Console, result: DemoResult) -> None:
     console.print(
         f"[bold]{result.summaries_sent}[/] job summaries and [bold]{len(result.nudges)}[/] idle nudges "
         f"delivered in [bold]{result.messages}[/] e-mails to {len(result.recipients)} people in "
-        f"{result.seconds:.0f} s."
+        f"{result.seconds:.0f} s ({result.workflow_summaries} of the summaries for pipelines: one per "
+        "workflow, one per model serving)."
     )
     for team, (text, page) in result.digests.items():
         console.rule(f"[bold]weekly digest · {team}[/]")

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 import orjson
 
-from inno_notify.settings import Settings, secret_value
+from inno_notify.settings import Settings, secret_value, url_secrets
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 MASK = "***"
@@ -44,12 +44,9 @@ def secret_values(settings: Settings) -> list[str]:
         secret_value(channels.slack.token),
         secret_value(channels.email.password),
     ]
-    try:
-        password = urlsplit(settings.database_url).password
-    except ValueError:  # a URL urllib cannot split has no password it could find either
-        password = None
-    if password is not None:
-        found += [unquote(password), password]
+    # Every form of the database's passwords: in the user-info (even holding `/` or `@`, where
+    # urllib's split misses it) and in the query (`?password=`, `sslpassword=`).
+    found += url_secrets(settings.database_url)
     values = {v for v in found if v}
     values |= {quote(v, safe="") for v in values}
     # Longest first, so that a secret containing another is masked whole.

@@ -32,6 +32,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
+from inno_notify.api.keys import EventRouting
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
@@ -43,7 +44,8 @@ from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
-from inno_notify.settings import Settings, secret_value
+from inno_notify.service.workflows import WorkflowParts, build_workflows
+from inno_notify.settings import Settings, redact_secrets_of_url, secret_value
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger("inno_notify.runtime")
@@ -70,6 +72,7 @@ def parse_config(settings: Settings) -> ParseConfig:
         owner_keys=settings.directory.owner_keys,
         namespace_teams=namespace_teams,
         default_team=settings.directory.default_team,
+        mlflow_url=settings.workflows.mlflow_url,
         workspace_selectors=parse_selectors(settings.live.workspace_selectors),
         user_aliases=directory_aliases(user.email for user in settings.directory.users),
     )
@@ -111,6 +114,17 @@ async def seed_directory(store: Store, settings: Settings) -> None:
         await store.upsert_user(user)
     if teams:
         await store.replace_teams(teams)
+
+
+def configured_channels(settings: Settings) -> frozenset[str]:
+    """The channels `build_senders` builds a sender for, without building them."""
+    channels = settings.channels
+    configured = {
+        "telegram": bool(secret_value(channels.telegram.token)),
+        "slack": bool(secret_value(channels.slack.token)),
+        "email": bool(channels.email.host),
+    }
+    return frozenset(name for name, on in configured.items() if on)
 
 
 def build_senders(settings: Settings) -> dict[str, Sender]:
@@ -181,6 +195,7 @@ class Pipeline:
     dispatcher: Dispatcher
     senders: Mapping[str, Sender]
     components: list[tuple[str, Component]] = field(default_factory=list)
+    workflows: WorkflowParts | None = None
 
 
 def build_pipeline(
@@ -213,11 +228,22 @@ def build_pipeline(
         clock,
         allowed_email_domains=settings.notify.allowed_email_domains,
     )
+    workflows = build_workflows(
+        settings,
+        store,
+        planner,
+        parse_config(settings),
+        clock,
+        started_at=started_at,
+        poll_seconds=poll_seconds,
+        telemetry=telemetry,
+    )
+    ingestor.taps.append(workflows.tracker)
     collector = UsageCollector(
         store,
         source,
         rightsizing_policy(settings),
-        planner,
+        workflows.planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
@@ -250,7 +276,13 @@ def build_pipeline(
         collector=collector,
         dispatcher=dispatcher,
         senders=senders,
-        components=[("ingest", run_ingestor), ("usage", collector.run), ("dispatch", dispatcher.run)],
+        components=[
+            ("ingest", run_ingestor),
+            ("usage", collector.run),
+            ("dispatch", dispatcher.run),
+            *workflows.components,
+        ],
+        workflows=workflows,
     )
 
 
@@ -275,20 +307,38 @@ class CheckResult:
     detail: str
 
 
+def _service_store(settings: Settings) -> Store:
+    """The service's store, its statements limited by `database_statement_timeout_seconds`."""
+    return Store.from_url(
+        settings.database_url, statement_timeout_seconds=settings.database_statement_timeout_seconds
+    )
+
+
 def _one_line(exc: BaseException) -> str:
     text_ = " ".join(str(exc).split()) or type(exc).__name__
     return text_[:300]
 
 
 async def _check_database(settings: Settings) -> CheckResult:
-    store = Store.from_url(settings.database_url)
+    where = settings.database_url_redacted
+    try:
+        store = _service_store(settings)
+    except Exception as exc:  # an unusable URL
+        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
     try:
         await store.ping()
-        return CheckResult("database", True, settings.database_url_redacted)
+        return CheckResult("database", True, where)
     except Exception as exc:  # any failure to reach it is the answer we report
-        return CheckResult("database", False, f"{settings.database_url_redacted}: {_one_line(exc)}")
+        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
     finally:
         await store.close()
+
+
+def _database_error(exc: BaseException, settings: Settings) -> str:
+    # A message may quote the URL, or name a host that holds the rest of a password with an `@`:
+    # redact before cutting, so that no cut leaves a password's beginning behind.
+    text_ = " ".join(redact_secrets_of_url(str(exc), settings.database_url).split())
+    return text_[:300] or type(exc).__name__
 
 
 async def _check_kubernetes(settings: Settings) -> CheckResult:
@@ -375,30 +425,35 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
         ingestor.on_relist,
         namespaces=settings.kubernetes.namespaces,
         kueue=settings.kubernetes.kueue,
+        argo=settings.workflows.argo,
+        kserve=settings.workflows.kserve,
     )
     return watcher, api
 
 
 def api_component(
-    settings: Settings, store: Store, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
+    settings: Settings, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
 ) -> Component | None:
     """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
     if not api_enabled(settings.api):
         log.info("api: disabled (api.listen is empty)")
         return None
+    # The API reads through a store of its own (no per-request liveness ping on its pool, its
+    # statements bounded by the handler timeout), digests included: a burst of API requests must not
+    # take the connections the service's ingest and dispatch need.
+    api_store = create_api_store(settings.database_url, settings.database_statement_timeout_seconds)
     try:
-        # The API reads through a store of its own (no per-request liveness ping on its pool); the
-        # digest pages go through the service's store.
         app = create_app(
-            create_api_store(settings.database_url),
+            api_store,
             settings.api,
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
-                store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
+                api_store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
             ),
             close_store=True,
             warm_usage=True,
+            event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
@@ -480,7 +535,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
-    store = Store.from_url(settings.database_url)
+    store = _service_store(settings)
     await seed_directory(store, settings)
     telemetry = Telemetry.create(CollectorRegistry())
     senders = build_senders(settings)
@@ -503,7 +558,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         checks["dispatcher_alive"] = "dispatch" in tasks and not tasks["dispatch"].done()
         return checks
 
-    http = api_component(settings, store, telemetry, readiness)
+    http = api_component(settings, telemetry, readiness)
     if http is not None:
         components.append(("api", http))
     probes: web.AppRunner | None = None
@@ -550,7 +605,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
 async def digest_command(settings: Settings, team: str, week: str | None, fmt: str, send: bool) -> str:
     """Builds one team's digest; prints it (returned) or sends it through the team's channels now."""
     await migrate(settings.database_url)
-    store = Store.from_url(settings.database_url)
+    store = _service_store(settings)
     try:
         await seed_directory(store, settings)
         digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
@@ -421,6 +422,35 @@ class LiveSettings(_Section):
         return value
 
 
+class WorkflowsSettings(_Section):
+    """Pipelines as one summary each, and models as they start serving (docs/workflows.md)."""
+
+    argo: Literal["auto"] | bool = Field(
+        "auto",
+        description="Watch argoproj.io Workflows: auto (when the CRD exists), true, or false. On: one summary per finished workflow, with its steps' own summaries folded into it; off: each GPU step is summarized like a bare GPU pod.",
+    )
+    airflow_quiet_seconds: float = Field(
+        300,
+        gt=0,
+        description="KubernetesPodOperator pods of one dag_id/run_id form one run; the run is finished (and summarized once) when none of its pods ran for this long. Make it longer than the longest pause between two KPO tasks of a run.",
+    )
+    kserve: Literal["auto"] | bool = Field(
+        "auto",
+        description="Watch serving.kserve.io InferenceServices: auto (when the CRD exists), true, or false. One that becomes Ready with a new revision notifies its owner (and the team's Slack channel).",
+    )
+    mlflow_url: str | None = Field(
+        None,
+        description="Base URL of the MLflow tracking UI, e.g. https://mlflow.example.org: an `inno-notify/mlflow-run-id` annotation becomes a link to the run (`inno-notify/mlflow-run-url` needs no setting).",
+    )
+
+    @field_validator("mlflow_url")
+    @classmethod
+    def _web_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s]+", value):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value.rstrip("/") if value is not None else None
+
+
 class AgentSettings(_Section):
     """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
 
@@ -466,7 +496,10 @@ class AgentSettings(_Section):
 class ApiToken(_Section):
     name: str = Field(description="Who holds the token (shown in logs, never the token).")
     sha256: str = Field(description="Hex SHA-256 of the bearer token.")
-    role: Literal["admin", "viewer"] = Field("viewer", description="admin (all) or viewer (read-only).")
+    role: Literal["admin", "viewer", "pipeline"] = Field(
+        "viewer",
+        description="admin (all), viewer (read-only) or pipeline (POST /api/v1/events only: for `inno-notify send` in Airflow tasks and Argo steps).",
+    )
 
     @field_validator("sha256")
     @classmethod
@@ -506,6 +539,14 @@ class Settings(_Section):
         None,
         description="File holding the database password, merged into the URL's user-info (the URL names the user), so that the password never sits in a ConfigMap.",
     )
+    database_statement_timeout_seconds: float = Field(
+        60,
+        ge=0,
+        description="Longest a database statement may run before it is cancelled (Postgres: "
+        "statement_timeout, and asyncpg's command_timeout a few seconds later; SQLite: interrupted); "
+        "the API's statements get at most its handler timeout. `migrate` is never limited. 0: no "
+        "limit, and nothing is sent at connection start (for poolers that refuse startup parameters).",
+    )
     cluster: str = Field("default", description="Cluster name stored on every record.")
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
@@ -516,6 +557,7 @@ class Settings(_Section):
     directory: DirectorySettings = Field(default_factory=DirectorySettings)  # type: ignore[arg-type]
     digest: DigestSettings = Field(default_factory=DigestSettings)  # type: ignore[arg-type]
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
+    workflows: WorkflowsSettings = Field(default_factory=WorkflowsSettings)  # type: ignore[arg-type]
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
     probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
@@ -664,9 +706,83 @@ def load_settings(path: Path | None, env: Mapping[str, str] | None = None) -> Se
         raise ConfigError(_format_validation_error(exc, origin)) from None
 
 
+# Query keys whose values are secrets (libpq and asyncpg spell them password, sslpassword, …).
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|sslkey", re.IGNORECASE)
+_MASK = "***"
+# Shorter fragments of a password are not hunted for in free text: too many false hits.
+_MIN_FRAGMENT = 3
+
+
+def _password_span(rest: str) -> tuple[int, int] | None:
+    """Where the user-info password lies in a URL without its `scheme://`: from the first `:` to
+    the last `@`. The password may hold `/`, `?`, `#`, `:` or even `@` unencoded (SQLAlchemy
+    accepts all but the last), so this may take in more than the password, never less."""
+    at = rest.rfind("@")
+    colon = rest.find(":")
+    return (colon + 1, at) if at >= 0 and 0 <= colon < at else None
+
+
+def _secret_params(query: str) -> list[tuple[int, int]]:
+    """Spans of the values of query parameters that name a secret (`password`, `sslpassword`, …,
+    percent-encoded names included)."""
+    spans = []
+    for match in re.finditer(r"([^&;=]*)=([^&;]*)", query):
+        if _SECRET_KEY.search(urllib.parse.unquote_plus(match.group(1))):
+            spans.append(match.span(2))
+    return spans
+
+
 def redact_url(url: str) -> str:
-    """Masks the password of a URL's user-info part (`scheme://user:***@host/...`)."""
-    return re.sub(r"^([a-z0-9+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", url, flags=re.IGNORECASE)
+    """The URL with every form of password masked, for logs and `check`: the user-info password
+    (masked up to the last `@`: too much rather than a piece of it) and the values of query
+    parameters that name a secret (`?password=`, `&sslpassword=`)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    span = _password_span(rest)
+    if span is not None:
+        rest = f"{rest[: span[0]]}{_MASK}{rest[span[1] :]}"
+    query_at = rest.find("?", span[0] + len(_MASK) if span is not None else 0)
+    if query_at >= 0:
+        query = rest[query_at + 1 :]
+        for start, end in reversed(_secret_params(query)):
+            query = f"{query[:start]}{_MASK}{query[end:]}"
+        rest = f"{rest[: query_at + 1]}{query}"
+    return f"{scheme}{sep}{rest}"
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every form in which the passwords of `url` could appear in text, longest first: raw,
+    percent-decoded and encoded, and the pieces a parser splitting at `@` makes of them (those
+    after the first `@` read as the start of the host name, so they are listed with their `@`)."""
+    rest = url.partition("://")[2] or url
+    secrets = []
+    span = _password_span(rest)
+    if span is not None:
+        secrets.append(rest[span[0] : span[1]])
+    query = rest.partition("?")[2]
+    secrets += [query[start:end] for start, end in _secret_params(query)]
+    forms: set[str] = set()
+    for secret in secrets:
+        for form in (secret, urllib.parse.unquote(secret), urllib.parse.quote(secret, safe="")):
+            forms.add(form)
+            pieces = form.split("@")
+            if len(pieces) > 1:
+                forms.update(f"{piece}@" for piece in pieces[1:] if piece)
+                forms.update(pieces)
+    return sorted((form for form in forms if form), key=len, reverse=True)
+
+
+def redact_secrets_of_url(text: str, url: str) -> str:
+    """`text` (an error message, say) with the passwords of `url` masked wherever they appear
+    (url_secrets; a piece shorter than 3 characters only beside its `@`), and URLs in the text
+    redacted as well."""
+    for form in url_secrets(url):
+        if form.endswith("@"):
+            text = text.replace(form, _MASK + "@")
+        elif len(form) >= _MIN_FRAGMENT:
+            text = text.replace(form, _MASK)
+    return re.sub(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", lambda m: redact_url(m.group(0)), text)
 
 
 def secret_value(secret: SecretStr | None) -> str | None:

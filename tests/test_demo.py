@@ -1,5 +1,7 @@
-"""`inno-notify demo` end to end: what it delivered matches the workload it generated, and the
-JupyterHub server left idling on a GPU gets its nudge while the jobs run."""
+"""`inno-notify demo` end to end: what it delivered matches the workload it generated, pipelines
+included (one summary per Argo workflow and Airflow DAG run, one "model is serving", no summary of
+a pipeline's GPU step on its own), and the JupyterHub server left idling on a GPU gets its nudge
+while the jobs run."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ from pathlib import Path
 from rich.console import Console
 
 from inno_notify.adapters.db.jobs import JobFilter
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
-from inno_notify.domain.model import JobStatus, WorkloadKind
+from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
+from inno_notify.sim.pipelines import SimArgoWorkflow
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 
@@ -34,15 +37,19 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert len(workload.jobs) == 10
 
     store = Store.from_url(result.database_url)
+    steps = [s for w in workload.workflows for s in w.steps] + [t for r in workload.dag_runs for t in r.tasks]
+    gpu_attempts = {a.pod_uid: s for s in steps if s.gpus for a in s.attempts}
     try:
-        jobs, _ = await store.list_jobs(JobFilter(), limit=100)
-        by_uid = {j.uid: j for j in jobs if j.kind is WorkloadKind.JOB}
-        # Every generated job was recorded with its owner and ended in the state the cluster showed.
-        assert set(by_uid) == {j.spec.uid for j in workload.jobs}
+        records, _ = await store.list_jobs(JobFilter(), limit=100)
+        jobs = [j for j in records if j.kind is WorkloadKind.JOB]
+        # A pipeline's GPU attempts are workloads of their own, measured, their summaries folded away.
+        assert {j.uid for j in records if j.kind is WorkloadKind.POD} == set(gpu_attempts)
+        sent, _ = await store.list_notifications(limit=500)
+        assert not {n.job_uid for n in sent if n.kind is not NotificationKind.IDLE_NUDGE} & set(gpu_attempts)
         # The notebook server was recorded as a workspace of its JupyterHub user, stopped, measured,
         # and got no summary.
         (workspace,) = workload.workspaces
-        (record,) = [j for j in jobs if j.kind is WorkloadKind.WORKSPACE]
+        (record,) = [j for j in records if j.kind is WorkloadKind.WORKSPACE]
         assert (record.uid, record.owner, record.status) == (
             workspace.pod_uid,
             workspace.person.email,
@@ -50,6 +57,14 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
         )
         usage = await store.get_usage("demo", workspace.pod_uid)
         assert usage is not None and usage.gpus_idle == 1
+        assert not [
+            n for n in sent if n.job_uid == workspace.pod_uid and n.kind is NotificationKind.JOB_SUMMARY
+        ]
+        for uid in gpu_attempts:
+            assert await store.summary_state("demo", uid) is SummaryState.SUMMARIZED
+        by_uid = {j.uid: j for j in jobs}
+        # Every generated job was recorded with its owner and ended in the state the cluster showed.
+        assert set(by_uid) == {j.spec.uid for j in workload.jobs}
         for sim in workload.jobs:
             record = by_uid[sim.spec.uid]
             assert record.owner == sim.person.email
@@ -64,21 +79,25 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     finally:
         await store.close()
 
-    # Exactly one summary per job, all delivered, each to the job's owner.
-    assert result.summaries_sent == len(workload.jobs)
+    # Exactly one summary per job, one per pipeline and one per served model, all delivered, each
+    # to its owner.
+    pipelines = len(workload.workflows) + len(workload.dag_runs) + len(workload.services)
+    assert (len(workload.workflows), len(workload.dag_runs), len(workload.services)) == (1, 1, 1)
+    assert result.summaries_sent == len(workload.jobs) + pipelines
+    assert result.workflow_summaries == pipelines
     owners = {sim.person.email for sim in workload.jobs}
+    pipeline_owners = {w.owner for w in workload.workflows} | {r.owner for r in workload.dag_runs}
     # The idle workspace was nudged, to its owner; any other nudge is about a job that held a GPU
     # it did not use (its true mean utilization below the threshold), to that job's owner.
-    assert (workspace.person.email, f"JupyterHub server of {workspace.username}: its GPU idle for") in {
-        (to, headline.rsplit(" ", 2)[0].rsplit(" for", 1)[0] + " for") for to, headline in result.nudges
-    }
+    headline = f"JupyterHub server of {workspace.username}: its GPU idle for"
+    assert any(to == workspace.person.email and h.startswith(headline) for to, h in result.nudges)
     idle_owners = {s.person.email for s in workload.jobs if min(s.behaviour.gpu_util_percent) < 5}
     assert {to for to, _ in result.nudges} <= idle_owners | {workspace.person.email}
-    assert set(result.recipients) == owners | {to for to, _ in result.nudges}
+    assert set(result.recipients) == owners | pipeline_owners | {to for to, _ in result.nudges}
     # The sweep's jobs (same owner, same group key, ending together) share one e-mail.
     sweep = [sim for sim in workload.jobs if sim.spec.name.startswith("sweep-")]
     assert len(sweep) == 3
-    assert result.messages == len(workload.jobs) - len(sweep) + 1 + len(result.nudges)
+    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines + len(result.nudges)
 
     mails = sorted((tmp_path / "mail").glob("*.eml"))
     assert len(mails) == result.messages
@@ -90,16 +109,34 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert "GPU memory is allocated (6 GiB) but compute is idle" in body
     assert "never stops or changes your workload" in body
     text = out.getvalue()
-    assert "job summaries and" in text and "idle nudges" in text
+    assert "job summaries and" in text and "idle nudges delivered" in text
     assert "Nudged while running" in text and f"JupyterHub server of {workspace.username}" in text
     for sim in workload.jobs:
         assert sim.spec.name in text
+    [wf] = workload.workflows
+    assert f"Argo workflow face-research/{wf.name} succeeded" in text
+    assert "Airflow DAG run nlp-research/nightly_embeddings" in text
+    assert "face-research/resnet-serve is serving" in text
+    subjects = [m["Subject"] for m in parsed]
+    assert (
+        sum("Argo workflow" in s for s in subjects) == 1
+        and sum("Airflow DAG run" in s for s in subjects) == 1
+    )
 
     # The weekly digest of each team counts that team's jobs, and its page was written.
     for team in workload.teams:
         text, page = result.digests[team.name]
-        # A stopped workspace is measured and counted with the team's finished work.
         n_jobs = sum(1 for sim in workload.jobs if sim.person.team == team.name)
+        # A pipeline's GPU attempts count in its team's digest: they held GPUs.
+        namespace = next(t.namespace for t in workload.teams if t.name == team.name)
+        n_jobs += sum(
+            len(s.attempts)
+            for pipeline in (*workload.workflows, *workload.dag_runs)
+            if pipeline.namespace == namespace
+            for s in (pipeline.steps if isinstance(pipeline, SimArgoWorkflow) else pipeline.tasks)
+            if s.gpus
+        )
+        # A stopped workspace is measured and counted with the team's finished work.
         n_jobs += sum(1 for w in workload.workspaces if w.person.team == team.name)
         assert f"team {team.name}" in text
         if n_jobs:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from inno_notify import logs
 from inno_notify.logs import configure_logging, job_logger, secret_values
@@ -117,3 +118,25 @@ def test_a_second_configuration_replaces_only_its_own_handler(stream: io.StringI
         assert foreign in root.handlers and len(ours) == 1
     finally:
         root.removeHandler(foreign)
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("postgresql+asyncpg://inno:s3cr/et-pw@db/inno", "s3cr/et-pw"),  # urllib's split misses it
+        ("postgresql+asyncpg://inno:s3cr%2Fet-pw@db/inno", "s3cr/et-pw"),
+        ("postgresql+asyncpg://inno@db/inno?password=s3cret-pw", "s3cret-pw"),
+        ("postgresql+asyncpg://inno@db/inno?ssl=require&sslpassword=s3cret-pw", "s3cret-pw"),
+        ("postgresql+asyncpg://inno:s3cr@et-pw@db/inno", "s3cr@et-pw"),
+    ],
+)
+def test_every_form_of_a_database_password_is_masked(stream: io.StringIO, url: str, password: str) -> None:
+    settings = load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url})
+    configure_logging("INFO", "text", secret_values(settings), stream=stream)
+    log = logging.getLogger("inno_notify.test")
+    log.info("connect %s", settings.database_url)
+    log.info("login with %s refused", password)
+    # SQLAlchemy takes the password up to its first `@`: the rest becomes the start of the host.
+    log.info("cannot resolve host %s", make_url(url).host)
+    out = stream.getvalue()
+    assert password not in out and "s3cr" not in out, out

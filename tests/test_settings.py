@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from inno_notify import config_docs
-from inno_notify.settings import ConfigError, load_settings, redact_url, resolve_config_path
+from inno_notify.runtime import _check_database
+from inno_notify.settings import (
+    ConfigError,
+    load_settings,
+    redact_secrets_of_url,
+    redact_url,
+    resolve_config_path,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -181,11 +188,75 @@ def test_config_path_resolution() -> None:
     [
         ("postgresql+asyncpg://u:pw@h:5432/db", "postgresql+asyncpg://u:***@h:5432/db"),
         ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg://u@h/db"),
+        ("postgresql+asyncpg://u@h:5432/db", "postgresql+asyncpg://u@h:5432/db"),
         ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite:///x.db"),
+        ("sqlite+aiosqlite:////var/lib/inno@notify/x.db", "sqlite+aiosqlite:////var/lib/inno@notify/x.db"),
+        # A password may hold what ends other URL parts: SQLAlchemy takes it up to the first `@`.
+        ("postgresql+asyncpg://u:pa/ss@h/db", "postgresql+asyncpg://u:***@h/db"),
+        ("postgresql+asyncpg://u:p?ss@h/db?ssl=require", "postgresql+asyncpg://u:***@h/db?ssl=require"),
+        ("postgresql+asyncpg://u:p#ss@h/db", "postgresql+asyncpg://u:***@h/db"),
+        ("postgresql+asyncpg://u:p:ss@h/db", "postgresql+asyncpg://u:***@h/db"),
+        ("postgresql+asyncpg://:pw@h/db", "postgresql+asyncpg://:***@h/db"),
+        # Unencoded `@` in it: masked up to the last one, not the first.
+        ("postgresql+asyncpg://u:p@ss@h:5432/db", "postgresql+asyncpg://u:***@h:5432/db"),
+        # Percent-encoded: masked whole.
+        ("postgresql+asyncpg://u:p%40s%2Fs@h/db", "postgresql+asyncpg://u:***@h/db"),
+        # In the query, under any name that says secret, encoded or not.
+        ("postgresql+asyncpg://u@h/db?password=pw&ssl=1", "postgresql+asyncpg://u@h/db?password=***&ssl=1"),
+        (
+            "postgresql+asyncpg://u@h/db?ssl=1&password=p%2Fw",
+            "postgresql+asyncpg://u@h/db?ssl=1&password=***",
+        ),
+        ("postgresql+asyncpg://u@h/db?sslpassword=pw", "postgresql+asyncpg://u@h/db?sslpassword=***"),
+        ("postgresql+asyncpg://u@h/db?PASSWORD=pw", "postgresql+asyncpg://u@h/db?PASSWORD=***"),
+        ("postgresql+asyncpg://u@h/db?pass%77ord=pw", "postgresql+asyncpg://u@h/db?pass%77ord=***"),
+        ("postgresql+asyncpg://u@h/db?x=1;password=a=b", "postgresql+asyncpg://u@h/db?x=1;password=***"),
+        ("postgresql+asyncpg://u:pw@h/db?password=pw2", "postgresql+asyncpg://u:***@h/db?password=***"),
     ],
 )
 def test_redact_url(url: str, expected: str) -> None:
     assert redact_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "text", "expected"),
+    [
+        # SQLAlchemy splits "p@ss-word" at its `@`: the rest reads as the start of the host name.
+        (
+            "postgresql+asyncpg://u:p@ss-word@h/db",
+            "cannot resolve ss-word@h",
+            "cannot resolve ***@h",
+        ),
+        ("postgresql+asyncpg://u:s3cr%2Fet@h/db", "auth with s3cr/et failed", "auth with *** failed"),
+        ("postgresql+asyncpg://u:s3cr%2Fet@h/db", "auth with s3cr%2Fet failed", "auth with *** failed"),
+        ("postgresql+asyncpg://u@h/db?password=s3cret", "bad s3cret", "bad ***"),
+        (
+            "postgresql+asyncpg://u:s3cret@h/db",
+            "at postgresql+asyncpg://v:other@h2/db",
+            "at postgresql+asyncpg://v:***@h2/db",
+        ),
+        ("postgresql+asyncpg://u:pw@h/db", "port 5432 refused", "port 5432 refused"),
+    ],
+)
+def test_redact_secrets_of_url(url: str, text: str, expected: str) -> None:
+    assert redact_secrets_of_url(text, url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://u:s3cr/et@127.0.0.1:9/x",
+        "postgresql+asyncpg://u:s3cr%2Fet@127.0.0.1:9/x",
+        "postgresql+asyncpg://u@127.0.0.1:9/x?password=s3cr/et",
+        "postgresql+asyncpg://u:s3cr@et@127.0.0.1:9/x",
+        "postgresql+asyncpg://u:s3cr/et@127.0.0.1:port/x",
+    ],
+)
+async def test_check_never_shows_a_database_password(url: str) -> None:
+    result = await _check_database(load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url}))
+    assert not result.ok
+    for piece in ("s3cr", "et@", "%2Fet"):
+        assert piece not in result.detail, result.detail
 
 
 def test_configuration_reference_is_generated_from_the_models() -> None:

@@ -21,11 +21,13 @@ from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store, create_engine
+from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS
 from inno_notify.api import keys, openapi
 from inno_notify.api.auth import ApiConfigError, TokenTable, auth_middleware
+from inno_notify.api.cache import ResultCache
+from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.routes import setup_routes
-from inno_notify.api.usage_cache import UsageCache
 from inno_notify.api.views import usage
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
@@ -36,6 +38,11 @@ log = logging.getLogger("inno_notify.api")
 
 USAGE_FRESH_SECONDS = 30.0
 USAGE_MAX_STALE_SECONDS = 300.0
+# A team's digest changes only as its late jobs get measured; the page with its chart is dear to build.
+DIGEST_FRESH_SECONDS = 60.0
+DIGEST_MAX_STALE_SECONDS = 300.0
+DIGEST_MAX_KEYS = 128
+DIGEST_MAX_INFLIGHT = 4
 
 
 def _utc_now() -> datetime:
@@ -51,10 +58,21 @@ def api_enabled(settings: ApiSettings) -> bool:
     return bool(settings.listen)
 
 
-def create_api_store(database_url: str) -> Store:
+def create_api_store(
+    database_url: str,
+    statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    handler_timeout_seconds: float = HANDLER_TIMEOUT_SECONDS,
+) -> Store:
     """A store of the API's own, without the pool's liveness ping (one round trip per request
-    saved on the hottest path); pass it to create_app with `close_store=True`."""
-    return Store(create_engine(database_url, pre_ping=False))
+    saved on the hottest path); pass it to create_app with `close_store=True`.
+
+    Its statements stop at the handler's time limit at the latest (sooner when
+    `statement_timeout_seconds`, the service's setting, is shorter; 0 or None: no statement limit,
+    the handler's cancellation alone ends them)."""
+    timeout = None
+    if statement_timeout_seconds:
+        timeout = min(statement_timeout_seconds, handler_timeout_seconds)
+    return Store(create_engine(database_url, pre_ping=False, statement_timeout_seconds=timeout))
 
 
 def create_app(
@@ -68,8 +86,11 @@ def create_app(
     clock: Callable[[], datetime] = _utc_now,
     monotonic: Callable[[], float] = time.monotonic,
     usage_fresh_seconds: float = USAGE_FRESH_SECONDS,
+    digest_fresh_seconds: float = DIGEST_FRESH_SECONDS,
+    handler_timeout_seconds: float = HANDLER_TIMEOUT_SECONDS,
     close_store: bool = False,
     warm_usage: bool = False,
+    event_routing: keys.EventRouting | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -81,6 +102,10 @@ def create_app(
     the usage report of all time is computed in the background as the app starts (its task is
     `app[keys.USAGE_WARMUP]`), so that no request waits on the first, slowest computation; it is
     off by default because an app built before its data (tests, fresh demos) would cache nothing.
+    Digests from `digest_provider` are cached per (team, week) for `digest_fresh_seconds`. A
+    handler still running after `handler_timeout_seconds` is cancelled and answers 503.
+    `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the
+    directory (the runtime passes the configured channels; default: every channel).
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -91,15 +116,26 @@ def create_app(
         metrics_registry = telemetry.registry
     registry = metrics_registry
 
-    app = web.Application(middlewares=[error_middleware, auth_middleware(tokens)])
+    app = web.Application(
+        middlewares=[error_middleware, deadline_middleware(handler_timeout_seconds), auth_middleware(tokens)]
+    )
     app[keys.STORE] = store
     app[keys.TOKENS] = tokens
     app[keys.CLOCK] = clock
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
     app[keys.DIGESTS] = digest_provider
-    app[keys.USAGE_CACHE] = UsageCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
+    app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
+    app[keys.DIGEST_CACHE] = ResultCache(
+        monotonic,
+        clock,
+        digest_fresh_seconds,
+        DIGEST_MAX_STALE_SECONDS,
+        max_keys=DIGEST_MAX_KEYS,
+        max_inflight=DIGEST_MAX_INFLIGHT,
+    )
     app[keys.OPENAPI] = orjson.dumps(openapi.build())
+    app[keys.EVENT_ROUTING] = event_routing or keys.EventRouting()
     if telemetry is not None:
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))
@@ -114,6 +150,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await app[keys.USAGE_WARMUP]
         await app[keys.USAGE_CACHE].close()
+        await app[keys.DIGEST_CACHE].close()
         if close_store:
             await store.close()
 

@@ -1,10 +1,12 @@
-"""Bearer-token authentication and the two roles, failing closed.
+"""Bearer-token authentication and the three roles, failing closed.
 
 Tokens are configured only as SHA-256 hashes. A presented token is hashed and compared against
 every configured hash with `hmac.compare_digest`, without stopping at the first match, so the time
 taken does not tell which hash (or how much of one) matched. Every path needs a token except the
 probes and metrics that Kubernetes and Prometheus scrape; unknown paths need one too, so an
-unauthenticated caller learns nothing about which routes exist. Viewers may only read.
+unauthenticated caller learns nothing about which routes exist. Viewers may only read. A pipeline
+token (held by scripts in Airflow tasks and Argo steps, so the most exposed of all) may post
+pipeline messages and do nothing else: every other path, read or write, routed or not, is 403.
 """
 
 from __future__ import annotations
@@ -21,9 +23,21 @@ from aiohttp.typedefs import Handler, Middleware
 from inno_notify.api.errors import ApiError
 from inno_notify.settings import ApiToken
 
-Role = Literal["admin", "viewer"]
+Role = Literal["admin", "viewer", "pipeline"]
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+EVENTS_PATH = "/api/v1/events"
+
+
+def allowed(role: Role, method: str, path: str) -> str | None:
+    """None when `role` may make the request, else why not."""
+    if role == "admin":
+        return None
+    if (method, path) == ("POST", EVENTS_PATH):
+        return None if role == "pipeline" else f"role {role} may not post pipeline events"
+    if role == "pipeline":
+        return "role pipeline may only post pipeline events (POST /api/v1/events)"
+    return None if method in READ_METHODS else f"role {role} may only read"
 
 
 class ApiConfigError(ValueError):
@@ -83,8 +97,9 @@ def auth_middleware(tokens: TokenTable) -> Middleware:
         principal = tokens.authenticate(token)
         if principal is None:
             raise ApiError(401, "unauthorized", "the bearer token is not valid", _CHALLENGE)
-        if request.method not in READ_METHODS and principal.role != "admin":
-            raise ApiError(403, "forbidden", f"role {principal.role} may only read")
+        refused = allowed(principal.role, request.method, request.path)
+        if refused is not None:
+            raise ApiError(403, "forbidden", refused)
         request[PRINCIPAL] = principal
         return await handler(request)
 

@@ -1,9 +1,10 @@
 """Every failure leaves the API as the contract's error JSON, produced in exactly one place.
 
-Views and query helpers raise (ApiError, the store's RecordNotFound and InvalidCursor, aiohttp's
-HTTP exceptions for unknown routes and methods); the middleware below turns each into
-`{"error": {"code", "message"}}` with its status. Anything unexpected becomes a 500 whose message
-names no internals: the details go to the log, never to the client.
+Views and query helpers raise (ApiError, the store's RecordNotFound and InvalidCursor, a statement
+cut by its time limit, the report cache's CacheBusy, aiohttp's HTTP exceptions for unknown routes
+and methods); the middleware below turns each into `{"error": {"code", "message"}}` with its
+status. Anything unexpected becomes a 500 whose message names no internals: the details go to the
+log, never to the client.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from inno_notify.adapters.db import InvalidCursor, RecordNotFound
+from inno_notify.adapters.db.engine import is_statement_timeout
+from inno_notify.api.cache import CacheBusy
 
 log = logging.getLogger("inno_notify.api")
 
 # Headers of aiohttp's own HTTP errors that the client needs (405 lists the allowed methods).
 _KEPT_HEADERS = ("Allow", "WWW-Authenticate")
+# What a 503 asks the client to wait before trying again (seconds).
+RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -44,6 +49,16 @@ def not_found(message: str, code: str = "not_found") -> ApiError:
     return ApiError(404, code, message)
 
 
+def timed_out(what: str) -> ApiError:
+    """503 `timeout`: the request (`what` ran too long) was cut by a time limit."""
+    return ApiError(
+        503,
+        "timeout",
+        f"{what} and was cancelled; try again later, or ask for less (a shorter window, a smaller page)",
+        {"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def error_response(
     status: int, code: str, message: str, headers: Mapping[str, str] | None = None
 ) -> web.Response:
@@ -65,12 +80,19 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(404, "not_found", str(exc) or "not found")
     except InvalidCursor:
         return error_response(400, "invalid_cursor", "cursor is not one this API handed out")
+    except CacheBusy:
+        message = "too many reports are being computed at once; try again shortly"
+        return error_response(503, "busy", message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         headers = {k: exc.headers[k] for k in _KEPT_HEADERS if k in exc.headers}
         message = f"{request.method} {request.path}: {exc.reason}"
         return error_response(exc.status, _code_of(exc), message, headers)
-    except Exception:
+    except Exception as exc:
+        if is_statement_timeout(exc):
+            log.warning("%s %s: a statement ran past its time limit", request.method, request.path)
+            cut = timed_out("a database statement ran past its time limit")
+            return error_response(cut.status, cut.code, cut.message, cut.headers)
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_response(500, "internal_error", "internal error; the service log has the details")

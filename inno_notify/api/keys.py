@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,13 +13,23 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
 from inno_notify.api.auth import TokenTable
-from inno_notify.api.usage_cache import UsageCache
+from inno_notify.api.cache import ResultCache
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
 DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
 Readiness = Callable[[], Mapping[str, bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRouting:
+    """What routing a pipeline's message needs besides the directory: the channels the service has
+    configured and `notify.allowed_email_domains`."""
+
+    channels: frozenset[str] = frozenset({"telegram", "slack", "email"})
+    allowed_email_domains: tuple[str, ...] = ()
+
 
 STORE = web.AppKey("store", Store)
 TOKENS = web.AppKey("tokens", TokenTable)
@@ -27,6 +38,8 @@ READINESS: web.AppKey[Readiness] = web.AppKey("readiness")
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 TELEMETRY = web.AppKey("telemetry", Telemetry)
 DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
-USAGE_CACHE = web.AppKey("usage_cache", UsageCache)
+USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
+DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
+EVENT_ROUTING = web.AppKey("event_routing", EventRouting)

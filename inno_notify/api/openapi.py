@@ -232,6 +232,70 @@ SCHEMAS: dict[str, Schema] = {
         optional=("email", "name", "slack_user_id", "telegram_chat_id", "channels"),
     ),
     "UserPage": page("User"),
+    "EventBody": {
+        **obj(
+            {
+                "to": {
+                    "type": "string",
+                    "maxLength": 254,
+                    "pattern": EMAIL_PATTERN,
+                    "description": "One person's e-mail: their directory channels, else e-mail.",
+                },
+                "team": {
+                    "type": "string",
+                    "pattern": "^[^\\x00]{1,253}$",
+                    "description": "A team: its Slack channel where it has one, else its leads.",
+                },
+                "title": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": SAFE_PATTERN},
+                "text": {"type": "string", "maxLength": 4000, "pattern": SAFE_PATTERN},
+                "links": {
+                    "type": "array",
+                    "maxItems": 10,
+                    "items": obj(
+                        {
+                            "title": {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": 200,
+                                "pattern": SAFE_PATTERN,
+                            },
+                            "url": {
+                                "type": "string",
+                                "maxLength": 2048,
+                                "pattern": "^https?://[!#$%&()*+,\\-./0-9:;=?@A-Z\\[\\]_a-z~]+$",
+                            },
+                        }
+                    ),
+                },
+                "key": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9._:/+@=-]{1,200}$",
+                    "description": "The message is sent once per key: the same key again sends nothing.",
+                },
+            },
+            optional=("to", "team", "text", "links", "key"),
+        ),
+        "oneOf": [{"required": ["to"]}, {"required": ["team"]}],
+    },
+    "EventAccepted": obj(
+        {
+            "id": INTEGER,
+            "key": STRING,
+            "recipients": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "recipient": STRING,
+                        "channel": {"type": "string", "enum": ["telegram", "slack", "email"]},
+                    }
+                ),
+            },
+            "duplicate": {
+                "type": "boolean",
+                "description": "True when the key was posted before: nothing new was sent.",
+            },
+        }
+    ),
     "Digest": {"type": "object", "description": "The team's weekly digest, as built by domain.digest."},
     "Health": obj({"status": {"type": "string", "enum": ["ok"]}}),
     "Readiness": obj(
@@ -276,7 +340,11 @@ def _json(schema: Schema, description: str) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-ERROR = _json(ref("Error"), "An error: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …")
+ERROR = _json(
+    ref("Error"),
+    "An error: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …; 503 `timeout` (the "
+    "request ran past its time limit) or `busy` (too many reports computing), with Retry-After.",
+)
 
 
 def _op(
@@ -456,6 +524,19 @@ def build() -> Schema:
                     [EMAIL_PARAM],
                     tag="directory",
                 ),
+            },
+            "/api/v1/events": {
+                "post": _op(
+                    "Send a pipeline's message, once per key (roles admin and pipeline)",
+                    {
+                        "202": _json(
+                            ref("EventAccepted"),
+                            "Routed and queued (or, for a key seen before, nothing new).",
+                        )
+                    },
+                    body={"required": True, "content": {"application/json": {"schema": ref("EventBody")}}},
+                    tag="pipelines",
+                )
             },
             "/api/v1/openapi.json": {
                 "get": _op(

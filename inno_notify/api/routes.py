@@ -5,7 +5,17 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from inno_notify.api.views import digests, docs, health, jobs, notifications, recommendations, usage, users
+from inno_notify.api.views import (
+    digests,
+    docs,
+    events,
+    health,
+    jobs,
+    notifications,
+    recommendations,
+    usage,
+    users,
+)
 
 BASE = "/api/v1"
 
@@ -30,3 +40,4 @@ def setup_routes(app: web.Application) -> None:
     get(f"{BASE}/users/{{email}}", users.get_user)
     app.router.add_put(f"{BASE}/users/{{email}}", users.put_user)
     app.router.add_delete(f"{BASE}/users/{{email}}", users.delete_user)
+    app.router.add_post(f"{BASE}/events", events.post_event)

@@ -59,6 +59,8 @@ class MissingReason(enum.StrEnum):
     SHARED_GPU = "shared_gpu"
     NOT_REQUESTED = "not_requested"
     NOT_COLLECTED = "not_collected"
+    # Measuring the job raised (a bug, or data no rule expected): its figures are set aside.
+    MEASUREMENT_ERROR = "measurement_error"
 
 
 class Severity(enum.StrEnum):
@@ -93,6 +95,12 @@ class NotificationKind(enum.StrEnum):
     JOB_SUMMARY = "job_summary"
     DIGEST = "digest"
     IDLE_NUDGE = "idle_nudge"
+    # One summary per finished Argo Workflow or Airflow DAG run (domain.workflows).
+    WORKFLOW_SUMMARY = "workflow_summary"
+    # A KServe InferenceService that became Ready with a new revision (domain.serving).
+    MODEL_SERVING = "model_serving"
+    # A message a pipeline posted (POST /api/v1/events, `inno-notify send`).
+    PIPELINE_EVENT = "pipeline_event"
 
 
 class DeliveryStatus(enum.StrEnum):
@@ -105,6 +113,14 @@ class DeliveryStatus(enum.StrEnum):
 # "ephemeral-storage" in bytes, extended resources ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
 # in their own units.
 ResourceAmounts = Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link a message shows: a title and an http(s) URL (checked by domain.links)."""
+
+    title: str
+    url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +236,8 @@ class JobRecord:
     # Counts of job-relevant events seen, e.g. {"FailedScheduling": 3, "Evicted": 1}.
     event_counts: Mapping[str, int] = field(default_factory=dict)
     resource_version: str | None = None
+    # Links its summary shows (an MLflow run from the job's annotations, domain.links).
+    links: tuple[Link, ...] = ()
 
     @property
     def queue_seconds(self) -> float | None:

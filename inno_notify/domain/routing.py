@@ -212,25 +212,7 @@ def _channels_for(
     job: JobRecord, user: DirectoryUser | None, enabled: frozenset[str]
 ) -> Iterable[tuple[str, str | None]]:
     """Each wanted channel with None if it gets a row, else the reason it does not."""
-    if user is None:
-        wanted = job.channels if job.channels is not None else (Channel.EMAIL.value,)
-        for name in wanted:
-            if name != Channel.EMAIL.value:
-                yield name, "recipient is not in the directory: e-mail only"
-            elif name not in enabled:
-                yield name, "channel not configured in the service"
-            else:
-                yield name, None
-        return
-    for name in job.channels if job.channels is not None else user.channels:
-        if name not in KNOWN_CHANNELS:
-            yield name, "unknown channel"
-        elif name not in enabled:
-            yield name, "channel not configured in the service"
-        elif name == Channel.TELEGRAM.value and user.telegram_chat_id is None:
-            yield name, "no telegram chat id in the directory"
-        else:
-            yield name, None
+    return _wanted_channels(job.channels, user, enabled)
 
 
 def _addresses(user: DirectoryUser | None) -> dict[str, object]:
@@ -255,5 +237,229 @@ def _team_of(job: JobRecord, teams: Mapping[str, Team]) -> Team | None:
         return teams.get(job.team)
     for team in teams.values():
         if job.namespace in team.namespaces:
+            return team
+    return None
+
+
+# --- messages that are not a job's summary: workflows, serving models, pipeline events ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class Audience:
+    """Whom a message is for, in its owner's words (as a job's annotations say them).
+
+    `failed` is what `notify: failure` looks at; `team_channel` also posts the message in the team's
+    Slack channel where the team has one.
+    """
+
+    namespace: str
+    owner: str | None = None
+    team: str | None = None
+    notify: NotifyMode = NotifyMode.ALWAYS
+    channels: tuple[str, ...] | None = None
+    failed: bool = False
+    team_channel: bool = False
+
+
+def message_dedup_key(subject: str, kind: NotificationKind, channel: str, recipient: str) -> str:
+    """The outbox key of a message about `subject` (a workflow, a model revision, an event key)."""
+    return f"{subject}/{kind.value}/{channel}/{recipient}"
+
+
+def plan_message(
+    audience: Audience,
+    kind: NotificationKind,
+    subject: str,
+    payload: Mapping[str, object],
+    users: Mapping[str, DirectoryUser],
+    teams: Mapping[str, Team],
+    enabled_channels: frozenset[str],
+    now: datetime,
+    *,
+    cluster: str | None = None,
+    allowed_email_domains: Collection[str] = (),
+) -> RoutingPlan:
+    """Routes a message like a job summary (owner, else the team's leads where the team asks for
+    unowned summaries; the same notify modes and channel rules), plus the team's Slack channel
+    when `audience.team_channel`. Rows are due now (these messages are not grouped) and carry
+    `payload` beside the recipient's addresses."""
+    if audience.notify is NotifyMode.NEVER:
+        return RoutingPlan((), silent_reason="it asks for no notification (notify: never)")
+    if audience.notify is NotifyMode.FAILURE and not audience.failed:
+        return RoutingPlan((), silent_reason="notify: failure and it did not fail")
+    directory = _by_email(users)
+    team = teams.get(audience.team) if audience.team is not None else _team_in(audience.namespace, teams)
+    owner = (audience.owner or "").strip()
+    recipients: list[str] = []
+    silent: str | None = None
+    if owner and (owner.lower() in directory or is_single_address(owner)):
+        recipients = [owner]
+    elif team is None:
+        silent = "no resolvable owner and no team"
+    elif not team.notify_unowned:
+        silent = f"no resolvable owner; team {team.name} keeps unowned quiet"
+    else:
+        recipients = list(team.leads)
+    notifications, skipped = _route_people(
+        recipients,
+        audience.channels,
+        kind,
+        subject,
+        payload,
+        directory,
+        enabled_channels,
+        now,
+        cluster,
+        allowed_email_domains,
+    )
+    if audience.team_channel and team is not None:
+        notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, cluster)
+    if notifications:
+        return RoutingPlan(tuple(notifications), tuple(skipped))
+    return RoutingPlan((), tuple(skipped), silent or "no channel left to send on")
+
+
+def plan_event(
+    to: str | None,
+    team_name: str | None,
+    subject: str,
+    payload: Mapping[str, object],
+    users: Mapping[str, DirectoryUser],
+    teams: Mapping[str, Team],
+    enabled_channels: frozenset[str],
+    now: datetime,
+    allowed_email_domains: Collection[str] = (),
+) -> RoutingPlan:
+    """Routes a pipeline's message: to one person like an owner (directory channels; e-mail only
+    for an address outside the directory), or to a team: its Slack channel where it has one and
+    Slack is configured, else each of its leads like an owner."""
+    directory = _by_email(users)
+    if to is not None:
+        address = to.strip()
+        if not (address.lower() in directory or is_single_address(address)):
+            return RoutingPlan((), silent_reason="the address is not one plain e-mail address")
+        people = [address]
+    else:
+        team = teams.get(team_name or "")
+        if team is None:
+            return RoutingPlan((), silent_reason=f"no team {team_name!r}")
+        channel_rows = _team_channel_row(
+            team, NotificationKind.PIPELINE_EVENT, subject, payload, enabled_channels, now, None
+        )
+        if channel_rows:
+            return RoutingPlan(tuple(channel_rows))
+        people = list(team.leads)
+        if not people:
+            return RoutingPlan((), silent_reason=f"team {team.name} has no Slack channel and no leads")
+    notifications, skipped = _route_people(
+        people,
+        None,
+        NotificationKind.PIPELINE_EVENT,
+        subject,
+        payload,
+        directory,
+        enabled_channels,
+        now,
+        None,
+        allowed_email_domains,
+    )
+    silent = None if notifications else "no channel left to send on"
+    return RoutingPlan(tuple(notifications), tuple(skipped), silent)
+
+
+def _route_people(
+    people: Iterable[str],
+    wanted: tuple[str, ...] | None,
+    kind: NotificationKind,
+    subject: str,
+    payload: Mapping[str, object],
+    directory: Mapping[str, DirectoryUser],
+    enabled: frozenset[str],
+    now: datetime,
+    cluster: str | None,
+    allowed_email_domains: Collection[str],
+) -> tuple[list[Notification], list[Skipped]]:
+    notifications: list[Notification] = []
+    skipped: list[Skipped] = []
+    unique: dict[str, str] = {}
+    for address in people:
+        unique.setdefault(address.strip().lower(), address.strip())
+    for address in unique.values():
+        user = directory.get(address.lower())
+        recipient = user.email if user is not None else address
+        for channel, reason in _wanted_channels(wanted, user, enabled):
+            if reason is None and channel == Channel.EMAIL.value:
+                reason = email_refusal(recipient, allowed_email_domains)
+            if reason is not None:
+                skipped.append(Skipped(recipient, channel, reason))
+                continue
+            notifications.append(
+                Notification(
+                    dedup_key=message_dedup_key(subject, kind, channel, recipient),
+                    kind=kind,
+                    channel=Channel(channel),
+                    recipient=recipient,
+                    due_at=now,
+                    created_at=now,
+                    cluster=cluster,
+                    payload={**payload, **_addresses(user)},
+                )
+            )
+    return notifications, skipped
+
+
+def _team_channel_row(
+    team: Team,
+    kind: NotificationKind,
+    subject: str,
+    payload: Mapping[str, object],
+    enabled: frozenset[str],
+    now: datetime,
+    cluster: str | None,
+) -> list[Notification]:
+    if not team.slack_channel or Channel.SLACK.value not in enabled:
+        return []
+    return [
+        Notification(
+            dedup_key=message_dedup_key(subject, kind, Channel.SLACK.value, team.slack_channel),
+            kind=kind,
+            channel=Channel.SLACK,
+            recipient=team.slack_channel,
+            due_at=now,
+            created_at=now,
+            cluster=cluster,
+            payload={**payload, "slack_channel": team.slack_channel},
+        )
+    ]
+
+
+def _wanted_channels(
+    wanted: tuple[str, ...] | None, user: DirectoryUser | None, enabled: frozenset[str]
+) -> Iterable[tuple[str, str | None]]:
+    """Each of the channels wanted (the annotation's, else the user's own; e-mail only for an
+    address outside the directory) with None if it gets a row, else the reason it does not."""
+    if user is None:
+        for name in wanted if wanted is not None else (Channel.EMAIL.value,):
+            if name != Channel.EMAIL.value:
+                yield name, "recipient is not in the directory: e-mail only"
+            elif name not in enabled:
+                yield name, "channel not configured in the service"
+            else:
+                yield name, None
+        return
+    for name in wanted if wanted is not None else user.channels:
+        if name not in KNOWN_CHANNELS:
+            yield name, "unknown channel"
+        elif name not in enabled:
+            yield name, "channel not configured in the service"
+        elif name == Channel.TELEGRAM.value and user.telegram_chat_id is None:
+            yield name, "no telegram chat id in the directory"
+        else:
+            yield name, None
+
+
+def _team_in(namespace: str, teams: Mapping[str, Team]) -> Team | None:
+    for team in teams.values():
+        if namespace in team.namespaces:
             return team
     return None

@@ -18,8 +18,9 @@ what another dispatcher may have claimed meanwhile.
 
 Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
-once per team and week in a round) and idle nudges (one row per message, rendered from the finding
-their payload carries) are claimed here.
+once per team and week in a round) are claimed here, and so are the messages that carry their
+content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges: one
+row per message, rendered from the payload).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from typing import Protocol
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
-from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
@@ -56,11 +56,18 @@ from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-HANDLED_KINDS = frozenset(
-    {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, NotificationKind.IDLE_NUDGE.value}
+# Rendered from what the row's payload carries (domain.messages, domain.live), without a job record.
+PAYLOAD_KINDS = frozenset(
+    {
+        NotificationKind.WORKFLOW_SUMMARY,
+        NotificationKind.MODEL_SERVING,
+        NotificationKind.PIPELINE_EVENT,
+        NotificationKind.IDLE_NUDGE,
+    }
 )
-# Kinds rendered from the row alone (no job record to look up).
-_SELF_CONTAINED = (NotificationKind.DIGEST, NotificationKind.IDLE_NUDGE)
+HANDLED_KINDS = frozenset(
+    {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, *(k.value for k in PAYLOAD_KINDS)}
+)
 # How long a flush of sent records waits for more sends to finish. Measured on the 2-core machine
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
@@ -212,7 +219,7 @@ class Dispatcher:
                 round_.outcomes, rows, f"channel {channel} is not configured", retryable=False
             )
             return
-        if rows[0].kind in _SELF_CONTAINED:
+        if rows[0].kind is NotificationKind.DIGEST or rows[0].kind in PAYLOAD_KINDS:
             known = list(rows)
         else:
             known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
@@ -272,12 +279,11 @@ class Dispatcher:
             except ValueError as exc:
                 # A payload without team or week: no later attempt can render it.
                 raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
-        if rows[0].kind is NotificationKind.IDLE_NUDGE:
+        if rows[0].kind in PAYLOAD_KINDS:
             try:
-                nudge = NudgeView.from_payload(rows[0].payload)
+                return self._renderer.render_payload(channel, rows[0].kind, rows[0].payload)
             except ValueError as exc:
-                raise _UnusableRow(f"nudge row cannot be rendered: {exc}") from None
-            return self._renderer.render_nudge(channel, nudge)
+                raise _UnusableRow(f"{rows[0].kind.value} row cannot be rendered: {exc}") from None
         views = [SummaryView.from_records(*summaries[(r.cluster or "", r.job_uid or "")]) for r in rows]
         if len(views) == 1:
             return self._renderer.render_summary(channel, views[0])

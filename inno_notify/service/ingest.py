@@ -27,7 +27,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
@@ -57,6 +57,8 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
+# What this pipeline records; other kinds (Workflows, InferenceServices) are only its taps'.
+INGESTED_KINDS = frozenset({JOB, POD, EVENT, WORKLOAD})
 _RELIST = "relist"
 # Kueue admissions seen before their job; kept until the job arrives, bounded.
 _MAX_PENDING_KUEUE = 10_000
@@ -65,6 +67,14 @@ UNSTORABLE = "unstorable"
 INTERNAL_ERROR = "internal_error"
 # Values in logs are shown with repr, cut to this many characters.
 _SHOWN = 200
+
+
+class Tap(Protocol):
+    """Another consumer of the same watch (the workflow tracker): it sees every event first."""
+
+    async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None: ...
+
+    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,16 +237,25 @@ class Ingestor:
         # (kind, uid, what) already logged, oldest first; bounded, since uids are the cluster's.
         self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._rejected: list[RejectedObject] = []
+        self.taps: list[Tap] = []
 
     # --- the watcher's callbacks: cheap, they only enqueue (bounded: back-pressure on the watch) ---
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
-        self._idle.clear()
         if self.telemetry is not None:
             self.telemetry.watch_events.labels(kind, event_type).inc()
+        for tap in self.taps:
+            await tap.on_event(kind, event_type, obj)
+        if kind not in INGESTED_KINDS:
+            return
+        self._idle.clear()
         await self._queue.put((kind, event_type, obj))
 
     async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+        for tap in self.taps:
+            await tap.on_relist(kind, objects)
+        if kind not in INGESTED_KINDS:
+            return
         self._idle.clear()
         await self._queue.put((_RELIST, kind, objects))
 

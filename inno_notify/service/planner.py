@@ -67,6 +67,10 @@ class DirectoryPlanner:
             self._loaded_at = now
         return self._users, self._teams
 
+    async def directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
+        """The users (by lower-case e-mail) and teams (by name), at most `refresh_seconds` old."""
+        return await self._directory()
+
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
         users, teams = await self._directory()
         plan = plan_summary(

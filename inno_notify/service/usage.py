@@ -8,6 +8,14 @@ queries — then, per job, computes the figures (domain.accounting), the advice
 stores all three in one transaction. When Prometheus cannot answer, the round is retried with
 backoff; after `prometheus.give_up_after_seconds` the summary goes out with the figures missing and
 the reason, never with invented numbers.
+
+One job must not hold up the others. When measuring a round raises anything but a Prometheus
+error, the round is halved until each job whose own measurement raises stands alone; such a job,
+and one whose figures or advice cannot be computed, is summarized with every figure null for the
+reason `measurement_error` (logged once, with its uid) and is not measured again, while the rest
+of the round is measured and summarized as usual. A job whose summary cannot be planned or stored
+is left to its lease while the others go on; several such jobs in a row fail the round, because
+then it is the database or the directory that is away, not the jobs.
 """
 
 from __future__ import annotations
@@ -25,13 +33,24 @@ from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
-from inno_notify.domain.accounting import compute_usage
+from inno_notify.domain.accounting import GPU_MEMORY_FIGURES, GPU_UTIL_FIGURES, POD_FIGURES, compute_usage
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
-from inno_notify.domain.model import JobRecord, MissingReason, Notification, PodRecord
-from inno_notify.domain.rightsizing import FamilyRun, RightsizingPolicy, current_run, recommend
+from inno_notify.domain.model import (
+    JobRecord,
+    MissingFigure,
+    MissingReason,
+    Notification,
+    PodRecord,
+    Recommendation,
+    Usage,
+)
+from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+
+# Every job figure of CONTRACT.md §4; a job that could not be measured has each of them null.
+ALL_FIGURES = ("gpu_minutes", *GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES, *POD_FIGURES)
 
 Clock = Callable[[], datetime]
 # Decides who gets a job's summary on which channel (domain.routing, composed by the runtime).
@@ -59,6 +78,9 @@ class CollectorOptions:
     # advice are updated, nothing is re-sent) every `remeasure_every_seconds` for this long.
     remeasure_for_seconds: float = 86400.0
     remeasure_every_seconds: float = 900.0
+    # Jobs in a row that cannot be stored even with null figures: then it is the database, not them,
+    # and the round fails (its jobs come back after their lease).
+    max_unsettled_in_a_row: int = 3
 
 
 @dataclass(slots=True)
@@ -66,6 +88,7 @@ class CollectorStats:
     rounds: int = 0
     jobs_summarized: int = 0
     jobs_given_up: int = 0
+    measurement_errors: int = 0
     failed_rounds: int = 0
     notifications_planned: int = 0
     last_round_seconds: float = 0.0
@@ -151,28 +174,110 @@ class UsageCollector:
         pods = await self.store.pods_of_jobs(cluster, [j.uid for j in jobs])
         states = await self.store.summary_states(cluster, [j.uid for j in jobs])
         again = {uid for uid, state in states.items() if state is SummaryState.REMEASURE}
-        windows = [
-            window
-            for job in jobs
-            for pod in pods.get(job.uid, [])
-            if (window := pod_window(pod, job, now)) is not None
-        ]
+        windows: dict[str, list[PodWindow]] = {}
+        broken: set[str] = set()
+        for job in jobs:
+            try:
+                windows[job.uid] = [
+                    window
+                    for pod in pods.get(job.uid, [])
+                    if (window := pod_window(pod, job, now)) is not None
+                ]
+            except Exception as exc:  # one job's odd record must not stop the round
+                self._measurement_failed(job, exc)
+                broken.add(job.uid)
+        measurable = [job for job in jobs if job.uid not in broken]
         began = time.monotonic()
         try:
-            measured = await self.source.measure_pods(windows) if windows else {}
+            measured, failed = await self._measure(measurable, windows)
         except PrometheusError as exc:
             self.stats.failed_rounds += 1
             self.stats.errors = [*self.stats.errors[-9:], str(exc)]
-            log.warning("usage round for %d job(s) failed: %s", len(jobs), exc)
-            return await self._after_failure(jobs, pods, again, now, exc)
+            log.warning("usage round for %d job(s) failed: %s", len(measurable), exc)
+            settled = await self._after_failure(measurable, pods, again, now, exc)
+            return settled + await self._settle_all(
+                [j for j in jobs if j.uid in broken], broken, pods, {}, again, now
+            )
         finally:
-            if self.telemetry is not None and windows:
+            if self.telemetry is not None and any(windows.values()):
                 # One batched round queries every metric; its duration is what bounds the summaries.
                 self.telemetry.prometheus_query_seconds.labels("round").observe(time.monotonic() - began)
+        return await self._settle_all(jobs, broken | failed, pods, measured, again, now)
+
+    async def _measure(
+        self, jobs: Sequence[JobRecord], windows: Mapping[str, list[PodWindow]]
+    ) -> tuple[dict[str, PodMeasurement], set[str]]:
+        """The jobs' pods measured together, and the uids of jobs whose own measurement raised.
+
+        A PrometheusError is the source's answer for everyone and propagates. Anything else is
+        somebody's bad data or a bug: the batch is halved until the jobs that raise stand alone."""
+        targets = [window for job in jobs for window in windows[job.uid]]
+        if not targets:
+            return {}, set()
+        try:
+            return dict(await self.source.measure_pods(targets)), set()
+        except PrometheusError:
+            raise
+        except Exception as exc:
+            if len(jobs) == 1:
+                self._measurement_failed(jobs[0], exc)
+                return {}, {jobs[0].uid}
+            log.warning("measuring %d jobs at once failed (%r): measuring them apart", len(jobs), exc)
+        half = len(jobs) // 2
+        first, first_failed = await self._measure(jobs[:half], windows)
+        second, second_failed = await self._measure(jobs[half:], windows)
+        return {**first, **second}, first_failed | second_failed
+
+    async def _settle_all(
+        self,
+        jobs: Sequence[JobRecord],
+        broken: set[str],
+        pods: Mapping[str, list[PodRecord]],
+        measured: Mapping[str, PodMeasurement],
+        again: set[str],
+        now: datetime,
+        missing: MissingReason | None = None,
+    ) -> int:
+        """Summarizes each job on its own, with the figures `missing` for that reason if given
+        (`broken` jobs: every figure null for `measurement_error`). A job whose summary cannot be
+        stored or planned is left to its lease and the others go on; several in a row mean the
+        database is away, and the round fails."""
+        settled = unsettled_in_a_row = 0
         for job in jobs:
-            await self._settle(job, pods.get(job.uid, []), measured, now, None, remeasured=job.uid in again)
-        self.stats.jobs_summarized += len(jobs)
-        return len(jobs)
+            try:
+                await self._settle(
+                    job,
+                    pods.get(job.uid, []),
+                    measured,
+                    now,
+                    missing,
+                    remeasured=job.uid in again,
+                    measurable=job.uid not in broken,
+                )
+            except Exception:
+                unsettled_in_a_row += 1
+                if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
+                    raise
+                log.exception(
+                    "job %r (uid %r): not summarized now; it comes back after its lease", job.name, job.uid
+                )
+                continue
+            settled += 1
+            unsettled_in_a_row = 0
+        return settled
+
+    def _measurement_failed(self, job: JobRecord, exc: Exception) -> None:
+        self.stats.measurement_errors += 1
+        self.stats.errors = [*self.stats.errors[-9:], f"{job.uid}: {exc!r}"]
+        log.warning(
+            "usage of job %r/%r (uid %r) could not be measured (%r): its figures are null (%s)",
+            job.namespace,
+            job.name,
+            job.uid,
+            exc,
+            MissingReason.MEASUREMENT_ERROR.value,
+            exc_info=exc,
+        )
 
     async def _after_failure(
         self,
@@ -182,7 +287,7 @@ class UsageCollector:
         now: datetime,
         exc: PrometheusError,
     ) -> int:
-        settled = 0
+        give_up = []
         for job in jobs:
             ended = job.finished_at or now
             age = (now - ended).total_seconds()
@@ -195,13 +300,13 @@ class UsageCollector:
                     await self.store.reschedule_usage(job.cluster, job.uid, later)
                 continue
             if age >= self.options.give_up_after_seconds or not exc.retryable:
-                await self._settle(job, pods.get(job.uid, []), {}, now, MissingReason.PROMETHEUS_UNAVAILABLE)
-                self.stats.jobs_given_up += 1
-                settled += 1
+                give_up.append(job)
             else:
                 delay = min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
                 await self.store.reschedule_usage(job.cluster, job.uid, now + timedelta(seconds=delay))
-        return settled
+        return await self._settle_all(
+            give_up, set(), pods, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
+        )
 
     async def _settle(
         self,
@@ -212,7 +317,51 @@ class UsageCollector:
         missing: MissingReason | None,
         *,
         remeasured: bool = False,
+        measurable: bool = True,
     ) -> None:
+        """Computes the job's figures and advice, plans its summary and stores all of it at once.
+
+        Reads, planning and the write raise as they are (the caller leaves the job to its lease);
+        the computation itself (domain.accounting, domain.rightsizing) raising, or a job that is not
+        `measurable`, gives every figure null for `measurement_error`, no advice, and no
+        re-measurement: the same data would raise again."""
+        figures: tuple[Usage, list[Recommendation]] | None = None
+        if measurable:
+            history = await self._history(job, now)
+            try:
+                figures = self._figures(job, pods, measured, history, now, missing)
+            except Exception as exc:  # one job's data no rule expected: its figures, not the round
+                self._measurement_failed(job, exc)
+        if figures is None:
+            figures, missing = (_unmeasured(now), []), MissingReason.MEASUREMENT_ERROR
+        usage, recs = figures
+        # A job measured again was already summarized: its rows exist, planning again adds nothing.
+        notifications = [] if remeasured else await self.plan(job, now)
+        if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
+            state, remeasure_at = SummaryState.SUMMARIZED, None
+        else:
+            state = SummaryState.REMEASURE
+            remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
+        added = await self.store.complete_summary(
+            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
+        )
+        self.stats.notifications_planned += added
+        if missing is None:
+            self.stats.jobs_summarized += 1
+        elif missing is MissingReason.PROMETHEUS_UNAVAILABLE:
+            self.stats.jobs_given_up += 1
+        if self.telemetry is not None:
+            self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
+
+    def _figures(
+        self,
+        job: JobRecord,
+        pods: list[PodRecord],
+        measured: Mapping[str, PodMeasurement],
+        history: Sequence[tuple[JobRecord, Usage, list[PodRecord]]],
+        now: datetime,
+        missing: MissingReason | None,
+    ) -> tuple[Usage, list[Recommendation]]:
         gpus = [g for p in pods if p.uid in measured for g in measured[p.uid].gpus]
         pod_usage = [measured[p.uid].pod for p in pods if p.uid in measured]
         usage = compute_usage(
@@ -225,23 +374,13 @@ class UsageCollector:
             missing,
             scrape_interval_seconds=self.options.scrape_interval_seconds,
         )
-        history = await self._history(job, now)
-        recs = recommend(job, usage, pods, history, self.policy, now)
-        # A job measured again was already summarized: its rows exist, planning again adds nothing.
-        notifications = [] if remeasured else await self.plan(job, now)
-        if missing is None:
-            state, remeasure_at = SummaryState.SUMMARIZED, None
-        else:
-            state = SummaryState.REMEASURE
-            remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
-        added = await self.store.complete_summary(
-            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
-        )
-        self.stats.notifications_planned += added
-        if self.telemetry is not None:
-            self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
+        runs = [
+            current_run(run, run_usage, run_pods, self.policy, now) for run, run_usage, run_pods in history
+        ]
+        return usage, list(recommend(job, usage, pods, runs, self.policy, now))
 
-    async def _history(self, job: JobRecord, now: datetime) -> list[FamilyRun]:
+    async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
+        """Earlier measured runs of the job's family, with their pods (right-sizing learns from them)."""
         if not job.family:
             return []
         before = job.finished_at or now
@@ -251,4 +390,12 @@ class UsageCollector:
         if not runs:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
-        return [current_run(run, usage, pods.get(run.uid, []), self.policy, now) for run, usage in runs]
+        return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
+
+
+def _unmeasured(now: datetime) -> Usage:
+    """Every figure null, for `measurement_error`."""
+    return Usage(
+        missing=tuple(MissingFigure(figure, MissingReason.MEASUREMENT_ERROR) for figure in ALL_FIGURES),
+        collected_at=now,
+    )

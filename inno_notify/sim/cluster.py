@@ -2,10 +2,11 @@
 
 Each job goes through what the Job controller and the kubelet would write: the Job and its pending
 pod at submission, the pod scheduled and running, then the containers' end and the Job's
-SuccessCriteriaMet/Complete or FailureTarget/Failed conditions. A workspace (a JupyterHub server)
-is a running pod from its start until it is stopped, when its pod is deleted. Time runs `speed` times faster
-than the wall clock, so hours of cluster life pass in seconds while every timestamp in the
-objects stays consistent.
+SuccessCriteriaMet/Complete or FailureTarget/Failed conditions. The workload's pipelines (Argo
+Workflows, Airflow DAG runs, KServe services: sim.pipelines) are played in the same time line, and
+so is a workspace (a JupyterHub server): a running pod from its start until it is stopped, when
+its pod is deleted. Time runs `speed` times faster than the wall clock, so hours of cluster life
+pass in seconds while every timestamp in the objects stays consistent.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from inno_notify.sim.pipelines import Change, apply_change
 from inno_notify.sim.workload import SimJob, SimWorkspace, Workload
 
 JsonObj = dict[str, Any]
@@ -91,9 +93,14 @@ class ClusterPlayer:
         self._pods: dict[str, JsonObj] = {}
 
     async def run(self) -> None:
-        for step in timeline(self.workload):
-            await self.clock.sleep_until(step.at)
-            self.apply(step)
+        items: list[Step | Change] = [*timeline(self.workload), *self.workload.pipeline_changes()]
+        # Stable: a job's own steps and a pipeline's own changes keep their order at equal times.
+        for item in sorted(items, key=lambda i: i.at):
+            await self.clock.sleep_until(item.at)
+            if isinstance(item, Step):
+                self.apply(item)
+            else:
+                apply_change(self.server, item)
 
     def apply(self, step: Step) -> None:
         if step.workspace is not None:

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from inno_notify.sim.kube_store import (
     BUILTIN_TYPES,
+    CRD_TYPES,
     KUEUE_TYPES,
     Gone,
     InvalidSelector,
@@ -113,6 +114,7 @@ class SimKubeServer:
         self,
         *,
         kueue_versions: Sequence[str] = (),
+        crds: Sequence[str] = (),
         bookmark_interval: float = 60.0,
         store: KubeStore | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -120,8 +122,14 @@ class SimKubeServer:
         unknown = set(kueue_versions) - set(KUEUE_TYPES)
         if unknown:
             raise ValueError(f"unknown Kueue versions: {sorted(unknown)}")
+        if set(crds) - set(CRD_TYPES):
+            raise ValueError(
+                f"unknown CRDs: {sorted(set(crds) - set(CRD_TYPES))}, known: {sorted(CRD_TYPES)}"
+            )
         self.store = store or KubeStore()
         self.kueue_versions = tuple(kueue_versions)
+        # Installed projects whose custom resources are served ("argo", "kserve"); may change later.
+        self.crds = tuple(crds)
         self.bookmark_interval = bookmark_interval
         self.stats = SimStats()
         self._clock = clock
@@ -252,7 +260,11 @@ class SimKubeServer:
     # routing ---------------------------------------------------------------------------------
 
     def _types(self) -> list[ResourceType]:
-        return [*BUILTIN_TYPES, *(KUEUE_TYPES[v] for v in self.kueue_versions)]
+        return [
+            *BUILTIN_TYPES,
+            *(KUEUE_TYPES[v] for v in self.kueue_versions),
+            *(CRD_TYPES[name] for name in self.crds),
+        ]
 
     def _find(self, group: str, version: str, plural: str) -> ResourceType | None:
         for rt in self._types():
@@ -393,7 +405,8 @@ class SimKubeServer:
     @staticmethod
     def _list_item(obj: JsonObj, rt: ResourceType) -> JsonObj:
         served = convert(obj, rt)
-        if rt.group.endswith(".x-k8s.io"):
+        if rt not in BUILTIN_TYPES:
+            # Lists of custom resources carry kind/apiVersion on every item.
             return served
         # Built-in typed lists carry kind/apiVersion on the list, not on each item.
         return {k: v for k, v in served.items() if k not in ("kind", "apiVersion")}

@@ -51,8 +51,13 @@ EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", storage="even
 WORKLOADS_V1BETA1 = ResourceType("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", storage="workloads")
 WORKLOADS_V1BETA2 = ResourceType("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", storage="workloads")
 
+ARGO_WORKFLOWS = ResourceType("argoproj.io", "v1alpha1", "workflows", "Workflow")
+INFERENCE_SERVICES = ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
+
 BUILTIN_TYPES: tuple[ResourceType, ...] = (JOBS, PODS, CORE_EVENTS, EVENTS_V1)
 KUEUE_TYPES: dict[str, ResourceType] = {"v1beta1": WORKLOADS_V1BETA1, "v1beta2": WORKLOADS_V1BETA2}
+# Custom resources of the projects a cluster may have installed, by the name a test asks for.
+CRD_TYPES: dict[str, ResourceType] = {"argo": ARGO_WORKFLOWS, "kserve": INFERENCE_SERVICES}
 
 
 class Gone(Exception):

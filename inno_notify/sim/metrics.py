@@ -22,7 +22,7 @@ from inno_notify.adapters.prometheus.live import LiveTarget
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
-from inno_notify.sim.workload import GIB, GPU_MODEL, SimJob, SimWorkspace
+from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob, SimWorkspace
 
 MIB = 1024 * 1024
 
@@ -47,10 +47,21 @@ class SimMetrics:
     """Measures simulated pods from their traces; `queries` counts calls like the meter counts queries."""
 
     def __init__(
-        self, jobs: Sequence[SimJob], scrape_seconds: float = 15.0, workspaces: Sequence[SimWorkspace] = ()
+        self,
+        jobs: Sequence[SimJob],
+        scrape_seconds: float = 15.0,
+        pods: Mapping[str, Behaviour] | None = None,
+        workspaces: Sequence[SimWorkspace] = (),
     ) -> None:
-        self._by_pod: dict[str, SimJob | SimWorkspace] = {job.pod_uid: job for job in jobs}
-        self._by_pod.update({w.pod_uid: w for w in workspaces})
+        """`pods`: more pods to answer for (workflow steps), each with how it really ran;
+        `workspaces`: notebook servers, which the live check looks at while they run."""
+        self._by_pod: dict[str, tuple[Behaviour, str | None]] = {
+            job.pod_uid: (job.behaviour, job.mig_profile) for job in jobs
+        }
+        self._by_pod.update({uid: (behaviour, None) for uid, behaviour in (pods or {}).items()})
+        self._by_pod.update({w.pod_uid: (w.behaviour, None) for w in workspaces})
+        # What the live check needs besides: when each pod ran, and on which node.
+        self._jobs = {job.pod_uid: job for job in jobs}
         self._workspaces = {w.pod_uid: w for w in workspaces}
         self._step = scrape_seconds
         self.calls = 0
@@ -106,8 +117,8 @@ class SimMetrics:
         if uid in self._workspaces:
             w = self._workspaces[uid]
             return (0.0,) * w.gpus, (w.gpu_memory_gib,) * w.gpus, None, w.node, w.start, w.stop
-        job = self._by_pod.get(uid)
-        if not isinstance(job, SimJob):
+        job = self._jobs.get(uid)
+        if job is None:
             return None
         b = job.behaviour
         return b.gpu_util_percent, b.gpu_memory_gib, job.mig_profile, job.node, job.scheduled_at, job.ends_at
@@ -124,35 +135,37 @@ class SimMetrics:
         return {t.uid: self._measure(t) for t in targets if t.uid in self._by_pod}
 
     def _measure(self, window: PodWindow) -> PodMeasurement:
-        job = self._by_pod[window.uid]
+        behaviour, mig_profile = self._by_pod[window.uid]
         times = _sample_times(window.held_from, window.held_until, self._step)
         rng = random.Random(window.uid)
         gpus = tuple(
-            self._gpu(job, window, g, times, rng) for g in range(len(job.behaviour.gpu_util_percent))
+            self._gpu(behaviour, mig_profile, window, g, times, rng)
+            for g in range(len(behaviour.gpu_util_percent))
         )
-        return PodMeasurement(window=window, gpus=gpus, pod=self._pod(job, window, times, rng))
+        return PodMeasurement(window=window, gpus=gpus, pod=self._pod(behaviour, window, times, rng))
 
     def _gpu(
         self,
-        job: SimJob | SimWorkspace,
+        behaviour: Behaviour,
+        mig_profile: str | None,
         window: PodWindow,
         index: int,
         times: list[datetime],
         rng: random.Random,
     ) -> GpuUsage:
-        mean = job.behaviour.gpu_util_percent[index]
-        peak_fb = job.behaviour.gpu_memory_gib[index] * GIB
+        mean = behaviour.gpu_util_percent[index]
+        peak_fb = behaviour.gpu_memory_gib[index] * GIB
         utils = [min(100.0, max(0.0, rng.gauss(mean, min(8.0, mean / 4)))) for _ in times]
         ramp = [min(1.0, (i + 1) / 8) for i in range(len(times))]
         fbs = [peak_fb * r for r in ramp]
-        total = 80 * GIB if job.mig_profile is None else 10 * GIB
+        total = 80 * GIB if mig_profile is None else 10 * GIB
         return GpuUsage(
             pod_uid=window.uid,
             pod_name=window.pod,
             gpu=str(index),
-            uuid=f"GPU-{window.uid[:8]}-{index}" if job.mig_profile is None else f"MIG-{window.uid[:8]}",
+            uuid=f"GPU-{window.uid[:8]}-{index}" if mig_profile is None else f"MIG-{window.uid[:8]}",
             model=GPU_MODEL,
-            mig_profile=job.mig_profile,
+            mig_profile=mig_profile,
             held_minutes=window.held_seconds / 60,
             util_mean_percent=sum(utils) / len(utils) if utils else None,
             util_max_percent=max(utils) if utils else None,
@@ -162,10 +175,7 @@ class SimMetrics:
             samples=len(utils),
         )
 
-    def _pod(
-        self, job: SimJob | SimWorkspace, window: PodWindow, times: list[datetime], rng: random.Random
-    ) -> PodUsage:
-        b = job.behaviour
+    def _pod(self, b: Behaviour, window: PodWindow, times: list[datetime], rng: random.Random) -> PodUsage:
         spike_at = window.held_from + (window.held_until - window.held_from) * 0.7
         spike_end = spike_at + timedelta(seconds=max(b.memory_spike_seconds, self._step))
         memory = [

@@ -1,9 +1,12 @@
 """A realistic GPU workload for the demo, tests and benchmarks: who runs what, and how it really behaves.
 
 Teams of researchers submit jobs of 1–8 GPUs (and MIG slices), a hyper-parameter sweep, and jobs that
-fail (OOM, a crash, a deadline); one of them leaves a JupyterHub server holding a GPU it never
-uses. Requests are drawn the way people make them — rounded up "just in case" — and usage the
-way jobs behave: some GPUs never used, memory far below the request. Each
+fail (OOM, a crash, a deadline); a training pipeline runs on Argo Workflows (a CPU data step, a GPU
+training step that leaves a GPU idle, a CPU publish step) and ends with its model served by KServe,
+a nightly Airflow DAG run embeds a corpus on a GPU (its first try OOM-killed, the retry fine), and
+someone leaves a JupyterHub server holding a GPU it never uses. Requests are drawn the way people
+make them — rounded up "just in case" — and usage the way jobs behave: some GPUs never used,
+memory far below the request. Each
 job's behaviour is a `Behaviour` from which `sim.metrics` derives the per-GPU and per-container
 traces that a DCGM exporter and cAdvisor would have shown; nothing downstream sees the behaviour
 itself, only the traces (through the same interface as the Prometheus adapter).
@@ -15,10 +18,22 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from inno_notify.sim.objects import JobSpec
+from inno_notify.sim.pipelines import (
+    Change,
+    SimArgoWorkflow,
+    SimAttempt,
+    SimDagRun,
+    SimInferenceService,
+    SimStep,
+    airflow_changes,
+    argo_changes,
+    gpu_behaviours,
+    serving_changes,
+)
 
 GIB = 1024**3
 
@@ -143,11 +158,30 @@ class Workload:
     jobs: tuple[SimJob, ...]
     people: tuple[Person, ...] = PEOPLE
     teams: tuple[TeamSpec, ...] = TEAMS
+    workflows: tuple[SimArgoWorkflow, ...] = ()
+    dag_runs: tuple[SimDagRun, ...] = ()
+    services: tuple[SimInferenceService, ...] = ()
     workspaces: tuple[SimWorkspace, ...] = ()
 
     @property
     def end(self) -> datetime:
-        return max((j.ends_at for j in self.jobs), default=self.start)
+        ends = (
+            [j.ends_at for j in self.jobs] + [w.end for w in self.workflows] + [r.end for r in self.dag_runs]
+        )
+        ends += [s.ready_at for s in self.services]
+        return max(ends, default=self.start)
+
+    def pipeline_changes(self) -> list[Change]:
+        """Every write of the Argo controller, the Airflow KPO pods and KServe, in time order."""
+        changes = [c for w in self.workflows for c in argo_changes(w)]
+        changes += [c for r in self.dag_runs for c in airflow_changes(r)]
+        changes += [c for s in self.services for c in serving_changes(s)]
+        return sorted(changes, key=lambda c: c.at)
+
+    def step_behaviours(self) -> dict[str, Behaviour]:
+        """How each pipeline GPU step's pod really ran, by pod uid (for the simulated metrics)."""
+        steps = [s for w in self.workflows for s in w.steps] + [t for r in self.dag_runs for t in r.tasks]
+        return gpu_behaviours(steps)
 
 
 def _suffix(rng: random.Random) -> str:
@@ -170,19 +204,102 @@ def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 
         else:
             submit = start + timedelta(seconds=rng.uniform(0, span_seconds * 0.6))
         jobs.append(_job(kind, i, person, team, submit, rng))
+    workflow, service = _training_pipeline(start + timedelta(seconds=span_seconds * 0.15), rng)
+    workload = Workload(
+        start=start,
+        jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)),
+        workflows=(workflow,),
+        dag_runs=(_nightly_run(start + timedelta(seconds=span_seconds * 0.25), rng),),
+        services=(service,),
+    )
     # Dana starts a notebook server at the beginning and leaves it running, idle, until the
     # cluster's work is done.
     dana = PEOPLE[3]
-    end = max((j.ends_at for j in jobs), default=start + timedelta(hours=2))
     workspace = SimWorkspace(
         person=dana,
         namespace=next(t.namespace for t in TEAMS if t.name == dana.team),
         start=start + timedelta(seconds=30),
-        stop=end + timedelta(minutes=1),
+        stop=workload.end + timedelta(minutes=1),
         node=f"gpu-node-{rng.randint(1, 12):02d}",
         pod_uid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
     )
-    return Workload(start=start, jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)), workspaces=(workspace,))
+    return replace(workload, workspaces=(workspace,))
+
+
+def _minutes(at: datetime, minutes: float) -> datetime:
+    return at + timedelta(minutes=minutes)
+
+
+def _training_pipeline(at: datetime, rng: random.Random) -> tuple[SimArgoWorkflow, SimInferenceService]:
+    """Alice's Argo pipeline: data on CPU, training on 2 GPUs (one stays idle), publish; then KServe
+    serves the model it trained."""
+    person = PEOPLE[0]
+    team = next(t for t in TEAMS if t.name == person.team)
+    train = Behaviour((round(rng.uniform(65, 85), 1), 0.6), (31.0, 0.4), int(40 * GIB), 6.0)
+    workflow = SimArgoWorkflow(
+        name=f"train-pipeline-{_suffix(rng)}",
+        namespace=team.namespace,
+        created=at,
+        owner=person.email,
+        steps=(
+            SimStep("prepare-data", (SimAttempt(_minutes(at, 0.5), 6 * 60),), cpu="8", memory="32Gi"),
+            SimStep(
+                "train",
+                (SimAttempt(_minutes(at, 7), rng.uniform(35, 45) * 60),),
+                gpus=2,
+                cpu="16",
+                memory="128Gi",
+                behaviour=train,
+            ),
+        ),
+    )
+    last = workflow.steps[-1].attempts[-1].end
+    publish = SimStep("publish-model", (SimAttempt(last + timedelta(seconds=30), 90),))
+    workflow = SimArgoWorkflow(
+        name=workflow.name,
+        namespace=workflow.namespace,
+        created=workflow.created,
+        owner=workflow.owner,
+        steps=(*workflow.steps, publish),
+        uid=workflow.uid,
+    )
+    service = SimInferenceService(
+        name="resnet-serve",
+        namespace=team.namespace,
+        created=workflow.end + timedelta(minutes=2),
+        ready_after_seconds=90,
+        owner=person.email,
+        trained_by=f"workflow/{workflow.name}",
+        gpus=1,
+        storage_uri=f"s3://models/{workflow.name}/resnet.pt",
+    )
+    return workflow, service
+
+
+def _nightly_run(at: datetime, rng: random.Random) -> SimDagRun:
+    """Chen's nightly Airflow DAG run: three KubernetesPodOperator tasks, the GPU one retried."""
+    person = PEOPLE[2]
+    team = next(t for t in TEAMS if t.name == person.team)
+    embed = Behaviour((round(rng.uniform(80, 92), 1),), (round(rng.uniform(40, 60), 1),), int(30 * GIB), 4.0)
+    first_try = _minutes(at, 9)
+    retry = _minutes(first_try, 13)
+    return SimDagRun(
+        dag_id="nightly_embeddings",
+        run_id=f"scheduled__{at.strftime('%Y-%m-%dT%H:%M:%S')}+00:00",
+        namespace=team.namespace,
+        owner=person.email,
+        tasks=(
+            SimStep("extract_corpus", (SimAttempt(_minutes(at, 0.5), 8 * 60),), cpu="4", memory="16Gi"),
+            SimStep(
+                "embed_corpus",
+                (SimAttempt(first_try, 12 * 60, 137), SimAttempt(retry, 25 * 60)),
+                gpus=1,
+                memory="48Gi",
+                behaviour=embed,
+            ),
+            SimStep("load_index", (SimAttempt(_minutes(retry, 26), 4 * 60),), cpu="2", memory="8Gi"),
+        ),
+    )
 
 
 def _kinds(n: int) -> list[str]:

@@ -23,6 +23,7 @@ from inno_notify.settings import ApiSettings, ApiToken
 
 ADMIN_TOKEN = "admin-token-8c1f0e"
 VIEWER_TOKEN = "viewer-token-77aa21"
+PIPELINE_TOKEN = "pipeline-token-5d0c93"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
@@ -35,9 +36,10 @@ SETTINGS = ApiSettings(
     tokens=(
         ApiToken(name="ops", sha256=sha256(ADMIN_TOKEN), role="admin"),
         ApiToken(name="dashboards", sha256=sha256(VIEWER_TOKEN), role="viewer"),
+        ApiToken(name="airflow-nightly", sha256=sha256(PIPELINE_TOKEN), role="pipeline"),
     ),
 )
-TOKENS = {"admin": ADMIN_TOKEN, "viewer": VIEWER_TOKEN}
+TOKENS = {"admin": ADMIN_TOKEN, "viewer": VIEWER_TOKEN, "pipeline": PIPELINE_TOKEN}
 
 
 @dataclass

@@ -24,6 +24,7 @@ OPERATIONS = [
     ("GET", "/api/v1/users/alice@example.com"),
     ("PUT", "/api/v1/users/alice@example.com"),
     ("DELETE", "/api/v1/users/alice@example.com"),
+    ("POST", "/api/v1/events"),
     # Not routed: an unauthenticated caller must not learn that either.
     ("GET", "/api/v1/nothing-here"),
     ("GET", "/"),

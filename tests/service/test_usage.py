@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,11 +40,15 @@ class FakeSource:
         self.memory_peak = memory_peak
         self.fail = fail
         self.calls: list[list[str]] = []
+        # Pods whose measurement raises (a bug in a source, an exporter's nonsense): any call with one.
+        self.poison: set[str] = set()
 
     async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
         self.calls.append([t.uid for t in targets])
         if self.fail:
             raise PrometheusUnavailable("connection refused")
+        if self.poison & {t.uid for t in targets}:
+            raise OverflowError("cannot convert float infinity to integer")
         result = {}
         for t in targets:
             minutes = t.held_seconds / 60
@@ -177,3 +182,105 @@ async def test_remeasuring_stops_after_a_day(store: Store) -> None:
     assert await store.summary_state("test", uid) is SummaryState.REMEASURE
     assert await coll.run_once(end + timedelta(days=1, minutes=1)) == 0
     assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+
+
+async def pod_uid(store: Store, job_uid: str) -> str:
+    (pod,) = await store.pods_of("test", job_uid)
+    return pod.uid
+
+
+async def test_one_poison_job_does_not_hold_up_the_round(store: Store) -> None:
+    """The job whose measurement raises is the first of the round; the others are measured in the
+    same round, it is summarized with every figure null (measurement_error), and nothing loops."""
+    uids = await ingest(store, [f"sweep-{i}" for i in range(7)])
+    source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    coll = collector(store, source, now)
+    first = await store.claim_usage_due(now, 1, lease_seconds=0)  # what the round will hand over first
+    poison = first[0].uid
+    source.poison = {await pod_uid(store, poison)}
+
+    assert await coll.run_once(now) == 7
+    good = [uid for uid in uids if uid != poison]
+    for uid in good:
+        usage = await store.get_usage("test", uid)
+        assert usage is not None and usage.gpus_idle == 2 and usage.memory_peak_bytes == 6 * GIB
+        assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+    measured_ok = {pod for call in source.calls if not source.poison & set(call) for pod in call}
+    assert measured_ok == {await pod_uid(store, uid) for uid in good}
+
+    usage = await store.get_usage("test", poison)
+    assert usage is not None
+    assert (usage.gpu_minutes, usage.gpu_util_mean_percent, usage.memory_peak_bytes) == (None, None, None)
+    assert {m.reason for m in usage.missing} == {MissingReason.MEASUREMENT_ERROR}
+    assert {m.figure for m in usage.missing} >= {"gpu_minutes", "gpu_util_mean_percent", "memory_peak_bytes"}
+    assert await store.recommendations_of("test", poison) == []
+    assert await store.summary_state("test", poison) is SummaryState.SUMMARIZED
+    assert coll.stats.notifications_planned == 7  # its summary goes out, saying why figures are missing
+    assert coll.stats.measurement_errors == 1
+
+    # Nothing comes back: not after the lease, not after the re-measure interval.
+    calls = len(source.calls)
+    for later in (timedelta(minutes=6), timedelta(minutes=20), timedelta(days=2)):
+        assert await coll.run_once(now + later) == 0
+    assert len(source.calls) == calls
+
+
+async def test_a_job_whose_figures_cannot_be_computed_is_summarized_without_them(store: Store) -> None:
+    """The source answers, but one job's answer is nothing the accounting rules expect."""
+    uids = await ingest(store, ["fine", "odd"])
+    now = T0 + timedelta(hours=1, minutes=5)
+
+    class OddSource(FakeSource):
+        async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
+            result = dict(await super().measure_pods(targets))
+            odd = await pod_uid(store, uids[1])
+            bad = replace(result[odd].gpus[0], util_mean_percent="90%")  # type: ignore[arg-type]
+            result[odd] = replace(result[odd], gpus=(bad, *result[odd].gpus[1:]))
+            return result
+
+    coll = collector(store, OddSource([50.0, 50.0, 50.0, 50.0], 6 * GIB), now)
+    assert await coll.run_once(now) == 2
+    fine, odd = [await store.get_usage("test", uid) for uid in uids]
+    assert fine is not None and fine.missing == ()
+    assert odd is not None and {m.reason for m in odd.missing} == {MissingReason.MEASUREMENT_ERROR}
+    assert odd.gpu_minutes is None
+    assert await store.summary_state("test", uids[1]) is SummaryState.SUMMARIZED
+
+
+async def test_a_summary_that_cannot_be_planned_waits_for_its_lease_alone(store: Store) -> None:
+    """Planning (routing) failing for one job leaves that job to its lease, not the round; failing
+    for job after job means something shared is down, and the round fails."""
+    uids = await ingest(store, [f"job-{i}" for i in range(4)])
+    now = T0 + timedelta(hours=1, minutes=5)
+    broken_for: set[str] = {uids[0]}
+
+    async def plan(job: JobRecord, at: datetime) -> list[Notification]:
+        if job.uid in broken_for:
+            raise LookupError("directory entry unreadable")
+        return await plan_one_email(job, at)
+
+    source = FakeSource([50.0], GIB)
+    coll = UsageCollector(store, source, RightsizingPolicy(), plan, CollectorOptions(), Clock(now))
+    assert await coll.run_once(now) == 3
+    assert await store.summary_state("test", uids[0]) is SummaryState.AWAITING_USAGE
+    assert [await store.summary_state("test", uid) for uid in uids[1:]] == [SummaryState.SUMMARIZED] * 3
+    assert await coll.run_once(now + timedelta(minutes=1)) == 0  # leased: not retried at once
+
+    broken_for.clear()
+    assert await coll.run_once(now + timedelta(minutes=6)) == 1  # back after the lease, and fine now
+    assert await store.summary_state("test", uids[0]) is SummaryState.SUMMARIZED
+
+
+async def test_several_unsettled_jobs_in_a_row_fail_the_round(store: Store) -> None:
+    await ingest(store, [f"job-{i}" for i in range(4)])
+    now = T0 + timedelta(hours=1, minutes=5)
+
+    async def plan(job: JobRecord, at: datetime) -> list[Notification]:
+        raise ConnectionError("database went away")
+
+    coll = UsageCollector(
+        store, FakeSource([50.0], GIB), RightsizingPolicy(), plan, CollectorOptions(), Clock(now)
+    )
+    with pytest.raises(ConnectionError):
+        await coll.run_once(now)

@@ -21,6 +21,7 @@ _REASON_TEXT: dict[MissingReason, str] = {
     MissingReason.SHARED_GPU: "shared GPU",
     MissingReason.NOT_REQUESTED: "not requested",
     MissingReason.NOT_COLLECTED: "not collected",
+    MissingReason.MEASUREMENT_ERROR: "measurement error",
 }
 
 

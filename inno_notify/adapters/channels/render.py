@@ -48,14 +48,26 @@ from inno_notify.adapters.channels.markup import (
     mrkdwn_link,
     truncate_html,
 )
+from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
 from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
-from inno_notify.domain.model import Channel
+from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
+from inno_notify.domain.model import Channel, NotificationKind
+from inno_notify.domain.serving import ServingNotice
+from inno_notify.domain.workflows import WorkflowSummary
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 JOB_SUMMARY = "job_summary"
 GROUP_SUMMARY = "group_summary"
-IDLE_NUDGE = "idle_nudge"
+IDLE_NUDGE = NotificationKind.IDLE_NUDGE.value
+# Messages whose content travels in the outbox row (domain.messages, domain.live), one template set
+# each.
+PAYLOAD_KINDS = (
+    NotificationKind.WORKFLOW_SUMMARY.value,
+    NotificationKind.MODEL_SERVING.value,
+    NotificationKind.PIPELINE_EVENT.value,
+    IDLE_NUDGE,
+)
 GROUP_RECOMMENDATIONS = 3
 
 _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
@@ -106,7 +118,7 @@ class Renderer:
             # Compiling every template now makes a broken override fail at startup (and in
             # `inno-notify check`), not at the first send.
             for channel in Channel:
-                for kind in (JOB_SUMMARY, GROUP_SUMMARY, IDLE_NUDGE):
+                for kind in (JOB_SUMMARY, GROUP_SUMMARY, *PAYLOAD_KINDS):
                     for name in self._names(channel, kind):
                         self._environment_for(name).get_template(name)
         except jinja2.TemplateError as exc:
@@ -141,6 +153,36 @@ class Renderer:
     def render_nudge(self, channel: Channel | str, view: NudgeView) -> RenderedMessage:
         """A nudge about a running pod whose GPUs idle (the live check's finding)."""
         return self._render(Channel(channel), IDLE_NUDGE, {"n": view}, ())
+
+    def render_workflow(self, channel: Channel | str, summary: WorkflowSummary) -> RenderedMessage:
+        """The summary of one finished workflow (all its steps) for `channel`."""
+        context = {"workflow": WorkflowView.of(summary), "dashboard_url": self._dashboard_url}
+        return self._render(Channel(channel), NotificationKind.WORKFLOW_SUMMARY.value, context, ())
+
+    def render_serving(self, channel: Channel | str, notice: ServingNotice) -> RenderedMessage:
+        """The "model is serving" message for `channel`."""
+        context = {"model": ServingView.of(notice)}
+        return self._render(Channel(channel), NotificationKind.MODEL_SERVING.value, context, ())
+
+    def render_pipeline(self, channel: Channel | str, message: PipelineMessage) -> RenderedMessage:
+        """A pipeline's own message for `channel`, escaped like everything else."""
+        context = {"message": PipelineView.of(message)}
+        return self._render(Channel(channel), NotificationKind.PIPELINE_EVENT.value, context, ())
+
+    def render_payload(
+        self, channel: Channel | str, kind: NotificationKind, payload: Mapping[str, Any]
+    ) -> RenderedMessage:
+        """A message of one of the PAYLOAD_KINDS from its outbox payload; ValueError when the payload
+        is not one (no later attempt can render it)."""
+        if kind is NotificationKind.WORKFLOW_SUMMARY:
+            return self.render_workflow(channel, decode_workflow(payload))
+        if kind is NotificationKind.MODEL_SERVING:
+            return self.render_serving(channel, decode_serving(payload))
+        if kind is NotificationKind.PIPELINE_EVENT:
+            return self.render_pipeline(channel, decode_pipeline(payload))
+        if kind is NotificationKind.IDLE_NUDGE:
+            return self.render_nudge(channel, NudgeView.from_payload(payload))
+        raise ValueError(f"{kind.value} messages are not rendered from their payload")
 
     def log_url(self, view: SummaryView) -> str | None:
         """The job's log link from `notify.log_url_template`; None without one or if not http(s)."""

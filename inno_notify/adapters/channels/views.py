@@ -17,6 +17,7 @@ from inno_notify.domain.model import (
     GPU_SOURCE_AGENT,
     JobRecord,
     JobStatus,
+    Link,
     MissingReason,
     Recommendation,
     Usage,
@@ -59,6 +60,8 @@ class SummaryView:
     # Raw numbers for a group's totals; None where not measured.
     held_gpu_minutes: float | None
     used_gpu_minutes: float | None
+    # Links the job's annotations name (an MLflow run), checked web URLs.
+    links: tuple[Link, ...] = ()
 
     @property
     def job_ref(self) -> str:
@@ -97,6 +100,7 @@ class SummaryView:
             finished_at=job.finished_at,
             held_gpu_minutes=usage.gpu_minutes if usage else None,
             used_gpu_minutes=usage.used_gpu_minutes if usage else None,
+            links=job.links,
         )
 
 

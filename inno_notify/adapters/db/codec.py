@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
     KueueInfo,
+    Link,
     MissingFigure,
     MissingReason,
     Notification,
@@ -53,11 +54,17 @@ def _dt(value: str | None) -> datetime | None:
 
 
 def parse_iso(value: str) -> datetime:
-    """An ISO-8601 time with an offset, as an aware UTC datetime (naive text is refused)."""
+    """An ISO-8601 time with an offset, as an aware UTC datetime (naive text is refused).
+
+    Raises ValueError for anything else, a time that leaves datetime's range in UTC included
+    (0001-01-01T00:00:00+01:00)."""
     parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"time without a zone: {value!r}")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"time out of range in UTC: {value!r}") from exc
 
 
 # --- jobs -------------------------------------------------------------------------------------
@@ -154,6 +161,7 @@ def job_to_row(job: JobRecord) -> dict[str, Any]:
         "labels": dict(job.labels),
         "event_counts": dict(job.event_counts),
         "resource_version": job.resource_version,
+        "links": [{"title": link.title, "url": link.url} for link in job.links] or None,
     }
 
 
@@ -183,6 +191,7 @@ def job_from_row(row: Row) -> JobRecord:
         labels=dict(row["labels"]),
         event_counts=dict(row["event_counts"]),
         resource_version=row["resource_version"],
+        links=tuple(Link(item["title"], item["url"]) for item in row["links"] or ()),
     )
 
 

@@ -42,7 +42,8 @@ async def migrate(url: str) -> list[str]:
     cfg = alembic_config()
     applied: list[str] = []
     cfg.attributes["applied"] = applied
-    engine = create_engine(url, pool_size=1)
+    # No statement timeout: a migration may rewrite big tables, or wait on another replica's.
+    engine = create_engine(url, pool_size=1, statement_timeout_seconds=None)
     try:
         async with engine.begin() as conn:
             await conn.run_sync(_upgrade, cfg)
@@ -53,6 +54,8 @@ async def migrate(url: str) -> list[str]:
 
 def _upgrade(connection: Connection, cfg: Config) -> None:
     if connection.dialect.name == "postgresql":
+        # Nor one the database or role may set by default (ALTER DATABASE … SET statement_timeout).
+        connection.execute(text("SET LOCAL statement_timeout = 0"))
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
     cfg.attributes["connection"] = connection
     command.upgrade(cfg, "head")
@@ -66,7 +69,7 @@ async def new_revision(message: str, url: str | None = None) -> None:
         head = head_revision()
         cfg = alembic_config()
         rev_id = f"{int(head or 0) + 1:04d}"
-        engine = create_engine(url, pool_size=1)
+        engine = create_engine(url, pool_size=1, statement_timeout_seconds=None)
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(_revision, cfg, message, rev_id)

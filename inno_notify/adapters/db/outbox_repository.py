@@ -40,6 +40,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.jobs import get_jobs
 from inno_notify.adapters.db.sql import chunks
 from inno_notify.adapters.db.tables import outbox, recommendations, usage
@@ -187,7 +188,8 @@ class OutboxRepository:
         query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(outbox.c.status == _PENDING)
         if kinds is not None:
             query = query.where(outbox.c.kind.in_(sorted(kinds)))
-        async with self._engine.connect() as conn:
+        # A read: on SQLite it must not take the write lock (engine.py, READ_INTENT).
+        async with self._engine.execution_options(**READ_INTENT).connect() as conn:
             value = (await conn.execute(query)).scalar()
         return value if isinstance(value, datetime) else None
 

@@ -8,6 +8,7 @@ then wasted memory GiB-hours, then newest first; pages are keyset-paginated on t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -83,6 +84,8 @@ async def open_recommendations(
             gpu, gib = float(gpu_text), float(gib_text)
         except ValueError as exc:
             raise InvalidCursor("invalid cursor") from exc
+        if not (math.isfinite(gpu) and math.isfinite(gib)):  # we never hand out NaN or infinity
+            raise InvalidCursor("invalid cursor")
         query = query.where(sa.tuple_(*key) < sa.tuple_(sa.literal(gpu), sa.literal(gib), sa.literal(before)))
     query = query.order_by(*(c.desc() for c in key)).limit(limit + 1)
     rows = (await conn.execute(query)).mappings().all()

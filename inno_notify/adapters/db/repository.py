@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -27,11 +28,18 @@ from inno_notify.adapters.db import (
     recommendation_queries,
     rejected,
     usage_queries,
+    workflows,
 )
-from inno_notify.adapters.db.engine import create_engine
+from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
-from inno_notify.adapters.db.outbox_repository import OutboxRepository
+from inno_notify.adapters.db.outbox_repository import OutboxRepository, Summary
+from inno_notify.adapters.db.workflows import (
+    EventRecord,
+    TerminalWorkflow,
+    WorkflowState,
+    WorkflowTransaction,
+)
 from inno_notify.domain.digest import Digest, NudgeEntry
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -44,8 +52,19 @@ from inno_notify.domain.model import (
     Team,
     Usage,
 )
+from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
 
-__all__ = ["JobFilter", "RecordNotFound", "Store", "SummaryState", "TerminalMark"]
+__all__ = [
+    "EventRecord",
+    "JobFilter",
+    "RecordNotFound",
+    "Store",
+    "SummaryState",
+    "TerminalMark",
+    "TerminalWorkflow",
+    "WorkflowState",
+    "WorkflowTransaction",
+]
 
 DEFAULT_USAGE_LEASE_SECONDS = 300.0
 
@@ -97,15 +116,24 @@ class Store:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._reader = engine.execution_options(**READ_INTENT)
         self._outbox = OutboxRepository(engine)
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        return cls(create_engine(url))
+    def from_url(
+        cls, url: str, *, statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS
+    ) -> Store:
+        return cls(create_engine(url, statement_timeout_seconds=statement_timeout_seconds))
 
     @property
     def engine(self) -> AsyncEngine:
         return self._engine
+
+    def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for reads only: on SQLite its transaction takes no write lock, so it runs
+        beside an ingest batch instead of queueing behind it. Writes use `engine.begin()`, whose
+        transaction takes the write lock up front (engine.py says why)."""
+        return self._reader.connect()
 
     @property
     def outbox(self) -> OutboxRepository:
@@ -117,7 +145,7 @@ class Store:
 
     async def ping(self) -> None:
         """Raises if the database cannot be reached (readiness, `inno-notify check`)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
     # --- jobs and pods ------------------------------------------------------------------------
@@ -135,33 +163,33 @@ class Store:
         return (await self.get_jobs(cluster, [uid])).get(uid)
 
     async def get_jobs(self, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.get_jobs(conn, cluster, uids)
 
     async def find_job(
         self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
     ) -> JobRecord | None:
         """The newest job (by creation time) of that name, or the one with that uid."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.find_job(conn, namespace, name, uid, cluster)
 
     async def pods_of(self, cluster: str, job_uid: str) -> list[PodRecord]:
         """The job's pods in creation order."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.pods_of(conn, cluster, job_uid)
 
     async def pods_of_jobs(self, cluster: str, job_uids: Sequence[str]) -> dict[str, list[PodRecord]]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.pods_of_jobs(conn, cluster, job_uids)
 
     async def job_uids_of_pods(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.job_uids_of_pods(conn, cluster, pod_uids)
 
     async def open_jobs(
         self, cluster: str, namespaces: Sequence[str] = (), *, kind: str | None = None
     ) -> list[JobRecord]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.open_jobs(conn, cluster, namespaces, kind)
 
     @contextlib.asynccontextmanager
@@ -196,7 +224,7 @@ class Store:
 
     async def rejected_objects(self, cluster: str | None = None, limit: int = 100) -> list[RejectedObject]:
         """The objects set aside, most recently refused first."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await rejected.list_recent(conn, cluster, limit)
 
     async def list_jobs(
@@ -206,7 +234,7 @@ class Store:
 
         Raises InvalidCursor for a cursor this store did not hand out.
         """
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.list_jobs(conn, filters, limit, cursor)
 
     # --- the terminal transition and usage collection -----------------------------------------
@@ -250,11 +278,11 @@ class Store:
             await jobs.set_summary_state(conn, cluster, uid, state)
 
     async def summary_states(self, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.summary_states(conn, cluster, uids)
 
     async def summary_state(self, cluster: str, uid: str) -> SummaryState | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.summary_state(conn, cluster, uid)
 
     async def summarize(
@@ -276,7 +304,7 @@ class Store:
         self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
     ) -> list[tuple[JobRecord, Usage]]:
         """Earlier measured runs of a job family, newest first (right-sizing learns from them)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.family_history(conn, cluster, namespace, family, before, limit)
 
     async def complete_summary(
@@ -303,7 +331,7 @@ class Store:
             await jobs.save_usage(conn, cluster, uid, usage)
 
     async def get_usage(self, cluster: str, uid: str) -> Usage | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.get_usage(conn, cluster, uid)
 
     async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
@@ -312,7 +340,7 @@ class Store:
             await jobs.save_recommendations(conn, cluster, uid, recs)
 
     async def recommendations_of(self, cluster: str, uid: str) -> list[Recommendation]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await jobs.recommendations_of(conn, cluster, uid)
 
     # --- the live check -------------------------------------------------------------------------
@@ -321,7 +349,7 @@ class Store:
         self, cluster: str, namespaces: Sequence[str] = ()
     ) -> list[tuple[JobRecord, PodRecord]]:
         """(workload, pod) of every running pod that holds GPUs (live_queries.py)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await live_queries.running_gpu_pods(conn, cluster, namespaces)
 
     async def enqueue_nudges(
@@ -342,7 +370,7 @@ class Store:
 
     async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:
         """When each of these pods was last nudged about idle GPUs; never-nudged pods are absent."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await live_queries.last_nudges(conn, cluster, pod_uids)
 
     # --- outbox -------------------------------------------------------------------------------
@@ -354,23 +382,23 @@ class Store:
 
     async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
         """Where the given outbox rows stand (pending, sent, failed), by dedup key."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await outbox.statuses(conn, dedup_keys)
 
     async def outbox_depth(self) -> dict[str, int]:
         """Notifications per delivery status."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await outbox.depth(conn)
 
     async def get_notification(self, id: int) -> Notification | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await outbox.get(conn, id)
 
     async def list_notifications(
         self, status: DeliveryStatus | None = None, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[Notification], str | None]:
         """The delivery log, newest first, and the next page's cursor (None on the last page)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await outbox.list_page(conn, status, limit, cursor)
 
     async def retry_notification(self, id: int, now: datetime) -> bool:
@@ -385,11 +413,11 @@ class Store:
             await directory.upsert_user(conn, user)
 
     async def get_user(self, email: str) -> DirectoryUser | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await directory.get_user(conn, email)
 
     async def list_users(self) -> list[DirectoryUser]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await directory.list_users(conn)
 
     async def delete_user(self, email: str) -> bool:
@@ -401,11 +429,11 @@ class Store:
             await directory.replace_teams(conn, teams)
 
     async def list_teams(self) -> list[Team]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await directory.list_teams(conn)
 
     async def get_checkpoint(self, key: str) -> str | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await directory.get_checkpoint(conn, key)
 
     async def set_checkpoint(self, key: str, value: str) -> None:
@@ -422,7 +450,7 @@ class Store:
         cluster: str | None = None,
     ) -> list[usage_queries.UsageGroup]:
         """Usage per team, owner or namespace of the jobs finished in [since, until)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await usage_queries.usage_by_group(conn, group_by, since, until, cluster)
 
     async def open_recommendations(
@@ -435,7 +463,7 @@ class Store:
         cursor: str | None = None,
     ) -> tuple[list[recommendation_queries.JobRecommendation], str | None]:
         """Open recommendations, largest waste first, and the next page's cursor."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await recommendation_queries.open_recommendations(
                 conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
             )
@@ -446,7 +474,7 @@ class Store:
         self, team: str, week: str, tz: str, *, cluster: str | None = None, quota_gpus: float | None = None
     ) -> Digest:
         """A team's digest of ISO `week` in zone `tz`, aggregated by the database (digest_queries)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await digest_queries.load_digest(
                 conn, team, week, tz, cluster=cluster, quota_gpus=quota_gpus
             )
@@ -454,12 +482,12 @@ class Store:
     async def job_page(self, filters: JobFilter, limit: int = 50, cursor: str | None = None) -> JobPage:
         """A page of job rows with their usage and recommendations (the API's job list), newest
         finish (else creation) first. Raises InvalidCursor for a cursor this store did not hand out."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await job_details.job_page(conn, filters, limit, cursor)
 
     async def find_job_row(self, namespace: str, name: str, uid: str | None = None) -> JobPage:
         """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await job_details.find_job_row(conn, namespace, name, uid)
 
     async def usage_cells(
@@ -467,5 +495,78 @@ class Store:
     ) -> list[usage_queries.UsageCell]:
         """Usage per (team, owner, namespace) of the jobs finished in [since, until); every grouping
         of usage_by_group is a sum of these (usage_queries.group_cells)."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await usage_queries.usage_cells(conn, since, until, cluster)
+
+    # --- workflows, served models, pipeline events (workflows.py) ---------------------------------
+
+    @contextlib.asynccontextmanager
+    async def workflow_transaction(self) -> AsyncIterator[WorkflowTransaction]:
+        """One batch of the workflow tracker: commits when the block ends, rolls back if it raises."""
+        async with self._engine.begin() as conn:
+            yield WorkflowTransaction(conn)
+
+    async def quiet_airflow_runs(
+        self, quiet_before: datetime, limit: int = 100
+    ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
+        """Open Airflow runs none of whose pods ran since `quiet_before`, with their pods."""
+        async with self._engine.connect() as conn:
+            return await workflows.quiet_airflow_runs(conn, quiet_before, limit)
+
+    async def close_airflow_run(self, record: WorkflowRecord, end: TerminalWorkflow) -> bool:
+        """Stores the finished run and its end, if it is still open and quiet (see workflows.close_run)."""
+        async with self._engine.begin() as conn:
+            return await workflows.close_run(conn, record, end)
+
+    async def claim_workflows_due(
+        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+    ) -> list[WorkflowRecord]:
+        """Ended workflows whose summary is due, each leased (due again after the lease)."""
+        async with self._engine.begin() as conn:
+            return await workflows.claim_due(conn, now, limit, lease_seconds)
+
+    async def reschedule_workflow(self, cluster: str, uid: str, due_at: datetime) -> None:
+        async with self._engine.begin() as conn:
+            await workflows.reschedule(conn, cluster, uid, due_at)
+
+    async def complete_workflow(self, cluster: str, uid: str, notifications: Sequence[Notification]) -> int:
+        """Marks the workflow summarized and enqueues its notifications in one transaction; returns
+        how many were new."""
+        async with self._engine.begin() as conn:
+            return await workflows.complete(conn, cluster, uid, notifications)
+
+    async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
+        async with self._engine.connect() as conn:
+            return await workflows.summary_state(conn, cluster, uid)
+
+    async def get_workflow(self, cluster: str, uid: str) -> WorkflowRecord | None:
+        async with self._engine.connect() as conn:
+            return (await WorkflowTransaction(conn).get_workflows(cluster, [uid])).get(uid)
+
+    async def find_workflow(self, cluster: str, namespace: str, name: str) -> WorkflowRecord | None:
+        """The newest workflow of that name in the namespace."""
+        async with self._engine.connect() as conn:
+            return await workflows.find_workflow(conn, cluster, namespace, name)
+
+    async def workflow_pods(self, cluster: str, workflow_uid: str) -> list[WorkflowPod]:
+        async with self._engine.connect() as conn:
+            return (await workflows.pods_of_workflows(conn, cluster, [workflow_uid])).get(workflow_uid, [])
+
+    async def step_figures(
+        self, cluster: str, uids: Sequence[str]
+    ) -> tuple[dict[str, Summary], dict[str, str]]:
+        """Records, usage and advice of workflow steps' pods (by pod uid), and their summary states."""
+        async with self._engine.connect() as conn:
+            return await workflows.step_figures(conn, cluster, uids)
+
+    async def get_event(self, key: str) -> EventRecord | None:
+        """The pipeline event posted under `key`, if any."""
+        async with self._engine.connect() as conn:
+            return await workflows.find_event(conn, key)
+
+    async def record_event(
+        self, key: str, sender: str, title: str, notifications: Sequence[Notification], at: datetime
+    ) -> EventRecord:
+        """A pipeline event and its outbox rows, once per key (see workflows.record_event)."""
+        async with self._engine.begin() as conn:
+            return await workflows.record_event(conn, key, sender, title, notifications, at)

@@ -21,6 +21,11 @@ T = TypeVar("T")
 
 # Well under both limits (SQLite 32766 variables, Postgres 32767 arguments) and still few round trips.
 IN_CHUNK = 1000
+# What a cursor value may be: the columns it is compared with are BIGINT and text, and neither
+# database takes an integer outside 64 bits or a NUL in text (SQLite's driver raises
+# OverflowError, Postgres refuses the statement).
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+MAX_CURSOR_TEXT = 1000
 
 
 class InvalidCursor(ValueError):
@@ -67,7 +72,15 @@ def decode_cursor(cursor: str, types: Sequence[type]) -> list[Any]:
     if (
         not isinstance(values, list)
         or len(values) != len(types)
-        or not all(type(v) is t for v, t in zip(values, types, strict=True))
+        or not all(type(v) is t and _storable(v) for v, t in zip(values, types, strict=True))
     ):
         raise InvalidCursor("invalid cursor")
     return values
+
+
+def _storable(value: object) -> bool:
+    if isinstance(value, int):
+        return _INT64_MIN <= value <= _INT64_MAX
+    if isinstance(value, str):
+        return len(value) <= MAX_CURSOR_TEXT and "\x00" not in value
+    return True

@@ -118,6 +118,8 @@ jobs = sa.Table(
     # leadership term it was claimed in (a newer term may take an older term's claims at once).
     sa.Column("usage_claim_token", sa.String()),
     sa.Column("usage_claim_term", sa.BigInteger()),
+    # [{title, url}]: links the summary shows (an MLflow run).
+    sa.Column("links", _json()),
     sa.Index(None, "owner"),
     sa.Index(None, "team"),
     sa.Index(None, "namespace", "name", "created_at"),
@@ -287,3 +289,73 @@ checkpoints = sa.Table(
 # sort_at index past every other team's jobs: on the bench's 20 teams, 1,003 index entries and heap
 # rows for a page of 51, where this index reads exactly 51.
 sa.Index(None, jobs.c.team, jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
+
+# --- workflows, served models, pipeline events (issue 18) --------------------------------------------
+
+# An Argo Workflow or an Airflow DAG run; `record` holds the whole WorkflowRecord (steps, owner, links).
+workflows = sa.Table(
+    "workflows",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("run_id", sa.String()),
+    sa.Column("status", sa.String(), nullable=False),
+    sa.Column("owner", sa.String()),
+    sa.Column("team", sa.String()),
+    sa.Column("created_at", UTCDateTime()),
+    sa.Column("started_at", UTCDateTime()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Column("record", _json(), nullable=False),
+    # Airflow: when the run's last pod stopped; NULL while one runs (the run is not quiet).
+    sa.Column("quiet_since", UTCDateTime()),
+    # Owned by the store: where the workflow stands on the way to its summary, and when it is due.
+    sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
+    sa.Column("due_at", UTCDateTime()),
+    sa.Column("terminal_recorded_at", UTCDateTime()),
+    sa.Index(None, "summary_state", "due_at"),
+    sa.Index(None, "kind", "summary_state", "quiet_since"),
+    sa.Index(None, "namespace", "name", "created_at"),
+)
+
+# The pods of workflow steps: which workflow and step each ran (WorkflowPod in `record`).
+workflow_pods = sa.Table(
+    "workflow_pods",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("workflow_uid", sa.String(), nullable=False),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("record", _json(), nullable=False),
+    sa.Index(None, "cluster", "workflow_uid"),
+)
+
+# KServe InferenceServices seen, and the ready revision last recorded (announced or, for one that
+# served before we first looked, recorded silently).
+served_models = sa.Table(
+    "served_models",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("revision", sa.String()),
+    sa.Column("announced", sa.Boolean(), nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+# Messages pipelines posted (POST /api/v1/events): one per key, ever.
+pipeline_events = sa.Table(
+    "pipeline_events",
+    metadata,
+    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(), nullable=False),
+    sa.Column("sender", sa.String(), nullable=False),
+    sa.Column("title", sa.Text(), nullable=False),
+    sa.Column("recipients", _json(), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.UniqueConstraint("key"),
+)

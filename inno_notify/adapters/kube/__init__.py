@@ -1,12 +1,22 @@
-"""Kubernetes adapter: client configuration and LIST+WATCH of Jobs, Pods, Events and Kueue Workloads.
+"""Kubernetes adapter: client configuration and LIST+WATCH of Jobs, Pods, Events, and, where installed,
+Kueue Workloads, Argo Workflows and KServe InferenceServices.
 
 Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
 `on_relist(kind, objects)`; see watching.py for the guarantees.
 """
 
-from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode
+from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode, OptionalMode
 from inno_notify.adapters.kube.config import KubeConfigError, load_api_client
-from inno_notify.adapters.kube.protocol import EVENTS, JOBS, PODS, KubeApiError, Resource, workloads
+from inno_notify.adapters.kube.protocol import (
+    EVENTS,
+    JOBS,
+    PODS,
+    KubeApiError,
+    Resource,
+    argo_workflows,
+    inference_services,
+    workloads,
+)
 from inno_notify.adapters.kube.watching import (
     OnEvent,
     OnRelist,
@@ -25,10 +35,13 @@ __all__ = [
     "KueueMode",
     "OnEvent",
     "OnRelist",
+    "OptionalMode",
     "Resource",
     "ResourceWatcher",
     "WatchOptions",
     "WatcherStats",
+    "argo_workflows",
+    "inference_services",
     "load_api_client",
     "workloads",
 ]

@@ -1,9 +1,12 @@
-"""Everything the service watches in one cluster: Jobs, Pods, Events and, optionally, Kueue Workloads.
+"""Everything the service watches in one cluster: Jobs, Pods, Events and, optionally, Kueue Workloads,
+Argo Workflows and KServe InferenceServices.
 
-This composes one ResourceWatcher per resource and decides about Kueue per `kubernetes.kueue`
-(auto | true | false). Each watcher is supervised: whatever ends it (a bug, a consumer error, an
-exception no one foresaw) is logged with its traceback and the watcher is started again after a
-capped, jittered backoff, so one resource's trouble never stops the others or the service.
+This composes one ResourceWatcher per resource and decides about each optional API by its setting
+(`kubernetes.kueue`, `workflows.argo`, `workflows.kserve`: auto | true | false): discovery says
+whether the CRD is served, and in which version. Each watcher is supervised: whatever ends it (a
+bug, a consumer error, an exception no one foresaw) is logged with its traceback and the watcher
+is started again after a capped, jittered backoff, so one resource's trouble never stops the others
+or the service.
 
 Readiness (`/readyz`) is per resource (`watch:Job`, `watch:Pod`, …): ready once its initial LIST
 was handed to the consumer (before that, a job that finished while we were down could be summarized
@@ -16,19 +19,51 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.adapters.kube.discovery import detect_kueue
-from inno_notify.adapters.kube.protocol import EVENTS, JOBS, PODS, Resource, workloads
+from inno_notify.adapters.kube.discovery import KUEUE_VERSIONS_PREFERRED, detect
+from inno_notify.adapters.kube.protocol import (
+    ARGO_GROUP,
+    EVENTS,
+    JOBS,
+    KSERVE_GROUP,
+    KUEUE_GROUP,
+    PODS,
+    Resource,
+)
 from inno_notify.adapters.kube.watching import OnEvent, OnRelist, ResourceWatcher, WatchOptions
 
 log = logging.getLogger(__name__)
 
 KueueMode = Literal["auto"] | bool
+# auto: watch when the CRD is served at start; True: also keep looking for it; False: never.
+OptionalMode = Literal["auto"] | bool
 DEFAULT_RESOURCES: tuple[Resource, ...] = (JOBS, PODS, EVENTS)
 WORKLOAD_CHECK = "watch:Workload"
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalApi:
+    """An API the cluster may or may not serve: the project that brings it and its setting."""
+
+    name: str
+    setting: str
+    kind: str
+    group: str
+    plural: str
+    versions: tuple[str, ...]
+
+
+KUEUE = OptionalApi(
+    "Kueue", "kubernetes.kueue", "Workload", KUEUE_GROUP, "workloads", KUEUE_VERSIONS_PREFERRED
+)
+ARGO = OptionalApi("Argo Workflows", "workflows.argo", "Workflow", ARGO_GROUP, "workflows", ("v1alpha1",))
+KSERVE = OptionalApi(
+    "KServe", "workflows.kserve", "InferenceService", KSERVE_GROUP, "inferenceservices", ("v1beta1",)
+)
 
 
 def check_name(kind: str) -> str:
@@ -39,8 +74,9 @@ def check_name(kind: str) -> str:
 class ClusterWatcher:
     """Runs the watchers of one cluster until cancelled, each restarted whenever it ends.
 
-    With kueue=True and no Kueue installed, discovery is repeated every `kueue_recheck_seconds`
-    (quietly) so a Kueue installed later is picked up; with "auto" the answer at start stands.
+    With an optional API's mode True and the API not served, discovery is repeated every
+    `kueue_recheck_seconds` (quietly) so a project installed later is picked up; with "auto" the
+    answer at start stands.
     """
 
     def __init__(
@@ -51,6 +87,8 @@ class ClusterWatcher:
         *,
         namespaces: Sequence[str] = (),
         kueue: KueueMode = "auto",
+        argo: OptionalMode = False,
+        kserve: OptionalMode = False,
         resources: Sequence[Resource] = DEFAULT_RESOURCES,
         options: WatchOptions | None = None,
         kueue_recheck_seconds: float = 300.0,
@@ -63,11 +101,26 @@ class ClusterWatcher:
         self.options = options or WatchOptions()
         self.kueue_recheck_seconds = kueue_recheck_seconds
         self.watchers: dict[str, ResourceWatcher] = {r.kind: self._watcher(r) for r in resources}
-        # None until discovery answered; then the served version, or "" when Kueue is absent.
-        self.kueue_version: str | None = None if kueue is not False else ""
-        self._kueue_decided = asyncio.Event()
-        if kueue is False:
-            self._kueue_decided.set()
+        self.optional: dict[str, tuple[OptionalApi, OptionalMode]] = {
+            spec.kind: (spec, mode) for spec, mode in ((KUEUE, kueue), (ARGO, argo), (KSERVE, kserve))
+        }
+        # Per optional kind: None until discovery answered; then the served version, or "" when absent.
+        self.served: dict[str, str | None] = {
+            kind: "" if mode is False else None for kind, (_, mode) in self.optional.items()
+        }
+        self._decided: dict[str, asyncio.Event] = {kind: asyncio.Event() for kind in self.optional}
+        for kind, (_, mode) in self.optional.items():
+            if mode is False:
+                self._decided[kind].set()
+
+    @property
+    def kueue_version(self) -> str | None:
+        """None until Kueue's discovery answered; then the Workload version watched, or ""."""
+        return self.served["Workload"]
+
+    def watching(self, kind: str) -> bool:
+        """Whether an optional API (by kind: "Workflow", "InferenceService", …) is found and watched."""
+        return bool(self.served.get(kind))
 
     # readiness --------------------------------------------------------------------------------
 
@@ -78,16 +131,18 @@ class ClusterWatcher:
             for kind, watcher in list(self.watchers.items())
             if (reason := watcher.not_live_reason()) is not None
         }
-        if not self._kueue_decided.is_set():
-            reasons[WORKLOAD_CHECK] = "Kueue discovery has not answered yet"
+        for kind, (spec, _) in self.optional.items():
+            if not self._decided[kind].is_set():
+                reasons[check_name(kind)] = f"{spec.name} discovery has not answered yet"
         return reasons
 
     def readiness(self) -> Mapping[str, bool]:
         """Per resource: {"watch:Job": True, "watch:Pod": False, …}; see the module docstring."""
         reasons = self.not_ready_reasons()
         checks = {check_name(kind): check_name(kind) not in reasons for kind in list(self.watchers)}
-        if WORKLOAD_CHECK in reasons:
-            checks[WORKLOAD_CHECK] = False
+        for kind in self.optional:
+            if check_name(kind) in reasons:
+                checks[check_name(kind)] = False
         return checks
 
     @property
@@ -95,8 +150,9 @@ class ClusterWatcher:
         return all(self.readiness().values())
 
     async def wait_ready(self) -> None:
-        """Waits for Kueue's discovery and every initial list (not for liveness, which can come and go)."""
-        await self._kueue_decided.wait()
+        """Waits for every discovery and every initial list (not for liveness, which can come and go)."""
+        for decided in self._decided.values():
+            await decided.wait()
         for watcher in list(self.watchers.values()):
             await watcher.synced.wait()
 
@@ -106,11 +162,16 @@ class ClusterWatcher:
         async with asyncio.TaskGroup() as group:
             for watcher in self.watchers.values():
                 group.create_task(self._supervised(watcher), name=f"watch-{watcher.kind}")
-            if self.kueue is not False:
-                group.create_task(
-                    self._restarted("Kueue discovery", lambda: self._kueue(group), finishes=True),
-                    name="kueue-discovery",
-                )
+            for spec, mode in self.optional.values():
+                if mode is not False:
+                    group.create_task(
+                        self._restarted(
+                            f"{spec.name} discovery",
+                            lambda spec=spec, mode=mode: self._discover(spec, mode, group),  # type: ignore[misc]
+                            finishes=True,
+                        ),
+                        name=f"{spec.kind.lower()}-discovery",
+                    )
 
     async def _supervised(self, watcher: ResourceWatcher) -> None:
         def heard() -> int:
@@ -157,27 +218,37 @@ class ClusterWatcher:
             )
             await self.options.sleep(delay)
 
-    async def _kueue(self, group: asyncio.TaskGroup) -> None:
+    async def _discover(self, spec: OptionalApi, mode: OptionalMode, group: asyncio.TaskGroup) -> None:
         announced = False
         while True:
-            version = await detect_kueue(self.api, self.options.backoff(), self.options.sleep)
+            version = await detect(
+                self.api,
+                spec.name,
+                spec.group,
+                spec.plural,
+                spec.versions,
+                self.options.backoff(),
+                self.options.sleep,
+            )
             if version is not None:
-                watcher = self._watcher(workloads(version))
+                watcher = self._watcher(Resource(spec.kind, spec.group, version, spec.plural))
                 # Registered before the decision is published, so readiness waits for its list.
                 self.watchers[watcher.kind] = watcher
-                self.kueue_version = version
-                self._kueue_decided.set()
-                log.info("Kueue found: watching Workloads %s", version)
-                group.create_task(self._supervised(watcher), name="watch-Workload")
+                self.served[spec.kind] = version
+                self._decided[spec.kind].set()
+                log.info("%s found: watching %ss %s", spec.name, spec.kind, version)
+                group.create_task(self._supervised(watcher), name=f"watch-{spec.kind}")
                 return
-            self.kueue_version = ""
-            self._kueue_decided.set()
-            if self.kueue == "auto":
-                log.info("Kueue is not installed: Workloads are not watched")
+            self.served[spec.kind] = ""
+            self._decided[spec.kind].set()
+            if mode == "auto":
+                log.info("%s is not installed: %ss are not watched", spec.name, spec.kind)
                 return
             if not announced:
                 log.warning(
-                    "kubernetes.kueue is true but Kueue is not installed; checking again every %g s",
+                    "%s is true but %s is not installed; checking again every %g s",
+                    spec.setting,
+                    spec.name,
                     self.kueue_recheck_seconds,
                 )
                 announced = True

@@ -1,14 +1,16 @@
-"""Finds out whether Kueue's Workload API is served, and in which version.
+"""Finds out whether an optional API (a CRD) is served, and in which version.
 
-Many clusters have no Kueue; there, watching Workloads must be neither an error nor a retry loop
-that fills the log. Discovery answers once: 404 on the group means absent; a served group gives
-the version we prefer (v1beta2 from Kueue 0.15, else v1beta1). Anything else (the API server is
-down, 500s) is not an answer, so it is retried with backoff.
+Kueue's Workloads, Argo's Workflows and KServe's InferenceServices exist only where those projects
+are installed; elsewhere, watching them must be neither an error nor a retry loop that fills the
+log. Discovery answers once: 404 on the group means absent; a served group gives the version we
+prefer that serves the resource (Kueue: v1beta2 from 0.15, else v1beta1). Anything else (the API
+server is down, 500s) is not an answer, so it is retried with backoff.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -21,22 +23,32 @@ log = logging.getLogger(__name__)
 KUEUE_VERSIONS_PREFERRED = ("v1beta2", "v1beta1")
 
 
-async def kueue_workload_version(api: ApiClient, *, request_timeout: float = 30.0) -> str | None:
-    """The Workload API version to watch, or None when Kueue is not installed. Raises on errors."""
+async def served_version(
+    api: ApiClient, group_name: str, plural: str, preferred: Sequence[str], *, request_timeout: float = 30.0
+) -> str | None:
+    """The first of `preferred` versions in which `group_name` serves `plural`, or None when it
+    serves none (not installed). Raises on errors."""
     try:
-        group = await get_json(api, f"/apis/{KUEUE_GROUP}", request_timeout=request_timeout)
+        group = await get_json(api, f"/apis/{group_name}", request_timeout=request_timeout)
     except KubeApiError as exc:
         if exc.status == 404:
             return None
         raise
     served = {v["version"] for v in _objects(group.get("versions")) if isinstance(v.get("version"), str)}
-    for version in KUEUE_VERSIONS_PREFERRED:
+    for version in preferred:
         if version not in served:
             continue
-        resources = await get_json(api, f"/apis/{KUEUE_GROUP}/{version}", request_timeout=request_timeout)
-        if any(r.get("name") == "workloads" for r in _objects(resources.get("resources"))):
+        resources = await get_json(api, f"/apis/{group_name}/{version}", request_timeout=request_timeout)
+        if any(r.get("name") == plural for r in _objects(resources.get("resources"))):
             return version
     return None
+
+
+async def kueue_workload_version(api: ApiClient, *, request_timeout: float = 30.0) -> str | None:
+    """The Workload API version to watch, or None when Kueue is not installed. Raises on errors."""
+    return await served_version(
+        api, KUEUE_GROUP, "workloads", KUEUE_VERSIONS_PREFERRED, request_timeout=request_timeout
+    )
 
 
 def _objects(value: object) -> list[dict[str, object]]:
@@ -46,15 +58,29 @@ def _objects(value: object) -> list[dict[str, object]]:
 
 async def detect_kueue(api: ApiClient, backoff: Backoff, sleep: Sleep) -> str | None:
     """`kueue_workload_version`, retried through transient failures until it has an answer."""
+    return await detect(api, "Kueue", KUEUE_GROUP, "workloads", KUEUE_VERSIONS_PREFERRED, backoff, sleep)
+
+
+async def detect(
+    api: ApiClient,
+    name: str,
+    group: str,
+    plural: str,
+    preferred: Sequence[str],
+    backoff: Backoff,
+    sleep: Sleep,
+) -> str | None:
+    """`served_version`, retried through transient failures until it has an answer."""
     warned = False
     while True:
         try:
-            return await kueue_workload_version(api)
+            return await served_version(api, group, plural, preferred)
         except TRANSIENT as exc:
             delay = backoff.next_delay()
             log.log(
                 logging.DEBUG if warned else logging.WARNING,
-                "Kueue discovery failed (%s), retrying in %.2f s",
+                "%s discovery failed (%s), retrying in %.2f s",
+                name,
                 exc,
                 delay,
             )

@@ -49,8 +49,20 @@ EVENTS = Resource("Event", "", "v1", "events")
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 
+ARGO_GROUP = "argoproj.io"
+KSERVE_GROUP = "serving.kserve.io"
+
+
 def workloads(version: str) -> Resource:
     return Resource("Workload", KUEUE_GROUP, version, "workloads")
+
+
+def argo_workflows(version: str = "v1alpha1") -> Resource:
+    return Resource("Workflow", ARGO_GROUP, version, "workflows")
+
+
+def inference_services(version: str = "v1beta1") -> Resource:
+    return Resource("InferenceService", KSERVE_GROUP, version, "inferenceservices")
 
 
 class KubeApiError(Exception):

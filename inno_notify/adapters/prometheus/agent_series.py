@@ -428,4 +428,4 @@ def _value(sample: Sample) -> float | None:
         value = float(sample["value"][1])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
-    return None if math.isnan(value) else value
+    return value if math.isfinite(value) else None  # NaN or ±Inf: not a measurement

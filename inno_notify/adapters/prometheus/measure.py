@@ -261,7 +261,7 @@ def _value(sample: Sample) -> float | None:
         value = float(sample["value"][1])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
-    return None if value != value else value  # NaN: not a measurement
+    return value if math.isfinite(value) else None  # NaN or ±Inf: not a measurement
 
 
 def _parse(text: str) -> float | None:
@@ -269,7 +269,15 @@ def _parse(text: str) -> float | None:
         value = float(text)
     except (TypeError, ValueError):
         return None
-    return None if math.isnan(value) else value
+    return value if math.isfinite(value) else None
+
+
+def _bytes(value: float | None, unit: int = 1) -> int | None:
+    """Whole bytes of `value` units; None where an exporter's nonsense overflows a float."""
+    if value is None:
+        return None
+    scaled = value * unit
+    return round(scaled) if math.isfinite(scaled) else None
 
 
 def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuKey:
@@ -304,8 +312,8 @@ def _gpu_usage(
         held_minutes=held_minutes,
         util_mean_percent=stats.get(util + "mean"),
         util_max_percent=stats.get(util + "max"),
-        fb_used_peak_bytes=None if used_peak is None else round(used_peak * MIB),
-        fb_total_bytes=None if total is None else round(total * MIB),
+        fb_used_peak_bytes=_bytes(used_peak, MIB),
+        fb_total_bytes=_bytes(total, MIB),
         samples=int(stats.get(util + "samples", 0)),
     )
 
@@ -340,7 +348,7 @@ def _pod_usage(target: PodWindow, stats: Mapping[str, float]) -> PodUsage:
     return PodUsage(
         pod_uid=target.uid,
         pod_name=target.pod,
-        memory_peak_bytes=None if peak is None else round(peak),
+        memory_peak_bytes=_bytes(peak),
         cpu_cores_mean=None if seconds is None or held <= 0 else seconds / held,
         cpu_cores_p95=p95,
         cpu_throttled_seconds=stats.get("cpu.throttled"),

@@ -1,11 +1,13 @@
 """GPU pods that no Job owns, tracked as one-pod workloads.
 
 Airflow's KubernetesPodOperator and Argo Workflows run GPU work as bare pods (no Job), and their
-users deserve the same summary. A pod qualifies when it requests GPUs, carries an owner key, and is
-not run by a Job (the Job is the workload then) or by a controller of long-lived replicas
-(ReplicaSet, StatefulSet, DaemonSet, ReplicationController: services and notebooks, whose pods are
-replaced rather than finished). Argo step pods share their workflow's name as group key, so a
-workflow's steps become one message.
+users deserve the same summary. A pod qualifies when it requests GPUs and is not run by a Job (the
+Job is the workload then) or by a controller of long-lived replicas (ReplicaSet, StatefulSet,
+DaemonSet, ReplicationController: services and notebooks, whose pods are replaced rather than
+finished). Like a Job, a pod without an owner key is recorded all the same (its GPU time counts);
+routing sends its summary to the team's leads only where the team asks for unowned summaries.
+Argo step pods share their workflow's name as group key, so a workflow's steps become one message
+where workflows are not summarized as a whole (domain.workflows).
 
 A GPU pod that a workspace selector matches (Coder, JupyterHub, …) is a workspace instead, whoever
 controls it and whether or not it names an owner: see :mod:`.workspace`.
@@ -17,6 +19,7 @@ Family, for right-sizing across runs: the ``inno-notify/family`` key; else Airfl
 
 from __future__ import annotations
 
+from ..links import mlflow_links
 from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from .annotations import FAMILY_KEY, indexed_lookup, read_intent
 from .config import ParseConfig
@@ -67,7 +70,8 @@ def parse_bare_gpu_pod(
     obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = None, pod: PodRecord | None = None
 ) -> JobRecord | None:
     """A one-pod workload (``WorkloadKind.POD``, or ``WORKSPACE`` where a workspace selector matches;
-    uid = the pod's uid), or None if the pod is not one.
+    uid = the pod's uid), or None if the pod is not one. Its owner is None when the pod names none
+    (or not exactly one address).
 
     ``pod`` is the pod's record when the caller parsed it already; refused values go to ``notes``.
     """
@@ -82,8 +86,6 @@ def parse_bare_gpu_pod(
     labels = string_map(metadata, "labels")
     layers = (mapping(metadata, "annotations"), labels)
     intent = read_intent(layers, pod.namespace, cfg, notes)
-    if intent.owner is None:
-        return None
 
     workflow = indexed_lookup(layers, (ARGO_WORKFLOW_KEY,))
     status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
@@ -119,4 +121,5 @@ def parse_bare_gpu_pod(
         requested=requested,
         labels=labels,
         resource_version=pod.resource_version,
+        links=mlflow_links(layers, cfg.mlflow_url),
     )

@@ -38,7 +38,8 @@ class ParseConfig:
 
     ``owner_keys`` are the annotation/label keys holding the owner's e-mail, tried in order on each
     object (see :mod:`.annotations`). ``namespace_teams`` maps a namespace to its team, used when a job
-    names no team itself; ``default_team`` is the last resort.
+    names no team itself; ``default_team`` is the last resort. ``mlflow_url`` is the MLflow UI that
+    an ``inno-notify/mlflow-run-id`` annotation links to (see :mod:`inno_notify.domain.links`).
 
     ``workspace_selectors`` pick the pods that are interactive workspaces (``live.workspace_selectors``,
     see :mod:`.workspace`); ``user_aliases`` maps a lower-case e-mail or unambiguous local part of
@@ -51,5 +52,6 @@ class ParseConfig:
     owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS
     namespace_teams: Mapping[str, str] = field(default_factory=dict)
     default_team: str | None = None
+    mlflow_url: str | None = None
     workspace_selectors: tuple[LabelSelector, ...] = ()
     user_aliases: Mapping[str, str] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..links import mlflow_links
 from ..model import JobRecord, JobStatus, KueueInfo, WorkloadKind
 from .annotations import FAMILY_KEY, indexed_lookup, read_intent
 from .config import ParseConfig
@@ -124,4 +125,5 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
         kueue=KueueInfo(local_queue=queue) if queue else None,
         labels=labels,
         resource_version=indexed_text(metadata, "resourceVersion"),
+        links=mlflow_links(layers, cfg.mlflow_url),
     )

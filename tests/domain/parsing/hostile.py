@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
@@ -27,6 +29,8 @@ from inno_notify.domain.parsing.storable import (
     TEXT_MAX_BYTES,
 )
 from tests.domain.parsing._load import load
+
+CAPTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 Path_ = tuple[str | int, ...]
 
@@ -66,6 +70,17 @@ def _job() -> dict[str, Any]:
     return job
 
 
+def _capture(path: str) -> Any:
+    return lambda: json.loads((CAPTURES / path).read_text())
+
+
+def _airflow_pod() -> dict[str, Any]:
+    pod: dict[str, Any] = json.loads((CAPTURES / "airflow/kpo-pod-running-airflow-2.9.3.json").read_text())
+    pod["metadata"]["annotations"] = {OWNER: "alice@example.com", "inno-notify/airflow-run-id": "manual__x"}
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    return pod
+
+
 def _workspace() -> dict[str, Any]:
     """A GPU pod that the default workspace selectors match (JupyterHub's and Coder's keys on it)."""
     pod = load("pod-notebook-statefulset.json")
@@ -91,6 +106,13 @@ TEMPLATES: dict[str, Any] = {
     "Workspace": _workspace,
     "Event": _event,
     "Workload": lambda: load("workload-kueue-readmitted.json"),
+    "ArgoPod": lambda: load("pod-argo-step-failed.json"),
+    "AirflowPod": _airflow_pod,
+}
+# Objects only the workflow tracker reads (the ingestion pipeline ignores these kinds).
+CRD_TEMPLATES: dict[str, Any] = {
+    "Workflow": _capture("argo/workflow-failed-exit-handlers.json"),
+    "InferenceService": _capture("kserve/inferenceservice-kfserving-0.5-canary-patch-response.json"),
 }
 KIND_OF = {
     "Job": "Job",
@@ -99,6 +121,10 @@ KIND_OF = {
     "Workspace": "Pod",
     "Event": "Event",
     "Workload": "Workload",
+    "ArgoPod": "Pod",
+    "AirflowPod": "Pod",
+    "Workflow": "Workflow",
+    "InferenceService": "InferenceService",
 }
 
 # Fields users write themselves, or that broke something once: drawn more often than the rest.
@@ -147,6 +173,42 @@ HOT_PATHS: dict[str, list[Path_]] = {
         ("status", "schedulingStats"),
         ("status", "conditions"),
         ("spec", "queueName"),
+    ],
+    "Workflow": [
+        ("metadata", "annotations", OWNER),
+        ("metadata", "annotations", "workflows.argoproj.io/pod-name-format"),
+        ("metadata", "labels", "workflows.argoproj.io/creator-email"),
+        ("status", "nodes"),
+        ("status", "nodes", "exit-handlers-n7s4n", "outputs", "exitCode"),
+        ("status", "nodes", "exit-handlers-n7s4n", "name"),
+        ("status", "nodes", "exit-handlers-n7s4n-975057257", "children"),
+        ("status", "phase"),
+        ("status", "finishedAt"),
+    ],
+    "ArgoPod": [
+        ("metadata", "annotations", "workflows.argoproj.io/node-id"),
+        ("metadata", "annotations", "workflows.argoproj.io/node-name"),
+        ("metadata", "labels", "workflows.argoproj.io/workflow"),
+        ("metadata", "ownerReferences"),
+        ("metadata", "ownerReferences", 0, "uid"),
+    ],
+    "AirflowPod": [
+        ("metadata", "labels", "dag_id"),
+        ("metadata", "labels", "run_id"),
+        ("metadata", "labels", "try_number"),
+        ("metadata", "labels", "map_index"),
+        ("metadata", "annotations", "inno-notify/airflow-run-id"),
+        ("metadata", "annotations", OWNER),
+    ],
+    "InferenceService": [
+        ("metadata", "annotations", OWNER),
+        ("metadata", "annotations", "inno-notify/trained-by"),
+        ("metadata", "annotations", "inno-notify/mlflow-run-url"),
+        ("spec", "predictor"),
+        ("spec", "predictor", "tensorflow", "resources", "limits", "cpu"),
+        ("status", "conditions"),
+        ("status", "url"),
+        ("status", "components", "predictor", "latestReadyRevision"),
     ],
 }
 
@@ -250,7 +312,7 @@ def _put(obj: Any, path: Path_, value: Any) -> None:
 
 @st.composite
 def hostile_object(draw: st.DrawFn, template: str) -> dict[str, Any]:
-    obj = TEMPLATES[template]()
+    obj = {**TEMPLATES, **CRD_TEMPLATES}[template]()
     all_paths = list(_paths(obj))
     hot = HOT_PATHS[template]
     changes = draw(
@@ -290,7 +352,7 @@ def _fits(text: str, limit: int) -> bool:
     return "\x00" not in text and len(text.encode("utf-8")) <= limit
 
 
-def assert_storable(record: JobRecord | PodRecord) -> None:
+def assert_storable(record: Any) -> None:
     """Every string without NUL, valid UTF-8, within its cap; every number within its column."""
     for where, value in _walk(record, type(record).__name__):
         if isinstance(value, str):
@@ -304,7 +366,10 @@ def assert_storable(record: JobRecord | PodRecord) -> None:
         elif isinstance(value, float):
             assert math.isfinite(value), f"{where}: {value}"
     assert _fits(record.uid, KEY_MAX_BYTES)
-    fields = _INDEXED_JOB_FIELDS if isinstance(record, JobRecord) else _INDEXED_POD_FIELDS
+    if not isinstance(record, JobRecord | PodRecord):
+        fields: tuple[str, ...] = ("namespace", "name")
+    else:
+        fields = _INDEXED_JOB_FIELDS if isinstance(record, JobRecord) else _INDEXED_POD_FIELDS
     for name in fields:
         value = getattr(record, name)
         assert value is None or _fits(value, INDEXED_MAX_BYTES), f"{name}: {len(value.encode())} bytes"

@@ -66,15 +66,34 @@ def test_running_bare_pod_has_no_end_yet() -> None:
     assert (record.status, record.finished_at, record.exit_code) == (JobStatus.RUNNING, None, None)
 
 
+def test_a_bare_gpu_pod_without_an_owner_is_recorded_without_one() -> None:
+    obj = load("pod-airflow-kpo.json")
+    del obj["metadata"]["annotations"]
+    record = parse_bare_gpu_pod(obj, CFG)
+    assert record is not None
+    assert (record.owner, record.team, record.status) == (None, "nlp", JobStatus.SUCCEEDED)
+    assert record.requested.gpus == 1.0
+
+
+def test_an_mlflow_annotation_becomes_a_link() -> None:
+    obj = load("pod-argo-step-failed.json")
+    obj["metadata"]["annotations"]["inno-notify/mlflow-run-id"] = "0f3c2b9a8e7d4c1b9a8e7d4c1b9a8e7d"
+    obj["metadata"]["annotations"]["inno-notify/mlflow-experiment-id"] = "12"
+    plain = parse_bare_gpu_pod(obj, CFG)
+    linked = parse_bare_gpu_pod(obj, ParseConfig(cluster="lab", mlflow_url="https://mlflow.example.org/"))
+    assert plain is not None and plain.links == ()
+    assert linked is not None
+    assert [(link.title, link.url) for link in linked.links] == [
+        ("MLflow run", "https://mlflow.example.org/#/experiments/12/runs/0f3c2b9a8e7d4c1b9a8e7d4c1b9a8e7d")
+    ]
+
+
 def test_pods_that_are_not_bare_gpu_workloads() -> None:
-    no_owner = load("pod-airflow-kpo.json")
-    del no_owner["metadata"]["annotations"]
     no_gpu = load("pod-airflow-kpo.json")
     no_gpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
     rejected = {
         "job pod": load_items("pods-train-resnet-succeeded.json")[0],
         "notebook of a StatefulSet": load("pod-notebook-statefulset.json"),
-        "no owner": no_owner,
         "no GPU": no_gpu,
     }
     assert {name: parse_bare_gpu_pod(obj, CFG) for name, obj in rejected.items()} == dict.fromkeys(rejected)

@@ -21,6 +21,9 @@ from inno_notify.domain.parsing import (
     parse_workload,
     relevant_event,
 )
+from inno_notify.domain.parsing.airflow import parse_airflow_pod
+from inno_notify.domain.parsing.argo import parse_argo_pod, parse_workflow
+from inno_notify.domain.parsing.kserve import parse_inference_service
 from inno_notify.domain.parsing.workspace import workspace_identity
 from inno_notify.settings import DEFAULT_WORKSPACE_SELECTORS
 from tests.domain.parsing.hostile import assert_storable, hostile_object
@@ -50,6 +53,18 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
                 workspace_identity(bare.labels)
         elif template == "Workload":
             parse_workload(obj)
+        elif template == "Workflow":
+            assert_storable(parse_workflow(obj, CFG, notes))
+        elif template == "ArgoPod":
+            pod = parse_argo_pod(obj, CFG, notes)
+            if pod is not None:
+                assert_storable(pod)
+        elif template == "AirflowPod":
+            pod = parse_airflow_pod(obj, CFG, notes)
+            if pod is not None:
+                assert_storable(pod)
+        elif template == "InferenceService":
+            assert_storable(parse_inference_service(obj, CFG, notes))
         else:
             if relevant_event(obj) is not None:
                 assert 0 <= event_count(obj) <= 2**31 - 1
@@ -58,7 +73,21 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
     assert all(note.field in ("owner", "completion_index") for note in notes)
 
 
-@pytest.mark.parametrize("template", ["Job", "Pod", "BarePod", "Workspace", "Event", "Workload"])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Job",
+        "Pod",
+        "BarePod",
+        "Workspace",
+        "Event",
+        "Workload",
+        "Workflow",
+        "ArgoPod",
+        "AirflowPod",
+        "InferenceService",
+    ],
+)
 def test_only_parse_errors_escape_and_accepted_records_are_storable(template: str) -> None:
     @FAST
     @given(obj=hostile_object(template))

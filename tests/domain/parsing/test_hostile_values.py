@@ -102,11 +102,12 @@ def test_owner_is_exactly_one_address(written: str, owner: str | None) -> None:
     assert notes == ([] if owner else [SetAside("owner", "not_one_address")])
 
 
-def test_a_bare_gpu_pod_whose_owner_is_two_addresses_is_not_a_workload() -> None:
+def test_a_bare_gpu_pod_whose_owner_is_two_addresses_has_no_owner() -> None:
     pod = load("pod-airflow-kpo.json")
     pod["metadata"].setdefault("annotations", {})[OWNER] = "attacker@evil.example,victim@corp.example"
     notes: list[SetAside] = []
-    assert parse_bare_gpu_pod(pod, CFG, notes) is None
+    record = parse_bare_gpu_pod(pod, CFG, notes)
+    assert record is not None and record.owner is None
     assert notes == [SetAside("owner", "not_one_address")]
 
 

@@ -188,8 +188,9 @@ def test_what_is_not_a_workspace(captures: Path) -> None:
     job_pod = jupyterhub_pod(captures)
     job_pod["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "job-1"
     assert parse(job_pod) is None
-    # Without selectors the bare-pod rules apply: no owner key, nothing recorded.
-    assert parse(jupyterhub_pod(captures), ParseConfig(cluster="lab")) is None
+    # Without selectors the bare-pod rules apply: a bare GPU pod, its owner only from inno-notify/owner.
+    bare = parse(jupyterhub_pod(captures), ParseConfig(cluster="lab"))
+    assert bare is not None and (bare.kind, bare.owner) == (WorkloadKind.POD, None)
     # An unrelated GPU pod with an owner is a bare pod, not a workspace.
     other = pod("train-x", "ml", {"app": "x"}, {"inno-notify/owner": "bob@example.com"})
     record = parse(other)

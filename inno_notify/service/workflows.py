@@ -1,0 +1,681 @@
+"""Workflows and served models: the tracker that records them, the summarizer that sums workflows up.
+
+The tracker taps the watch (the ingestion pipeline hands it every event first): Argo Workflows,
+KServe InferenceServices, and the pods of workflow steps (Argo step pods, Airflow
+KubernetesPodOperator pods). It parses them (domain.parsing.argo, .airflow, .kserve) and writes a
+batch in one transaction: the workflows, their pods, and each workflow's end, recorded once. An
+Airflow run is rebuilt from all its pods each time one of them changes. An InferenceService that
+became Ready with a new revision is announced there and then (service.serving).
+
+The summarizer closes Airflow runs that went quiet (`workflows.airflow_quiet_seconds` without a
+running pod), then claims the ended workflows whose summary is due (leased, like usage collection)
+and waits for their GPU steps to be measured by the usage collector: once every GPU step pod is
+summarized (its own summary folded away by `FoldingPlanner`), or `prometheus.give_up_after_seconds`
+went by, the workflow's summary is routed and enqueued with its figures, in one transaction.
+
+Every object is hostile until parsed: one that cannot be parsed or stored is set aside, counted in
+`inno_notify_rejected_objects_total{resource,reason}`, logged once and stored in rejected_objects,
+and the rest of its batch is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from inno_notify.adapters.db import failures
+from inno_notify.adapters.db.repository import (
+    Store,
+    SummaryState,
+    TerminalWorkflow,
+    WorkflowState,
+    WorkflowTransaction,
+)
+from inno_notify.domain.messages import MESSAGE_KEY, encode_workflow
+from inno_notify.domain.model import (
+    DirectoryUser,
+    JobRecord,
+    JobStatus,
+    Notification,
+    NotificationKind,
+    RejectedObject,
+    Team,
+)
+from inno_notify.domain.parsing import ParseConfig, ParseError, SetAside, identity
+from inno_notify.domain.parsing.airflow import parse_airflow_pod
+from inno_notify.domain.parsing.argo import creator_matches, parse_argo_pod, parse_workflow
+from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD, mapping, timestamp
+from inno_notify.domain.parsing.kserve import parse_inference_service
+from inno_notify.domain.routing import Audience, plan_message
+from inno_notify.domain.serving import ServingRecord
+from inno_notify.domain.workflows import (
+    AIRFLOW_KPO_LABEL,
+    ARGO_WORKFLOW_LABEL,
+    WorkflowKind,
+    WorkflowPod,
+    WorkflowRecord,
+    airflow_quiet_since,
+    airflow_run,
+    folded_kind,
+    summarize_workflow,
+)
+from inno_notify.service.planner import DirectoryPlanner, shown
+from inno_notify.service.serving import ServingAnnouncer
+from inno_notify.settings import Settings
+from inno_notify.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+JsonObj = dict[str, Any]
+Clock = Callable[[], datetime]
+Sleep = Callable[[float], Awaitable[None]]
+# The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
+Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Team]]]]
+PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
+
+WORKFLOW, SERVICE, POD = "Workflow", "InferenceService", "Pod"
+_RELIST = "relist"
+UNSTORABLE = "unstorable"
+INTERNAL_ERROR = "internal_error"
+# Job summary states in which a step pod's figures are final (measured, or given up on).
+_SETTLED = frozenset({SummaryState.SUMMARIZED.value, SummaryState.REMEASURE.value, SummaryState.SILENT.value})
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowOptions:
+    catch_up_seconds: float = 3600.0
+    metrics_delay_seconds: float = 60.0
+    give_up_after_seconds: float = 1800.0
+    airflow_quiet_seconds: float = 300.0
+    poll_seconds: float = 5.0
+    # A workflow whose GPU steps are not measured yet is looked at again after this long.
+    retry_seconds: float = 30.0
+    batch_max: int = 500
+    queue_max: int = 10_000
+    steps_shown: int = 30
+    logged_once_max: int = 10_000
+
+
+@dataclass(slots=True)
+class TrackerStats:
+    events: int = 0
+    batches: int = 0
+    workflows_ended: int = 0
+    rejected: int = 0
+    dropped_batches: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def is_workflow_pod(obj: object) -> bool:
+    """A pod of an Argo step or an Airflow KPO task, told by its labels without parsing it."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if not isinstance(labels, dict):
+        return False
+    return ARGO_WORKFLOW_LABEL in labels or labels.get(AIRFLOW_KPO_LABEL) == "True"
+
+
+def _shown(value: object) -> str:
+    return shown(value)
+
+
+class _Rejections:
+    """Objects set aside: counted, logged once per (kind, uid, reason), stored in rejected_objects."""
+
+    def __init__(self, cluster: str, telemetry: Telemetry | None, logged_max: int) -> None:
+        self.cluster = cluster
+        self.telemetry = telemetry
+        self.pending: list[RejectedObject] = []
+        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._logged_max = logged_max
+
+    def object(self, kind: str, obj: object, uid: str, reason: str, detail: str) -> None:
+        _, namespace, name = identity(obj)
+        if self.telemetry is not None:
+            self.telemetry.rejected_objects.labels(kind, reason).inc()
+        if self._first(kind, uid or f"{namespace}/{name}", reason):
+            log.warning(
+                "set aside %s uid=%s namespace=%s name=%s: %s (%s)",
+                kind,
+                _shown(uid),
+                _shown(namespace),
+                _shown(name),
+                reason,
+                _shown(detail),
+            )
+        self.pending.append(RejectedObject(self.cluster, kind, uid, reason, namespace, name, detail))
+
+    def value(self, kind: str, uid: str, note: SetAside) -> None:
+        if self.telemetry is not None:
+            self.telemetry.rejected_values.labels(kind, note.field, note.reason).inc()
+        if self._first(kind, uid, f"{note.field}:{note.reason}"):
+            log.warning("%s uid=%s: %s dropped (%s)", kind, _shown(uid), note.field, note.reason)
+
+    def _first(self, kind: str, uid: str, what: str) -> bool:
+        key = (kind, uid, what)
+        if key in self._logged:
+            self._logged.move_to_end(key)
+            return False
+        self._logged[key] = None
+        if len(self._logged) > self._logged_max:
+            self._logged.popitem(last=False)
+        return True
+
+    async def store(self, store: Store, now: datetime) -> None:
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        try:
+            await store.record_rejected(pending, now)
+        except Exception as exc:  # bookkeeping must not stop tracking
+            log.error("recording %d set-aside object(s) failed: %s", len(pending), failures.describe(exc))
+
+
+@dataclass(slots=True)
+class _Parsed:
+    kind: str
+    uid: str
+    obj: JsonObj
+    workflow: WorkflowRecord | None = None
+    pod: WorkflowPod | None = None
+    service: ServingRecord | None = None
+
+
+class WorkflowTracker:
+    """Records Workflows, step pods and InferenceServices; a tap of the ingestion pipeline."""
+
+    def __init__(
+        self,
+        store: Store,
+        parse_config: ParseConfig,
+        options: WorkflowOptions,
+        clock: Clock,
+        started_at: datetime,
+        announcer: ServingAnnouncer,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.store = store
+        self.cfg = parse_config
+        self.options = options
+        self.clock = clock
+        self.started_at = started_at
+        self.announcer = announcer
+        self.stats = TrackerStats()
+        self._queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue(options.queue_max)
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._rejections = _Rejections(parse_config.cluster, telemetry, options.logged_once_max)
+
+    # --- the watch's callbacks (through the ingestor): only what is ours is queued -------------------
+
+    async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
+        if kind in (WORKFLOW, SERVICE) or (kind == POD and is_workflow_pod(obj)):
+            self._idle.clear()
+            await self._queue.put((kind, event_type, obj))
+
+    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+        if kind == WORKFLOW:
+            self._idle.clear()
+            await self._queue.put((_RELIST, kind, objects))
+
+    async def drained(self) -> None:
+        """Waits until everything handed over so far is written (tests, shutdown)."""
+        await self._idle.wait()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Drains the queue in batches until `stop` is set (then finishes what is queued)."""
+        while True:
+            getter = asyncio.ensure_future(self._queue.get())
+            stopping = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getter, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
+                if self._queue.empty():
+                    return
+                items = [self._queue.get_nowait()]
+            else:
+                stopping.cancel()
+                items = [getter.result()]
+            while len(items) < self.options.batch_max and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            try:
+                await self.apply(items)
+            except Exception:
+                self.stats.dropped_batches += 1
+                log.exception(
+                    "tracking %d workflow event(s) failed unexpectedly; they are dropped", len(items)
+                )
+            if self._queue.empty():
+                self._idle.set()
+
+    # --- one batch ------------------------------------------------------------------------------------
+
+    async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
+        now = self.clock()
+        parsed: dict[tuple[str, str], _Parsed] = {}
+        relists: list[list[JsonObj]] = []
+        for kind, event_type, obj in items:
+            if kind == _RELIST:
+                relists.append(obj)
+                continue
+            self.stats.events += 1
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
+            unit = self._parse(kind, event_type, obj, now)
+            if unit is not None:
+                parsed[(kind, unit.uid)] = unit  # the last state of an object in the batch wins
+        units = list(parsed.values())
+        writable = [u for u in units if u.service is None]
+        await self._write(writable, relists, now)
+        for unit in units:
+            if unit.service is not None:
+                await self._announce(unit, now)
+        await self._rejections.store(self.store, now)
+        self.stats.batches += 1
+
+    def _parse(self, kind: str, event_type: str, obj: JsonObj, now: datetime) -> _Parsed | None:
+        uid, _, _ = identity(obj)
+        if uid is None:
+            metadata = obj.get("metadata") if isinstance(obj, dict) else None
+            has_uid = isinstance(metadata, dict) and metadata.get("uid") not in (None, "")
+            reason = BAD_KEY if has_uid else MISSING_FIELD
+            self._reject(kind, obj, "", reason, "metadata.uid is missing or not usable as a key")
+            return None
+        notes: list[SetAside] = []
+        try:
+            unit = _Parsed(kind, uid, obj)
+            if kind == WORKFLOW:
+                workflow = parse_workflow(obj, self.cfg, notes)
+                unit.workflow = self._deleted(workflow, obj, now) if event_type == "DELETED" else workflow
+            elif kind == SERVICE:
+                if event_type == "DELETED":
+                    return None
+                unit.service = parse_inference_service(obj, self.cfg, notes)
+            else:
+                pod = parse_argo_pod(obj, self.cfg, notes) or parse_airflow_pod(obj, self.cfg, notes)
+                if pod is None:
+                    return None
+                if event_type == "DELETED" and pod.deleted_at is None:
+                    pod = replace(pod, deleted_at=now)
+                unit.pod = pod
+        except ParseError as exc:
+            self._reject(kind, obj, uid, exc.reason, str(exc))
+            return None
+        except Exception as exc:  # a bug in a parser must cost one object, not the tracker
+            log.error("parsing %s %s failed unexpectedly", kind, _shown(uid), exc_info=exc)
+            self._reject(kind, obj, uid, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            return None
+        for note in notes:
+            self._rejections.value(kind, uid, note)
+        return unit
+
+    @staticmethod
+    def _deleted(record: WorkflowRecord, obj: JsonObj, now: datetime) -> WorkflowRecord:
+        """A workflow deleted before it ended ended then."""
+        if record.status.is_terminal:
+            return record
+        deleted_at = timestamp(mapping(obj, "metadata"), "deletionTimestamp") or now
+        return replace(record, status=JobStatus.DELETED, finished_at=deleted_at)
+
+    def _reject(self, kind: str, obj: object, uid: str, reason: str, detail: str) -> None:
+        self.stats.rejected += 1
+        self._rejections.object(kind, obj, uid, reason, detail)
+
+    async def _write(self, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime) -> None:
+        """Writes the batch in one transaction; if the database refuses it for its data, each object
+        on its own, and the one it refuses is set aside."""
+        if not units and not relists:
+            return
+        try:
+            await self._write_retrying(units, relists, now)
+            return
+        except Exception as exc:
+            if len(units) + len(relists) <= 1:
+                self._refused(units, exc)
+                return
+        for unit in units:
+            try:
+                await self._write_retrying([unit], [], now)
+            except Exception as exc:
+                self._refused([unit], exc)
+        for relist in relists:
+            try:
+                await self._write_retrying([], [relist], now)
+            except Exception as exc:
+                log.error("reconciling the Workflow relist failed (%s)", failures.describe(exc))
+
+    def _refused(self, units: list[_Parsed], exc: Exception) -> None:
+        reason = UNSTORABLE if failures.is_database_error(exc) else INTERNAL_ERROR
+        if reason == INTERNAL_ERROR:
+            log.error("writing a workflow object failed (%s)", failures.describe(exc), exc_info=exc)
+        for unit in units:
+            self._reject(unit.kind, unit.obj, unit.uid, reason, failures.describe(exc))
+
+    async def _write_retrying(
+        self, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime
+    ) -> None:
+        delay = 0.1
+        while True:
+            try:
+                async with self.store.workflow_transaction() as tx:
+                    self.stats.workflows_ended += await self._merge_and_write(tx, units, relists, now)
+                return
+            except Exception as exc:
+                if not failures.is_transient(exc):
+                    raise
+                log.warning(
+                    "writing workflows failed (%s); retrying in %.1f s", failures.describe(exc), delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _merge_and_write(
+        self, tx: WorkflowTransaction, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime
+    ) -> int:
+        cluster = self.cfg.cluster
+        workflows = [u.workflow for u in units if u.workflow is not None]
+        pods = [u.pod for u in units if u.pod is not None]
+        runs = sorted({p.workflow_uid for p in pods if p.kind is WorkflowKind.AIRFLOW})
+        stored = await tx.get_workflows(cluster, [w.uid for w in workflows] + runs)
+        records: list[tuple[WorkflowRecord, datetime | None]] = []
+        ends: list[TerminalWorkflow] = []
+        for workflow in workflows:
+            old = stored.get(workflow.uid)
+            if old is not None and old.status.is_terminal:
+                continue  # what ended stays as it ended (a late, older state changes nothing)
+            records.append((workflow, None))
+            if workflow.status.is_terminal:
+                ends.append(self._end(workflow, now))
+        if runs:
+            stored_pods = await tx.pods_of_workflows(cluster, runs)
+            for run in runs:
+                old = stored.get(run)
+                if old is not None and old.status.is_terminal:
+                    continue  # closed already: a late pod is recorded, the summary is not redone
+                members = {p.uid: p for p in stored_pods.get(run, [])}
+                members.update({p.uid: p for p in pods if p.workflow_uid == run})
+                records.append(
+                    (
+                        airflow_run(cluster, list(members.values()), finished=False),
+                        airflow_quiet_since(members.values()),
+                    )
+                )
+        for objects in relists:
+            ends.extend(await self._deleted_in_gap(tx, objects, {w.uid for w in workflows}, records, now))
+        return await tx.write(records, pods, ends, cluster)
+
+    async def _deleted_in_gap(
+        self,
+        tx: WorkflowTransaction,
+        objects: list[JsonObj],
+        seen: set[str],
+        records: list[tuple[WorkflowRecord, datetime | None]],
+        now: datetime,
+    ) -> list[TerminalWorkflow]:
+        """Open Argo workflows missing from a relist were deleted while the watch was away."""
+        present = {identity(o)[0] for o in objects}
+        ends = []
+        for workflow in await tx.open_workflows(self.cfg.cluster, WorkflowKind.ARGO):
+            if workflow.uid in present or workflow.uid in seen:
+                continue
+            closed = replace(workflow, status=JobStatus.DELETED, finished_at=workflow.finished_at or now)
+            records.append((closed, None))
+            ends.append(self._end(closed, now))
+        return ends
+
+    def _end(self, workflow: WorkflowRecord, now: datetime) -> TerminalWorkflow:
+        ended = workflow.finished_at or now
+        horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
+        if ended < horizon:
+            return TerminalWorkflow(workflow.uid, now, WorkflowState.SILENT, None)
+        due = ended + timedelta(seconds=self.options.metrics_delay_seconds)
+        return TerminalWorkflow(workflow.uid, now, WorkflowState.AWAITING, due)
+
+    async def _announce(self, unit: _Parsed, now: datetime) -> None:
+        assert unit.service is not None
+        try:
+            await self.announcer.observe(unit.service, now)
+        except Exception as exc:
+            if failures.is_transient(exc):
+                # The database is away: the next event or relist of the service brings it back.
+                log.warning(
+                    "recording InferenceService %s failed: %s", _shown(unit.uid), failures.describe(exc)
+                )
+                return
+            self._refused([unit], exc)
+
+
+# --- the summarizer -------------------------------------------------------------------------------------
+
+
+def resolve_owner(
+    workflow: WorkflowRecord, users: Iterable[DirectoryUser], step_owners: Iterable[str | None]
+) -> str | None:
+    """Whose workflow it is: its own owner annotation; else the directory user who submitted it
+    (Argo's creator labels, matched by Argo's own reduction, only when exactly one matches); else
+    the owner written on its GPU steps' pods."""
+    if workflow.owner is not None:
+        return workflow.owner
+    if workflow.creator is not None:
+        matched = [u.email for u in users if creator_matches(workflow.creator, u.email)]
+        if len(matched) == 1:
+            return matched[0]
+    return next((owner for owner in step_owners if owner), None)
+
+
+class WorkflowSummarizer:
+    """Closes quiet Airflow runs and enqueues the summaries of ended workflows, once each."""
+
+    def __init__(
+        self,
+        store: Store,
+        directory: Directory,
+        enabled_channels: frozenset[str],
+        options: WorkflowOptions,
+        clock: Clock,
+        started_at: datetime,
+        *,
+        allowed_email_domains: Collection[str] = (),
+        lease_seconds: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.enabled_channels = enabled_channels
+        self.options = options
+        self.clock = clock
+        self.started_at = started_at
+        self.allowed_email_domains = tuple(allowed_email_domains)
+        self.lease_seconds = lease_seconds
+        self.summarized = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                done = await self.run_once(self.clock())
+            except Exception:
+                log.exception("workflow round failed; trying again in %.1f s", self.options.poll_seconds)
+                done = 0
+            if done:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.options.poll_seconds)
+
+    async def run_once(self, now: datetime) -> int:
+        """One round at `now`; returns how many workflows it closed or summarized."""
+        closed = await self._close_quiet_runs(now)
+        due = await self.store.claim_workflows_due(now, self.options.batch_max, self.lease_seconds)
+        summarized = 0
+        for workflow in due:
+            try:
+                summarized += await self._summarize(workflow, now)
+            except Exception:
+                # Left leased: it comes back after the lease, and one bad workflow stops no other.
+                log.exception(
+                    "summarizing workflow %s failed", _shown(f"{workflow.namespace}/{workflow.name}")
+                )
+        return closed + summarized
+
+    async def _close_quiet_runs(self, now: datetime) -> int:
+        quiet_before = now - timedelta(seconds=self.options.airflow_quiet_seconds)
+        closed = 0
+        for record, pods in await self.store.quiet_airflow_runs(quiet_before, self.options.batch_max):
+            if not pods:
+                continue
+            finished = airflow_run(record.cluster, pods, finished=True)
+            ended = finished.finished_at or now
+            horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
+            if ended < horizon:
+                end = TerminalWorkflow(record.uid, now, WorkflowState.SILENT, None)
+            else:
+                due = max(now, ended + timedelta(seconds=self.options.metrics_delay_seconds))
+                end = TerminalWorkflow(record.uid, now, WorkflowState.AWAITING, due)
+            if await self.store.close_airflow_run(finished, end):
+                closed += 1
+                log.info(
+                    "Airflow run %s %s ended (%s)",
+                    _shown(record.name),
+                    _shown(record.run_id),
+                    finished.status.value,
+                )
+        return closed
+
+    async def _summarize(self, workflow: WorkflowRecord, now: datetime) -> int:
+        cluster = workflow.cluster
+        pods = await self.store.workflow_pods(cluster, workflow.uid)
+        keys = {attempt.key for step in workflow.steps for attempt in step.attempts}
+        by_step = workflow.kind is WorkflowKind.ARGO
+        gpu_pods = [p for p in pods if p.gpus > 0 and (p.step_key if by_step else p.uid) in keys]
+        figures, states = await self.store.step_figures(cluster, [p.uid for p in gpu_pods])
+        waiting = [p.uid for p in gpu_pods if states.get(p.uid) not in _SETTLED]
+        ended = workflow.finished_at or now
+        give_up_at = ended + timedelta(
+            seconds=self.options.metrics_delay_seconds + self.options.give_up_after_seconds
+        )
+        if waiting and now < give_up_at:
+            later = min(give_up_at, now + timedelta(seconds=self.options.retry_seconds))
+            await self.store.reschedule_workflow(cluster, workflow.uid, later)
+            return 0
+        summary = summarize_workflow(workflow, pods, figures, steps_shown=self.options.steps_shown)
+        users, teams = await self.directory()
+        owner = resolve_owner(
+            workflow, users.values(), (figures[p.uid][0].owner for p in gpu_pods if p.uid in figures)
+        )
+        plan = plan_message(
+            Audience(
+                namespace=workflow.namespace,
+                owner=owner,
+                team=workflow.team,
+                notify=workflow.notify,
+                channels=workflow.channels,
+                failed=workflow.status is JobStatus.FAILED,
+            ),
+            NotificationKind.WORKFLOW_SUMMARY,
+            f"{cluster}/{workflow.uid}",
+            {MESSAGE_KEY: encode_workflow(summary)},
+            users,
+            teams,
+            self.enabled_channels,
+            now,
+            cluster=cluster,
+            allowed_email_domains=self.allowed_email_domains,
+        )
+        if plan.silent_reason:
+            log.info(
+                "workflow %s gets no summary: %s",
+                _shown(f"{workflow.namespace}/{workflow.name}"),
+                plan.silent_reason,
+            )
+        await self.store.complete_workflow(cluster, workflow.uid, plan.notifications)
+        self.summarized += 1
+        return 1
+
+
+# --- the steps' own summaries -----------------------------------------------------------------------------
+
+
+class FoldingPlanner:
+    """Plans a finished job's summary, except for pipeline steps: their figures go into the workflow's
+    summary instead. An Argo step is folded only when its Workflow is tracked (watching Argo is
+    off, or the Workflow was never seen: the step keeps its own summary); an Airflow task always
+    is (the tracker builds its run from the same pods)."""
+
+    def __init__(self, inner: PlanNotifications, store: Store) -> None:
+        self.inner = inner
+        self.store = store
+
+    async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
+        kind = folded_kind(job)
+        if kind is WorkflowKind.AIRFLOW:
+            return []
+        if kind is WorkflowKind.ARGO:
+            name = job.labels.get(ARGO_WORKFLOW_LABEL, "")
+            if await self.store.find_workflow(job.cluster, job.namespace, name) is not None:
+                return []
+        return await self.inner(job, now)
+
+
+# --- composition -----------------------------------------------------------------------------------------
+
+Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+@dataclass(slots=True)
+class WorkflowParts:
+    """What the runtime composes: the tracker (a tap of the ingestor), the summarizer, and the planner
+    the usage collector uses (steps folded into their workflow)."""
+
+    tracker: WorkflowTracker
+    summarizer: WorkflowSummarizer
+    planner: FoldingPlanner
+    announcer: ServingAnnouncer
+
+    @property
+    def components(self) -> list[tuple[str, Component]]:
+        return [("workflows", self.tracker.run), ("workflow-summaries", self.summarizer.run)]
+
+
+def build_workflows(
+    settings: Settings,
+    store: Store,
+    planner: DirectoryPlanner,
+    parse_config: ParseConfig,
+    clock: Clock,
+    *,
+    started_at: datetime,
+    poll_seconds: float = 5.0,
+    telemetry: Telemetry | None = None,
+) -> WorkflowParts:
+    options = WorkflowOptions(
+        catch_up_seconds=settings.kubernetes.catch_up_seconds,
+        metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
+        give_up_after_seconds=settings.prometheus.give_up_after_seconds,
+        airflow_quiet_seconds=settings.workflows.airflow_quiet_seconds,
+        poll_seconds=poll_seconds,
+    )
+    domains = settings.notify.allowed_email_domains
+    announcer = ServingAnnouncer(
+        store,
+        planner.directory,
+        planner.enabled_channels,
+        started_at,
+        options.catch_up_seconds,
+        allowed_email_domains=domains,
+    )
+    tracker = WorkflowTracker(store, parse_config, options, clock, started_at, announcer, telemetry)
+    summarizer = WorkflowSummarizer(
+        store,
+        planner.directory,
+        planner.enabled_channels,
+        options,
+        clock,
+        started_at,
+        allowed_email_domains=domains,
+    )
+    return WorkflowParts(tracker, summarizer, FoldingPlanner(planner, store), announcer)

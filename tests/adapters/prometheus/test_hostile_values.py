@@ -1,0 +1,98 @@
+"""An exporter's nonsense in one pod's series stays that pod's: values past what a float of bytes
+holds are not measurements, and the round's other pods are measured as usual.
+
+A glitching dcgm-exporter reporting 10^305 MiB of framebuffer used turned into an OverflowError
+(float infinity to integer) while the round was assembled, and the whole round failed with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from inno_notify.adapters.prometheus.batching import PodWindow
+from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
+from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
+from tests.adapters.prometheus import metricgen, scenario
+from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace
+from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
+from tests.adapters.prometheus.test_measure import check_against_truth
+
+pytestmark = pytest.mark.prometheus
+
+HOUR = 3600.0
+HUGE_MIB = 10**305  # times 2**20 bytes: past the largest float
+
+
+def _pods() -> tuple[list[Gpu], list[PodTrace]]:
+    gpus = [
+        Gpu("gpu-node-1", 0, "GPU-0100-a100"),
+        Gpu("gpu-node-1", 1, "GPU-0101-a100", fb_total_mib=2 * HUGE_MIB),  # the glitching one
+        Gpu("gpu-node-1", 2, "GPU-0102-a100"),
+    ]
+    pods = [
+        PodTrace(
+            "research",
+            f"train-{k}-ab{k:03d}",
+            scenario.uid(500 + k),
+            scenario.START + 600,
+            scenario.START + 2 * HOUR,
+            gpus=[GpuUse(gpus[k], scenario.const(40.0 + k), scenario.const(HUGE_MIB if k == 1 else 2000.0))],
+            containers=[Container("main", scenario.const((k + 1) * scenario.GIB), scenario.const(1.0))],
+        )
+        for k in range(3)
+    ]
+    return gpus, pods
+
+
+@pytest.fixture(scope="module")
+def hostile(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[PrometheusServer, list[PodTrace], dict]]:  # type: ignore[type-arg]
+    if not HAVE_PROMETHEUS:
+        pytest.skip("prometheus/promtool not installed")
+    tmp: Path = tmp_path_factory.mktemp("prom-hostile")
+    gpus, pods = _pods()
+    truth, _ = metricgen.generate(
+        tmp / "data.om",
+        gpus,
+        pods,
+        start=scenario.START,
+        end=scenario.START + 3 * HOUR,
+        scrape=scenario.SCRAPE,
+    )
+    backfill(tmp / "data.om", tmp / "tsdb")
+    with PrometheusServer(tmp / "tsdb") as server:
+        yield server, pods, truth
+
+
+async def test_a_pods_nonsense_values_are_not_measured_and_the_others_are(
+    hostile: tuple[PrometheusServer, list[PodTrace], dict],  # type: ignore[type-arg]
+) -> None:
+    server, pods, truth = hostile
+    client = PrometheusClient(ClientConfig(url=server.url, timeout_seconds=30))
+    try:
+        meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
+        windows = [
+            PodWindow(
+                p.namespace,
+                p.name,
+                p.uid,
+                datetime.fromtimestamp(p.start, UTC),
+                datetime.fromtimestamp(p.end, UTC),
+            )
+            for p in pods
+        ]
+        measured = await meter.measure_pods(windows)
+    finally:
+        client.close()
+    assert set(measured) == {p.uid for p in pods}
+    for pod in (pods[0], pods[2]):
+        check_against_truth(measured[pod.uid], truth[pod.uid])
+    (gpu,) = measured[pods[1].uid].gpus
+    assert (gpu.fb_used_peak_bytes, gpu.fb_total_bytes) == (None, None)
+    assert gpu.util_mean_percent == pytest.approx(41.0, abs=1e-6)  # what is a measurement still is
+    assert measured[pods[1].uid].pod.memory_peak_bytes == 2 * scenario.GIB

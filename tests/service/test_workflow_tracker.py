@@ -1,0 +1,241 @@
+"""The workflow tracker and summarizer on both databases, fed events directly: hostile objects are set
+aside without stopping anyone else's workflow, a workflow deleted while the watch was away is closed
+at the relist, a summary waits for its GPU steps' figures but not forever, an Argo step whose
+Workflow is not tracked keeps its own summary, and an unowned GPU pod reaches the team's leads only
+where the team asks for it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.repository import SummaryState, WorkflowState
+from inno_notify.domain.messages import decode_workflow
+from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, Team
+from inno_notify.domain.parsing import ParseConfig
+from inno_notify.runtime import Pipeline, build_pipeline, seed_directory
+from inno_notify.service.serving import ServingAnnouncer
+from inno_notify.service.workflows import WorkflowOptions, WorkflowTracker
+from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS
+from inno_notify.sim.objects import JobSpec, job_object, pod_object, pod_running, pod_terminated
+from inno_notify.sim.pipelines import Change, SimArgoWorkflow, SimAttempt, SimStep, argo_changes
+from inno_notify.telemetry import Telemetry
+from tests.domain.parsing.hostile import KIND_OF, hostile_object
+
+from .workflow_support import T0, Clock, RecordingSender, StepMeter
+from .workflow_support import settings as make_settings
+
+_serial = itertools.count()
+
+
+def attempt(start: float, minutes: float, exit_code: int = 0) -> SimAttempt:
+    return SimAttempt(T0 + timedelta(minutes=start), minutes * 60, exit_code)
+
+
+def simple_workflow(gpus: int = 1, name: str | None = None) -> SimArgoWorkflow:
+    return SimArgoWorkflow(
+        name=name or f"wf-{next(_serial)}",
+        namespace="face-research",
+        created=T0,
+        owner="alice@example.com",
+        steps=(SimStep("prepare", (attempt(1, 5),)), SimStep("train", (attempt(7, 30),), gpus=gpus)),
+    )
+
+
+def events(changes: list[Change]) -> list[tuple[str, str, dict[str, Any]]]:
+    kinds = {ARGO_WORKFLOWS: "Workflow", PODS: "Pod"}
+    out = []
+    for change in sorted(changes, key=lambda c: c.at):
+        kind = kinds[change.rt]
+        op = {"create": "ADDED", "update": "MODIFIED", "delete": "DELETED"}[change.op]
+        out.append((kind, op, change.obj))
+    return out
+
+
+async def pipeline_on(
+    store: Store,
+    database_url: str,
+    meter: StepMeter | None = None,
+    telemetry: Telemetry | None = None,
+    **teams: Any,
+) -> tuple[Pipeline, Clock, RecordingSender]:
+    config = make_settings(database_url)
+    await seed_directory(store, config)
+    if teams:
+        await store.replace_teams([Team(name, **spec) for name, spec in teams.items()])
+    clock = Clock(T0)
+    sender = RecordingSender()
+    pipeline = build_pipeline(
+        config, store, meter or StepMeter({}), {"email": sender}, clock, started_at=T0, telemetry=telemetry
+    )
+    return pipeline, clock, sender
+
+
+async def feed(pipeline: Pipeline, items: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """What the watch would hand over: the ingestor's taps first, then the ingestor itself."""
+    assert pipeline.workflows is not None
+    tracked = [i for i in items if i[0] == "Workflow" or i[0] == "InferenceService" or i[0] == "Pod"]
+    await pipeline.workflows.tracker.apply(
+        [i for i in tracked if i[0] != "Pod" or "workflows.argoproj.io/workflow" in str(i[2].get("metadata"))]
+    )
+    await pipeline.ingestor.apply([i for i in items if i[0] in ("Job", "Pod", "Event", "Workload")])
+
+
+async def rounds(pipeline: Pipeline, clock: Clock, minutes: float) -> None:
+    clock.now = T0 + timedelta(minutes=minutes)
+    assert pipeline.workflows is not None
+    await pipeline.collector.run_once(clock.now)
+    await pipeline.workflows.summarizer.run_once(clock.now)
+    await pipeline.dispatcher.run_once(clock.now)
+
+
+hostile_items = st.lists(
+    st.sampled_from(["Workflow", "InferenceService", "ArgoPod", "AirflowPod"]).flatmap(
+        lambda template: st.tuples(
+            st.just(KIND_OF[template]),
+            st.sampled_from(["ADDED", "MODIFIED", "DELETED"]),
+            hostile_object(template),
+        )
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(hostile=hostile_items, position=st.integers(0, 4))
+async def test_hostile_objects_never_stop_anyone_elses_workflow(
+    store: Store, database_url: str, hostile: list[tuple[str, str, Any]], position: int
+) -> None:
+    registry = CollectorRegistry()
+    tracker = bare_tracker(store, Telemetry.create(registry))
+    normal = simple_workflow()
+    items = events(argo_changes(normal))
+    await tracker.apply([*items[:position], *hostile, *items[position:]])
+    assert tracker.stats.dropped_batches == 0
+    record = await store.get_workflow("test", normal.uid)
+    assert record is not None and record.status is JobStatus.SUCCEEDED
+    rejected = await store.rejected_objects("test")
+    counted = sum(
+        value
+        for metric in registry.collect()
+        if metric.name == "inno_notify_rejected_objects"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+        for value in [sample.value]
+    )
+    assert counted == tracker.stats.rejected
+    assert bool(rejected) or not tracker.stats.rejected
+
+
+async def no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
+    return {}, {}
+
+
+def bare_tracker(store: Store, telemetry: Telemetry) -> WorkflowTracker:
+    """The tracker alone (no directory, no channels): what parsing and writing do with any object."""
+    announcer = ServingAnnouncer(store, no_directory, frozenset(), T0, 3600)
+    return WorkflowTracker(
+        store, ParseConfig(cluster="test"), WorkflowOptions(), Clock(T0), T0, announcer, telemetry
+    )
+
+
+async def test_a_workflow_deleted_while_the_watch_was_away_is_closed_at_the_relist(
+    store: Store, database_url: str
+) -> None:
+    pipeline, clock, _ = await pipeline_on(store, database_url)
+    assert pipeline.workflows is not None
+    wf = simple_workflow(gpus=0)
+    running = [e for e in events(argo_changes(wf)) if e[0] == "Workflow"][:3]
+    await feed(pipeline, running)
+    assert await store.workflow_state("test", wf.uid) is WorkflowState.OPEN
+    clock.now = T0 + timedelta(minutes=20)
+    await pipeline.workflows.tracker.on_relist("Workflow", [])
+    await pipeline.workflows.tracker.apply([("relist", "Workflow", [])])
+    record = await store.get_workflow("test", wf.uid)
+    assert record is not None and (record.status, record.finished_at) == (JobStatus.DELETED, clock.now)
+    await rounds(pipeline, clock, 22)
+    [row] = (await store.list_notifications())[0]
+    assert (
+        row.kind is NotificationKind.WORKFLOW_SUMMARY
+        and decode_workflow(row.payload).status is JobStatus.DELETED
+    )
+
+
+async def test_a_summary_waits_for_its_gpu_steps_figures_then_gives_up(
+    store: Store, database_url: str
+) -> None:
+    pipeline, clock, _ = await pipeline_on(store, database_url)
+    assert pipeline.workflows is not None
+    wf = simple_workflow(gpus=1)
+    await feed(pipeline, events(argo_changes(wf)))
+    end_minutes = (wf.end - T0).total_seconds() / 60
+    # No usage round ran: the GPU step is not measured, so the summary waits ...
+    clock.now = wf.end + timedelta(minutes=5)
+    await pipeline.workflows.summarizer.run_once(clock.now)
+    assert await store.workflow_state("test", wf.uid) is WorkflowState.AWAITING
+    assert (await store.list_notifications())[0] == []
+    # ... until prometheus.give_up_after_seconds after it was due, then goes out saying so.
+    clock.now = wf.end + timedelta(seconds=60 + 1800 + 1)
+    await pipeline.workflows.summarizer.run_once(clock.now)
+    [row] = (await store.list_notifications())[0]
+    train = decode_workflow(row.payload).steps[1]
+    assert (train.name, train.gpus, train.gpu_minutes, train.missing) == ("train", 1.0, None, "not measured")
+    assert end_minutes > 30
+
+
+async def test_an_argo_step_whose_workflow_is_not_tracked_keeps_its_own_summary(
+    store: Store, database_url: str
+) -> None:
+    pipeline, clock, _ = await pipeline_on(store, database_url)
+    wf = simple_workflow(gpus=1)
+    pods = [e for e in events(argo_changes(wf)) if e[0] == "Pod"]
+    for _, _, pod in pods:
+        pod["metadata"]["annotations"]["inno-notify/owner"] = "alice@example.com"
+    await pipeline.ingestor.apply(pods)  # no Workflow seen: Argo is not watched here
+    await rounds(pipeline, clock, (wf.end - T0).total_seconds() / 60 + 2)
+    rows = (await store.list_notifications())[0]
+    assert [(r.kind, r.recipient) for r in rows] == [(NotificationKind.JOB_SUMMARY, "alice@example.com")]
+
+
+def bare_gpu_pod(namespace: str) -> list[tuple[str, str, dict[str, Any]]]:
+    job = job_object(JobSpec(name="notebook-gpu", namespace=namespace, gpus=1), T0)
+    pod = pod_object(job, "q7x2p", T0)
+    pod["metadata"]["ownerReferences"] = []
+    pod["metadata"]["labels"] = {"app": "scratch"}
+    running = pod_running(pod, "gpu-node-3", T0 + timedelta(seconds=2), T0 + timedelta(seconds=5))
+    done = pod_terminated(running, T0 + timedelta(minutes=30), 0)
+    return [("Pod", "ADDED", pod), ("Pod", "MODIFIED", running), ("Pod", "MODIFIED", done)]
+
+
+async def test_an_unowned_gpu_pod_is_recorded_and_reaches_the_leads_only_if_asked(
+    store: Store, database_url: str
+) -> None:
+    pipeline, clock, _ = await pipeline_on(
+        store,
+        database_url,
+        face={"namespaces": ("face-research",), "leads": ("lead@example.com",), "notify_unowned": True},
+        data={"namespaces": ("quiet-ns",), "leads": ("lead@example.com",), "notify_unowned": False},
+    )
+    loud, quiet = bare_gpu_pod("face-research"), bare_gpu_pod("quiet-ns")
+    await pipeline.ingestor.apply([*loud, *quiet])
+    for items in (loud, quiet):
+        record = await store.get_job("test", items[0][2]["metadata"]["uid"])
+        assert record is not None and (record.owner, record.status) == (None, JobStatus.SUCCEEDED)
+    await rounds(pipeline, clock, 35)
+    for items in (loud, quiet):
+        assert await store.summary_state("test", items[0][2]["metadata"]["uid"]) is SummaryState.SUMMARIZED
+    rows = (await store.list_notifications())[0]
+    assert [(r.kind, r.recipient, r.job_uid) for r in rows] == [
+        (NotificationKind.JOB_SUMMARY, "lead@example.com", loud[0][2]["metadata"]["uid"])
+    ]
