@@ -15,7 +15,8 @@ row in the burst, less sensitive than the rates to other load) and the 1-minute 
 a shared 2-core machine both rates move with whatever else runs, so report them together.
 ``--profile FILE`` writes a cProfile of the burst (which it slows several times); for a sampling
 profile run the bench under ``py-spy record --nonblocking``. ``--telegram-pool`` sets the httpx
-pool of the Telegram sender.
+pool of the Telegram sender. ``--fence`` runs the dispatcher as an elected leader would: its
+store's fence checks the lease (one more statement in every claim; docs/ha.md).
 
     .venv/bin/python bench/dispatch.py [--jobs 3000 --concurrency 16 --steady-rate 200]
 """
@@ -46,6 +47,7 @@ from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import DEFAULT_POOL_SIZE, TelegramSender
 from inno_notify.adapters.db import Store, migrate
+from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRepository
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, JobRecord, JobStatus, Notification
 from inno_notify.domain.routing import route_summary
 from inno_notify.service.dispatcher import Dispatcher
@@ -160,13 +162,20 @@ async def bench(args: argparse.Namespace) -> None:
     name = f"inno_bench_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    store = Store.from_url(url)
+    await migrate(url)
+    leases = LeaseRepository.from_url(url)
+    fence: Fence = UNFENCED
+    if args.fence:
+        lease = await leases.acquire("default", "bench", 3600)
+        assert lease is not None
+        fence = LeaseFence("default", "bench")
+        fence.arm(lease.term)
+    store = Store.from_url(url, fence)
     senders: dict[str, Sender] = {
         "telegram": TelegramSender(TELEGRAM_TOKEN, f"{base}/tg", pool_size=args.telegram_pool),
         "slack": SlackSender(SLACK_TOKEN, f"{base}/slack/api/"),
     }
     try:
-        await migrate(url)
         dispatcher = Dispatcher(
             store,
             senders,
@@ -218,6 +227,7 @@ async def bench(args: argparse.Namespace) -> None:
         )
         async with ClientSession() as http, http.get(f"{base}/stats") as response:
             delivered = await response.json()
+        print(f"fenced={args.fence}")
         print(f"burst_jobs={args.jobs}")
         print(f"concurrency={args.concurrency}")
         print(f"sent_per_s={settled / burst_seconds:.0f}")
@@ -234,6 +244,7 @@ async def bench(args: argparse.Namespace) -> None:
         for sender in senders.values():
             await sender.aclose()
         await store.close()
+        await leases.close()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         server.terminate()
         server.join(5)
@@ -248,6 +259,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--telegram-pool", type=int, default=DEFAULT_POOL_SIZE, help="httpx connections")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the burst phase into FILE (slows it)")
+    parser.add_argument(
+        "--fence", action="store_true", help="claim as an elected leader (fenced by the lease)"
+    )
     asyncio.run(bench(parser.parse_args()))
 
 

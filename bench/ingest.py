@@ -8,6 +8,9 @@ Prints `name=value` lines:
   event), run in the same process;
 - speedup: events_per_s / baseline_events_per_s.
 
+`--fence` runs the pipeline's store as an elected leader's: every ingest transaction first checks
+the lease (docs/ha.md); the naive baseline stays unfenced.
+
 Usage: .venv/bin/python bench/ingest.py [--jobs 2000] [--postgres postgresql+asyncpg://postgres@127.0.0.1/postgres]
 """
 
@@ -31,6 +34,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRepository
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
@@ -150,8 +154,8 @@ async def stop(api: Any, task: asyncio.Task[None]) -> None:
     await api.close()
 
 
-async def throughput(url: str, jobs: int, kubeconfig_dir: Path) -> tuple[float, int]:
-    store = Store.from_url(url)
+async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) -> tuple[float, int]:
+    store = Store.from_url(url, fence)
     sim = SimKubeServer(bookmark_interval=30)
     await sim.start()
     ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
@@ -175,8 +179,8 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path) -> tuple[float, 
     return len(writes) / elapsed, len(writes)
 
 
-async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path) -> list[float]:
-    store = Store.from_url(url)
+async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence) -> list[float]:
+    store = Store.from_url(url, fence)
     sim = SimKubeServer(bookmark_interval=30)
     await sim.start()
     ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
@@ -234,14 +238,26 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--postgres", default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument(
+        "--fence", action="store_true", help="write as an elected leader (fenced by the lease)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     url = await fresh_database(args.postgres, "inno_bench_ingest")
+    leases = LeaseRepository.from_url(url)
+    fence: Fence = UNFENCED
+    if args.fence:
+        lease = await leases.acquire(CFG.cluster, "bench", 3600)
+        assert lease is not None
+        fence = LeaseFence(CFG.cluster, "bench")
+        fence.arm(lease.term)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        rate, events = await throughput(url, args.jobs, folder)
-        latencies = await latency(url, args.rate, args.seconds, folder)
+        rate, events = await throughput(url, args.jobs, folder, fence)
+        latencies = await latency(url, args.rate, args.seconds, folder, fence)
         naive = await baseline(url, args.baseline_jobs, folder)
+    await leases.close()
+    print(f"fenced={args.fence}")
     print(f"events={events}")
     print(f"events_per_s={rate:.0f}")
     print(f"latency_rate_per_s={args.rate:.0f}")

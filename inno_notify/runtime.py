@@ -1,9 +1,19 @@
 """Composition root: builds the adapters from the settings and runs the service's parts together.
 
 `serve` runs every component in one TaskGroup until SIGTERM/SIGINT, then asks them to stop and
-waits for them (graceful: in-flight sends finish). `build_pipeline` is shared with the demo, which
-runs the same pipeline against a simulated cluster. `check_dependencies` reaches each configured
-dependency once, for `inno-notify check`.
+waits for them (graceful: in-flight sends finish). Its parts are of two kinds:
+
+- every replica: the REST API, the probes, the outbox-depth sampler, and the leadership loop;
+- leader only (`lead`): watchers and ingestion, usage collection, dispatch, the digest scheduler,
+  built afresh for each term (watchers list afresh) and stopped when the term ends.
+
+With leader election (`ha.enabled`; auto: on Postgres) the leadership loop is service.leadership's
+Elector, and the store's leader-only writes are fenced by the term (adapters/db/leases.py).
+Without it (SQLite, or `ha.enabled: false`) this instance leads from the start; with SQLite a
+second `serve` on the same file refuses to start (service.single_instance).
+
+`build_pipeline` is shared with the demo, which runs the same pipeline against a simulated
+cluster. `check_dependencies` reaches each configured dependency once, for `inno-notify check`.
 """
 
 from __future__ import annotations
@@ -11,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +40,7 @@ from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
+from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRepository
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
@@ -41,11 +55,13 @@ from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
+from inno_notify.service.single_instance import single_instance
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.service.workflows import WorkflowParts, build_workflows
-from inno_notify.settings import Settings, redact_secrets_of_url, secret_value
+from inno_notify.settings import ConfigError, Settings, redact_secrets_of_url, secret_value
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger("inno_notify.runtime")
@@ -307,10 +323,13 @@ class CheckResult:
     detail: str
 
 
-def _service_store(settings: Settings) -> Store:
-    """The service's store, its statements limited by `database_statement_timeout_seconds`."""
+def _service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
+    """The service's store, its statements limited by `database_statement_timeout_seconds`, its
+    leader-only writes checked by `fence` (when a leader is elected)."""
     return Store.from_url(
-        settings.database_url, statement_timeout_seconds=settings.database_statement_timeout_seconds
+        settings.database_url,
+        fence,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
 
 
@@ -410,16 +429,21 @@ def _install_signal_handlers(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
-async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[ClusterWatcher | None, Any]:
-    """The cluster watcher, or None when no Kubernetes configuration exists and none was named."""
+async def _kube_client(settings: Settings) -> Any:
+    """The Kubernetes API client, or None when no configuration exists and none was named."""
     try:
-        api = await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
+        return await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
     except KubeConfigError as exc:
         if settings.kubernetes.kubeconfig is not None:
             raise
         log.warning("kubernetes: %s; no jobs will be watched until it is configured", exc)
-        return None, None
-    watcher = ClusterWatcher(
+        return None
+
+
+def _cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> ClusterWatcher | None:
+    if api is None:
+        return None
+    return ClusterWatcher(
         api,
         ingestor.on_event,
         ingestor.on_relist,
@@ -428,7 +452,40 @@ async def _kube_watcher(settings: Settings, ingestor: Ingestor) -> tuple[Cluster
         argo=settings.workflows.argo,
         kserve=settings.workflows.kserve,
     )
-    return watcher, api
+
+
+def election_enabled(settings: Settings) -> bool:
+    """Whether `serve` elects a leader: `ha.enabled`, where auto means "on Postgres"."""
+    postgres = settings.database_url.startswith("postgresql")
+    if settings.ha.enabled is True and not postgres:
+        raise ConfigError(
+            "ha.enabled: true needs Postgres (database_url); with SQLite one instance runs alone"
+        )
+    return postgres if settings.ha.enabled == "auto" else bool(settings.ha.enabled)
+
+
+def election_timings(settings: Settings) -> Timings:
+    ha = settings.ha
+    return Timings(
+        lease_seconds=ha.lease_seconds,
+        renew_deadline_seconds=ha.renew_deadline_seconds,
+        retry_period_seconds=ha.retry_period_seconds,
+        shutdown_grace_seconds=ha.shutdown_grace_seconds,
+    )
+
+
+@dataclass(slots=True)
+class _LeaderWork:
+    """The leader-only part of one term, as readiness sees it."""
+
+    watcher: ClusterWatcher | None
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def readiness(self) -> dict[str, bool]:
+        # Per watched resource ("watch:Job", …: listed, and heard from recently), then the rest.
+        checks = dict(self.watcher.readiness()) if self.watcher is not None else {}
+        checks["dispatcher_alive"] = "dispatch" in self.tasks and not self.tasks["dispatch"].done()
+        return checks
 
 
 def api_component(
@@ -474,7 +531,12 @@ def api_component(
 
 
 def telemetry_component(
-    store: Store, telemetry: Telemetry, watcher: ClusterWatcher | None, interval: float = 15.0
+    store: Store,
+    telemetry: Telemetry,
+    watcher: ClusterWatcher | None,
+    interval: float = 15.0,
+    *,
+    sample_outbox: bool = True,
 ) -> Component:
     """Samples what the adapters count but do not export: the outbox's depth by status, the watch
     restarts each resource watcher went through, and the watch lines it set aside (added to the
@@ -506,8 +568,9 @@ def telemetry_component(
         while not stop.is_set():
             export_watchers()
             try:
-                for status, count in (await store.outbox_depth()).items():
-                    telemetry.outbox_depth.labels(status).set(count)
+                if sample_outbox:
+                    for status, count in (await store.outbox_depth()).items():
+                        telemetry.outbox_depth.labels(status).set(count)
             except Exception as exc:  # the database is away: readiness says so, try again later
                 log.debug("outbox depth not sampled: %s", exc)
             with contextlib.suppress(TimeoutError):
@@ -529,40 +592,83 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Runs the service until `stop` is set (by SIGTERM/SIGINT when not given)."""
+    election = election_enabled(settings)
     if stop is None:
         stop = asyncio.Event()
         _install_signal_handlers(stop)
+    with single_instance(settings.database_url):
+        await _serve(settings, stop, election)
+    log.info("stopped")
+
+
+async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
-    store = _service_store(settings)
-    await seed_directory(store, settings)
+    identity = replica_identity(settings.ha.identity, os.environ, socket.gethostname(), os.getpid())
+    fence = LeaseFence(settings.cluster, identity) if election else None
+    store = _service_store(settings, fence or UNFENCED)
+    leases = LeaseRepository.from_url(settings.database_url) if election else None
     telemetry = Telemetry.create(CollectorRegistry())
-    senders = build_senders(settings)
     meter = build_meter(settings.prometheus)
-    pipeline = build_pipeline(
-        settings, store, meter, senders, utc_now, started_at=utc_now(), telemetry=telemetry
-    )
-    watcher, api = await _kube_watcher(settings, pipeline.ingestor)
-    components = list(pipeline.components)
-    components.append(("digest", digest_component(settings, store, senders)))
-    components.append(("telemetry", telemetry_component(store, telemetry, watcher)))
-    components.append(("live", live_component(settings, store, frozenset(senders), utc_now)))
-    if watcher is not None:
-        components.append(("watch", watch_component(watcher)))
-    tasks: dict[str, asyncio.Task[None]] = {}
+    senders: Mapping[str, Sender] = {}
+    api: Any = None
+    current: list[_LeaderWork] = []  # the leader work of the term in progress, if any
+
+    async def lead(work_stop: asyncio.Event) -> None:
+        """The leader-only components of one term, built afresh, until `work_stop` is set."""
+        pipeline = build_pipeline(
+            settings, store, meter, senders, utc_now, started_at=utc_now(), telemetry=telemetry
+        )
+        watcher = _cluster_watcher(settings, api, pipeline.ingestor)
+        components = list(pipeline.components)
+        components.append(("digest", digest_component(settings, store, senders)))
+        components.append(("live", live_component(settings, store, frozenset(senders), utc_now)))
+        if watcher is not None:
+            components.append(("watch", watch_component(watcher)))
+            components.append(
+                ("watch-telemetry", telemetry_component(store, telemetry, watcher, sample_outbox=False))
+            )
+        work = _LeaderWork(watcher)
+        current.append(work)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for name, component in components:
+                    work.tasks[name] = group.create_task(component(work_stop), name=name)
+                if watcher is not None:
+                    ready = asyncio.ensure_future(watcher.wait_ready())
+                    stopping = asyncio.ensure_future(work_stop.wait())
+                    await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    for task in (ready, stopping):
+                        task.cancel()
+                    if ready.done() and not ready.cancelled():
+                        log.info("leader work running: the watchers have listed")
+        finally:
+            current.remove(work)
 
     def readiness() -> dict[str, bool]:
-        # Per watched resource ("watch:Job", …: listed, and heard from recently), then the rest.
-        checks = dict(watcher.readiness()) if watcher is not None else {}
-        checks["dispatcher_alive"] = "dispatch" in tasks and not tasks["dispatch"].done()
-        return checks
+        if current:
+            return current[-1].readiness()
+        # A follower is ready when it can serve the API (the probe checks the database itself);
+        # without election this instance leads from the start, and is not ready before it does.
+        return {} if election else {"dispatcher_alive": False}
 
-    http = api_component(settings, telemetry, readiness)
-    if http is not None:
-        components.append(("api", http))
     probes: web.AppRunner | None = None
     try:
+        await seed_directory(store, settings)
+        senders = build_senders(settings)
+        api = await _kube_client(settings)
+        components: list[tuple[str, Component]] = [
+            ("telemetry", telemetry_component(store, telemetry, None)),
+        ]
+        if leases is not None and fence is not None:
+            elector = Elector(leases, fence, election_timings(settings), telemetry)
+            components.append(("leadership", partial(elector.run, lead=lead)))
+        else:
+            components.append(("leadership", partial(_lead_alone, lead=lead, telemetry=telemetry)))
+        http = api_component(settings, telemetry, readiness)
+        if http is not None:
+            components.append(("api", http))
         # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.
         probes = await start_probes(
             create_probe_app(store, readiness, telemetry.registry), settings.probes.listen
@@ -570,20 +676,15 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log.info("probes: /healthz /readyz /metrics on %s", settings.probes.listen)
         async with asyncio.TaskGroup() as group:
             for name, component in components:
-                tasks[name] = group.create_task(component(stop), name=name)
-            if watcher is not None:
-                ready = asyncio.ensure_future(watcher.wait_ready())
-                stopping = asyncio.ensure_future(stop.wait())
-                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                for task in (ready, stopping):
-                    task.cancel()
+                group.create_task(component(stop), name=name)
             log.info(
-                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s api=%s",
+                "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s api=%s ha=%s",
                 settings.cluster,
                 settings.database_url_redacted,
-                "watching" if watcher is not None else "not configured",
+                "configured" if api is not None else "not configured",
                 ",".join(sorted(senders)) or "none",
                 settings.api.listen if http is not None else "off",
+                f"election as {identity}" if election else "off (this instance leads)",
             )
             await stop.wait()
             log.info("stopping: finishing in-flight work")
@@ -595,8 +696,18 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         meter.client.close()
         if api is not None:
             await api.close()
+        if leases is not None:
+            await leases.close()
         await store.close()
-    log.info("stopped")
+
+
+async def _lead_alone(stop: asyncio.Event, *, lead: Component, telemetry: Telemetry) -> None:
+    """Without election: the one instance does the leader work from start to stop."""
+    telemetry.leader.set(1)
+    try:
+        await lead(stop)
+    finally:
+        telemetry.leader.set(0)
 
 
 # --- inno-notify digest ----------------------------------------------------------------------------------

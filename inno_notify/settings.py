@@ -523,6 +523,46 @@ class ProbesSettings(_Section):
     )
 
 
+class HaSettings(_Section):
+    """Leader election between replicas (docs/ha.md); timings as client-go's leader election."""
+
+    enabled: Literal["auto"] | bool = Field(
+        "auto",
+        description="auto: leader election on with Postgres; with SQLite one instance only (a second `serve` on the same database file refuses to start). true: election (needs Postgres). false: no election, every replica does all the work (run one).",
+    )
+    lease_seconds: float = Field(
+        15,
+        gt=0,
+        description="How long a lease holds without renewal: after a leader dies, a follower takes over within this (plus one retry period).",
+    )
+    renew_deadline_seconds: float = Field(
+        10,
+        gt=0,
+        description="A leader that could not renew for this long stops its leader work at once; shorter than lease_seconds, so it has stopped before anyone else may take the lease.",
+    )
+    retry_period_seconds: float = Field(
+        2, gt=0, description="How often the leader renews and a follower tries to acquire."
+    )
+    shutdown_grace_seconds: float = Field(
+        20,
+        gt=0,
+        description="On SIGTERM the leader stops claiming and lets work in flight (sends) finish for at most this long, then releases the lease so that a follower takes over at its next try.",
+    )
+    identity: str | None = Field(
+        None,
+        description="This replica's name in the lease and the logs; null: $POD_NAME, else the host name. The process id and a random suffix are always added, so a restarted process is a new holder.",
+    )
+
+    @model_validator(mode="after")
+    def _timings_nest(self) -> HaSettings:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_seconds:
+            raise ValueError(
+                "needs retry_period_seconds < renew_deadline_seconds < lease_seconds "
+                f"(got {self.retry_period_seconds:g}, {self.renew_deadline_seconds:g}, {self.lease_seconds:g})"
+            )
+        return self
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -561,6 +601,7 @@ class Settings(_Section):
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
     probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
+    ha: HaSettings = Field(default_factory=HaSettings)  # type: ignore[arg-type]
     log_level: LogLevel = Field(
         "INFO", description="Least severe log level written (`--log-level` overrides it for one run)."
     )

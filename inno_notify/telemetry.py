@@ -36,6 +36,9 @@ class Telemetry:
     api_request_seconds: Histogram
     rejected_objects: Counter
     rejected_values: Counter
+    leader: Gauge
+    leader_changes: Counter
+    leader_term: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> Telemetry:
@@ -118,6 +121,28 @@ class Telemetry:
                 "Values dropped from objects that were recorded without them, by resource, field "
                 "(owner, completion_index) and reason (not_one_address, out_of_range).",
                 ["resource", "field", "reason"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            leader=Gauge(
+                "leader",
+                "1 while this replica leads (watches, measures, sends), else 0. Without election "
+                "(SQLite, ha.enabled: false) the one instance leads.",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            leader_changes=Counter(
+                "leader_changes",
+                "Changes of this replica's leadership, by change (acquired; lost: the lease could not "
+                "be renewed or was taken; released: handed over on shutdown).",
+                ["change"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            leader_term=Gauge(
+                "leader_term",
+                "The leadership term this replica leads in (0 while it does not lead); it grows with "
+                "every acquisition, in whichever replica.",
                 namespace=NAMESPACE,
                 registry=registry,
             ),

@@ -26,6 +26,7 @@ from inno_notify.adapters.channels.base import RenderedMessage
 from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.digest import Digest, last_complete_week
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
 from inno_notify.service.pausing import pause
@@ -166,6 +167,8 @@ class DigestScheduler:
             now = self._clock()
             try:
                 await self.run_once(now)
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except Exception:
                 # The database is away: the next round plans the same week, nothing is lost.
                 log.exception("digest round failed; trying again in %.0f s", self._poll)

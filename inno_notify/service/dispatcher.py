@@ -29,7 +29,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
@@ -39,6 +39,7 @@ from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
@@ -151,11 +152,14 @@ class Dispatcher:
         self._record_attempts = max(1, record_attempts)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Rounds until `stop` is set; a round in progress finishes its sends first."""
+        """Rounds until `stop` is set; then the round in progress finishes the sends it started and
+        gives back the rows it had not started (see run_once)."""
         while not stop.is_set():
             try:
-                handled = await self.run_once(self._clock())
+                handled = await self.run_once(self._clock(), stop)
                 wait = 0.0 if handled else await self._idle_wait()
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except Exception:
                 # The database went away or a bug surfaced: claimed rows come back after their
                 # lease, so waiting and trying again loses nothing.
@@ -164,9 +168,12 @@ class Dispatcher:
             if wait > 0:
                 await pause(wait, stop, self._sleep)
 
-    async def run_once(self, now: datetime) -> int:
+    async def run_once(self, now: datetime, stop: asyncio.Event | None = None) -> int:
         """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)
-        or tried; rows whose send could not start before the lease ended are not counted."""
+        or tried; rows whose send could not start before the lease ended are not counted.
+
+        Once `stop` is set no further send starts: the rows not yet sent are given back (due now,
+        unclaimed) for whoever claims next, the next leader included."""
         planner = partial(
             plan_batch,
             now=now,
@@ -186,7 +193,7 @@ class Dispatcher:
                 lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
                 self._linger,
             )
-            round_ = _Round(claim, outcomes, recorder)
+            round_ = _Round(claim, outcomes, recorder, stop)
 
             async def deliver(message: Sequence[Notification]) -> None:
                 async with seats:
@@ -200,17 +207,26 @@ class Dispatcher:
                 async with asyncio.TaskGroup() as tasks:
                     for message in claim.messages:
                         tasks.create_task(deliver(message))
+                if round_.given_back:
+                    await self._persist(
+                        f"{len(round_.given_back)} row(s) given back",
+                        partial(outcomes.given_back, round_.given_back, self._clock()),
+                    )
             finally:
                 # Records still queued (a cancelled round) are written before the connection goes.
                 await recorder.drain()
+        if round_.given_back:
+            log.info("stopping: %d claimed row(s) given back unsent", len(round_.given_back))
         if round_.left:
             log.info(
                 "%d row(s) left for the next claim: their lease ran out before they could be sent",
                 round_.left,
             )
-        return claim.rows - round_.left
+        return claim.rows - round_.left - len(round_.given_back)
 
     async def _deliver(self, rows: Sequence[Notification], round_: _Round, digests: DigestSource) -> None:
+        if round_.give_back(rows):
+            return
         summaries = round_.claim.summaries
         channel = rows[0].channel.value
         sender = self._senders.get(channel)
@@ -234,6 +250,8 @@ class Dispatcher:
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 if not self._lease_holds(round_.claim):
                     round_.left += len(known)
+                    return
+                if round_.give_back(known):
                     return
                 async with asyncio.timeout(self._send_timeout):
                     message_id = await sender.send(recipient, message)
@@ -379,7 +397,16 @@ class _Round:
     claim: Claim
     outcomes: Outcomes
     recorder: _SentRecorder
+    stop: asyncio.Event | None = None
     left: int = 0
+    given_back: list[int] = field(default_factory=list)
+
+    def give_back(self, rows: Sequence[Notification]) -> bool:
+        """True (and the rows noted) once the dispatcher is stopping: their send must not start."""
+        if self.stop is None or not self.stop.is_set():
+            return False
+        self.given_back.extend(row.id for row in rows if row.id is not None)
+        return True
 
 
 class _SentRecorder:

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from inno_notify.adapters.db import failures
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
 from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
 from inno_notify.domain.parsing import (
@@ -294,6 +295,8 @@ class Ingestor:
         batch is dropped and logged rather than ending the consumer and with it the service."""
         try:
             await self.apply(items)
+        except LostLeadership:
+            raise  # not this batch's fault: the leader work ends (service.leadership)
         except Exception:
             self.stats.dropped_batches += 1
             log.exception("ingesting %d event(s) failed unexpectedly; they are dropped", len(items))
@@ -337,6 +340,8 @@ class Ingestor:
             current = todo.popleft()
             try:
                 await self._write_retrying(current, now)
+            except LostLeadership:
+                raise  # no object is at fault: nothing is split or set aside
             except Exception as exc:
                 if current.size > 1:
                     self.stats.splits += 1
@@ -616,6 +621,8 @@ class Ingestor:
             try:
                 await self.store.record_rejected(rejected, now)
                 return
+            except LostLeadership:
+                raise
             except Exception as exc:
                 if not failures.is_transient(exc):
                     log.error(

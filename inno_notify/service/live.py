@@ -1,8 +1,8 @@
 """The live check: nudges the owners of running GPU pods and workspaces whose GPUs idle, while it matters.
 
-Every `live.interval_seconds` (on the leader: the lead places this component under leadership), one
-round reads the running GPU pods from the store (Job pods, bare GPU pods and workspace pods, all
-recorded by ingestion), leaves out the pods nudged less than `live.repeat_hours` ago (the outbox
+Every `live.interval_seconds`, on the leader (it is leader-only work, and its one write, enqueueing
+the nudges, is fenced like every leader-only write), one round reads the running GPU pods from the
+store (Job pods, bare GPU pods and workspace pods, all recorded by ingestion), leaves out the pods nudged less than `live.repeat_hours` ago (the outbox
 says when, so a restart does not nudge again), asks the metrics source once about the rest
 (adapters/prometheus/live.py: a fixed number of queries whatever the pod count), decides which
 GPUs idled the whole sliding window (domain.live), and routes a nudge per idle pod like a summary
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget, build_live_meter
@@ -133,6 +134,8 @@ class LiveCheck:
             began = time.perf_counter()
             try:
                 await self.run_once(self.clock())
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except PrometheusError as exc:
                 self._failed(f"Prometheus: {exc}")
                 log.warning("live check: Prometheus did not answer (%s); trying again next round", exc)

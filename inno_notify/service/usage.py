@@ -1,8 +1,8 @@
 """Usage collection: finished jobs in, measured usage, advice and planned notifications out.
 
 A job that ended is due here `prometheus.metrics_delay_seconds` after its end (the store's
-`claim_usage_due`, leased so that a collector that dies leaves the job to the next round). Each round
-measures all claimed jobs together — the metrics source batches them into a fixed number of
+`claim_usage`, leased under a claim token so that a collector that dies leaves the job to the next
+round). Each round measures all claimed jobs together — the metrics source batches them into a fixed number of
 queries — then, per job, computes the figures (domain.accounting), the advice
 (domain.rightsizing, with the family's earlier runs) and the notifications (routing, injected), and
 stores all three in one transaction. When Prometheus cannot answer, the round is retried with
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
@@ -131,6 +132,8 @@ class UsageCollector:
         self.clock = clock
         self.stats = CollectorStats()
         self._wake = asyncio.Event()
+        # The usage claim of the round in progress: the writes that settle its jobs check it.
+        self._claim: str | None = None
 
     def wake(self) -> None:
         """Asks for a round now (the pipeline calls it when jobs end)."""
@@ -140,6 +143,8 @@ class UsageCollector:
         while not stop.is_set():
             try:
                 done = await self.run_once(self.clock())
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
             except Exception:
                 # The database went away or a bug surfaced: claimed jobs come back after their
                 # lease, so waiting and trying again loses nothing.
@@ -159,7 +164,8 @@ class UsageCollector:
 
     async def run_once(self, now: datetime) -> int:
         """One round over the jobs due at `now`; returns how many jobs it settled."""
-        jobs = await self.store.claim_usage_due(now, self.options.batch_size)
+        claim = await self.store.claim_usage(now, self.options.batch_size)
+        self._claim, jobs = claim.token, list(claim.jobs)
         if not jobs:
             return 0
         self.stats.rounds += 1
@@ -294,16 +300,19 @@ class UsageCollector:
             if job.uid in again:
                 # Already summarized with figures missing: try later, or stop trying.
                 if age >= self.options.remeasure_for_seconds or not exc.retryable:
-                    await self.store.set_summary_state(job.cluster, job.uid, SummaryState.SUMMARIZED)
+                    await self.store.set_summary_state(
+                        job.cluster, job.uid, SummaryState.SUMMARIZED, claim=self._claim
+                    )
                 else:
                     later = now + timedelta(seconds=self.options.remeasure_every_seconds)
-                    await self.store.reschedule_usage(job.cluster, job.uid, later)
+                    await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
                 continue
             if age >= self.options.give_up_after_seconds or not exc.retryable:
                 give_up.append(job)
             else:
                 delay = min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
-                await self.store.reschedule_usage(job.cluster, job.uid, now + timedelta(seconds=delay))
+                later = now + timedelta(seconds=delay)
+                await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
         return await self._settle_all(
             give_up, set(), pods, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
         )
@@ -343,7 +352,7 @@ class UsageCollector:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
         added = await self.store.complete_summary(
-            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at
+            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at, claim=self._claim
         )
         self.stats.notifications_planned += added
         if missing is None:

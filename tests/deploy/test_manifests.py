@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from inno_notify.runtime import election_enabled
 from inno_notify.settings import load_settings
 
 from .support import DEPLOY, OVERLAYS, TREES, containers, one, pod_spec, render, venv_tool
@@ -33,7 +34,6 @@ EXPECTED_CLUSTER_RULES = {
     ("argoproj.io", "workflows"): READ,
     ("serving.kserve.io", "inferenceservices"): READ,
 }
-EXPECTED_NAMESPACED_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
 # Volume types the "restricted" Pod Security Standard allows.
 RESTRICTED_VOLUMES = {
     "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
@@ -67,7 +67,7 @@ def test_every_object_is_valid_against_the_kubernetes_schema(tree: str, version:
             where = "/".join(str(p) for p in exc.path) if hasattr(exc, "path") else ""
             pytest.fail(f"{tree}: {obj['kind']} {obj['metadata']['name']} at {where}: {exc.message}")
         checked.add(obj["kind"])
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "Role", "Service", "ConfigMap"} <= checked
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "Service", "ConfigMap"} <= checked
 
 
 def test_the_base_names_no_namespace() -> None:
@@ -82,7 +82,8 @@ def test_rbac_reads_jobs_pods_events_and_queues_and_nothing_else(overlay: str) -
     roles = [o for o in objects if o["kind"] == "Role"]
     assert [r["metadata"]["name"] for r in cluster_roles] == ["inno-notify"]
     assert flat_rules(cluster_roles[0]) == {k: sorted(v) for k, v in EXPECTED_CLUSTER_RULES.items()}
-    assert [flat_rules(r) for r in roles] == [{k: sorted(v) for k, v in EXPECTED_NAMESPACED_RULES.items()}]
+    # Leader election runs in the database (docs/ha.md): no Lease, nor any other write, is granted.
+    assert roles == []
     for role in cluster_roles + roles:
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
@@ -177,7 +178,11 @@ def _settings_of(objects: list[dict[str, Any]], container: dict[str, Any], tmp_p
     (secrets / "database-url").write_text("postgresql+asyncpg://inno:pw@postgres/inno\n")
     config = tmp_path / "config.yaml"
     config.write_text(one(objects, "ConfigMap")["data"]["config.yaml"])
-    env = {e["name"]: e["value"].replace(SECRETS_DIR, str(secrets)) for e in container.get("env", [])}
+    env = {
+        e["name"]: e["value"].replace(SECRETS_DIR, str(secrets))
+        for e in container.get("env", [])
+        if "value" in e
+    }
     assert env.pop("INNO_NOTIFY_CONFIG") == "/etc/inno-notify/config.yaml"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     config_volume = next(v for v in pod_spec(objects)["volumes"] if v["name"] == mounts["/etc/inno-notify"])
@@ -203,6 +208,10 @@ def test_the_migration_runs_first_with_the_same_configuration(overlay: str, tmp_
         assert one(objects, "PersistentVolumeClaim", claim)
     else:
         assert settings.database_url == "postgresql+asyncpg://inno:pw@postgres/inno"
+        assert election_enabled(settings), "production replicas elect their leader"
+    # The replica's name in the lease: the pod's own.
+    pod_name = next(e for e in service["env"] if e["name"] == "POD_NAME")
+    assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
 def test_single_runs_one_instance_at_a_time() -> None:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.leases import FencedOut, taken_over
 from inno_notify.adapters.db.sql import (
     InvalidCursor,
     chunks,
@@ -261,12 +262,37 @@ async def mark_terminal(
     return result.rowcount == 1
 
 
+@dataclass(frozen=True, slots=True)
+class UsageClaim:
+    """Jobs leased for one usage round, under `token` (checked by every write that settles one of
+    them) and the claimer's leadership `term` (None without election)."""
+
+    token: str
+    term: int | None
+    jobs: tuple[JobRecord, ...] = ()
+
+
+class ClaimLost(FencedOut):
+    """The usage claim of a job was taken over by another claim (its lease ran out, or a new
+    leader took the claims of a term that ended): this claimer's figures are not stored."""
+
+
 async def claim_usage_due(
-    conn: AsyncConnection, now: datetime, limit: int, lease_seconds: float
+    conn: AsyncConnection,
+    now: datetime,
+    limit: int,
+    lease_seconds: float,
+    token: str | None = None,
+    term: int | None = None,
 ) -> list[JobRecord]:
+    """Leases the due jobs under `token` (due again after the lease). A claimer with a `term` also
+    takes, at once, jobs leased under a term no live lease holds any more (leases.taken_over)."""
+    claimable = jobs.c.usage_due_at <= now
+    if term is not None:
+        claimable = sa.or_(claimable, taken_over(jobs.c.usage_claim_token, jobs.c.usage_claim_term, term))
     due = (
         sa.select(jobs.c.cluster, jobs.c.uid)
-        .where(jobs.c.summary_state.in_(_MEASURABLE), jobs.c.usage_due_at <= now)
+        .where(jobs.c.summary_state.in_(_MEASURABLE), claimable)
         .order_by(jobs.c.usage_due_at, jobs.c.cluster, jobs.c.uid)
         .limit(limit)
         .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
@@ -274,7 +300,12 @@ async def claim_usage_due(
     result = await conn.execute(
         sa.update(jobs)
         .where(sa.tuple_(jobs.c.cluster, jobs.c.uid).in_(due))
-        .values(usage_due_at=now + timedelta(seconds=lease_seconds), usage_attempts=jobs.c.usage_attempts + 1)
+        .values(
+            usage_due_at=now + timedelta(seconds=lease_seconds),
+            usage_attempts=jobs.c.usage_attempts + 1,
+            usage_claim_token=token,
+            usage_claim_term=term,
+        )
         .returning(*jobs.c)
     )
     claimed = [codec.job_from_row(row) for row in result.mappings()]
@@ -282,30 +313,47 @@ async def claim_usage_due(
     return claimed
 
 
-async def reschedule_usage(conn: AsyncConnection, cluster: str, uid: str, due_at: datetime) -> bool:
+def _claim_held(cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
+    held = [jobs.c.cluster == cluster, jobs.c.uid == uid]
+    if token is not None:
+        held.append(jobs.c.usage_claim_token == token)
+    return held
+
+
+async def reschedule_usage(
+    conn: AsyncConnection, cluster: str, uid: str, due_at: datetime, token: str | None = None
+) -> bool:
+    """Sets when the job is next due; with `token`, only while that claim holds it (which it then
+    gives up, so that no new leader takes the job before `due_at`)."""
     result = await conn.execute(
         sa.update(jobs)
-        .where(
-            jobs.c.cluster == cluster,
-            jobs.c.uid == uid,
-            jobs.c.summary_state.in_(_MEASURABLE),
-        )
-        .values(usage_due_at=due_at)
+        .where(*_claim_held(cluster, uid, token), jobs.c.summary_state.in_(_MEASURABLE))
+        .values(usage_due_at=due_at, usage_claim_token=None, usage_claim_term=None)
     )
     return result.rowcount == 1
 
 
 async def set_summary_state(
-    conn: AsyncConnection, cluster: str, uid: str, state: SummaryState, usage_due_at: datetime | None = None
+    conn: AsyncConnection,
+    cluster: str,
+    uid: str,
+    state: SummaryState,
+    usage_due_at: datetime | None = None,
+    token: str | None = None,
 ) -> None:
-    """Sets where the job stands; `usage_due_at` is kept only for states that are measured again."""
+    """Sets where the job stands; `usage_due_at` is kept only for states that are measured again.
+
+    With `token`, only while that usage claim holds the job: else ClaimLost. The claim ends here.
+    """
     due = usage_due_at if state.value in _MEASURABLE else None
     result = await conn.execute(
         sa.update(jobs)
-        .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
-        .values(summary_state=state.value, usage_due_at=due)
+        .where(*_claim_held(cluster, uid, token))
+        .values(summary_state=state.value, usage_due_at=due, usage_claim_token=None, usage_claim_term=None)
     )
     if result.rowcount != 1:
+        if token is not None:
+            raise ClaimLost(f"job {cluster}/{uid}: its usage claim was taken over")
         raise RecordNotFound(f"job {cluster}/{uid} is not stored")
 
 

@@ -19,10 +19,15 @@ concurrency tests exercise:
   a ping, BEGIN and COMMIT); a flush of any size is one `UPDATE … FROM unnest(…)` with one cached
   plan. SQLite runs in-process and keeps a transaction per call.
 
-Terms: a claim records `term` (None until leader election passes one). Claimable rows are chosen
-by `_claimable` alone, so letting a new leader take the rows leased in an older term at once is
-one more condition there (`claim_token IS NOT NULL AND claim_term < term`); a retried row gives
-its token up for that reason.
+Terms: a claim runs under the repository's fence (leases.py), checked first in the claim's
+transaction, and records the term it returns (None without election). A claimer with a term also
+takes, at once, the rows leased under a term that no live lease holds any more
+(`leases.taken_over`): their claimer has stopped, since a leader stops its work before its lease
+expires, so there is no need to wait for the claim's own lease. Their token is replaced, so a late
+mark of the old claimer settles nothing. A retried row gives its token up, so that it waits for its
+retry time instead. Marks are not fenced: the token is their fence (a row another claim took no
+longer carries it), and recording a send that happened is never wrong; refusing it would only
+make the next leader send it again.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.jobs import get_jobs
+from inno_notify.adapters.db.leases import UNFENCED, Fence, taken_over
 from inno_notify.adapters.db.sql import chunks
 from inno_notify.adapters.db.tables import outbox, recommendations, usage
 from inno_notify.domain.delivery import BatchPlan
@@ -121,12 +127,18 @@ class Outcomes:
             return 0
         return await self._run(lambda conn: mark_failed(conn, self.token, rows, at))
 
+    async def given_back(self, ids: Sequence[int], at: datetime) -> int:
+        if not ids:
+            return 0
+        return await self._run(lambda conn: mark_given_back(conn, self.token, ids, at))
+
 
 class OutboxRepository:
     """Claiming and settling outbox rows over an engine (Postgres or SQLite)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
         self._engine = engine
+        self._fence = fence
 
     async def claim(
         self,
@@ -141,12 +153,14 @@ class OutboxRepository:
         """Leases up to `limit` due rows (plus the companions the planner takes along) in one
         transaction, and reads the figures of their jobs in it.
 
-        Without a `planner` every due row is a message of its own. `term` is the claimer's
-        leadership term, stored on the rows it leases.
+        Without a `planner` every due row is a message of its own. The rows are leased under the
+        term the fence vouches for (raising LostLeadership once it is over), else under `term`.
         """
         token = secrets.token_hex(16)
         lease_until = now + timedelta(seconds=lease_seconds)
         async with self._engine.begin() as conn:
+            fenced = await self._fence.check(conn)
+            term = term if fenced is None else fenced
             plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term)
             keys = [
                 (row.cluster, row.job_uid)
@@ -254,9 +268,15 @@ class _HeldAutocommit:
 # --- claiming -----------------------------------------------------------------------------------
 
 
-def _claimable(now: datetime) -> sa.ColumnElement[bool]:
-    """Rows a claim may take: pending and due (a lease that ran out makes a row due again)."""
-    return sa.and_(outbox.c.status == _PENDING, outbox.c.next_attempt_at <= now)
+def _claimable(now: datetime, term: int | None) -> sa.ColumnElement[bool]:
+    """Rows a claim may take: pending and due (a lease that ran out makes a row due again), and for
+    a claimer with a term, rows leased under a term that ended (see the module docstring)."""
+    due = outbox.c.next_attempt_at <= now
+    if term is None:
+        return sa.and_(outbox.c.status == _PENDING, due)
+    return sa.and_(
+        outbox.c.status == _PENDING, sa.or_(due, taken_over(outbox.c.claim_token, outbox.c.claim_term, term))
+    )
 
 
 async def _claim_rows(
@@ -269,7 +289,7 @@ async def _claim_rows(
     token: str,
     term: int | None,
 ) -> BatchPlan:
-    query = sa.select(outbox).where(_claimable(now))
+    query = sa.select(outbox).where(_claimable(now, term))
     if kinds is not None:
         query = query.where(outbox.c.kind.in_(sorted(kinds)))
     query = query.order_by(outbox.c.next_attempt_at, outbox.c.id).limit(limit)
@@ -443,6 +463,22 @@ async def mark_failed(conn: AsyncConnection, token: str, rows: Sequence[FailureR
         [{"b_token": token, "b_id": id, "b_error": error, "b_failed_at": at} for id, error in rows],
     )
     return int(result.rowcount)
+
+
+async def mark_given_back(conn: AsyncConnection, token: str, ids: Sequence[int], at: datetime) -> int:
+    """Rows the claim will not send after all (its dispatcher is stopping): due again at `at`, the
+    claim and its counted attempt undone, so the next claimer takes them at once."""
+    give_back = sa.update(outbox).values(
+        next_attempt_at=at, attempts=outbox.c.attempts - 1, claim_token=None, claim_term=None
+    )
+    if _is_postgres(conn):
+        held = give_back.where(outbox.c.id == sa.any_(_ids_array()), *_held_by(sa.bindparam("b_token")))
+        return int((await conn.execute(held, {"b_ids": list(ids), "b_token": token})).rowcount)
+    settled = 0
+    for chunk in chunks(list(ids)):
+        result = await conn.execute(give_back.where(outbox.c.id.in_(chunk), *_held_by(sa.literal(token))))
+        settled += int(result.rowcount)
+    return settled
 
 
 def _held_by(token: sa.ColumnElement[Any]) -> tuple[sa.ColumnElement[bool], ...]:

@@ -5,11 +5,16 @@ or a connection. Batch methods take sequences: the ingestion path writes thousan
 statement, never one commit per row. The queries themselves live in jobs.py, outbox.py and
 directory.py; here they are only composed into transactions. The dispatcher's side of the outbox
 (claims, leases, outcomes) is `Store.outbox`, an OutboxRepository.
+
+Leader-only writes (ingestion, usage, summaries, enqueueing, outbox claims) are fenced: each
+transaction first checks the store's `fence` (leases.py), which raises LostLeadership once this
+replica's leadership term is over. Without election the fence is UNFENCED and costs nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -32,7 +37,14 @@ from inno_notify.adapters.db import (
 )
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
 from inno_notify.adapters.db.job_details import JobPage
-from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark
+from inno_notify.adapters.db.jobs import (
+    JobFilter,
+    RecordNotFound,
+    SummaryState,
+    TerminalMark,
+    UsageClaim,
+)
+from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.outbox_repository import OutboxRepository, Summary
 from inno_notify.adapters.db.workflows import (
     EventRecord,
@@ -62,6 +74,7 @@ __all__ = [
     "SummaryState",
     "TerminalMark",
     "TerminalWorkflow",
+    "UsageClaim",
     "WorkflowState",
     "WorkflowTransaction",
 ]
@@ -114,16 +127,21 @@ class IngestTransaction:
 class Store:
     """Repository over an AsyncEngine (Postgres or SQLite) whose schema is at the newest revision."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
         self._engine = engine
         self._reader = engine.execution_options(**READ_INTENT)
-        self._outbox = OutboxRepository(engine)
+        self._fence = fence
+        self._outbox = OutboxRepository(engine, fence)
 
     @classmethod
     def from_url(
-        cls, url: str, *, statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS
+        cls,
+        url: str,
+        fence: Fence = UNFENCED,
+        *,
+        statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
     ) -> Store:
-        return cls(create_engine(url, statement_timeout_seconds=statement_timeout_seconds))
+        return cls(create_engine(url, statement_timeout_seconds=statement_timeout_seconds), fence)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -143,6 +161,13 @@ class Store:
     async def close(self) -> None:
         await self._engine.dispose()
 
+    @contextlib.asynccontextmanager
+    async def _leader_write(self) -> AsyncIterator[AsyncConnection]:
+        """A leader-only write transaction: the fence is its first statement (see the docstring)."""
+        async with self._engine.begin() as conn:
+            await self._fence.check(conn)
+            yield conn
+
     async def ping(self) -> None:
         """Raises if the database cannot be reached (readiness, `inno-notify check`)."""
         async with self.read() as conn:
@@ -152,11 +177,11 @@ class Store:
 
     async def upsert_jobs(self, records: Sequence[JobRecord]) -> None:
         """Stores the records as given (the caller has merged them), one statement for the batch."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await jobs.upsert_jobs(conn, records)
 
     async def upsert_pods(self, records: Sequence[PodRecord]) -> None:
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await jobs.upsert_pods(conn, records)
 
     async def get_job(self, cluster: str, uid: str) -> JobRecord | None:
@@ -195,7 +220,7 @@ class Store:
     @contextlib.asynccontextmanager
     async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
         """One ingestion batch: commits when the block ends, rolls back if it raises."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             yield IngestTransaction(conn)
 
     async def ingest(
@@ -219,7 +244,7 @@ class Store:
         count raised each time the object is refused again (see rejected.py)."""
         if not rejections:
             return
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await rejected.record(conn, rejections, at)
 
     async def rejected_objects(self, cluster: str | None = None, limit: int = 100) -> list[RejectedObject]:
@@ -257,25 +282,42 @@ class Store:
             usage_due_at = at
         elif state is not SummaryState.AWAITING_USAGE:
             usage_due_at = None
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             return await jobs.mark_terminal(conn, cluster, uid, at, state, usage_due_at)
+
+    async def claim_usage(
+        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+    ) -> UsageClaim:
+        """Jobs awaiting usage whose due time has come, leased under a fresh claim token (due again
+        after the lease) so that a collector that dies mid-way leaves them to the next one. A
+        leader also takes at once the jobs leased in a term that ended (jobs.claim_usage_due).
+        Pass the token to the writes that settle the jobs (`claim=`)."""
+        token = secrets.token_hex(16)
+        async with self._engine.begin() as conn:
+            term = await self._fence.check(conn)
+            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term)
+        return UsageClaim(token, term, tuple(claimed))
 
     async def claim_usage_due(
         self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
     ) -> list[JobRecord]:
-        """Jobs awaiting usage whose due time has come; each is leased (due again after the lease)
-        so that a collector that dies mid-way leaves them to the next one."""
-        async with self._engine.begin() as conn:
-            return await jobs.claim_usage_due(conn, now, limit, lease_seconds)
+        """The jobs of `claim_usage`, for callers that do not check the claim when settling."""
+        return list((await self.claim_usage(now, limit, lease_seconds)).jobs)
 
-    async def reschedule_usage(self, cluster: str, uid: str, due_at: datetime) -> bool:
-        """Sets when a job awaiting usage is next due (Prometheus not ready yet); False if not awaiting."""
-        async with self._engine.begin() as conn:
-            return await jobs.reschedule_usage(conn, cluster, uid, due_at)
+    async def reschedule_usage(
+        self, cluster: str, uid: str, due_at: datetime, *, claim: str | None = None
+    ) -> bool:
+        """Sets when a job awaiting usage is next due (Prometheus not ready yet); False if not awaiting
+        (or, with `claim`, no longer held by that claim)."""
+        async with self._leader_write() as conn:
+            return await jobs.reschedule_usage(conn, cluster, uid, due_at, claim)
 
-    async def set_summary_state(self, cluster: str, uid: str, state: SummaryState) -> None:
-        async with self._engine.begin() as conn:
-            await jobs.set_summary_state(conn, cluster, uid, state)
+    async def set_summary_state(
+        self, cluster: str, uid: str, state: SummaryState, *, claim: str | None = None
+    ) -> None:
+        """Raises ClaimLost when `claim` no longer holds the job."""
+        async with self._leader_write() as conn:
+            await jobs.set_summary_state(conn, cluster, uid, state, token=claim)
 
     async def summary_states(self, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
         async with self.read() as conn:
@@ -296,7 +338,7 @@ class Store:
 
         Returns how many notifications were new. Raises RecordNotFound if the job is not stored.
         """
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await jobs.set_summary_state(conn, cluster, uid, state)
             return await outbox.enqueue(conn, notifications)
 
@@ -316,18 +358,22 @@ class Store:
         notifications: Sequence[Notification],
         state: SummaryState = SummaryState.SUMMARIZED,
         remeasure_at: datetime | None = None,
+        *,
+        claim: str | None = None,
     ) -> int:
         """Stores a job's usage and advice, sets its summary state and enqueues its notifications,
         all in one transaction: a summary is either wholly planned or not at all. Returns how many
-        notifications were new. With state REMEASURE the job is measured again from `remeasure_at`."""
-        async with self._engine.begin() as conn:
+        notifications were new. With state REMEASURE the job is measured again from `remeasure_at`.
+        With `claim`, nothing is stored unless that usage claim still holds the job (ClaimLost)."""
+        async with self._leader_write() as conn:
+            # The claim first: a claim taken over stores nothing.
+            await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
             await jobs.save_usage(conn, cluster, uid, usage)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
-            await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at)
             return await outbox.enqueue(conn, notifications)
 
     async def save_usage(self, cluster: str, uid: str, usage: Usage) -> None:
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await jobs.save_usage(conn, cluster, uid, usage)
 
     async def get_usage(self, cluster: str, uid: str) -> Usage | None:
@@ -336,7 +382,7 @@ class Store:
 
     async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
         """Replaces the job's recommendations with `recs` (kept in this order)."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await jobs.save_recommendations(conn, cluster, uid, recs)
 
     async def recommendations_of(self, cluster: str, uid: str) -> list[Recommendation]:
@@ -356,10 +402,11 @@ class Store:
         self, nudges: Sequence[tuple[Sequence[Notification], tuple[str, NudgeEntry] | None]]
     ) -> int:
         """Enqueues each nudge's rows and, for a nudge whose rows were new, adds its (team, entry)
-        to the nudge ledger the digest reads; one transaction. Returns how many rows were new."""
+        to the nudge ledger the digest reads; one fenced transaction (the live check is leader-only
+        work). Returns how many rows were new."""
         written = 0
         entries: list[tuple[str, NudgeEntry]] = []
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             for rows, entry in nudges:
                 new = await outbox.enqueue(conn, rows)
                 written += new
@@ -377,7 +424,7 @@ class Store:
 
     async def enqueue(self, notifications: Sequence[Notification]) -> int:
         """Inserts those whose dedup key is new; returns how many. `id` of the inputs is ignored."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             return await outbox.enqueue(conn, notifications)
 
     async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
@@ -503,65 +550,65 @@ class Store:
     @contextlib.asynccontextmanager
     async def workflow_transaction(self) -> AsyncIterator[WorkflowTransaction]:
         """One batch of the workflow tracker: commits when the block ends, rolls back if it raises."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             yield WorkflowTransaction(conn)
 
     async def quiet_airflow_runs(
         self, quiet_before: datetime, limit: int = 100
     ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
         """Open Airflow runs none of whose pods ran since `quiet_before`, with their pods."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await workflows.quiet_airflow_runs(conn, quiet_before, limit)
 
     async def close_airflow_run(self, record: WorkflowRecord, end: TerminalWorkflow) -> bool:
         """Stores the finished run and its end, if it is still open and quiet (see workflows.close_run)."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             return await workflows.close_run(conn, record, end)
 
     async def claim_workflows_due(
         self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
     ) -> list[WorkflowRecord]:
         """Ended workflows whose summary is due, each leased (due again after the lease)."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             return await workflows.claim_due(conn, now, limit, lease_seconds)
 
     async def reschedule_workflow(self, cluster: str, uid: str, due_at: datetime) -> None:
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             await workflows.reschedule(conn, cluster, uid, due_at)
 
     async def complete_workflow(self, cluster: str, uid: str, notifications: Sequence[Notification]) -> int:
         """Marks the workflow summarized and enqueues its notifications in one transaction; returns
         how many were new."""
-        async with self._engine.begin() as conn:
+        async with self._leader_write() as conn:
             return await workflows.complete(conn, cluster, uid, notifications)
 
     async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await workflows.summary_state(conn, cluster, uid)
 
     async def get_workflow(self, cluster: str, uid: str) -> WorkflowRecord | None:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return (await WorkflowTransaction(conn).get_workflows(cluster, [uid])).get(uid)
 
     async def find_workflow(self, cluster: str, namespace: str, name: str) -> WorkflowRecord | None:
         """The newest workflow of that name in the namespace."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await workflows.find_workflow(conn, cluster, namespace, name)
 
     async def workflow_pods(self, cluster: str, workflow_uid: str) -> list[WorkflowPod]:
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return (await workflows.pods_of_workflows(conn, cluster, [workflow_uid])).get(workflow_uid, [])
 
     async def step_figures(
         self, cluster: str, uids: Sequence[str]
     ) -> tuple[dict[str, Summary], dict[str, str]]:
         """Records, usage and advice of workflow steps' pods (by pod uid), and their summary states."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await workflows.step_figures(conn, cluster, uids)
 
     async def get_event(self, key: str) -> EventRecord | None:
         """The pipeline event posted under `key`, if any."""
-        async with self._engine.connect() as conn:
+        async with self.read() as conn:
             return await workflows.find_event(conn, key)
 
     async def record_event(

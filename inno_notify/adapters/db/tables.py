@@ -278,6 +278,21 @@ rejected_objects = sa.Table(
     sa.Index(None, "last_seen_at"),
 )
 
+# Leader election (service.leadership): one lease per name (the cluster name, so several clusters
+# sharing a database elect one leader each). `term` grows on every acquisition and is what fenced
+# writes and claims carry; every time in this table comes from the database's clock, never a
+# replica's, so a skewed clock cannot make two leaders.
+leader_leases = sa.Table(
+    "leader_leases",
+    metadata,
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("holder", sa.String(), nullable=False),
+    sa.Column("term", sa.BigInteger(), nullable=False),
+    sa.Column("acquired_at", UTCDateTime(), nullable=False),
+    sa.Column("renewed_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=False),
+)
+
 checkpoints = sa.Table(
     "checkpoints",
     metadata,

@@ -1,0 +1,236 @@
+"""Claims under leadership terms: a new leader takes the outbox rows and usage jobs leased in a term
+that ended at once (not after the claim's lease), the old claimer's late writes settle nothing, and
+a fenced store writes nothing once its term is over."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from inno_notify.adapters.db import Store, SummaryState
+from inno_notify.adapters.db.jobs import ClaimLost
+from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
+from inno_notify.domain.model import DeliveryStatus, RejectedObject
+
+from .records import T0, job, notification, recommendations, usage
+
+LEASE = 300.0  # the claims' own lease: a takeover must not wait for it
+
+
+@dataclass
+class Replica:
+    """A store whose leader-only writes are fenced by its own leadership of `cluster`."""
+
+    store: Store
+    fence: LeaseFence
+
+    async def lead(self, leases: LeaseRepository) -> int:
+        lease = await leases.acquire(self.fence.name, self.fence.holder, 60)
+        assert lease is not None, f"{self.fence.holder} could not acquire {self.fence.name}"
+        self.fence.arm(lease.term)
+        return lease.term
+
+
+@pytest.fixture
+async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
+    repository = LeaseRepository.from_url(database_url)
+    try:
+        yield repository
+    finally:
+        await repository.close()
+
+
+@pytest.fixture
+async def replicas(database_url: str) -> AsyncIterator[dict[str, Replica]]:
+    made = {
+        name: Replica(Store.from_url(database_url, fence), fence)
+        for name, fence in (
+            ("a", LeaseFence("default", "a")),
+            ("b", LeaseFence("default", "b")),
+            ("other-cluster", LeaseFence("other", "c")),
+        )
+    }
+    try:
+        yield made
+    finally:
+        for replica in made.values():
+            await replica.store.close()
+
+
+async def test_a_new_leader_takes_the_rows_of_an_ended_term_at_once(
+    store: Store, leases: LeaseRepository, replicas: dict[str, Replica]
+) -> None:
+    a, b = replicas["a"], replicas["b"]
+    await store.enqueue([notification(f"n{i}", recipient=f"u{i}@example.com") for i in range(3)])
+    term_a = await a.lead(leases)
+    old = await a.store.outbox.claim(T0, 10, LEASE)
+    assert old.term == term_a and old.rows == 3
+
+    # While a leads, nobody else takes its rows before their lease, not even another cluster's leader.
+    await replicas["other-cluster"].lead(leases)
+    assert (await replicas["other-cluster"].store.outbox.claim(T0, 10, LEASE)).rows == 0
+
+    assert await leases.release("default", "a", term_a)
+    term_b = await b.lead(leases)
+    new = await b.store.outbox.claim(T0, 10, LEASE)  # the same instant: no lease has run out
+    assert new.term == term_b > term_a and new.rows == 3
+
+    (first, *_), *_ = old.messages
+    assert first.id is not None
+    # a's late outcome settles nothing; its fence refuses its next claim.
+    assert await a.store.outbox.mark_sent(old, [(first.id, "late", T0)]) == 0
+    with pytest.raises(LostLeadership):
+        await a.store.outbox.claim(T0, 10, LEASE)
+    assert await b.store.outbox.mark_sent(new, [(first.id, "new", T0)]) == 1
+    sent = await store.get_notification(first.id)
+    assert sent is not None and (sent.status, sent.provider_message_id) == (DeliveryStatus.SENT, "new")
+
+
+async def test_claims_without_a_term_and_rows_waiting_for_a_retry_keep_their_time(
+    store: Store, leases: LeaseRepository, replicas: dict[str, Replica]
+) -> None:
+    """Rows claimed with election off (`inno-notify digest --send`: a process that may be alive)
+    wait for their lease; a retried row gave its claim up and waits for its retry time."""
+    await store.enqueue(
+        [
+            notification("untermed"),
+            notification("leased", recipient="bob@example.com"),
+            notification("retried", recipient="carol@example.com"),
+        ]
+    )
+    assert (await store.outbox.claim(T0, 1, LEASE)).rows == 1  # "untermed", without a term
+    a, b = replicas["a"], replicas["b"]
+    term_a = await a.lead(leases)
+    claim_a = await a.store.outbox.claim(T0, 10, LEASE)
+    by_key = {row.dedup_key: row for message in claim_a.messages for row in message}
+    assert sorted(by_key) == ["leased", "retried"]
+    retry_at = T0 + timedelta(minutes=2)  # before the claims' lease runs out
+    retried = by_key["retried"].id
+    assert retried is not None
+    assert await a.store.outbox.mark_retry(claim_a, [(retried, "429", retry_at)]) == 1
+
+    assert await leases.release("default", "a", term_a)
+    await b.lead(leases)
+    taken = await b.store.outbox.claim(T0, 10, LEASE)
+    assert [row.dedup_key for message in taken.messages for row in message] == ["leased"]
+    later = await b.store.outbox.claim(retry_at, 10, LEASE)
+    assert [row.dedup_key for message in later.messages for row in message] == ["retried"]
+
+
+async def test_rows_given_back_are_due_at_once_without_a_counted_attempt(store: Store) -> None:
+    await store.enqueue([notification("n0"), notification("n1", recipient="bob@example.com")])
+    claim = await store.outbox.claim(T0, 10, LEASE)
+    ids = [row.id for message in claim.messages for row in message if row.id is not None]
+    async with store.outbox.recorder(claim) as outcomes:
+        assert await outcomes.given_back(ids, T0 + timedelta(seconds=1)) == 2
+        assert await outcomes.given_back(ids, T0) == 0  # given back already: not this claim's any more
+    again = await store.outbox.claim(T0 + timedelta(seconds=1), 10, LEASE)
+    assert again.rows == 2
+    assert {row.attempts for message in again.messages for row in message} == {1}
+
+
+async def _awaiting_usage(store: Store, *uids: str) -> None:
+    await store.upsert_jobs([job(uid) for uid in uids])
+    for uid in uids:
+        await store.mark_terminal("default", uid, T0)
+
+
+async def test_usage_writes_check_the_claim_token(store: Store) -> None:
+    """A collector whose usage lease ran out and was taken by another stores nothing: the whole
+    summary (usage, advice, state, notifications) is refused; the new claimer's goes through."""
+    await _awaiting_usage(store, "job-1")
+    first = await store.claim_usage(T0, 10, lease_seconds=60)
+    second = await store.claim_usage(T0 + timedelta(seconds=60), 10, lease_seconds=60)
+    assert [j.uid for j in first.jobs] == [j.uid for j in second.jobs] == ["job-1"]
+    assert first.token != second.token
+
+    with pytest.raises(ClaimLost):
+        await store.complete_summary(
+            "default", "job-1", usage(), recommendations(), [notification()], claim=first.token
+        )
+    assert await store.get_usage("default", "job-1") is None
+    assert (await store.list_notifications(limit=5))[0] == []
+    assert not await store.reschedule_usage("default", "job-1", T0, claim=first.token)
+    with pytest.raises(ClaimLost):
+        await store.set_summary_state("default", "job-1", SummaryState.SUMMARIZED, claim=first.token)
+
+    assert (
+        await store.complete_summary("default", "job-1", usage(), [], [notification()], claim=second.token)
+        == 1
+    )
+    assert await store.summary_state("default", "job-1") is SummaryState.SUMMARIZED
+
+
+async def test_a_rescheduled_job_gives_its_claim_up(store: Store) -> None:
+    await _awaiting_usage(store, "job-1")
+    claim = await store.claim_usage(T0, 10, lease_seconds=60)
+    later = T0 + timedelta(minutes=5)
+    assert await store.reschedule_usage("default", "job-1", later, claim=claim.token)
+    assert not await store.reschedule_usage("default", "job-1", later, claim=claim.token)
+    assert (await store.claim_usage(later - timedelta(seconds=1), 10)).jobs == ()
+    assert [j.uid for j in (await store.claim_usage(later, 10)).jobs] == ["job-1"]
+
+
+async def test_a_new_leader_takes_the_usage_jobs_of_an_ended_term_at_once(
+    store: Store, leases: LeaseRepository, replicas: dict[str, Replica]
+) -> None:
+    a, b = replicas["a"], replicas["b"]
+    await _awaiting_usage(store, "job-1", "job-2")
+    term_a = await a.lead(leases)
+    old = await a.store.claim_usage(T0, 10, LEASE)
+    assert old.term == term_a and len(old.jobs) == 2
+    await replicas["other-cluster"].lead(leases)
+    assert (await replicas["other-cluster"].store.claim_usage(T0, 10, LEASE)).jobs == ()
+    # b cannot lead while a holds the lease; a's writes pass its fence.
+    assert await leases.acquire("default", "b", 60) is None
+
+    assert await leases.release("default", "a", term_a)
+    with pytest.raises(LostLeadership):
+        await a.store.complete_summary("default", "job-1", usage(), [], [], claim=old.token)
+    await b.lead(leases)
+    new = await b.store.claim_usage(T0, 10, LEASE)
+    assert sorted(j.uid for j in new.jobs) == ["job-1", "job-2"]
+    a.fence.disarm()  # what the elector does the moment it stops leading
+    with pytest.raises(LostLeadership):
+        await a.store.set_summary_state("default", "job-2", SummaryState.SUMMARIZED, claim=old.token)
+    assert await b.store.complete_summary("default", "job-1", usage(), [], [], claim=new.token) == 0
+    assert await store.get_usage("default", "job-1") == usage()
+
+
+async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[str, Replica]) -> None:
+    """A replica that does not lead (its fence disarmed) writes nothing of the leader's."""
+    await store.upsert_jobs([job()])
+    fenced = replicas["a"].store
+    rejected = RejectedObject(cluster="default", kind="Job", uid="u", reason="malformed")
+    writes: dict[str, Callable[[], Awaitable[object]]] = {
+        "upsert_jobs": lambda: fenced.upsert_jobs([job("other")]),
+        "upsert_pods": lambda: fenced.upsert_pods([]),
+        "mark_terminal": lambda: fenced.mark_terminal("default", "job-1", T0),
+        "claim_usage": lambda: fenced.claim_usage(T0, 10),
+        "reschedule_usage": lambda: fenced.reschedule_usage("default", "job-1", T0),
+        "set_summary_state": lambda: fenced.set_summary_state("default", "job-1", SummaryState.SILENT),
+        "summarize": lambda: fenced.summarize("default", "job-1", [notification()]),
+        "complete_summary": lambda: fenced.complete_summary(
+            "default", "job-1", usage(), [], [notification()]
+        ),
+        "save_usage": lambda: fenced.save_usage("default", "job-1", usage()),
+        "save_recommendations": lambda: fenced.save_recommendations("default", "job-1", []),
+        "enqueue": lambda: fenced.enqueue([notification()]),
+        "enqueue_nudges": lambda: fenced.enqueue_nudges([([notification()], None)]),
+        "record_rejected": lambda: fenced.record_rejected([rejected], T0),
+        "outbox.claim": lambda: fenced.outbox.claim(T0, 10, LEASE),
+    }
+    for name, write in writes.items():
+        with pytest.raises(LostLeadership):
+            await write()
+            pytest.fail(f"{name} was not fenced")
+    with pytest.raises(LostLeadership):
+        async with fenced.ingest_transaction():
+            pytest.fail("an ingest transaction began")
+    # Nothing of it reached the database; reads and the unfenced store are not affected.
+    assert await fenced.get_job("default", "other") is None
+    assert (await fenced.list_notifications(limit=5))[0] == []
+    assert await fenced.summary_state("default", "job-1") is SummaryState.NONE
