@@ -2,12 +2,13 @@
 
 Every `live.interval_seconds`, on the leader (it is leader-only work, and its one write, enqueueing
 the nudges, is fenced like every leader-only write), one round reads the running GPU pods from the
-store (Job pods, bare GPU pods and workspace pods, all recorded by ingestion), leaves out the pods nudged less than `live.repeat_hours` ago (the outbox
-says when, so a restart does not nudge again), asks the metrics source once about the rest
-(adapters/prometheus/live.py: a fixed number of queries whatever the pod count), decides which
-GPUs idled the whole sliding window (domain.live), and routes a nudge per idle pod like a summary
-(domain.routing.plan_nudge): the owner's channels, `notify: never` honoured. Within
-`live.quiet_hours` no round runs. The dispatcher sends the rows.
+store (Job pods, bare GPU pods and workspace pods, all recorded by ingestion), leaves out the pods
+nudged less than `live.repeat_hours` ago (the outbox says when, so a restart does not nudge
+again), asks the metrics source once about the rest (adapters/prometheus/live.py: a fixed number
+of queries whatever the pod count), decides which GPUs idled the whole sliding window
+(domain.live), and routes a nudge per idle pod like a summary (domain.routing.plan_nudge): the
+owner's channels, `notify: never` honoured. Within `live.quiet_hours` no round runs. The
+dispatcher sends the rows.
 
 Report only. inno-notify never stops, scales or deletes a workload (docs/nudges.md says why). An
 opt-in action would be a second consumer of a round's findings, next to routing in `run_once`, and
