@@ -623,7 +623,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         watcher = _cluster_watcher(settings, api, pipeline.ingestor)
         components = list(pipeline.components)
         components.append(("digest", digest_component(settings, store, senders)))
-        components.append(("live", live_component(settings, store, frozenset(senders), utc_now)))
+        components.append(("live", live_component(settings, store, frozenset(senders), utc_now, telemetry)))
         if watcher is not None:
             components.append(("watch", watch_component(watcher)))
             components.append(

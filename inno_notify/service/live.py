@@ -46,6 +46,7 @@ from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, Not
 from inno_notify.domain.routing import plan_nudge
 from inno_notify.service.pausing import pause
 from inno_notify.settings import Settings
+from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,10 @@ class LiveCheck:
         enabled_channels: Collection[str],
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry
         self.source = source
         self.options = options
         self.clock = clock
@@ -134,7 +137,8 @@ class LiveCheck:
         while not stop.is_set():
             began = time.perf_counter()
             try:
-                await self.run_once(self.clock())
+                done = await self.run_once(self.clock())
+                self._count_round("quiet" if done.quiet else "ok")
             except LostLeadership:
                 raise  # the leader work ends with it (service.leadership)
             except PrometheusError as exc:
@@ -148,7 +152,12 @@ class LiveCheck:
             self.stats.last_round_seconds = time.perf_counter() - began
             await pause(self.options.interval_seconds, stop, self._sleep)
 
+    def _count_round(self, outcome: str) -> None:
+        if self.telemetry is not None:
+            self.telemetry.live_rounds.labels(outcome).inc()
+
     def _failed(self, error: str) -> None:
+        self._count_round("failed")
         self.stats.failed_rounds += 1
         self.stats.errors = [*self.stats.errors[-9:], error]
 
@@ -214,6 +223,8 @@ class LiveCheck:
                 log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
         written = await self.store.enqueue_nudges(planned) if planned else 0
         self.stats.nudges += len(nudged)
+        if self.telemetry is not None:
+            self.telemetry.nudges.inc(len(nudged))
         log.info(
             "live check: %d running GPU pod(s), %d nudged within %g h, %d idle, %d nudged (%d row(s) "
             "new), %d with nobody to tell",
@@ -264,7 +275,11 @@ def live_options(settings: Settings) -> LiveOptions:
 
 
 def live_component(
-    settings: Settings, store: Store, channels: Collection[str], clock: Clock
+    settings: Settings,
+    store: Store,
+    channels: Collection[str],
+    clock: Clock,
+    telemetry: Telemetry | None = None,
 ) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
     """The live check as a component of `serve`, with its own Prometheus client (closed when it stops)."""
 
@@ -275,7 +290,8 @@ def live_component(
             return
         meter = build_live_meter(settings.prometheus, settings.kubernetes.namespaces)
         try:
-            await LiveCheck(store, meter, live_options(settings), clock, channels).run(stop)
+            check = LiveCheck(store, meter, live_options(settings), clock, channels, telemetry=telemetry)
+            await check.run(stop)
         finally:
             meter.client.close()
 

@@ -4,6 +4,7 @@ the outbox, suppressed across a restart, and sent by the dispatcher through a re
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.render import Renderer
@@ -24,6 +26,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.live import LiveCheck, LiveOptions
 from inno_notify.settings import Settings
+from inno_notify.telemetry import Telemetry
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.prometheus import live_scenario as scenario
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer
@@ -167,6 +170,29 @@ def options(**changes: Any) -> LiveOptions:
 
 def check(store: Store, meter: LiveMeter, **changes: Any) -> LiveCheck:
     return LiveCheck(store, meter, options(**changes), FakeClock(NOW), {"email"})
+
+
+async def test_rounds_and_nudges_are_counted_in_the_metrics(ingested: Store, meter: LiveMeter) -> None:
+    telemetry = Telemetry.create(CollectorRegistry())
+    stop = asyncio.Event()
+
+    async def one_round_then_stop(_seconds: float) -> None:
+        stop.set()
+
+    live = LiveCheck(
+        ingested,
+        meter,
+        options(),
+        FakeClock(NOW),
+        {"email"},
+        sleep=one_round_then_stop,
+        telemetry=telemetry,
+    )
+    await live.run(stop)
+
+    registry = telemetry.registry
+    assert registry.get_sample_value("inno_notify_live_rounds_total", {"outcome": "ok"}) == 1
+    assert registry.get_sample_value("inno_notify_nudges_total") == live.stats.nudges > 0
 
 
 def expected_idle() -> dict[str, scenario.LivePod]:
