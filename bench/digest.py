@@ -1,8 +1,10 @@
 """Benchmark: all weekly digests over a large Postgres database.
 
 Fills a throwaway Postgres database with N jobs (default 1,000,000) of T teams and P people spread
-over ten ISO weeks, with usage for most of them and recommendations for some, then builds the
-digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
+over ten ISO weeks, with usage for most of them and recommendations for some, a pod each, an
+outbox holding each job's summary, and, for --nudged of the last week's jobs (a share, default
+2 %), one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), then
+builds the digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
 prints `name=value` lines: `all_digests_s` is the 50 digests one after another (the figure the
 target is about), `all_digests_concurrent4_s` the same four at a time, each run with the machine's
 load beside it. With --explain it also prints EXPLAIN (ANALYZE, BUFFERS) of the statement one digest
@@ -43,7 +45,9 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.db import Store, migrate
-from inno_notify.domain.digest import week_bounds
+from inno_notify.domain.digest import NudgeEntry, week_bounds
+from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
+from inno_notify.domain.model import Channel, Notification, NotificationKind
 
 DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 WEEK = "2026-W48"
@@ -203,7 +207,106 @@ REC_COLUMNS = [
 ]
 
 
-async def fill(url: str, n_jobs: int, teams: int, people: int, *, in_time_order: bool) -> float:
+POD_COLUMNS = ["cluster", "uid", "namespace", "name", "job_uid", "phase", "gpu_equivalents", "containers"]
+OUTBOX_COLUMNS = [
+    "dedup_key",
+    "kind",
+    "channel",
+    "recipient",
+    "status",
+    "cluster",
+    "job_uid",
+    "payload",
+    "created_at",
+    "due_at",
+    "attempts",
+]
+
+
+def outbox_rows(
+    jobs: list[tuple[Any, ...]], week_start: datetime, nudged: float, rnd: random.Random
+) -> tuple[
+    list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[list[Notification], tuple[str, NudgeEntry]]]
+]:
+    """Each job's pod and sent summary (rows to copy); for a share of the week's GPU jobs, 1-3 idle
+    nudges about its pod while it ran, as the live check enqueues them (rows and ledger entry)."""
+    pods, rows = [], []
+    nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
+    for job in jobs:
+        uid, namespace, name, owner, team, finished, gpus = (
+            job[1],
+            job[2],
+            job[3],
+            job[7],
+            job[8],
+            job[12],
+            job[16],
+        )
+        rows.append(
+            (
+                f"default/{uid}/job_summary/email/{owner}",
+                "job_summary",
+                "email",
+                owner,
+                "sent",
+                "default",
+                uid,
+                "{}",
+                finished,
+                finished,
+                1,
+            )
+        )
+        # Every job has its pod, as the service records them.
+        pod_uid = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+        pods.append(("default", pod_uid, namespace, f"{name}-x", uid, "Succeeded", gpus, "[]"))
+        if gpus <= 0 or finished < week_start or rnd.random() >= nudged:
+            continue
+        since = max(week_start - timedelta(hours=6), finished - timedelta(hours=rnd.uniform(3, 48)))
+        for n in range(rnd.randint(1, 3)):
+            at = since + timedelta(hours=1 + 24 * n)
+            if at >= finished:
+                break
+            finding = IdleFinding(
+                "default",
+                namespace,
+                f"{name}-x",
+                pod_uid,
+                "n1",
+                "job",
+                name,
+                uid,
+                owner,
+                team,
+                int(gpus),
+                gpus,
+                tuple(IdleGpu(str(i), since) for i in range(int(gpus))),
+                since,
+                False,
+                gpus,
+                gpus * (at - since).total_seconds() / 3600,
+                None,
+                at,
+                60.0,
+            )
+            row = Notification(
+                dedup_key=f"default/{pod_uid}/idle_nudge/{n}/email/{owner}",
+                kind=NotificationKind.IDLE_NUDGE,
+                channel=Channel.EMAIL,
+                recipient=owner,
+                due_at=at,
+                created_at=at,
+                cluster="default",
+                job_uid=pod_uid,
+                payload={"nudge": finding_to_payload(finding)},
+            )
+            nudges.append(([row], (team, nudge_entry(finding))))
+    return pods, rows, nudges
+
+
+async def fill(
+    url: str, n_jobs: int, teams: int, people: int, *, in_time_order: bool, nudged: float = 0.02
+) -> float:
     conn = await connect(url)
     # JSONB through binary COPY: a version byte (1) and the JSON text.
     await conn.set_type_codec(
@@ -214,7 +317,10 @@ async def fill(url: str, n_jobs: int, teams: int, people: int, *, in_time_order:
         format="binary",
     )
     rnd = random.Random(48)
-    _, end = week_bounds(WEEK, "UTC")
+    # Its own stream, so that the jobs are the same with or without the outbox.
+    nudge_rnd = random.Random(49)
+    all_nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
+    week_start, end = week_bounds(WEEK, "UTC")
     first = end - timedelta(weeks=WEEKS)
     span = (end - first).total_seconds()
     began = time.perf_counter()
@@ -234,6 +340,17 @@ async def fill(url: str, n_jobs: int, teams: int, people: int, *, in_time_order:
             await conn.copy_records_to_table("jobs", records=jobs, columns=JOB_COLUMNS)
             await conn.copy_records_to_table("usage", records=usage, columns=USAGE_COLUMNS)
             await conn.copy_records_to_table("recommendations", records=recs, columns=REC_COLUMNS)
+            pods, outbox, nudges = outbox_rows(jobs, week_start, nudged, nudge_rnd)
+            await conn.copy_records_to_table("pods", records=pods, columns=POD_COLUMNS)
+            await conn.copy_records_to_table("outbox", records=outbox, columns=OUTBOX_COLUMNS)
+            all_nudges.extend(nudges)
+        # The nudges through the live check's own write path: outbox rows and the digest's ledger.
+        store = Store.from_url(url)
+        try:
+            for start in range(0, len(all_nudges), 500):
+                await store.enqueue_nudges(all_nudges[start : start + 500])
+        finally:
+            await store.close()
         # What autovacuum does after a bulk of inserts: statistics for the planner, and the
         # visibility map that lets an index-only scan skip the table's pages.
         await conn.execute("VACUUM ANALYZE")
@@ -299,6 +416,7 @@ async def main() -> int:
         help="the order rows are written in: time (finish order, as the service writes) or random",
     )
     parser.add_argument("--runs", type=int, default=3, help="times to build all digests")
+    parser.add_argument("--nudged", type=float, default=0.02, help="share of the week's GPU jobs nudged")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--database", help="use this already filled database (migrated to head first)")
     parser.add_argument("--keep", action="store_true", help="leave the database for another run")
@@ -311,7 +429,14 @@ async def main() -> int:
         if args.database is None:
             await admin_conn.execute(f'CREATE DATABASE "{name}"')
             await migrate(url)
-            fill_s = await fill(url, args.jobs, args.teams, args.people, in_time_order=args.order == "time")
+            fill_s = await fill(
+                url,
+                args.jobs,
+                args.teams,
+                args.people,
+                in_time_order=args.order == "time",
+                nudged=args.nudged,
+            )
             print(f"jobs={args.jobs}\nteams={args.teams}\npeople={args.people}\nweeks={WEEKS}")
             print(f"order={args.order}\nfill_s={fill_s:.1f}")
         else:
@@ -329,6 +454,8 @@ async def main() -> int:
                 print(f"all_digests_concurrent4_s={concurrent:.3f} load={load()}")
             print(f"jobs_in_week={sum(d.jobs for d in digests)}")
             print(f"gpu_hours_in_week={sum(d.gpu_hours or 0 for d in digests):.0f}")
+            print(f"nudged_pods_in_week={sum(p.pods for d in digests for p in d.live_idle)}")
+            print(f"live_idle_gpu_hours_in_week={sum(d.live_idle_gpu_hours or 0 for d in digests):.0f}")
             if args.explain:
                 plans = await explain(store, teams[0])
                 indexes = sorted({m for p in plans for m in re.findall(r"(?:using|Index Scan on) (\w+)", p)})

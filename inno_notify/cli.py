@@ -107,6 +107,16 @@ def _settings(args: argparse.Namespace) -> Settings:
         RightsizingPolicy(**settings.rightsizing.model_dump())
     except ValueError as exc:
         raise ConfigError(f"{path or 'built-in defaults'}: {exc}") from None
+    from inno_notify.domain.live import parse_quiet_hours
+    from inno_notify.domain.parsing import parse_selectors
+
+    # Selectors and quiet hours follow the domain's grammar, which the settings cannot import.
+    try:
+        parse_selectors(settings.live.workspace_selectors)
+        if settings.live.quiet_hours is not None:
+            parse_quiet_hours(settings.live.quiet_hours, settings.live.timezone)
+    except ValueError as exc:
+        raise ConfigError(f"{path or 'built-in defaults'}: live: {exc}") from None
     return settings
 
 

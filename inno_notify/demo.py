@@ -2,12 +2,12 @@
 
 What runs is the production pipeline — the Kubernetes watch over real HTTP (kubernetes-asyncio
 against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
-the outbox and the dispatcher with the real renderer, and the workflow tracker with an Argo
-training pipeline, an Airflow DAG run and a KServe model coming online — with two stand-ins at the
-edges: the
-cluster's metrics come from the simulator's traces (through the same interface as the Prometheus
-meter), and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs
-`speed` times faster than the wall clock.
+the outbox and the dispatcher with the real renderer, the workflow tracker with an Argo training
+pipeline, an Airflow DAG run and a KServe model coming online, and the live check that nudges the
+owners of idling GPUs — with two stand-ins at the edges: the cluster's metrics come from the
+simulator's traces (through the same interfaces as the Prometheus meters), and e-mail goes to files
+and the terminal instead of an SMTP server. Simulated time runs `speed` times faster than the wall
+clock. A JupyterHub server someone left running on a GPU, idle, gets its nudge while the jobs run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,16 +27,18 @@ from rich.table import Table
 from rich.text import Text
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.digest import week_of
-from inno_notify.domain.model import DeliveryStatus, NotificationKind
+from inno_notify.domain.model import DeliveryStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.workflows import airflow_run_uid
 from inno_notify.runtime import build_pipeline, seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
+from inno_notify.service.live import LiveCheck, live_options
 from inno_notify.settings import Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer
@@ -57,6 +59,8 @@ class DemoResult:
     out: Path
     database_url: str
     summaries_sent: int
+    # (recipient, headline) of each idle nudge delivered.
+    nudges: tuple[tuple[str, str], ...]
     messages: int
     recipients: Counter[str]
     seconds: float
@@ -76,6 +80,8 @@ def demo_settings(workload: Workload, database_url: str) -> Settings:
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
         "notify": {"group_wait_seconds": 600, "dashboard_url": "http://inno-notify.example/"},
         "channels": {"email": {"host": "mailbox", "sender": SENDER}},
+        # Half an hour of an idle GPU is worth a nudge in a demo that lasts a few simulated hours.
+        "live": {"idle_minutes": 30},
         "directory": {
             "users": [{"email": p.email, "name": p.name, "channels": ["email"]} for p in workload.people],
             "teams": [
@@ -119,15 +125,22 @@ async def run_demo(
     store = Store.from_url(database_url)
     await seed_directory(store, settings)
     mailbox = MailboxSender(mail_dir, SENDER, console)
+    metrics = SimMetrics(workload.jobs, pods=workload.step_behaviours(), workspaces=workload.workspaces)
     pipeline = build_pipeline(
         settings,
         store,
-        SimMetrics(workload.jobs, pods=workload.step_behaviours()),
+        metrics,
         {"email": mailbox},
         clock.now,
         started_at=start,
         poll_seconds=0.05,
     )
+    # The live check looks every few tenths of a second of wall-clock time (a minute or two of
+    # simulated time).
+    live = LiveCheck(
+        store, metrics, replace(live_options(settings), interval_seconds=0.2), clock.now, {"email"}
+    )
+    components = [*pipeline.components, ("live", live.run)]
     server = SimKubeServer(bookmark_interval=5.0, crds=("argo", "kserve"))
     await server.start()
     api = await load_api_client(server.kubeconfig(out / "kubeconfig"))
@@ -147,7 +160,7 @@ async def run_demo(
     try:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="watch")
-            for name, component in pipeline.components:
+            for name, component in components:
                 group.create_task(component(stop), name=name)
             await watcher.wait_ready()
             play = group.create_task(player.run(), name="player")
@@ -162,21 +175,27 @@ async def run_demo(
         with contextlib.suppress(Exception):
             await api.close()
         await server.stop()
-    sent = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    sent = await _sent(store)
     pipeline_kinds = (NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING)
     digests = await _digests(store, workload, out)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
+    nudges = tuple(
+        (row.recipient, NudgeView.from_payload(row.payload).headline)
+        for row in sent
+        if row.kind is NotificationKind.IDLE_NUDGE
+    )
     result = DemoResult(
         workload=workload,
         out=out,
         database_url=database_url,
-        summaries_sent=len(sent[0]),
+        summaries_sent=sum(1 for n in sent if n.kind is not NotificationKind.IDLE_NUDGE),
+        nudges=nudges,
         messages=len(mailbox.sent),
         recipients=recipients,
         seconds=asyncio.get_running_loop().time() - began,
         digests=digests,
-        workflow_summaries=sum(1 for n in sent[0] if n.kind in pipeline_kinds),
+        workflow_summaries=sum(1 for n in sent if n.kind in pipeline_kinds),
     )
     _report(console, result)
     return result
@@ -215,9 +234,13 @@ async def _progress(
             await asyncio.sleep(0.1)
 
 
-async def _delivered(store: Store) -> int:
+async def _sent(store: Store) -> list[Notification]:
     rows, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
-    return len(rows)
+    return rows
+
+
+async def _delivered(store: Store) -> int:
+    return sum(1 for row in await _sent(store) if row.kind is not NotificationKind.IDLE_NUDGE)
 
 
 def _run_uids(workload: Workload) -> list[str]:
@@ -228,9 +251,9 @@ def _run_uids(workload: Workload) -> list[str]:
 
 
 async def _settled(store: Store, workload: Workload) -> bool:
-    """Every job ended and was summarized, every pipeline summarized and every model announced, and
-    no message is still waiting to be sent."""
-    total = len(workload.jobs)
+    """Every job ended and was summarized, every pipeline summarized and every model announced, every
+    workspace stopped, and no message is still waiting to be sent."""
+    total = len(workload.jobs) + len(workload.workspaces)
     # Pipelines' GPU steps are workloads of their own too.
     page, _ = await store.list_jobs(JobFilter(), limit=total + 100)
     if len(page) < total or any(not j.status.is_terminal for j in page):
@@ -277,10 +300,18 @@ def _report(console: Console, result: DemoResult) -> None:
             f"KServe {svc.namespace}/{svc.name}", svc.owner or "", f"trained by {svc.trained_by}"
         )
     console.print(pipelines)
+    if result.nudges:
+        nudges = Table(title="Nudged while running: GPUs idling (report only, nothing was stopped)")
+        nudges.add_column("to")
+        nudges.add_column("what")
+        for recipient, headline in result.nudges:
+            nudges.add_row(Text(recipient), Text(headline))
+        console.print(nudges)
     console.print(
-        f"[bold]{result.summaries_sent}[/] job summaries delivered in [bold]{result.messages}[/] e-mails "
-        f"to {len(result.recipients)} people in {result.seconds:.0f} s "
-        f"({result.workflow_summaries} of them for pipelines: one per workflow, one per model serving)."
+        f"[bold]{result.summaries_sent}[/] job summaries and [bold]{len(result.nudges)}[/] idle nudges "
+        f"delivered in [bold]{result.messages}[/] e-mails to {len(result.recipients)} people in "
+        f"{result.seconds:.0f} s ({result.workflow_summaries} of the summaries for pipelines: one per "
+        "workflow, one per model serving)."
     )
     for team, (text, page) in result.digests.items():
         console.rule(f"[bold]weekly digest · {team}[/]")

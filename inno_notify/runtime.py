@@ -50,7 +50,7 @@ from inno_notify.api.keys import EventRouting
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.page_links import PageLinks
-from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
@@ -58,6 +58,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.leadership import Elector, Timings, replica_identity
+from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.single_instance import single_instance
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
@@ -90,6 +91,8 @@ def parse_config(settings: Settings) -> ParseConfig:
         namespace_teams=namespace_teams,
         default_team=settings.directory.default_team,
         mlflow_url=settings.workflows.mlflow_url,
+        workspace_selectors=parse_selectors(settings.live.workspace_selectors),
+        user_aliases=directory_aliases(user.email for user in settings.directory.users),
     )
 
 
@@ -643,6 +646,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         watcher = _cluster_watcher(settings, api, pipeline.ingestor)
         components = list(pipeline.components)
         components.append(("digest", digest_component(settings, store, senders)))
+        components.append(("live", live_component(settings, store, frozenset(senders), utc_now, telemetry)))
         if watcher is not None:
             components.append(("watch", watch_component(watcher)))
             components.append(

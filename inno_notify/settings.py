@@ -422,9 +422,54 @@ class DigestSettings(_Section):
         return value
 
 
+# Coder's Kubernetes template labels every workspace resource with its workspace id; KubeSpawner
+# labels single-user servers `component: singleuser-server` and the user's name (docs/nudges.md).
+DEFAULT_WORKSPACE_SELECTORS = (
+    "com.coder.workspace.id",
+    "component=singleuser-server,hub.jupyter.org/username",
+)
+
+
 class LiveSettings(_Section):
-    idle_minutes: float = Field(60, gt=0, description="Nudge when a running job's GPUs idle this long.")
-    repeat_hours: float = Field(24, gt=0, description="At most one nudge per job in this period.")
+    """The live check: nudges about GPUs idling in running pods and workspaces (docs/nudges.md).
+
+    The selectors' grammar is the domain's (`domain.parsing.selectors`); the CLI reports a selector
+    it refuses as a configuration error.
+    """
+
+    enabled: bool = Field(True, description="Run the live check (on the leader).")
+    idle_minutes: float = Field(
+        60,
+        gt=0,
+        description="Nudge when a running pod's GPUs stayed below rightsizing.idle_gpu_util_percent for this many minutes (a sliding window: a pod that worked and then idles is caught).",
+    )
+    repeat_hours: float = Field(
+        24,
+        gt=0,
+        description="At most one nudge per pod in this period (kept in the database: a restart does not nudge again).",
+    )
+    interval_seconds: float = Field(
+        300, gt=0, description="How often the live check looks at the running GPU pods."
+    )
+    workspace_selectors: tuple[str, ...] = Field(
+        DEFAULT_WORKSPACE_SELECTORS,
+        description="Label selectors (kubectl -l syntax) of long-running workspace pods; the defaults match Coder workspaces and JupyterHub single-user servers; [] watches no workspaces.",
+    )
+    quiet_hours: str | None = Field(
+        None,
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description='Daily period without nudges, e.g. "22:00-07:00" (in `timezone`); the first check after it nudges. null: none.',
+    )
+    timezone: str = Field("UTC", description="IANA time zone of quiet_hours and of the times a nudge shows.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_zone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone: {value!r}") from None
+        return value
 
 
 class WorkflowsSettings(_Section):

@@ -39,6 +39,8 @@ class Telemetry:
     leader: Gauge
     leader_changes: Counter
     leader_term: Gauge
+    live_rounds: Counter
+    nudges: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> Telemetry:
@@ -143,6 +145,21 @@ class Telemetry:
                 "leader_term",
                 "The leadership term this replica leads in (0 while it does not lead); it grows with "
                 "every acquisition, in whichever replica.",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            live_rounds=Counter(
+                "live_rounds",
+                "Rounds of the live idle check, by outcome (ok, quiet: in live.quiet_hours, failed: "
+                "Prometheus or the database did not answer).",
+                ["outcome"],
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            nudges=Counter(
+                "nudges",
+                "Pods whose owner was nudged about idle GPUs (one per pod and nudge, whatever the "
+                "number of channels).",
                 namespace=NAMESPACE,
                 registry=registry,
             ),

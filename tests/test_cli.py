@@ -49,6 +49,10 @@ def test_version(tmp_path: Path) -> None:
         ("channels: {telegram: {token_file: /no/such/secret}}\n", {}, "cannot read token_file"),
         ("", {"INNO_NOTIFY_NOTIFY__NOPE": "1"}, "unknown key 'notify.nope'"),
         ("rightsizing: {warning_gpu_minutes: 900}\n", {}, "warning_gpu_minutes <= critical_gpu_minutes"),
+        ("live: {workspace_selectors: ['a in (b']}\n", {}, "live: unbalanced '('"),
+        ("live: {quiet_hours: '07:00-07:00'}\n", {}, "live: quiet hours '07:00-07:00' are empty"),
+        ("live: {quiet_hours: '7-8'}\n", {}, "live.quiet_hours"),
+        ("live: {timezone: Mars/Olympus}\n", {}, "unknown time zone"),
     ],
 )
 @pytest.mark.parametrize("command", ["check", "migrate", "serve"])

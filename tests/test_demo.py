@@ -1,6 +1,7 @@
 """`inno-notify demo` end to end: what it delivered matches the workload it generated, pipelines
 included (one summary per Argo workflow and Airflow DAG run, one "model is serving", no summary of
-a pipeline's GPU step on its own)."""
+a pipeline's GPU step on its own), and the JupyterHub server left idling on a GPU gets its nudge
+while the jobs run."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
-from inno_notify.domain.model import WorkloadKind
+from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
 from inno_notify.sim.pipelines import SimArgoWorkflow
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
@@ -44,7 +45,21 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
         # A pipeline's GPU attempts are workloads of their own, measured, their summaries folded away.
         assert {j.uid for j in records if j.kind is WorkloadKind.POD} == set(gpu_attempts)
         sent, _ = await store.list_notifications(limit=500)
-        assert not {n.job_uid for n in sent} & set(gpu_attempts)
+        assert not {n.job_uid for n in sent if n.kind is not NotificationKind.IDLE_NUDGE} & set(gpu_attempts)
+        # The notebook server was recorded as a workspace of its JupyterHub user, stopped, measured,
+        # and got no summary.
+        (workspace,) = workload.workspaces
+        (record,) = [j for j in records if j.kind is WorkloadKind.WORKSPACE]
+        assert (record.uid, record.owner, record.status) == (
+            workspace.pod_uid,
+            workspace.person.email,
+            JobStatus.DELETED,
+        )
+        usage = await store.get_usage("demo", workspace.pod_uid)
+        assert usage is not None and usage.gpus_idle == 1
+        assert not [
+            n for n in sent if n.job_uid == workspace.pod_uid and n.kind is NotificationKind.JOB_SUMMARY
+        ]
         for uid in gpu_attempts:
             assert await store.summary_state("demo", uid) is SummaryState.SUMMARIZED
         by_uid = {j.uid: j for j in jobs}
@@ -72,19 +87,30 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert result.workflow_summaries == pipelines
     owners = {sim.person.email for sim in workload.jobs}
     pipeline_owners = {w.owner for w in workload.workflows} | {r.owner for r in workload.dag_runs}
-    assert set(result.recipients) == owners | pipeline_owners
+    # The idle workspace was nudged, to its owner; any other nudge is about a job that held a GPU
+    # it did not use (its true mean utilization below the threshold), to that job's owner.
+    headline = f"JupyterHub server of {workspace.username}: its GPU idle for"
+    assert any(to == workspace.person.email and h.startswith(headline) for to, h in result.nudges)
+    idle_owners = {s.person.email for s in workload.jobs if min(s.behaviour.gpu_util_percent) < 5}
+    assert {to for to, _ in result.nudges} <= idle_owners | {workspace.person.email}
+    assert set(result.recipients) == owners | pipeline_owners | {to for to, _ in result.nudges}
     # The sweep's jobs (same owner, same group key, ending together) share one e-mail.
     sweep = [sim for sim in workload.jobs if sim.spec.name.startswith("sweep-")]
     assert len(sweep) == 3
-    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines
+    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines + len(result.nudges)
 
     mails = sorted((tmp_path / "mail").glob("*.eml"))
     assert len(mails) == result.messages
     parsed = [email.message_from_bytes(p.read_bytes(), policy=default) for p in mails]
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
-    assert {m["To"].addresses[0].addr_spec for m in parsed} == owners | pipeline_owners
+    assert {m["To"].addresses[0].addr_spec for m in parsed} == set(result.recipients)
+    nudge_mail = next(m for m in parsed if "JupyterHub server" in str(m["Subject"]))
+    body = nudge_mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert "GPU memory is allocated (6 GiB) but compute is idle" in body
+    assert "never stops or changes your workload" in body
     text = out.getvalue()
-    assert "job summaries delivered" in text
+    assert "job summaries and" in text and "idle nudges delivered" in text
+    assert "Nudged while running" in text and f"JupyterHub server of {workspace.username}" in text
     for sim in workload.jobs:
         assert sim.spec.name in text
     [wf] = workload.workflows
@@ -110,7 +136,12 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
             for s in (pipeline.steps if isinstance(pipeline, SimArgoWorkflow) else pipeline.tasks)
             if s.gpus
         )
+        # A stopped workspace is measured and counted with the team's finished work.
+        n_jobs += sum(1 for w in workload.workspaces if w.person.team == team.name)
         assert f"team {team.name}" in text
         if n_jobs:
             assert f"over {n_jobs} job" in text
+        if team.name == workspace.person.team:
+            assert "Idle GPUs in running pods and workspaces" in text
+            assert workspace.person.email in text.split("Idle GPUs in running pods")[1]
         assert page.exists() and "<html" in page.read_text(encoding="utf-8").lower()

@@ -11,6 +11,11 @@ Conventions, stated once so every figure means the same thing:
 - A figure that was not measured for any job of the week is None and named in `missing` with a
   reason, never 0. Sums cover the jobs where the figure was measured; `jobs_unmeasured` says how
   many had no usage at all.
+- Idle GPU-hours in running pods and workspaces come from the live check's nudges of the week
+  (domain/live.py): per idle stretch of a pod, its idle GPU-equivalents × the time from the stretch's
+  start (or the week's, if later) to its last nudge in the week. That is what the nudges saw, a
+  lower bound (a pod idling on after its last nudge adds nothing more), counted by the pod's owner.
+  A pod nudged at least twice in the week is listed as nudged repeatedly.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 TOP_WASTE = 5
+TOP_NUDGED = 10
 NO_OWNER = "(no owner)"
 _WEEK = re.compile(r"(\d{4})-W(\d{2})")
 
@@ -149,6 +155,71 @@ class WasteRow:
 
 
 @dataclass(frozen=True, slots=True)
+class NudgedPodRow:
+    """A pod of the team nudged about idle GPUs in the week, with what its nudges saw (see above)."""
+
+    cluster: str
+    pod_uid: str
+    namespace: str
+    pod: str
+    kind: str
+    owner: str | None
+    nudges: int
+    idle_gpu_hours: float
+
+
+@dataclass(frozen=True, slots=True)
+class NudgeEntry:
+    """One idle nudge about one pod, as kept for its team's digest (times in Unix seconds)."""
+
+    cluster: str
+    pod_uid: str
+    namespace: str
+    pod: str
+    kind: str
+    owner: str | None
+    observed_at: float
+    idle_since: float
+    idle_gpu_equivalents: float
+
+
+def nudged_pod_rows(
+    entries: Sequence[NudgeEntry], start: datetime, end: datetime
+) -> tuple[NudgedPodRow, ...]:
+    """Per pod nudged in [start, end): its nudges, and its idle GPU-hours within the week — per idle
+    stretch (its `idle_since`), the stretch's GPU-equivalents × the time from its start (or the
+    week's, if later) to its last nudge in the week."""
+    low, high = start.timestamp(), end.timestamp()
+    per_pod: dict[tuple[str, str], list[NudgeEntry]] = {}
+    for entry in entries:
+        if low <= entry.observed_at < high:
+            per_pod.setdefault((entry.cluster, entry.pod_uid), []).append(entry)
+    rows = []
+    for (cluster, pod_uid), found in sorted(per_pod.items()):
+        stretches: dict[float, tuple[float, float]] = {}
+        for e in found:
+            last, gpus = stretches.get(e.idle_since, (e.observed_at, e.idle_gpu_equivalents))
+            stretches[e.idle_since] = (max(last, e.observed_at), max(gpus, e.idle_gpu_equivalents))
+        hours = sum(
+            gpus * max(0.0, last - max(since, low)) / 3600 for since, (last, gpus) in stretches.items()
+        )
+        latest = max(found, key=lambda e: e.observed_at)
+        rows.append(
+            NudgedPodRow(
+                cluster=cluster,
+                pod_uid=pod_uid,
+                namespace=latest.namespace,
+                pod=latest.pod,
+                kind=latest.kind,
+                owner=latest.owner,
+                nudges=len({e.observed_at for e in found}),
+                idle_gpu_hours=hours,
+            )
+        )
+    return tuple(rows)
+
+
+@dataclass(frozen=True, slots=True)
 class DigestRows:
     """Everything the SQL aggregation returns for one team and week."""
 
@@ -165,6 +236,8 @@ class DigestRows:
     queue_seconds_sorted: tuple[float, ...] | None = None
     # The previous week's totals, where they were fetched along.
     previous: TeamTotals | None = None
+    # The team's pods nudged about idle GPUs during the week.
+    nudged: tuple[NudgedPodRow, ...] = ()
 
 
 # --- the digest -------------------------------------------------------------------------------
@@ -196,6 +269,26 @@ class WasteLine:
     kind: str
     severity: str
     recommendation: str
+
+
+@dataclass(frozen=True, slots=True)
+class LiveIdleLine:
+    """One person's idle GPU-hours in running pods and workspaces, as the week's nudges saw them."""
+
+    owner: str
+    pods: int
+    nudges: int
+    idle_gpu_hours: float
+
+
+@dataclass(frozen=True, slots=True)
+class NudgedPodLine:
+    namespace: str
+    pod: str
+    kind: str
+    owner: str
+    nudges: int
+    idle_gpu_hours: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +340,15 @@ class Digest:
     quota_gpus: float | None
     quota_share: float | None
     missing: tuple[Missing, ...] = field(default=())
+    # Idle GPUs in running pods and workspaces (the week's nudges): by person, largest first, and
+    # the pods nudged at least twice.
+    live_idle: tuple[LiveIdleLine, ...] = ()
+    nudged_repeatedly: tuple[NudgedPodLine, ...] = ()
+
+    @property
+    def live_idle_gpu_hours(self) -> float | None:
+        """The sum of `live_idle`; None when no pod of the team was nudged in the week."""
+        return sum(line.idle_gpu_hours for line in self.live_idle) if self.live_idle else None
 
     @property
     def week_hours(self) -> float:
@@ -363,6 +465,36 @@ def build_digest(
         quota_gpus=quota_gpus,
         quota_share=quota_share,
         missing=tuple(missing),
+        live_idle=_live_idle(rows.nudged),
+        nudged_repeatedly=_nudged_repeatedly(rows.nudged),
+    )
+
+
+def _live_idle(rows: Sequence[NudgedPodRow]) -> tuple[LiveIdleLine, ...]:
+    per_owner: dict[str, list[NudgedPodRow]] = {}
+    for row in rows:
+        per_owner.setdefault(row.owner or NO_OWNER, []).append(row)
+    lines = [
+        LiveIdleLine(
+            owner=owner,
+            pods=len({(r.cluster, r.pod_uid) for r in pods}),
+            nudges=sum(r.nudges for r in pods),
+            idle_gpu_hours=sum(r.idle_gpu_hours for r in pods),
+        )
+        for owner, pods in per_owner.items()
+    ]
+    lines.sort(key=lambda line: (-line.idle_gpu_hours, line.owner))
+    return tuple(lines)
+
+
+def _nudged_repeatedly(rows: Sequence[NudgedPodRow]) -> tuple[NudgedPodLine, ...]:
+    repeated = sorted(
+        (r for r in rows if r.nudges >= 2),
+        key=lambda r: (-r.nudges, -r.idle_gpu_hours, r.namespace, r.pod, r.pod_uid),
+    )
+    return tuple(
+        NudgedPodLine(r.namespace, r.pod, r.kind, r.owner or NO_OWNER, r.nudges, r.idle_gpu_hours)
+        for r in repeated[:TOP_NUDGED]
     )
 
 
@@ -483,5 +615,23 @@ def digest_to_dict(digest: Digest) -> dict[str, Any]:
             "idle_gpu_hours": change_dict(digest.change_idle_gpu_hours),
         },
         "quota": {"gpus": digest.quota_gpus, "share": digest.quota_share},
+        "live": {
+            "idle_gpu_hours": digest.live_idle_gpu_hours,
+            "people": [
+                {"owner": p.owner, "pods": p.pods, "nudges": p.nudges, "idle_gpu_hours": p.idle_gpu_hours}
+                for p in digest.live_idle
+            ],
+            "nudged_repeatedly": [
+                {
+                    "namespace": n.namespace,
+                    "pod": n.pod,
+                    "kind": n.kind,
+                    "owner": n.owner,
+                    "nudges": n.nudges,
+                    "idle_gpu_hours": n.idle_gpu_hours,
+                }
+                for n in digest.nudged_repeatedly
+            ],
+        },
         "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],
     }

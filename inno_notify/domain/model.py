@@ -33,10 +33,12 @@ TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.
 
 
 class WorkloadKind(enum.StrEnum):
-    """What a job record was built from: a batch/v1 Job, or a bare pod tracked as a one-pod workload."""
+    """What a job record was built from: a batch/v1 Job, a bare pod tracked as a one-pod workload, or
+    an interactive workspace's pod (Coder, JupyterHub: matched by `live.workspace_selectors`)."""
 
     JOB = "job"
     POD = "pod"
+    WORKSPACE = "workspace"
 
 
 class NotifyMode(enum.StrEnum):

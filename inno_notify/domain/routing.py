@@ -1,4 +1,4 @@
-"""Who gets a finished job's summary, on which channels: the outbox rows planned for one job.
+"""Who gets a finished job's summary (or a running pod's idle nudge), on which channels: outbox rows.
 
 Pure: the caller passes the directory, the teams, the channels the service has configured and
 `now`, and gets back the rows to write in the same transaction that marks the job summarized.
@@ -8,6 +8,7 @@ the same job write nothing new.
 
 Rules (CONTRACT.md §3, issue 6):
 - `inno-notify/notify: never` sends nothing; `failure` sends only for a failed job.
+- A workspace (Coder, JupyterHub) that ended gets no summary: its nudges came while it idled.
 - An owner found in the directory gets the summary on the channels of the job's
   `inno-notify/channels` annotation if set, else on their own directory channels.
 - An owner e-mail that is not in the directory gets e-mail only (we know no other address);
@@ -16,6 +17,8 @@ Rules (CONTRACT.md §3, issue 6):
   `notify_unowned`; each lead is routed like an owner.
 - Channels the service has not configured, and channels a recipient has no address for
   (Telegram without a chat id), are skipped with a reason the caller logs.
+- Idle nudges (plan_nudge) go to the same recipients on the same channels, except that only
+  `notify: never` silences them.
 - An owner is an e-mail address only if it is exactly one plain address (domain.addresses): a
   list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
   and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
@@ -24,11 +27,12 @@ Rules (CONTRACT.md §3, issue 6):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from inno_notify.domain.addresses import email_refusal, is_single_address
+from inno_notify.domain.live import PAYLOAD_KEY, IdleFinding, finding_to_payload, nudge_dedup_key
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
@@ -38,6 +42,7 @@ from inno_notify.domain.model import (
     NotificationKind,
     NotifyMode,
     Team,
+    WorkloadKind,
 )
 
 KNOWN_CHANNELS = frozenset(c.value for c in Channel)
@@ -98,9 +103,77 @@ def plan_summary(
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the job asks for no notification (notify: never)")
+    if job.kind is WorkloadKind.WORKSPACE:
+        # Someone stopped their workspace: it was measured (the digest counts it), its nudges came
+        # while it idled, and a message about its end would tell its owner nothing new.
+        return RoutingPlan((), silent_reason="a workspace gets nudges while it runs, no summary")
     if job.notify is NotifyMode.FAILURE and job.status is not JobStatus.FAILED:
         return RoutingPlan((), silent_reason=f"notify: failure and the job {job.status.value}")
+    due_at = now + timedelta(seconds=group_wait_seconds)
 
+    def row(channel: str, recipient: str, payload: dict[str, object]) -> Notification:
+        return Notification(
+            dedup_key=summary_dedup_key(job.cluster, job.uid, channel, recipient),
+            kind=NotificationKind.JOB_SUMMARY,
+            channel=Channel(channel),
+            recipient=recipient,
+            due_at=due_at,
+            created_at=now,
+            cluster=job.cluster,
+            job_uid=job.uid,
+            group_key=job.group_key,
+            payload=payload,
+        )
+
+    return _route(job, users, teams, enabled_channels, allowed_email_domains, row)
+
+
+def plan_nudge(
+    job: JobRecord,
+    finding: IdleFinding,
+    users: Mapping[str, DirectoryUser],
+    teams: Mapping[str, Team],
+    enabled_channels: frozenset[str],
+    now: datetime,
+    repeat_hours: float,
+    allowed_email_domains: Collection[str] = (),
+) -> RoutingPlan:
+    """Routes an idle nudge about one of `job`'s pods like a summary: to the owner (or the team's
+    leads where the team takes unowned work) on the same channels, due at once.
+
+    `notify: never` sends nothing; `notify: failure` still gets nudges (a nudge is about a running
+    pod, not about how it ended). Each row carries the finding in its payload (domain.live) and
+    the pod's uid as its `job_uid`, which is where the last nudge of a pod is looked up.
+    """
+    if job.notify is NotifyMode.NEVER:
+        return RoutingPlan((), silent_reason="the workload asks for no notification (notify: never)")
+    nudge = finding_to_payload(finding)
+
+    def row(channel: str, recipient: str, payload: dict[str, object]) -> Notification:
+        return Notification(
+            dedup_key=nudge_dedup_key(job.cluster, finding.pod_uid, now, repeat_hours, channel, recipient),
+            kind=NotificationKind.IDLE_NUDGE,
+            channel=Channel(channel),
+            recipient=recipient,
+            due_at=now,
+            created_at=now,
+            cluster=job.cluster,
+            job_uid=finding.pod_uid,
+            payload={**payload, PAYLOAD_KEY: nudge},
+        )
+
+    return _route(job, users, teams, enabled_channels, allowed_email_domains, row)
+
+
+def _route(
+    job: JobRecord,
+    users: Mapping[str, DirectoryUser],
+    teams: Mapping[str, Team],
+    enabled_channels: frozenset[str],
+    allowed_email_domains: Collection[str],
+    make_row: Callable[[str, str, dict[str, object]], Notification],
+) -> RoutingPlan:
+    """The rows for `job`'s recipients (its owner, else its team's leads) on their channels."""
     directory = _by_email(users)
     owner = (job.owner or "").strip()
     if owner and (owner.lower() in directory or is_single_address(owner)):
@@ -117,7 +190,6 @@ def plan_summary(
 
     notifications: list[Notification] = []
     skipped: list[Skipped] = []
-    due_at = now + timedelta(seconds=group_wait_seconds)
     # Addresses differ in case more often than in anything else: one recipient per address.
     unique: dict[str, str] = {}
     for address in recipients:
@@ -131,20 +203,7 @@ def plan_summary(
             if reason is not None:
                 skipped.append(Skipped(recipient, channel, reason))
                 continue
-            notifications.append(
-                Notification(
-                    dedup_key=summary_dedup_key(job.cluster, job.uid, channel, recipient),
-                    kind=NotificationKind.JOB_SUMMARY,
-                    channel=Channel(channel),
-                    recipient=recipient,
-                    due_at=due_at,
-                    created_at=now,
-                    cluster=job.cluster,
-                    job_uid=job.uid,
-                    group_key=job.group_key,
-                    payload=_addresses(user),
-                )
-            )
+            notifications.append(make_row(channel, recipient, _addresses(user)))
     silent = None if notifications else "no channel left to send on"
     return RoutingPlan(tuple(notifications), tuple(skipped), silent)
 

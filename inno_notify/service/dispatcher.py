@@ -16,12 +16,11 @@ the provider may already have accepted. A send starts only while its claim's lea
 hold when the send's timeout is up; later ones are left to the next claim, so no round sends
 what another dispatcher may have claimed meanwhile.
 
-Job summaries (grouped per recipient) and weekly digests (one row per message, rendered by
+Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
 once per team and week in a round) are claimed here, and so are the messages that carry their
-content in the row (workflow summaries, "model is serving", pipeline messages: one row per
-message, rendered from the payload); idle nudges stay pending for the code that knows how to
-render them.
+content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges: one
+row per message, rendered from the payload).
 """
 
 from __future__ import annotations
@@ -59,9 +58,14 @@ from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-# Rendered from what the row's payload carries (domain.messages), without a job record.
+# Rendered from what the row's payload carries (domain.messages, domain.live), without a job record.
 PAYLOAD_KINDS = frozenset(
-    {NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING, NotificationKind.PIPELINE_EVENT}
+    {
+        NotificationKind.WORKFLOW_SUMMARY,
+        NotificationKind.MODEL_SERVING,
+        NotificationKind.PIPELINE_EVENT,
+        NotificationKind.IDLE_NUDGE,
+    }
 )
 HANDLED_KINDS = frozenset(
     {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, *(k.value for k in PAYLOAD_KINDS)}

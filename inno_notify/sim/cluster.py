@@ -3,9 +3,10 @@
 Each job goes through what the Job controller and the kubelet would write: the Job and its pending
 pod at submission, the pod scheduled and running, then the containers' end and the Job's
 SuccessCriteriaMet/Complete or FailureTarget/Failed conditions. The workload's pipelines (Argo
-Workflows, Airflow DAG runs, KServe services: sim.pipelines) are played in the same time line.
-Time runs `speed` times faster than the wall clock, so hours of cluster life pass in seconds while
-every timestamp in the objects stays consistent.
+Workflows, Airflow DAG runs, KServe services: sim.pipelines) are played in the same time line, and
+so is a workspace (a JupyterHub server): a running pod from its start until it is stopped, when
+its pod is deleted. Time runs `speed` times faster than the wall clock, so hours of cluster life
+pass in seconds while every timestamp in the objects stays consistent.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from inno_notify.sim.objects import (
     job_object,
     job_started,
     job_succeeded,
+    notebook_pod,
     pod_object,
     pod_running,
     pod_terminated,
 )
 from inno_notify.sim.pipelines import Change, apply_change
-from inno_notify.sim.workload import SimJob, Workload
+from inno_notify.sim.workload import SimJob, SimWorkspace, Workload
 
 JsonObj = dict[str, Any]
 
@@ -57,8 +59,9 @@ class SimClock:
 @dataclass(frozen=True, slots=True)
 class Step:
     at: datetime
-    job: SimJob
-    phase: str  # submit | run | end
+    job: SimJob | None
+    phase: str  # submit | run | end (a job), open | close (a workspace)
+    workspace: SimWorkspace | None = None
 
 
 def timeline(workload: Workload) -> list[Step]:
@@ -68,6 +71,11 @@ def timeline(workload: Workload) -> list[Step]:
             Step(job.submit_at, job, "submit"),
             Step(job.scheduled_at, job, "run"),
             Step(job.ends_at, job, "end"),
+        ]
+    for workspace in workload.workspaces:
+        steps += [
+            Step(workspace.start, None, "open", workspace),
+            Step(workspace.stop, None, "close", workspace),
         ]
     return sorted(steps, key=lambda s: (s.at, s.phase != "submit"))
 
@@ -95,6 +103,10 @@ class ClusterPlayer:
                 apply_change(self.server, item)
 
     def apply(self, step: Step) -> None:
+        if step.workspace is not None:
+            self._workspace(step.workspace, step.phase)
+            return
+        assert step.job is not None
         job, uid = step.job, step.job.spec.uid
         if step.phase == "submit":
             obj = job_object(job.spec, job.submit_at)
@@ -125,3 +137,21 @@ class ClusterPlayer:
                 final = job_failed(self._jobs[uid], end, "BackoffLimitExceeded")
             self.server.update(JOBS, final)
             self.ended += 1
+
+    def _workspace(self, workspace: SimWorkspace, phase: str) -> None:
+        """A notebook server starts running, and is stopped (its pod deleted) at the end."""
+        if phase == "open":
+            self.server.create(
+                PODS,
+                notebook_pod(
+                    workspace.pod_name,
+                    workspace.namespace,
+                    workspace.pod_uid,
+                    workspace.username,
+                    workspace.node,
+                    workspace.start,
+                    workspace.gpus,
+                ),
+            )
+        else:
+            self.server.delete(PODS, workspace.namespace, workspace.pod_name)

@@ -1,13 +1,14 @@
 """Synthetic DCGM and cAdvisor traces of the simulated workload, served like the Prometheus meter.
 
 For the demo without a Prometheus server: `SimMetrics.measure_pods` has the signature of the
-Prometheus adapter's `UsageMeter.measure_pods` and answers from sample traces generated every
-`scrape_seconds` (utilization with noise around each GPU's true mean, framebuffer ramping to its
-peak, the pod's working set with its short spike, CPU with noise). The figures come out of the
-samples the same way PromQL would compute them (mean, max, p95 over the held interval), so a job
-shorter than one scrape has no samples and its figures are missing, exactly as in production.
-The same samples, averaged (utilization) or maxed (memory) per step of the job's grid
-(domain.series), are its usage series, as Prometheus' range queries would give them.
+Prometheus adapter's `UsageMeter.measure_pods`, and `SimMetrics.observe` that of the live meter's
+`LiveMeter.observe` (what running pods' GPUs did over the last window); both answer from sample
+traces generated every `scrape_seconds` (utilization with noise around each GPU's true mean,
+framebuffer ramping to its peak, the pod's working set with its short spike, CPU with noise).
+The figures come out of the samples the same way PromQL would compute them (mean, max, p95 over
+the held interval), so a job shorter than one scrape has no samples and its figures are missing,
+exactly as in production. The same samples, averaged (utilization) or maxed (memory) per step of
+the job's grid (domain.series), are its usage series, as Prometheus' range queries would give them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from inno_notify.adapters.prometheus.batching import PodWindow
+from inno_notify.adapters.prometheus.live import LiveTarget
 from inno_notify.adapters.prometheus.measure import PodMeasurement
+from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
 from inno_notify.domain.series import PodPoints, grid_time, series_step
-from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob
+from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob, SimWorkspace
 
 MIB = 1024 * 1024
 
@@ -51,14 +54,84 @@ class SimMetrics:
         jobs: Sequence[SimJob],
         scrape_seconds: float = 15.0,
         pods: Mapping[str, Behaviour] | None = None,
+        workspaces: Sequence[SimWorkspace] = (),
     ) -> None:
-        """`pods`: more pods to answer for (workflow steps), each with how it really ran."""
+        """`pods`: more pods to answer for (workflow steps), each with how it really ran;
+        `workspaces`: notebook servers, which the live check looks at while they run."""
         self._by_pod: dict[str, tuple[Behaviour, str | None]] = {
             job.pod_uid: (job.behaviour, job.mig_profile) for job in jobs
         }
         self._by_pod.update({uid: (behaviour, None) for uid, behaviour in (pods or {}).items()})
+        self._by_pod.update({w.pod_uid: (w.behaviour, None) for w in workspaces})
+        # What the live check needs besides: when each pod ran, and on which node.
+        self._jobs = {job.pod_uid: job for job in jobs}
+        self._workspaces = {w.pod_uid: w for w in workspaces}
         self._step = scrape_seconds
         self.calls = 0
+
+    async def observe(
+        self, targets: Sequence[LiveTarget], now: datetime, window_seconds: float, idle_util_percent: float
+    ) -> Mapping[str, tuple[GpuWindow, ...]]:
+        """Per running pod, its GPUs over the last window, from the same traces as measure_pods."""
+        self.calls += 1
+        found: dict[str, tuple[GpuWindow, ...]] = {}
+        for target in targets:
+            running = self._running(target.uid)
+            if running is None:
+                continue
+            means, fb_gib, mig, node, start, end = running
+            window = _sample_times(now - timedelta(seconds=window_seconds), min(now, end), self._step)
+            history = _sample_times(start, min(now, end), self._step)
+            gpus = []
+            for index, mean in enumerate(means):
+                utils = [self._util(target.uid, index, mean, t) for t in window]
+                if not utils:
+                    continue
+                busy = None
+                if max(utils) < idle_util_percent:
+                    busy = next(
+                        (
+                            t
+                            for t in reversed(history)
+                            if self._util(target.uid, index, mean, t) >= idle_util_percent
+                        ),
+                        None,
+                    )
+                gpus.append(
+                    GpuWindow(
+                        gpu=str(index),
+                        uuid=f"GPU-{target.uid[:8]}-{index}",
+                        model=GPU_MODEL,
+                        mig_profile=mig,
+                        host=node,
+                        util_max_percent=max(utils),
+                        samples=len(utils),
+                        fb_held_mib=fb_gib[index] * GIB / MIB,
+                        busy_at=busy,
+                    )
+                )
+            if gpus:
+                found[target.uid] = tuple(gpus)
+        return found
+
+    def _running(
+        self, uid: str
+    ) -> tuple[tuple[float, ...], tuple[float, ...], str | None, str, datetime, datetime] | None:
+        if uid in self._workspaces:
+            w = self._workspaces[uid]
+            return (0.0,) * w.gpus, (w.gpu_memory_gib,) * w.gpus, None, w.node, w.start, w.stop
+        job = self._jobs.get(uid)
+        if job is None:
+            return None
+        b = job.behaviour
+        return b.gpu_util_percent, b.gpu_memory_gib, job.mig_profile, job.node, job.scheduled_at, job.ends_at
+
+    @staticmethod
+    def _util(uid: str, index: int, mean: float, at: datetime) -> float:
+        # The same noise around the GPU's mean as measure_pods draws, seeded per sample so that
+        # every look at one instant sees the same value.
+        rng = random.Random(f"{uid}/{index}/{at.timestamp():.0f}")
+        return min(100.0, max(0.0, rng.gauss(mean, min(8.0, mean / 4))))
 
     async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
         self.calls += 1

@@ -266,3 +266,82 @@ def pod_terminated(
                 {"status": "False", "reason": "PodCompleted", "lastTransitionTime": ts(finished_at)}
             )
     return new
+
+
+def notebook_pod(
+    name: str,
+    namespace: str,
+    uid: str,
+    username: str,
+    node: str,
+    started_at: datetime,
+    gpus: int = 1,
+    image: str = "quay.io/jupyter/pytorch-notebook:cuda12-2026-11-24",
+) -> JsonObj:
+    """A running JupyterHub single-user server as KubeSpawner (z2jh) creates it: no owner reference,
+    `component: singleuser-server`, the user's name as a label and, raw, as an annotation."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "creationTimestamp": ts(started_at),
+            "labels": {
+                "app": "jupyterhub",
+                "chart": "jupyterhub-3.3.8",
+                "component": "singleuser-server",
+                "heritage": "jupyterhub",
+                "hub.jupyter.org/network-access-hub": "true",
+                "hub.jupyter.org/servername": "",
+                "hub.jupyter.org/username": username,
+                "release": "jhub",
+            },
+            "annotations": {"hub.jupyter.org/username": username},
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "OnFailure",
+            "containers": [
+                {
+                    "name": "notebook",
+                    "image": image,
+                    "resources": {
+                        "requests": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": str(gpus)},
+                        "limits": {"memory": "16Gi", "nvidia.com/gpu": str(gpus)},
+                    },
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "qosClass": "Burstable",
+            "startTime": ts(started_at),
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": ts(started_at),
+                },
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": ts(started_at),
+                },
+            ],
+            "containerStatuses": [
+                {
+                    "name": "notebook",
+                    "image": image,
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": ts(started_at)}},
+                    "lastState": {},
+                }
+            ],
+        },
+    }

@@ -3,9 +3,10 @@
 Teams of researchers submit jobs of 1–8 GPUs (and MIG slices), a hyper-parameter sweep, and jobs that
 fail (OOM, a crash, a deadline); a training pipeline runs on Argo Workflows (a CPU data step, a GPU
 training step that leaves a GPU idle, a CPU publish step) and ends with its model served by KServe,
-and a nightly Airflow DAG run embeds a corpus on a GPU (its first try OOM-killed, the retry fine).
-Requests are drawn the way people make them — rounded up "just in
-case" — and usage the way jobs behave: some GPUs never used, memory far below the request. Each
+a nightly Airflow DAG run embeds a corpus on a GPU (its first try OOM-killed, the retry fine), and
+someone leaves a JupyterHub server holding a GPU it never uses. Requests are drawn the way people
+make them — rounded up "just in case" — and usage the way jobs behave: some GPUs never used,
+memory far below the request. Each
 job's behaviour is a `Behaviour` from which `sim.metrics` derives the per-GPU and per-container
 traces that a DCGM exporter and cAdvisor would have shown; nothing downstream sees the behaviour
 itself, only the traces (through the same interface as the Prometheus adapter).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from inno_notify.sim.objects import JobSpec
@@ -112,6 +113,41 @@ class SimJob:
         return idle or memory_request >= 2 * self.behaviour.memory_peak_bytes / GIB + 8
 
 
+@dataclass(frozen=True, slots=True)
+class SimWorkspace:
+    """A JupyterHub single-user server someone started and forgot: it holds its GPU, a kernel keeps
+    `gpu_memory_gib` of it allocated, and it computes nothing until it is stopped."""
+
+    person: Person
+    namespace: str
+    start: datetime
+    stop: datetime
+    node: str
+    gpu_memory_gib: float = 6.0
+    gpus: int = 1
+    pod_uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    mig_profile: str | None = None
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """What the server really does: nothing on its GPUs, a kernel's memory, a little CPU."""
+        return Behaviour(
+            gpu_util_percent=(0.0,) * self.gpus,
+            gpu_memory_gib=(self.gpu_memory_gib,) * self.gpus,
+            memory_peak_bytes=3 * GIB,
+            cpu_cores=0.2,
+        )
+
+    @property
+    def username(self) -> str:
+        """The JupyterHub user name: the local part of the person's e-mail."""
+        return self.person.email.split("@")[0]
+
+    @property
+    def pod_name(self) -> str:
+        return f"jupyter-{self.username}"
+
+
 def _gib(quantity: str) -> float:
     return float(quantity.removesuffix("Gi"))
 
@@ -125,6 +161,7 @@ class Workload:
     workflows: tuple[SimArgoWorkflow, ...] = ()
     dag_runs: tuple[SimDagRun, ...] = ()
     services: tuple[SimInferenceService, ...] = ()
+    workspaces: tuple[SimWorkspace, ...] = ()
 
     @property
     def end(self) -> datetime:
@@ -168,13 +205,25 @@ def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 
             submit = start + timedelta(seconds=rng.uniform(0, span_seconds * 0.6))
         jobs.append(_job(kind, i, person, team, submit, rng))
     workflow, service = _training_pipeline(start + timedelta(seconds=span_seconds * 0.15), rng)
-    return Workload(
+    workload = Workload(
         start=start,
         jobs=tuple(sorted(jobs, key=lambda j: j.submit_at)),
         workflows=(workflow,),
         dag_runs=(_nightly_run(start + timedelta(seconds=span_seconds * 0.25), rng),),
         services=(service,),
     )
+    # Dana starts a notebook server at the beginning and leaves it running, idle, until the
+    # cluster's work is done.
+    dana = PEOPLE[3]
+    workspace = SimWorkspace(
+        person=dana,
+        namespace=next(t.namespace for t in TEAMS if t.name == dana.team),
+        start=start + timedelta(seconds=30),
+        stop=workload.end + timedelta(minutes=1),
+        node=f"gpu-node-{rng.randint(1, 12):02d}",
+        pod_uid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    )
+    return replace(workload, workspaces=(workspace,))
 
 
 def _minutes(at: datetime, minutes: float) -> datetime:

@@ -37,6 +37,7 @@ from inno_notify.sim.objects import (
     pod_terminated,
 )
 from tests.db_support import create_postgres_database, drop_postgres_database
+from tests.waiting import eventually
 
 from .replicas import (
     API_TOKEN,
@@ -104,6 +105,20 @@ async def delivered(replicas: list[Replica], wanted: set[Recipient], within: flo
         while not wanted <= Ledger.of(replicas).delivered():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     return time.time()
+
+
+async def all_recorded(store: Store, within: float = 60.0) -> list[Notification]:
+    """Waits until every outbox row is recorded as sent: a provider's answer comes before the
+    replica's record of it, so "delivered" alone can be seen while the record is still on its way
+    (or, after a kill, while the new leader has yet to send again what nobody recorded)."""
+    rows: list[Notification] = []
+
+    async def recorded() -> bool:
+        rows[:] = await all_rows(store)
+        return {row.status for row in rows} == {DeliveryStatus.SENT}
+
+    await eventually(recorded, within=within, what="every outbox row recorded as sent")
+    return rows
 
 
 async def delivered_by(replica: Replica, count: int, within: float = 60.0) -> None:
@@ -182,8 +197,8 @@ async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path)
             watched = {("slack", f"UOWNER{i}") for i in range(WATCHED_JOBS)}
             done_at = await delivered(replicas, due | watched, within=60)
 
+            stored = {row.recipient: row for row in await all_recorded(store)}
             ledger = Ledger.of(replicas)
-            stored = {row.recipient: row for row in await all_rows(store)}
             users = recipients(0, KILL_BATCH)
             by_recipient = {recipient_of(user): stored[email] for email, user in users.items()}
             for recipient, senders in ledger.duplicates().items():
@@ -215,8 +230,8 @@ async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path)
             assert handover == {}, f"the SIGTERM hand-over sent twice: {handover}"
             assert any(r in due_later for r in third.deliveries()), "b sent everything before stopping"
 
+            await all_recorded(store)
         assert overlap_seconds({r.name: r.leader_intervals() for r in replicas}) == 0.0
-        assert {row.status for row in await all_rows(store)} == {DeliveryStatus.SENT}
     finally:
         for replica in replicas:
             await replica.close()

@@ -63,6 +63,23 @@ class WasteView:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveIdleView:
+    owner: str
+    pods: str
+    nudges: str
+    idle_gpu_hours: str
+
+
+@dataclass(frozen=True, slots=True)
+class NudgedPodView:
+    pod_ref: str
+    kind: str
+    owner: str
+    nudges: str
+    idle_gpu_hours: str
+
+
+@dataclass(frozen=True, slots=True)
 class DigestView:
     team: str
     week: str
@@ -75,6 +92,10 @@ class DigestView:
     waste: tuple[WasteView, ...]
     notes: tuple[str, ...]
     chart_alt: str
+    # Idle GPUs in running pods and workspaces, from the week's nudges (empty: nobody was nudged).
+    live_total: str = ""
+    live: tuple[LiveIdleView, ...] = ()
+    nudged: tuple[NudgedPodView, ...] = ()
 
 
 def hours(value: float | None, unit: str = "h") -> str:
@@ -177,6 +198,26 @@ def digest_view(digest: Digest) -> DigestView:
         ),
         notes=tuple(notes),
         chart_alt=chart_alt_text(d),
+        live_total="" if d.live_idle_gpu_hours is None else hours(d.live_idle_gpu_hours, "GPU-h"),
+        live=tuple(
+            LiveIdleView(
+                owner=line.owner,
+                pods=str(line.pods),
+                nudges=str(line.nudges),
+                idle_gpu_hours=hours(line.idle_gpu_hours, "GPU-h"),
+            )
+            for line in d.live_idle
+        ),
+        nudged=tuple(
+            NudgedPodView(
+                pod_ref=f"{n.namespace}/{n.pod}",
+                kind=n.kind,
+                owner=n.owner,
+                nudges=str(n.nudges),
+                idle_gpu_hours=hours(n.idle_gpu_hours, "GPU-h"),
+            )
+            for n in d.nudged_repeatedly
+        ),
     )
 
 

@@ -1,7 +1,7 @@
-"""Turns summary views into the message each channel sends, through Jinja2 templates.
+"""Turns summary and nudge views into the message each channel sends, through Jinja2 templates.
 
 One template per channel and kind (`telegram/job_summary.html.j2`, `slack/group_summary.mrkdwn.j2`,
-`email/job_summary.{subject,txt,html}.j2`, ...). A directory named in the configuration may
+`email/job_summary.{subject,txt,html}.j2`, `*/idle_nudge.*`, ...). A directory named in the configuration may
 override any of them by the same relative path; the rest come from `inno_notify/templates`.
 Templates may come from users, so every environment is a `SandboxedEnvironment` and undefined
 names are errors instead of empty strings.
@@ -48,6 +48,7 @@ from inno_notify.adapters.channels.markup import (
     truncate_html,
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
@@ -58,11 +59,14 @@ from inno_notify.domain.workflows import WorkflowSummary
 BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 JOB_SUMMARY = "job_summary"
 GROUP_SUMMARY = "group_summary"
-# Messages whose content travels in the outbox row (domain.messages), one template set each.
+IDLE_NUDGE = NotificationKind.IDLE_NUDGE.value
+# Messages whose content travels in the outbox row (domain.messages, domain.live), one template set
+# each.
 PAYLOAD_KINDS = (
     NotificationKind.WORKFLOW_SUMMARY.value,
     NotificationKind.MODEL_SERVING.value,
     NotificationKind.PIPELINE_EVENT.value,
+    IDLE_NUDGE,
 )
 GROUP_RECOMMENDATIONS = 3
 
@@ -164,6 +168,10 @@ class Renderer:
         }
         return self._render(Channel(channel), GROUP_SUMMARY, context, images)
 
+    def render_nudge(self, channel: Channel | str, view: NudgeView) -> RenderedMessage:
+        """A nudge about a running pod whose GPUs idle (the live check's finding)."""
+        return self._render(Channel(channel), IDLE_NUDGE, {"n": view}, ())
+
     def render_workflow(self, channel: Channel | str, summary: WorkflowSummary) -> RenderedMessage:
         """The summary of one finished workflow (all its steps) for `channel`."""
         context = {"workflow": WorkflowView.of(summary), "dashboard_url": self._dashboard_url}
@@ -190,6 +198,8 @@ class Renderer:
             return self.render_serving(channel, decode_serving(payload))
         if kind is NotificationKind.PIPELINE_EVENT:
             return self.render_pipeline(channel, decode_pipeline(payload))
+        if kind is NotificationKind.IDLE_NUDGE:
+            return self.render_nudge(channel, NudgeView.from_payload(payload))
         raise ValueError(f"{kind.value} messages are not rendered from their payload")
 
     def log_url(self, view: SummaryView) -> str | None:

@@ -15,6 +15,9 @@ Portability between Postgres and SQLite:
 - Queue-wait percentiles: Postgres computes them with percentile_cont; SQLite has no percentile
   function, so there the queue waits themselves come along as one more part of the statement, and
   the domain interpolates the same way percentile_cont does.
+
+Idle GPUs in running pods and workspaces come from the nudge ledger (`nudged_pods`, nudge_ledger.py):
+the team's nudges of the week's days, a few key lookups, summed per pod by the domain.
 """
 
 from __future__ import annotations
@@ -22,24 +25,27 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from inno_notify.adapters.db import nudge_ledger
 from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations, usage
 from inno_notify.domain.digest import (
     TOP_WASTE,
     DailyRow,
     Digest,
     DigestRows,
+    NudgedPodRow,
     PersonRow,
     TeamTotals,
     WasteRow,
     build_digest,
     day_bounds,
+    nudged_pod_rows,
     previous_week,
     week_bounds,
 )
@@ -434,5 +440,19 @@ async def load_digest(
     """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before."""
     start, end = week_bounds(week, tz)
     previous_start, _ = week_bounds(previous_week(week), tz)
-    rows = await team_week(source, cluster, team, start, end, day_bounds(week, tz), previous_start)
+    async with _connection(source) as conn:
+        rows = await team_week(conn, cluster, team, start, end, day_bounds(week, tz), previous_start)
+        rows = replace(rows, nudged=await nudged_pods(conn, cluster, team, start, end))
     return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus)
+
+
+async def nudged_pods(
+    source: Connectable, cluster: str | None, team: str, start: datetime, end: datetime
+) -> tuple[NudgedPodRow, ...]:
+    """The team's pods nudged about idle GPUs in [start, end), with their nudges and idle
+    GPU-hours (from the nudge ledger: a few key lookups, see nudge_ledger.py)."""
+    async with _connection(source) as conn:
+        entries = await nudge_ledger.read(conn, team, start, end)
+    if cluster is not None:
+        entries = [e for e in entries if e.cluster == cluster]
+    return nudged_pod_rows(entries, start, end)

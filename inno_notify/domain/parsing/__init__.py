@@ -17,17 +17,23 @@ from .merge import apply_pods_to_job, merge_job, merge_kueue
 from .outcome import decide_exit
 from .pod import parse_pod
 from .quantities import QuantityError, parse_quantity
+from .selectors import LabelSelector, SelectorError, parse_selector, parse_selectors
 from .workload import parse_workload
+from .workspace import WorkspaceIdentity, directory_aliases, parse_workspace_pod, workspace_identity
 
 __all__ = [
     "KEPT_REASONS",
+    "LabelSelector",
     "OwnerIntent",
     "ParseConfig",
     "ParseError",
     "QuantityError",
+    "SelectorError",
     "SetAside",
+    "WorkspaceIdentity",
     "apply_pods_to_job",
     "decide_exit",
+    "directory_aliases",
     "event_count",
     "family_from_name",
     "identity",
@@ -38,7 +44,11 @@ __all__ = [
     "parse_job",
     "parse_pod",
     "parse_quantity",
+    "parse_selector",
+    "parse_selectors",
     "parse_workload",
+    "parse_workspace_pod",
     "read_intent",
     "relevant_event",
+    "workspace_identity",
 ]

@@ -9,6 +9,9 @@ routing sends its summary to the team's leads only where the team asks for unown
 Argo step pods share their workflow's name as group key, so a workflow's steps become one message
 where workflows are not summarized as a whole (domain.workflows).
 
+A GPU pod that a workspace selector matches (Coder, JupyterHub, …) is a workspace instead, whoever
+controls it and whether or not it names an owner: see :mod:`.workspace`.
+
 Family, for right-sizing across runs: the ``inno-notify/family`` key; else Airflow's
 ``<dag_id>.<task_id>`` labels; else Argo's ``<workflow family>.<template>`` read from the pod name
 ``<workflow>-<template>-<node hash>``; else the generic name rules of :mod:`.family`.
@@ -26,6 +29,7 @@ from .outcome import decide_exit
 from .pod import parse_pod
 from .resources import requested_for_pod
 from .storable import INDEXED_MAX_BYTES, storable
+from .workspace import parse_workspace_pod
 
 __all__ = ["ARGO_WORKFLOW_KEY", "parse_bare_gpu_pod"]
 
@@ -65,14 +69,18 @@ def _airflow_family(labels: dict[str, str]) -> str | None:
 def parse_bare_gpu_pod(
     obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = None, pod: PodRecord | None = None
 ) -> JobRecord | None:
-    """A one-pod workload (``WorkloadKind.POD``, uid = the pod's uid), or None if the pod is not one.
-    Its owner is None when the pod names none (or not exactly one address).
+    """A one-pod workload (``WorkloadKind.POD``, or ``WORKSPACE`` where a workspace selector matches;
+    uid = the pod's uid), or None if the pod is not one. Its owner is None when the pod names none
+    (or not exactly one address).
 
     ``pod`` is the pod's record when the caller parsed it already; refused values go to ``notes``.
     """
     metadata = mapping(obj, "metadata")
     if pod is None:
         pod = parse_pod(obj, cfg, notes)
+    workspace = parse_workspace_pod(obj, cfg, pod, notes)
+    if workspace is not None:
+        return workspace
     if pod.gpu_equivalents <= 0 or _controlled_elsewhere(metadata, pod):
         return None
     labels = string_map(metadata, "labels")

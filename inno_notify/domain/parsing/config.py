@@ -2,8 +2,8 @@
 
 The domain may not import :mod:`inno_notify.settings`; the composition root builds one
 :class:`ParseConfig` from the settings (``cluster``, ``accounting.gpu_resources``,
-``directory.owner_keys``, ``directory.teams[].namespaces``, ``directory.default_team``) and hands it to
-every parse call.
+``directory.owner_keys``, ``directory.teams[].namespaces``, ``directory.default_team``,
+``live.workspace_selectors``, the directory's users) and hands it to every parse call.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from .selectors import LabelSelector
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "DEFAULT_OWNER_KEYS", "ParseConfig"]
 
@@ -38,6 +40,11 @@ class ParseConfig:
     object (see :mod:`.annotations`). ``namespace_teams`` maps a namespace to its team, used when a job
     names no team itself; ``default_team`` is the last resort. ``mlflow_url`` is the MLflow UI that
     an ``inno-notify/mlflow-run-id`` annotation links to (see :mod:`inno_notify.domain.links`).
+
+    ``workspace_selectors`` pick the pods that are interactive workspaces (``live.workspace_selectors``,
+    see :mod:`.workspace`); ``user_aliases`` maps a lower-case e-mail or unambiguous local part of
+    the directory's users to their e-mail, so that a platform's user name finds its owner
+    (:func:`.workspace.directory_aliases` builds it).
     """
 
     cluster: str = "default"
@@ -46,3 +53,5 @@ class ParseConfig:
     namespace_teams: Mapping[str, str] = field(default_factory=dict)
     default_team: str | None = None
     mlflow_url: str | None = None
+    workspace_selectors: tuple[LabelSelector, ...] = ()
+    user_aliases: Mapping[str, str] = field(default_factory=dict)

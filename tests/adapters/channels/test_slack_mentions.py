@@ -1,10 +1,11 @@
 """No mention, channel ping or link can be made from cluster data in anything we post to Slack.
 
-Job names, namespaces, reasons, owners, teams, group keys, advice and digest owners all carry
-every mention form Slack knows; the summary, the group summary and the digest (with its chart)
-are rendered by the real renderers and posted by the real slack-sdk client to the fake Web API.
-Everything the fake received is then checked: each text object is `verbatim`, no `<!…>`, `<@…>`
-or `<#…>` appears anywhere, and no word-initial `@` is left that Slack could read as a mention.
+Job names, namespaces, reasons, owners, teams, group keys, advice, digest owners and the pod,
+node, GPU, workspace and user names of an idle nudge all carry every mention form Slack knows;
+the summary, the group summary, the digest (with its chart) and the nudge are rendered by the
+real renderers and posted by the real slack-sdk client to the fake Web API. Everything the fake
+received is then checked: each text object is `verbatim`, no `<!…>`, `<@…>` or `<#…>` appears
+anywhere, and no word-initial `@` is left that Slack could read as a mention.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from inno_notify.adapters.channels.base import Recipient, SlackMessage
 from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.markup import ZWSP
+from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.digest import DailyRow, DigestRows, PersonRow, TeamTotals, WasteRow, build_digest
+from inno_notify.domain.live import IdleFinding, finding_to_payload
 from inno_notify.domain.model import Channel, JobRecord, Recommendation
 from tests.adapters.channels.conftest import SLACK_TOKEN, sample_job, sample_recommendations, sample_usage
 from tests.adapters.channels.fake_slack import FakeSlack
+from tests.adapters.channels.test_nudge_render import finding
 
 MENTIONS = (
     "<!channel> <!here> <!here|here> <!everyone> <@U0ALICE> <@W123|bob> <#C0GENERAL> <#C0GENERAL|general> "
@@ -68,6 +72,26 @@ def hostile_digest() -> Any:
     return build_digest(
         "face <!channel> @here", "2026-W48", "UTC", rows, TeamTotals(jobs=2, gpu_minutes=600.0)
     )
+
+
+def hostile_nudge() -> NudgeView:
+    found: IdleFinding = finding()
+    gpus = tuple(replace(g, gpu=MENTIONS, model=MENTIONS, host=MENTIONS) for g in found.idle)
+    hostile = replace(
+        found,
+        namespace=f"ns {MENTIONS}",
+        pod=f"pod {MENTIONS}",
+        node=MENTIONS,
+        workload_kind="workspace",
+        workload_name=MENTIONS,
+        platform="coder",
+        platform_user=MENTIONS,
+        workspace_name=MENTIONS,
+        owner=MENTIONS,
+        cluster=MENTIONS,
+        idle=gpus,
+    )
+    return NudgeView.from_payload({"nudge": finding_to_payload(hostile)})
 
 
 def strings(value: Any) -> Iterator[str]:
@@ -126,6 +150,7 @@ async def test_cluster_data_cannot_mention_anyone_in_slack(
         DigestRenderer(dashboard_url="https://gpu.example.org").message(
             Channel.SLACK, digest, render_chart(digest)
         ),
+        renderer.render_nudge(Channel.SLACK, hostile_nudge()),
     ]
     assert all(isinstance(m, SlackMessage) for m in messages)
     assert isinstance(messages[2], SlackMessage) and messages[2].images, "the digest's chart is uploaded too"
@@ -134,15 +159,15 @@ async def test_cluster_data_cannot_mention_anyone_in_slack(
         await sender.send(Recipient(slack_user_id="U0BOB"), message)
         await sender.send(Recipient(slack_channel="#face-gpu"), message)
 
-    assert len(fake.posted()) == 6
+    assert len(fake.posted()) == 8
     assert fake.calls_to("files.getUploadURLExternal"), "the chart's alt text reached the fake"
     received = [c.params for c in fake.calls]
     objects = [o for params in received for o in text_objects(params)]
-    assert len(objects) >= 6
+    assert len(objects) >= 8
     assert all(o.get("verbatim") is True for o in objects), [o for o in objects if not o.get("verbatim")][:1]
     texts = [s for params in received for s in strings(params)]
     # The values did arrive (escaped), so the checks below looked at them.
-    assert sum("subteam^S0TEAM" in s for s in texts) >= 6
+    assert sum("subteam^S0TEAM" in s for s in texts) >= 8
     for text in texts:
         assert not SLACK_SYNTAX.search(text), text[:300]
         assert not WORD_MENTION.search(text), text[:300]

@@ -219,6 +219,7 @@ async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[st
         "save_usage": lambda: fenced.save_usage("default", "job-1", usage()),
         "save_recommendations": lambda: fenced.save_recommendations("default", "job-1", []),
         "enqueue": lambda: fenced.enqueue([notification()]),
+        "enqueue_nudges": lambda: fenced.enqueue_nudges([([notification()], None)]),
         "record_rejected": lambda: fenced.record_rejected([rejected], T0),
         "outbox.claim": lambda: fenced.outbox.claim(T0, 10, LEASE),
     }

@@ -81,10 +81,29 @@ def _airflow_pod() -> dict[str, Any]:
     return pod
 
 
+def _workspace() -> dict[str, Any]:
+    """A GPU pod that the default workspace selectors match (JupyterHub's and Coder's keys on it)."""
+    pod = load("pod-notebook-statefulset.json")
+    meta = pod["metadata"]
+    meta["labels"].update(
+        {
+            "component": "singleuser-server",
+            "hub.jupyter.org/username": "alice",
+            "hub.jupyter.org/servername": "",
+            "com.coder.user.username": "alice",
+        }
+    )
+    meta["annotations"].update(
+        {"hub.jupyter.org/username": "alice", "com.coder.user.email": "alice@example.com"}
+    )
+    return pod
+
+
 TEMPLATES: dict[str, Any] = {
     "Job": _job,
     "Pod": lambda: load("pod-indexed-3.json"),
     "BarePod": _bare_gpu_pod,
+    "Workspace": _workspace,
     "Event": _event,
     "Workload": lambda: load("workload-kueue-readmitted.json"),
     "ArgoPod": lambda: load("pod-argo-step-failed.json"),
@@ -99,6 +118,7 @@ KIND_OF = {
     "Job": "Job",
     "Pod": "Pod",
     "BarePod": "Pod",
+    "Workspace": "Pod",
     "Event": "Event",
     "Workload": "Workload",
     "ArgoPod": "Pod",
@@ -136,6 +156,16 @@ HOT_PATHS: dict[str, list[Path_]] = {
         ("metadata", "labels", "dag_id"),
         ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),
         ("status", "phase"),
+    ],
+    "Workspace": [
+        ("metadata", "annotations", "hub.jupyter.org/username"),
+        ("metadata", "annotations", "com.coder.user.email"),
+        ("metadata", "labels", "hub.jupyter.org/username"),
+        ("metadata", "labels", "hub.jupyter.org/servername"),
+        ("metadata", "labels", "com.coder.user.username"),
+        ("metadata", "labels", "component"),
+        ("metadata", "labels"),
+        ("metadata", "ownerReferences"),
     ],
     "Event": [("reason",), ("count",), ("series",), ("involvedObject", "uid"), ("involvedObject",)],
     "Workload": [

@@ -12,19 +12,29 @@ from inno_notify.domain.parsing import (
     ParseConfig,
     ParseError,
     SetAside,
+    directory_aliases,
     event_count,
     parse_bare_gpu_pod,
     parse_job,
     parse_pod,
+    parse_selectors,
     parse_workload,
     relevant_event,
 )
 from inno_notify.domain.parsing.airflow import parse_airflow_pod
 from inno_notify.domain.parsing.argo import parse_argo_pod, parse_workflow
 from inno_notify.domain.parsing.kserve import parse_inference_service
+from inno_notify.domain.parsing.workspace import workspace_identity
+from inno_notify.settings import DEFAULT_WORKSPACE_SELECTORS
 from tests.domain.parsing.hostile import assert_storable, hostile_object
 
-CFG = ParseConfig(cluster="c1", gpu_resources={"nvidia.com/gpu": 1.0}, namespace_teams={"nlp": "nlp"})
+CFG = ParseConfig(
+    cluster="c1",
+    gpu_resources={"nvidia.com/gpu": 1.0},
+    namespace_teams={"nlp": "nlp"},
+    workspace_selectors=parse_selectors(DEFAULT_WORKSPACE_SELECTORS),
+    user_aliases=directory_aliases(["alice@example.com", "bob@example.com"]),
+)
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -33,12 +43,14 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
     try:
         if template == "Job":
             assert_storable(parse_job(obj, CFG, notes))
-        elif template in ("Pod", "BarePod"):
+        elif template in ("Pod", "BarePod", "Workspace"):
             pod = parse_pod(obj, CFG, notes)
             assert_storable(pod)
             bare = parse_bare_gpu_pod(obj, CFG, notes, pod=pod)
             if bare is not None:
                 assert_storable(bare)
+                # What a nudge later reads back from the stored labels never raises.
+                workspace_identity(bare.labels)
         elif template == "Workload":
             parse_workload(obj)
         elif template == "Workflow":
@@ -63,7 +75,18 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "template",
-    ["Job", "Pod", "BarePod", "Event", "Workload", "Workflow", "ArgoPod", "AirflowPod", "InferenceService"],
+    [
+        "Job",
+        "Pod",
+        "BarePod",
+        "Workspace",
+        "Event",
+        "Workload",
+        "Workflow",
+        "ArgoPod",
+        "AirflowPod",
+        "InferenceService",
+    ],
 )
 def test_only_parse_errors_escape_and_accepted_records_are_storable(template: str) -> None:
     @FAST

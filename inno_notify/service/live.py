@@ -1,0 +1,298 @@
+"""The live check: nudges the owners of running GPU pods and workspaces whose GPUs idle, while it matters.
+
+Every `live.interval_seconds`, on the leader (it is leader-only work, and its one write, enqueueing
+the nudges, is fenced like every leader-only write), one round reads the running GPU pods from the
+store (Job pods, bare GPU pods and workspace pods, all recorded by ingestion), leaves out the pods
+nudged less than `live.repeat_hours` ago (the outbox says when, so a restart does not nudge
+again), asks the metrics source once about the rest (adapters/prometheus/live.py: a fixed number
+of queries whatever the pod count), decides which GPUs idled the whole sliding window
+(domain.live), and routes a nudge per idle pod like a summary (domain.routing.plan_nudge): the
+owner's channels, `notify: never` honoured. Within `live.quiet_hours` no round runs. The
+dispatcher sends the rows.
+
+Report only. inno-notify never stops, scales or deletes a workload (docs/nudges.md says why). An
+opt-in action would be a second consumer of a round's findings, next to routing in `run_once`, and
+nothing else here would change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from inno_notify.adapters.db.leases import LostLeadership
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.prometheus.errors import PrometheusError
+from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget, build_live_meter
+from inno_notify.domain.digest import NudgeEntry
+from inno_notify.domain.live import (
+    GpuWindow,
+    IdleFinding,
+    IdlePolicy,
+    QuietHours,
+    find_idle,
+    held_from,
+    in_quiet_hours,
+    nudge_due,
+    nudge_entry,
+    parse_quiet_hours,
+)
+from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
+from inno_notify.domain.routing import plan_nudge
+from inno_notify.service.pausing import pause
+from inno_notify.settings import Settings
+from inno_notify.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+class LiveSource(Protocol):
+    """What GPUs of running pods did over the window: the Prometheus live meter, or the simulator."""
+
+    async def observe(
+        self, targets: Sequence[LiveTarget], now: datetime, window_seconds: float, idle_util_percent: float
+    ) -> Mapping[str, Sequence[GpuWindow]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    cluster: str = "default"
+    idle_minutes: float = 60.0
+    repeat_hours: float = 24.0
+    interval_seconds: float = 300.0
+    idle_util_percent: float = 5.0
+    scrape_interval_seconds: float = 15.0
+    lookback_seconds: float = DEFAULT_LOOKBACK_SECONDS
+    quiet_hours: QuietHours | None = None
+    timezone: str = "UTC"
+    namespaces: tuple[str, ...] = ()
+    allowed_email_domains: tuple[str, ...] = ()
+
+    @property
+    def policy(self) -> IdlePolicy:
+        return IdlePolicy(
+            window_seconds=self.idle_minutes * 60,
+            idle_util_percent=self.idle_util_percent,
+            scrape_seconds=self.scrape_interval_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRound:
+    """What one round saw and did."""
+
+    pods: int = 0
+    # Idle pods among those not nudged within repeat_hours (the others are not looked at).
+    findings: tuple[IdleFinding, ...] = ()
+    nudged: tuple[str, ...] = ()  # pod uids that got rows
+    rows: int = 0
+    # Running pods left alone because they were nudged within repeat_hours.
+    recently_nudged: int = 0
+    # Idle pods with nobody (or no channel) to tell.
+    silent: int = 0
+    # Running pods whose workload says `inno-notify/notify: never` (not looked at).
+    opted_out: int = 0
+    quiet: bool = False
+
+
+@dataclass(slots=True)
+class LiveStats:
+    rounds: int = 0
+    failed_rounds: int = 0
+    nudges: int = 0
+    last_round_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class LiveCheck:
+    def __init__(
+        self,
+        store: Store,
+        source: LiveSource,
+        options: LiveOptions,
+        clock: Clock,
+        enabled_channels: Collection[str],
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.store = store
+        self.telemetry = telemetry
+        self.source = source
+        self.options = options
+        self.clock = clock
+        self.enabled_channels = frozenset(enabled_channels)
+        self.stats = LiveStats()
+        self._sleep = sleep
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Rounds every `interval_seconds` until `stop` is set."""
+        while not stop.is_set():
+            began = time.perf_counter()
+            try:
+                done = await self.run_once(self.clock())
+                self._count_round("quiet" if done.quiet else "ok")
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
+            except PrometheusError as exc:
+                self._failed(f"Prometheus: {exc}")
+                log.warning("live check: Prometheus did not answer (%s); trying again next round", exc)
+            except Exception as exc:
+                # The database went away or a bug surfaced: nothing was half-written (rows are
+                # enqueued in one transaction), so the next round starts afresh.
+                self._failed(f"{type(exc).__name__}: {exc}")
+                log.exception("live check round failed")
+            self.stats.last_round_seconds = time.perf_counter() - began
+            await pause(self.options.interval_seconds, stop, self._sleep)
+
+    def _count_round(self, outcome: str) -> None:
+        if self.telemetry is not None:
+            self.telemetry.live_rounds.labels(outcome).inc()
+
+    def _failed(self, error: str) -> None:
+        self._count_round("failed")
+        self.stats.failed_rounds += 1
+        self.stats.errors = [*self.stats.errors[-9:], error]
+
+    async def run_once(self, now: datetime) -> LiveRound:
+        """One round at `now`: observe, decide, enqueue. Returns what it saw and did."""
+        self.stats.rounds += 1
+        options = self.options
+        if in_quiet_hours(now, options.quiet_hours):
+            return LiveRound(quiet=True)
+        window = options.idle_minutes * 60
+        running = await self.store.running_gpu_pods(options.cluster, options.namespaces)
+        # A pod held for less than the window cannot have idled all of it; a pod whose owner opted
+        # out, or that was nudged within `repeat_hours`, is not nudged: none is worth a question to
+        # Prometheus.
+        candidates = [(job, pod) for job, pod in running if _held_since(pod, now, window)]
+        old_enough = [(job, pod) for job, pod in candidates if job.notify is not NotifyMode.NEVER]
+        last = await self.store.last_nudges(options.cluster, [pod.uid for _, pod in old_enough])
+        due = [
+            (job, pod) for job, pod in old_enough if nudge_due(last.get(pod.uid), now, options.repeat_hours)
+        ]
+        targets = [LiveTarget(pod.namespace, pod.name, pod.uid, held_from(pod) or now) for _, pod in due]
+        seen = await self.source.observe(targets, now, window, options.idle_util_percent) if targets else {}
+        lookback_start = now - timedelta(seconds=options.lookback_seconds)
+        found: list[tuple[JobRecord, IdleFinding]] = []
+        for job, pod in due:
+            finding = find_idle(
+                job,
+                pod,
+                seen.get(pod.uid, ()),
+                now,
+                options.policy,
+                lookback_start,
+                timezone=options.timezone,
+            )
+            if finding is not None:
+                found.append((job, finding))
+        recently = len(old_enough) - len(due)
+        opted_out = len(candidates) - len(old_enough)
+        if not found:
+            return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
+        # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
+        users, teams = await self._directory()
+        planned: list[tuple[list[Notification], tuple[str, NudgeEntry] | None]] = []
+        nudged: list[str] = []
+        silent = 0
+        for job, finding in found:
+            plan = plan_nudge(
+                job,
+                finding,
+                users,
+                teams,
+                self.enabled_channels,
+                now,
+                options.repeat_hours,
+                options.allowed_email_domains,
+            )
+            if plan.notifications:
+                entry = (finding.team, nudge_entry(finding)) if finding.team else None
+                planned.append((list(plan.notifications), entry))
+                nudged.append(finding.pod_uid)
+            else:
+                silent += 1
+                log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
+        written = await self.store.enqueue_nudges(planned) if planned else 0
+        self.stats.nudges += len(nudged)
+        if self.telemetry is not None:
+            self.telemetry.nudges.inc(len(nudged))
+        log.info(
+            "live check: %d running GPU pod(s), %d nudged within %g h, %d idle, %d nudged (%d row(s) "
+            "new), %d with nobody to tell",
+            len(running),
+            recently,
+            options.repeat_hours,
+            len(found),
+            len(nudged),
+            written,
+            silent,
+        )
+        return LiveRound(
+            pods=len(running),
+            findings=tuple(f for _, f in found),
+            nudged=tuple(nudged),
+            rows=written,
+            recently_nudged=recently,
+            silent=silent,
+            opted_out=opted_out,
+        )
+
+    async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
+        # Read each round (every few minutes): edits made through the API apply at once.
+        users = {u.email.lower(): u for u in await self.store.list_users()}
+        teams = {t.name: t for t in await self.store.list_teams()}
+        return users, teams
+
+
+def _held_since(pod: PodRecord, now: datetime, window_seconds: float) -> bool:
+    start = held_from(pod)
+    return start is not None and (now - start).total_seconds() >= window_seconds
+
+
+def live_options(settings: Settings) -> LiveOptions:
+    live = settings.live
+    return LiveOptions(
+        cluster=settings.cluster,
+        idle_minutes=live.idle_minutes,
+        repeat_hours=live.repeat_hours,
+        interval_seconds=live.interval_seconds,
+        idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
+        scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
+        quiet_hours=None if live.quiet_hours is None else parse_quiet_hours(live.quiet_hours, live.timezone),
+        timezone=live.timezone,
+        namespaces=settings.kubernetes.namespaces,
+        allowed_email_domains=tuple(settings.notify.allowed_email_domains),
+    )
+
+
+def live_component(
+    settings: Settings,
+    store: Store,
+    channels: Collection[str],
+    clock: Clock,
+    telemetry: Telemetry | None = None,
+) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
+    """The live check as a component of `serve`, with its own Prometheus client (closed when it stops)."""
+
+    async def run(stop: asyncio.Event) -> None:
+        if not settings.live.enabled:
+            log.info("live check: off (live.enabled: false)")
+            await stop.wait()
+            return
+        meter = build_live_meter(settings.prometheus, settings.kubernetes.namespaces)
+        try:
+            check = LiveCheck(store, meter, live_options(settings), clock, channels, telemetry=telemetry)
+            await check.run(stop)
+        finally:
+            meter.client.close()
+
+    return run
