@@ -6,10 +6,14 @@ python-telegram-bot and slack-sdk clients and no rate limits. Two phases, on a t
 
 - burst: ``--jobs`` summaries (one per person, half Telegram, half Slack) all due at once;
   ``sent_per_s`` is rows settled per second until the outbox is empty.
-- burst with charts: as many summaries again, each job with a usage series of its own (4 GPUs,
-  120 points, different values per job, so every message draws its chart: no cache hit), sent by
-  the same dispatcher with its charts on (``service.job_charts``): ``sent_per_s_with_charts``. Each
-  Telegram summary is then a photo upload, each Slack post three more Web API calls and an upload.
+- bursts with charts: ``--chart-jobs`` summaries (default ``--jobs``), each job with a usage series
+  of its own (4 GPUs, 120 points, different values per job, so no two charts are alike), sent by a
+  dispatcher with its charts on (``service.job_charts``). Each Telegram summary is then a photo
+  upload, each Slack post three more Web API calls and an upload. Twice: as the service runs, the
+  charts drawn when the jobs were measured (``JobCharts.draw_ahead``, which the usage service
+  calls; its CPU per chart is ``chart_draw_cpu_ms``), then ``sent_per_s_with_charts`` with the
+  sends finding them drawn; and with every chart drawn at its send (``sent_per_s_with_charts_drawn_at_send``:
+  a replica that just took over, whose cache is empty).
 - steady: ``--steady-jobs`` summaries that become due at ``--steady-rate`` per second while the
   dispatcher runs its normal loop; ``p50/p99_due_to_sent_ms`` is the time from a row's due time
   to the time the dispatcher recorded it sent.
@@ -78,6 +82,7 @@ SLACK_TOKEN = "xoxb-bench-token"
 ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 # Job numbers of the burst with charts: apart from the others, so its rows are told apart.
 CHART_OFFSET = 5_000_000
+COLD_OFFSET = 6_000_000
 
 
 def users_for(count: int, offset: int) -> dict[str, DirectoryUser]:
@@ -93,7 +98,7 @@ def users_for(count: int, offset: int) -> dict[str, DirectoryUser]:
 
 def serve(port: int, people: int, charted: int) -> None:
     """The child process: both fake APIs and a /stats route."""
-    users = {**users_for(people, 0), **users_for(charted, CHART_OFFSET)}
+    users = {**users_for(people, 0), **users_for(charted, CHART_OFFSET), **users_for(charted, COLD_OFFSET)}
     telegram = FakeTelegram(
         token=TELEGRAM_TOKEN, chats={u.telegram_chat_id for u in users.values() if u.telegram_chat_id}
     )
@@ -190,19 +195,21 @@ def series_for(i: int, now: datetime) -> UsageSeries:
     )
 
 
-async def seed_with_series(store: Store, first: int, count: int, now: datetime) -> None:
+async def seed_with_series(
+    store: Store, first: int, count: int, now: datetime
+) -> list[tuple[JobRecord, UsageSeries]]:
     """Like `seed`, each job stored with its usage and series, as the usage service stores them."""
     users = users_for(count, first)
     jobs = [job(first + i, now) for i in range(count)]
     for start in range(0, count, 1000):
         await store.upsert_jobs(jobs[start : start + 1000])
+    stored = [(record, series_for(first + i, now)) for i, record in enumerate(jobs)]
     usage = Usage(gpu_minutes=240.0, used_gpu_minutes=120.0, gpus_idle=1, gpu_util_mean_percent=50.0)
     for i, record in enumerate(jobs):
         owner = {record.owner: users[record.owner]} if record.owner else {}
         rows = route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0)
-        await store.complete_summary(
-            record.cluster, record.uid, usage, [], rows, usage_series=series_for(first + i, now)
-        )
+        await store.complete_summary(record.cluster, record.uid, usage, [], rows, usage_series=stored[i][1])
+    return stored
 
 
 async def burst(dispatcher: Dispatcher) -> tuple[int, float, float]:
@@ -299,30 +306,47 @@ async def bench(args: argparse.Namespace) -> None:
             profiler.dump_stats(args.profile)
         assert await pending(store) == 0, "burst left rows pending"
 
-        # Burst with charts: the same dispatcher, its charts on, every job with a series of its own.
-        charts = JobCharts(store, workers=args.chart_workers)
-        charted = Dispatcher(
-            store,
-            senders,
-            Renderer(dashboard_url="https://inno.example.org"),
-            clock=lambda: datetime.now(UTC),
-            group_wait_seconds=0.0,
-            batch_size=args.batch,
-            concurrency=args.concurrency,
-            limits=UNLIMITED,
-            poll_seconds=0.2,
-            charts=charts,
-        )
-        await seed_with_series(store, CHART_OFFSET, chart_jobs, datetime.now(UTC))
+        # Bursts with charts, every job with a series of its own: first as the service runs (each
+        # chart drawn when its job was measured), then every chart drawn at its send.
+        def charted_dispatcher(charts: JobCharts) -> Dispatcher:
+            return Dispatcher(
+                store,
+                senders,
+                Renderer(dashboard_url="https://inno.example.org"),
+                clock=lambda: datetime.now(UTC),
+                group_wait_seconds=0.0,
+                batch_size=args.batch,
+                concurrency=args.concurrency,
+                limits=UNLIMITED,
+                poll_seconds=0.2,
+                charts=charts,
+            )
+
+        charts = JobCharts(store, workers=args.chart_workers, cache_size=chart_jobs + 16)
+        measured = await seed_with_series(store, CHART_OFFSET, chart_jobs, datetime.now(UTC))
+        cpu_before = time.process_time()
+        for record, series in measured:
+            charts.draw_ahead(record, series)
+        await charts.drawn_ahead()
+        draw_cpu = time.process_time() - cpu_before
+        drawn_ahead = charts.drawn
         if profiler is not None:
             profiler = cProfile.Profile()
             profiler.enable()
-        charted_settled, charted_seconds, charted_cpu = await burst(charted)
+        charted_settled, charted_seconds, charted_cpu = await burst(charted_dispatcher(charts))
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile + ".charts")
+        drawn_at_send = charts.drawn - drawn_ahead
         charts.close()
         assert await pending(store) == 0, "burst with charts left rows pending"
+
+        cold = JobCharts(store, workers=args.chart_workers)
+        await seed_with_series(store, COLD_OFFSET, chart_jobs, datetime.now(UTC))
+        cold_settled, cold_seconds, cold_cpu = await burst(charted_dispatcher(cold))
+        cold_drawn = cold.drawn
+        cold.close()
+        assert await pending(store) == 0, "burst with charts drawn at the send left rows pending"
 
         # Steady: rows become due at a fixed rate while the dispatcher runs its loop.
         now = datetime.now(UTC) + timedelta(seconds=1)
@@ -355,9 +379,13 @@ async def bench(args: argparse.Namespace) -> None:
         print(f"dispatcher_cpu_ms_per_row={1000 * burst_cpu / settled:.2f}")
         print(f"chart_jobs={chart_jobs}")
         print(f"chart_workers={args.chart_workers}")
+        print(f"chart_draw_cpu_ms={1000 * draw_cpu / max(1, drawn_ahead):.2f}")
         print(f"sent_per_s_with_charts={charted_settled / charted_seconds:.0f}")
         print(f"dispatcher_cpu_ms_per_row_with_charts={1000 * charted_cpu / charted_settled:.2f}")
-        print(f"charts_drawn={charts.drawn}")
+        print(f"charts_drawn_at_send={drawn_at_send}")
+        print(f"sent_per_s_with_charts_drawn_at_send={cold_settled / cold_seconds:.0f}")
+        print(f"dispatcher_cpu_ms_per_row_with_charts_drawn_at_send={1000 * cold_cpu / cold_settled:.2f}")
+        print(f"charts_drawn_at_send_cold={cold_drawn}")
         print(f"load_average_1m={os.getloadavg()[0]:.2f}")
         print(f"steady_rate_per_s={args.steady_rate}")
         print(f"steady_sent={len(latencies)}")

@@ -200,6 +200,7 @@ def build_dispatcher(
     clock: Clock,
     poll_seconds: float = 1.0,
     telemetry: Telemetry | None = None,
+    charts: JobCharts | None = None,
 ) -> Dispatcher:
     return Dispatcher(
         store,
@@ -212,8 +213,12 @@ def build_dispatcher(
         digest_renderer=build_digest_renderer(settings),
         digest_cluster=settings.cluster,
         telemetry=telemetry,
-        charts=JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent),
+        charts=charts or build_charts(settings, store),
     )
+
+
+def build_charts(settings: Settings, store: Store) -> JobCharts:
+    return JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent)
 
 
 # --- the pipeline -------------------------------------------------------------------------------------
@@ -273,6 +278,7 @@ def build_pipeline(
         telemetry=telemetry,
     )
     ingestor.taps.append(workflows.tracker)
+    charts = build_charts(settings, store)
     collector = UsageCollector(
         store,
         source,
@@ -286,8 +292,9 @@ def build_pipeline(
         ),
         clock,
         telemetry,
+        charts,
     )
-    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry)
+    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry, charts)
 
     async def run_ingestor(stop: asyncio.Event) -> None:
         consumer = asyncio.create_task(ingestor.run(), name="ingest-consumer")

@@ -10,7 +10,11 @@ grouped message one panel per job. `JobCharts` keeps the costs off the send path
   the time, and the event loop keeps sending meanwhile), bounded so that charts never take more
   than `workers` threads;
 - a drawn PNG is cached per job and series (LRU, `cache_size`), and a chart being drawn is
-  shared, so a job summarized on three channels is drawn once.
+  shared, so a job summarized on three channels is drawn once;
+- the usage service, which runs in the same (leader) process, asks for each job's chart as soon
+  as the job is measured (`draw_ahead`): it is drawn in the background while the summary waits
+  out `notify.group_wait_seconds`, and the send finds it in the cache. A replica that takes over
+  (or a restart) starts with an empty cache and draws at the send.
 
 A chart that cannot be drawn (a bug, data no rule expected) is logged and left out: the message
 goes without it, never later because of it.
@@ -39,13 +43,14 @@ from inno_notify.adapters.channels.job_chart import (
 )
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.outbox_repository import Summary
-from inno_notify.domain.model import UsageSeries
+from inno_notify.domain.model import JobRecord, UsageSeries
 
 log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str]  # (cluster, job uid)
 DEFAULT_WORKERS = 2
-DEFAULT_CACHE_SIZE = 512
+# Enough for a round of measured jobs to wait in the cache for their sends (a chart is ~20 KB).
+DEFAULT_CACHE_SIZE = 1024
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -74,6 +79,7 @@ class JobCharts:
         self._cache: OrderedDict[tuple[object, ...], bytes | None] = OrderedDict()
         self._cache_size = max(1, cache_size)
         self._drawing: dict[tuple[object, ...], asyncio.Future[bytes | None]] = {}
+        self._ahead: set[asyncio.Future[bytes | None]] = set()
         self.drawn = 0  # PNGs actually drawn (not taken from the cache): tests and benchmarks read it
 
     def for_round(self, summaries: Mapping[JobKey, Summary]) -> RoundCharts:
@@ -81,7 +87,30 @@ class JobCharts:
         return RoundCharts(self, summaries)
 
     def close(self) -> None:
+        for task in self._ahead:
+            task.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def draw_ahead(self, job: JobRecord, series: UsageSeries) -> None:
+        """Starts drawing the chart the job's summary will carry (the usage service calls it when the
+        job is measured); returns at once. Nothing happens for a series without a chart."""
+        if not chartable(series):
+            return
+        chart = ChartJob(f"{job.namespace}/{job.name}", series, job.started_at)
+        task = asyncio.ensure_future(self.job_png((job.cluster, job.uid), chart))
+        self._ahead.add(task)
+        task.add_done_callback(self._ahead.discard)
+
+    async def drawn_ahead(self) -> None:
+        """Waits for the charts being drawn ahead (tests and benchmarks)."""
+        while self._ahead:
+            await asyncio.gather(*self._ahead, return_exceptions=True)
+
+    async def job_png(self, key: JobKey, chart: ChartJob) -> bytes | None:
+        """One job's chart, as its summary carries it."""
+        idle = self._idle
+        draw = functools.partial(render_job_png, chart, idle_percent=idle)
+        return await self.png(("job", key, hash(chart.series), idle), draw)
 
     async def png(self, key: tuple[object, ...], draw: Callable[[], bytes | None]) -> bytes | None:
         """The PNG under `key`: cached, being drawn (shared), or drawn now in the pool."""
@@ -145,10 +174,7 @@ class RoundCharts:
         idle = self._charts.idle_percent
         if len(keys) == 1:
             (job,) = drawable
-            png = await self._charts.png(
-                ("job", keys[0], hash(job.series), idle),
-                functools.partial(render_job_png, job, idle_percent=idle),
-            )
+            png = await self._charts.job_png(keys[0], job)
             alt = job_alt_text(job, idle_percent=idle)
             name = keys[0][1]
         else:

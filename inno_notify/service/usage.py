@@ -55,6 +55,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
 from inno_notify.domain.series import job_series
+from inno_notify.service.job_charts import JobCharts
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -132,9 +133,12 @@ class UsageCollector:
         options: CollectorOptions,
         clock: Clock,
         telemetry: Telemetry | None = None,
+        charts: JobCharts | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry
+        # The dispatcher's charts: a measured job's chart is drawn while its summary waits to be sent.
+        self.charts = charts
         self.source = source
         self.policy = policy
         self.plan = plan
@@ -361,6 +365,7 @@ class UsageCollector:
         else:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
+        series = _series(job, pods, measured, usage)
         added = await self.store.complete_summary(
             job.cluster,
             job.uid,
@@ -370,8 +375,10 @@ class UsageCollector:
             state,
             remeasure_at,
             claim=self._claim,
-            usage_series=_series(job, pods, measured, usage),
+            usage_series=series,
         )
+        if added and self.charts is not None:
+            self.charts.draw_ahead(job, series)
         self.stats.notifications_planned += added
         if missing is None:
             self.stats.jobs_summarized += 1

@@ -193,3 +193,22 @@ async def test_a_sweep_gets_one_picture_and_a_job_without_series_goes_as_text(
     assert await d.run_once(clock.now) == 3
     assert len(telegram.photos()) == 1 and len(telegram.sent()) == 1
     assert sum(p.get_content_type() == "image/png" for p in smtp.received[-1].message.walk()) == 0
+
+
+async def test_a_chart_drawn_when_the_job_was_measured_is_not_drawn_again_at_the_send(
+    store: Store,
+    senders: dict[str, Sender],
+    charts: JobCharts,
+    telegram_api: tuple[FakeTelegram, str],
+) -> None:
+    job = finished_job("ahead")
+    await summarize(store, job, series())
+    charts.draw_ahead(job, series())
+    await charts.drawn_ahead()
+    assert charts.drawn == 1
+    clock = FakeClock(now=T0 + timedelta(seconds=30))
+    # The series read back from the database is the one drawn from: the send finds the chart.
+    assert await dispatcher(store, senders, charts, clock).run_once(clock.now) == 3
+    assert charts.drawn == 1
+    (photo,) = telegram_api[0].photos()
+    assert photo.files["photo"][1].startswith(PNG)

@@ -27,6 +27,7 @@ from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.domain.series import PodPoints
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.usage import CollectorOptions, UsageCollector
 from tests.service.test_ingest import Clock, lifecycle
 
@@ -341,3 +342,19 @@ async def test_each_recommendation_carries_the_window_its_figures_were_measured_
         assert rec.evidence["window_end"] == (T0 + timedelta(hours=1)).isoformat()
         assert rec.evidence["samples"] == 200
     assert pod.scheduled_at == T0 + timedelta(seconds=30)
+
+
+async def test_a_measured_jobs_chart_is_drawn_ahead_of_its_send(store: Store) -> None:
+    await ingest(store, ["train-c1", "train-c2"])
+    source = FakeSource(util_by_gpu=[80.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    charts = JobCharts(store, workers=1)
+    try:
+        coll = UsageCollector(
+            store, source, RightsizingPolicy(), plan_one_email, CollectorOptions(), Clock(now), charts=charts
+        )
+        assert await coll.run_once(now) == 2
+        await charts.drawn_ahead()
+        assert charts.drawn == 2
+    finally:
+        charts.close()
