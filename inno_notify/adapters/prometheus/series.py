@@ -21,7 +21,6 @@ service puts each job's pods on one grid with ``domain.series.job_series``.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -186,16 +185,25 @@ class SeriesSampler:
         }
 
 
-def _keep(into: dict[int, float], row: Sample, pod: PodWindow, step: int, scrape: float, unit: float) -> None:
-    """The row's points whose step overlaps the pod's held time (plus one scrape for its last sample)."""
+def _keep(
+    into: dict[int, float], row: Sample, pod: PodWindow, step: int, scrape: float, unit: float
+) -> None:
+    """The row's points whose step overlaps the pod's held time (plus one scrape for its last sample).
+
+    Runs for every point of a round (hundreds of thousands): plain loop, no per-point try."""
     held_from, held_until = pod.held_from.timestamp(), pod.held_until.timestamp() + scrape
     values = row.get("values")
     if not isinstance(values, list):
         return
-    for point in values:
-        try:
-            t, value = float(point[0]), float(point[1]) * unit
-        except (TypeError, ValueError, IndexError):
-            continue
-        if math.isfinite(t) and math.isfinite(value) and t >= held_from and t - step < held_until:
-            into[int(t)] = value
+    kept: dict[int, float] = {}
+    try:
+        for t_text, v_text in values:
+            t = float(t_text)
+            if t < held_from or t - step >= held_until:
+                continue
+            value = float(v_text) * unit
+            if value - value == 0.0:  # finite: NaN and ±Inf give NaN
+                kept[int(t)] = value
+    except (TypeError, ValueError):
+        return  # a malformed point (a proxy's rewrite, a bug): none of the row's points is trusted
+    into.update(kept)
