@@ -1,17 +1,18 @@
-"""Bearer-token authentication and the two roles, failing closed.
+"""Bearer-token authentication and the roles, failing closed.
 
 Tokens are configured only as SHA-256 hashes. A presented token is hashed and compared against
 every configured hash with `hmac.compare_digest`, without stopping at the first match, so the time
 taken does not tell which hash (or how much of one) matched. Every path needs a token except the
-probes and metrics that Kubernetes and Prometheus scrape; unknown paths need one too, so an
-unauthenticated caller learns nothing about which routes exist. Viewers may only read.
+probes and metrics that Kubernetes and Prometheus scrape (the endpoints marked open in routes.py);
+unknown paths need one too, so an unauthenticated caller learns nothing about which routes exist.
+Which roles may call an endpoint is in its row of routes.py; by default viewers may only read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,8 +23,14 @@ from inno_notify.api.errors import ApiError
 from inno_notify.settings import ApiToken
 
 Role = Literal["admin", "viewer"]
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+READERS: frozenset[Role] = frozenset({"admin", "viewer"})
+WRITERS: frozenset[Role] = frozenset({"admin"})
+
+
+def default_roles(method: str) -> frozenset[Role]:
+    """Who may call an endpoint whose row names no roles (and any path that matched none)."""
+    return READERS if method in READ_METHODS else WRITERS
 
 
 class ApiConfigError(ValueError):
@@ -72,10 +79,14 @@ def bearer_token(header: str | None) -> str | None:
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="inno-notify"'}
 
 
-def auth_middleware(tokens: TokenTable) -> Middleware:
+def auth_middleware(
+    tokens: TokenTable, open_paths: frozenset[str], roles: Callable[[web.Request], frozenset[Role]]
+) -> Middleware:
+    """Lets `open_paths` through; else a valid token whose role is in `roles(request)`."""
+
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
+        if request.path in open_paths:
             return await handler(request)
         token = bearer_token(request.headers.get("Authorization"))
         if token is None:
@@ -83,8 +94,10 @@ def auth_middleware(tokens: TokenTable) -> Middleware:
         principal = tokens.authenticate(token)
         if principal is None:
             raise ApiError(401, "unauthorized", "the bearer token is not valid", _CHALLENGE)
-        if request.method not in READ_METHODS and principal.role != "admin":
-            raise ApiError(403, "forbidden", f"role {principal.role} may only read")
+        if principal.role not in roles(request):
+            if request.method not in READ_METHODS and principal.role in READERS:
+                raise ApiError(403, "forbidden", f"role {principal.role} may only read")
+            raise ApiError(403, "forbidden", f"role {principal.role} may not {request.method} {request.path}")
         request[PRINCIPAL] = principal
         return await handler(request)
 

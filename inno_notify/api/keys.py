@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -13,11 +12,12 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.db import Store
 from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
+from inno_notify.api.resources import ProvidedDigest
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
-DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
+DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
 
 STORE = web.AppKey("store", Store)

@@ -1,20 +1,22 @@
-"""Domain records (and the store's job rows) to the JSON resources of CONTRACT.md §5, field for field.
+"""Domain records (and the store's job rows) to the API's resources (resources.py), field for field.
 
-One function per resource, returning plain dicts that orjson encodes (datetimes as RFC 3339 in UTC
-with a `Z`). The OpenAPI document in openapi.py describes exactly these shapes, and a test checks
-every response against it, so a field added here without its schema fails the build.
+One function per resource, returning the resource's TypedDict: a plain dict that orjson encodes
+(datetimes as RFC 3339 in UTC with a `Z`, enums as their values). mypy holds each literal to its
+class, so a field cannot be added on one side only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
+from inno_notify.adapters.db.job_details import RecommendationItem
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
-from inno_notify.domain.model import DirectoryUser, Notification, Recommendation
+from inno_notify.api import resources
+from inno_notify.domain.model import Channel, DirectoryUser, Notification, Recommendation
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 
@@ -23,23 +25,23 @@ def dumps(document: object) -> bytes:
     return orjson.dumps(document, option=JSON_OPTIONS)
 
 
-def recommendation(rec: Recommendation) -> dict[str, Any]:
+def recommendation(rec: Recommendation) -> resources.Recommendation:
     return {
-        "kind": rec.kind.value,
-        "severity": rec.severity.value,
+        "kind": rec.kind,
+        "severity": rec.severity,
         "current": rec.current,
         "suggested": rec.suggested,
-        "unit": rec.unit.value,
+        "unit": rec.unit,
         "waste_gpu_minutes": rec.waste_gpu_minutes,
         "message": rec.message,
     }
 
 
-def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
+def job_row(row: Sequence[Any], recs: list[RecommendationItem]) -> resources.Job:
     """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
-    recommendations (job_details.RECOMMENDATION_FIELDS each), without building domain records:
-    on the list endpoint that cost most of a page's CPU (tests/api/test_job_rows.py holds the
-    result to the records' own definitions)."""
+    recommendations (job_details.RECOMMENDATION_FIELDS each, the keys of resources.Recommendation),
+    without building domain records: on the list endpoint that cost most of a page's CPU
+    (tests/api/test_job_rows.py holds the result to the records' own definitions)."""
     (
         cluster,
         uid,
@@ -104,11 +106,11 @@ def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
             "cpu_cores_p95": cpu_p95,
             "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing] if missing else [],
         },
-        "recommendations": recs,
+        "recommendations": cast("list[resources.Recommendation]", recs),
     }
 
 
-def job_recommendation(item: JobRecommendation) -> dict[str, Any]:
+def job_recommendation(item: JobRecommendation) -> resources.JobRecommendation:
     rec = item.recommendation
     return {
         "id": item.id,
@@ -128,20 +130,7 @@ def job_recommendation(item: JobRecommendation) -> dict[str, Any]:
     }
 
 
-USAGE_FIELDS = (
-    "group",
-    "jobs",
-    "measured_jobs",
-    "gpu_minutes",
-    "used_gpu_minutes",
-    "idle_gpu_minutes",
-    "memory_jobs",
-    "memory_requested_bytes",
-    "memory_peak_bytes",
-)
-
-
-def usage_group(group: UsageGroup) -> dict[str, Any]:
+def usage_group(group: UsageGroup) -> resources.UsageGroup:
     return {
         "group": group.key,
         "jobs": group.jobs,
@@ -155,14 +144,15 @@ def usage_group(group: UsageGroup) -> dict[str, Any]:
     }
 
 
-def notification(n: Notification) -> dict[str, Any]:
-    """A delivery-log entry; the rendered payload stays out (it can be large and is not the log)."""
+def notification(n: Notification) -> resources.Notification:
+    if n.id is None:
+        raise ValueError("a notification without an id was not read from the store")
     return {
         "id": n.id,
-        "kind": n.kind.value,
-        "channel": n.channel.value,
+        "kind": n.kind,
+        "channel": n.channel,
         "recipient": n.recipient,
-        "status": n.status.value,
+        "status": n.status,
         "cluster": n.cluster,
         "job_uid": n.job_uid,
         "group_key": n.group_key,
@@ -176,11 +166,11 @@ def notification(n: Notification) -> dict[str, Any]:
     }
 
 
-def user(u: DirectoryUser) -> dict[str, Any]:
+def user(u: DirectoryUser) -> resources.User:
     return {
         "email": u.email,
         "name": u.name,
         "slack_user_id": u.slack_user_id,
         "telegram_chat_id": u.telegram_chat_id,
-        "channels": list(u.channels),
+        "channels": [Channel(c) for c in u.channels],
     }
