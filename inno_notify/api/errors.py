@@ -39,9 +39,9 @@ class ErrorDetail(TypedDict):
 
 @with_config(ConfigDict(extra="forbid"))
 class Error(TypedDict):
-    """The error resource (see resources.py): 400 bad parameter, 401 no valid token, 403 role, 404
-    not found, …; 503 `timeout` (the request ran past its time limit) or `busy` (too many reports
-    computing), with Retry-After."""
+    """Every failure's body: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …; 503
+    `timeout` (the request ran past its time limit) or `busy` (too many reports computing), with
+    Retry-After."""
 
     error: ErrorDetail
 

@@ -49,27 +49,26 @@ def _operation(
     parameters: list[Schema] = []
     body: Schema | None = None
     if endpoint.inputs is not Nothing:
-        ref = schemas[endpoint.inputs]["$ref"].removeprefix(COMPONENTS)
-        properties = components[ref]["properties"]
-        hints = Inputs(endpoint.inputs, endpoint.path)
-        for field in hints.fields:
-            schema = _not_null(properties[field.name])
-            if field.model is not None:
-                body = {"required": True, "content": {"application/json": {"schema": schema}}}
-                continue
+        properties = components[schemas[endpoint.inputs]["$ref"].removeprefix(COMPONENTS)]["properties"]
+        inputs = Inputs(endpoint.inputs, endpoint.path)
+        for param in inputs.params:
+            schema = _not_null(properties[param.name])
             description = schema.pop("description", "")
-            if field.later_than is not None:
-                description = f"{description} Must be later than {field.later_than}.".strip()
-            where = "path" if f"{{{field.name}}}" in endpoint.path else "query"
+            if param.later_than is not None:
+                description = f"{description} Must be later than {param.later_than}.".strip()
+            where = "path" if param.in_path else "query"
             parameters.append(
                 {
-                    "name": field.name,
+                    "name": param.name,
                     "in": where,
-                    "required": where == "path",
+                    "required": param.in_path,
                     "description": description,
                     "schema": schema,
                 }
             )
+        if inputs.body is not None:
+            schema = _not_null(properties[inputs.body.name])
+            body = {"required": True, "content": {"application/json": {"schema": schema}}}
     responses: Schema = {}
     for status, reply in endpoint.replies.items():
         content: Schema = {}

@@ -216,9 +216,12 @@ def handler(endpoint: Endpoint[P]) -> Handler:
     view = endpoint.view
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await view(request, await inputs.read(request))
+        return await view(request, inputs.read(request))
 
-    return handle
+    async def handle_with_body(request: web.Request) -> web.StreamResponse:
+        return await view(request, await inputs.read_with_body(request))
+
+    return handle if inputs.body is None else handle_with_body
 
 
 def add_routes(app: web.Application, endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS) -> None:

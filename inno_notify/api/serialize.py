@@ -8,11 +8,10 @@ class, so a field cannot be added on one side only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
-from inno_notify.adapters.db.job_details import RecommendationItem
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
 from inno_notify.api import resources
@@ -37,7 +36,7 @@ def recommendation(rec: Recommendation) -> resources.Recommendation:
     }
 
 
-def job_row(row: Sequence[Any], recs: list[RecommendationItem]) -> resources.Job:
+def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resources.Job:
     """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
     recommendations (job_details.RECOMMENDATION_FIELDS each, the keys of resources.Recommendation),
     without building domain records: on the list endpoint that cost most of a page's CPU
@@ -106,7 +105,7 @@ def job_row(row: Sequence[Any], recs: list[RecommendationItem]) -> resources.Job
             "cpu_cores_p95": cpu_p95,
             "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing] if missing else [],
         },
-        "recommendations": cast("list[resources.Recommendation]", recs),
+        "recommendations": recs,
     }
 
 

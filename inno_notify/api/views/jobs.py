@@ -7,8 +7,9 @@ most of its CPU time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from aiohttp import web
 from pydantic import Field
@@ -49,7 +50,9 @@ class JobName:
 
 
 def _items(page: JobPage) -> list[resources.Job]:
-    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, page.recommendations, strict=True)]
+    # The store's recommendation dicts carry resources.Recommendation's keys (RECOMMENDATION_FIELDS).
+    recommendations = cast("Sequence[list[resources.Recommendation]]", page.recommendations)
+    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, recommendations, strict=True)]
 
 
 async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
