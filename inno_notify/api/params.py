@@ -48,7 +48,7 @@ WEEK_PATTERN = r"^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$"
 _EMAIL = re.compile(EMAIL_PATTERN[1:-1])
 _CURSOR = re.compile(CURSOR_PATTERN[1:-1])
 _LIMIT = re.compile(r"[0-9]{1,4}")
-_WEEK = re.compile(r"\d{4}-W\d{2}")
+_WEEK = re.compile(r"[0-9]{4}-W[0-9]{2}")  # ASCII digits, as WEEK_PATTERN says
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})",
 )

@@ -156,7 +156,10 @@ class TestWithProvider:
         status, body = await api.get("/api/v1/digests/nobody")
         assert (status, body["error"]["code"]) == (404, "team_not_found")
 
-    @pytest.mark.parametrize("week", ["2026-48", "2026-W54", "2025-W53", "W48", "2026-W00", " 2026-W48"])
+    @pytest.mark.parametrize(
+        "week",
+        ["2026-48", "2026-W54", "2025-W53", "W48", "2026-W00", " 2026-W48", "\uff12\uff10\uff12\uff16-W48"],
+    )
     async def test_bad_week_is_400(self, api: Api, week: str) -> None:
         status, body = await api.get("/api/v1/digests/face", params={"week": week})
         assert (status, body["error"]["code"]) == (400, "invalid_parameter")
