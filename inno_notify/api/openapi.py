@@ -34,10 +34,11 @@ class _Generator(GenerateJsonSchema):
 
 
 def _not_null(schema: Schema) -> Schema:
-    """A parameter's schema without pydantic's `| None` branch: an absent parameter is the None."""
+    """A parameter's schema (a new dict) without pydantic's `| None` branch: an absent parameter is
+    the None."""
     branches = schema.get("anyOf")
     if branches is None or {"type": "null"} not in branches:
-        return schema
+        return dict(schema)
     rest = [b for b in branches if b != {"type": "null"}]
     outer = {k: v for k, v in schema.items() if k != "anyOf" and not (k == "default" and v is None)}
     return {**rest[0], **outer} if len(rest) == 1 else {**outer, "anyOf": rest}
