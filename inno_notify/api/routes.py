@@ -1,6 +1,6 @@
 """Every endpoint in one table: method, path, view, inputs, answers, and who may call it.
 
-The router (`setup_routes`), the probe app, the token check and the OpenAPI document (openapi.py)
+The router (`add_routes`), the probe app, the token check and the OpenAPI document (openapi.py)
 all read `ENDPOINTS`, so an endpoint is one view plus one row here. A view takes the request and
 its inputs, the dataclass named in its row (params.py reads it from the request, with the API's
 400s); mypy holds the two to the same type.
