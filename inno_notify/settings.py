@@ -543,10 +543,14 @@ class AgentSettings(_Section):
     )
 
 
+# The REST API's roles (api.auth takes this type; routes.py says which endpoints each may call).
+ApiRole = Literal["admin", "viewer", "pipeline"]
+
+
 class ApiToken(_Section):
     name: str = Field(description="Who holds the token (shown in logs, never the token).")
     sha256: str = Field(description="Hex SHA-256 of the bearer token.")
-    role: Literal["admin", "viewer", "pipeline"] = Field(
+    role: ApiRole = Field(
         "viewer",
         description="admin (all), viewer (read-only) or pipeline (POST /api/v1/events only: for `inno-notify send` in Airflow tasks and Argo steps).",
     )

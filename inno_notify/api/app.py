@@ -15,19 +15,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 
-import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store, create_engine
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS
-from inno_notify.api import keys, openapi
+from inno_notify.api import keys, openapi, routes
 from inno_notify.api.auth import ApiConfigError, TokenTable, auth_middleware
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
-from inno_notify.api.routes import setup_routes
 from inno_notify.api.views import usage
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
@@ -117,7 +115,11 @@ def create_app(
     registry = metrics_registry
 
     app = web.Application(
-        middlewares=[error_middleware, deadline_middleware(handler_timeout_seconds), auth_middleware(tokens)]
+        middlewares=[
+            error_middleware,
+            deadline_middleware(handler_timeout_seconds),
+            auth_middleware(tokens, routes.open_paths(), routes.roles_of(), routes.only_named()),
+        ]
     )
     app[keys.STORE] = store
     app[keys.TOKENS] = tokens
@@ -134,12 +136,12 @@ def create_app(
         max_keys=DIGEST_MAX_KEYS,
         max_inflight=DIGEST_MAX_INFLIGHT,
     )
-    app[keys.OPENAPI] = orjson.dumps(openapi.build())
+    app[keys.OPENAPI] = openapi.encoded()
     app[keys.EVENT_ROUTING] = event_routing or keys.EventRouting()
     if telemetry is not None:
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))
-    setup_routes(app)
+    routes.add_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         if warm_usage:

@@ -1,43 +1,48 @@
-"""Bearer-token authentication and the three roles, failing closed.
+"""Bearer-token authentication and the roles, failing closed.
 
 Tokens are configured only as SHA-256 hashes. A presented token is hashed and compared against
 every configured hash with `hmac.compare_digest`, without stopping at the first match, so the time
 taken does not tell which hash (or how much of one) matched. Every path needs a token except the
-probes and metrics that Kubernetes and Prometheus scrape; unknown paths need one too, so an
-unauthenticated caller learns nothing about which routes exist. Viewers may only read. A pipeline
-token (held by scripts in Airflow tasks and Argo steps, so the most exposed of all) may post
-pipeline messages and do nothing else: every other path, read or write, routed or not, is 403.
+probes and metrics that Kubernetes and Prometheus scrape (the endpoints marked open in routes.py);
+unknown paths need one too, so an unauthenticated caller learns nothing about which routes exist.
+Which roles may call an endpoint is in its row of routes.py; by default every reader (admin,
+viewer) may read and only admin may write. A pipeline token (held by scripts in Airflow tasks and
+Argo steps, so the most exposed of all) is no reader: it may call only the rows that name it (POST
+/api/v1/events), and every other path, read or write, routed or not, is 403.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from inno_notify.api.errors import ApiError
-from inno_notify.settings import ApiToken
+from inno_notify.settings import ApiRole, ApiToken
 
-Role = Literal["admin", "viewer", "pipeline"]
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+Role = ApiRole
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-EVENTS_PATH = "/api/v1/events"
+READERS: frozenset[Role] = frozenset({"admin", "viewer"})
+WRITERS: frozenset[Role] = frozenset({"admin"})
 
 
-def allowed(role: Role, method: str, path: str) -> str | None:
-    """None when `role` may make the request, else why not."""
-    if role == "admin":
-        return None
-    if (method, path) == ("POST", EVENTS_PATH):
-        return None if role == "pipeline" else f"role {role} may not post pipeline events"
-    if role == "pipeline":
-        return "role pipeline may only post pipeline events (POST /api/v1/events)"
-    return None if method in READ_METHODS else f"role {role} may only read"
+def default_roles(method: str) -> frozenset[Role]:
+    """Who may call an endpoint whose row names no roles (and any path that matched none)."""
+    return READERS if method in READ_METHODS else WRITERS
+
+
+def refusal(role: Role, method: str, path: str, only: Mapping[Role, str]) -> str:
+    """The 403's message for `role`, not allowed `method path`; `only` says what the roles outside
+    READERS may do instead (routes.only_named)."""
+    if role in only:
+        return f"role {role} may only {only[role]}"
+    if method not in READ_METHODS and role in READERS:
+        return f"role {role} may only read"
+    return f"role {role} may not {method} {path}"
 
 
 class ApiConfigError(ValueError):
@@ -86,10 +91,19 @@ def bearer_token(header: str | None) -> str | None:
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="inno-notify"'}
 
 
-def auth_middleware(tokens: TokenTable) -> Middleware:
+def auth_middleware(
+    tokens: TokenTable,
+    open_paths: frozenset[str],
+    roles: Callable[[web.Request], frozenset[Role]],
+    only: Mapping[Role, str] | None = None,
+) -> Middleware:
+    """Lets `open_paths` through; else a valid token whose role is in `roles(request)`. `only`: what
+    each role outside READERS may call, named in its 403s (routes.only_named)."""
+    only = only or {}
+
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
+        if request.path in open_paths:
             return await handler(request)
         token = bearer_token(request.headers.get("Authorization"))
         if token is None:
@@ -97,9 +111,8 @@ def auth_middleware(tokens: TokenTable) -> Middleware:
         principal = tokens.authenticate(token)
         if principal is None:
             raise ApiError(401, "unauthorized", "the bearer token is not valid", _CHALLENGE)
-        refused = allowed(principal.role, request.method, request.path)
-        if refused is not None:
-            raise ApiError(403, "forbidden", refused)
+        if principal.role not in roles(request):
+            raise ApiError(403, "forbidden", refusal(principal.role, request.method, request.path, only))
         request[PRINCIPAL] = principal
         return await handler(request)
 

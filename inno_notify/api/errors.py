@@ -15,6 +15,8 @@ from collections.abc import Mapping
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 from inno_notify.adapters.db import InvalidCursor, RecordNotFound
 from inno_notify.adapters.db.engine import is_statement_timeout
@@ -26,6 +28,22 @@ log = logging.getLogger("inno_notify.api")
 _KEPT_HEADERS = ("Allow", "WWW-Authenticate")
 # What a 503 asks the client to wait before trying again (seconds).
 RETRY_AFTER_SECONDS = 5
+
+
+@with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
+class ErrorDetail(TypedDict):
+    code: str
+    """Stable and machine-readable, e.g. `invalid_parameter`, `job_not_found`, `timeout`."""
+    message: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Error(TypedDict):
+    """Every failure's body: 400 bad parameter, 401 no valid token, 403 role, 404 not found, …; 503
+    `timeout` (the request ran past its time limit) or `busy` (too many reports computing), with
+    Retry-After."""
+
+    error: ErrorDetail
 
 
 class ApiError(Exception):
@@ -62,7 +80,8 @@ def timed_out(what: str) -> ApiError:
 def error_response(
     status: int, code: str, message: str, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    body = orjson.dumps({"error": {"code": code, "message": message}})
+    document: Error = {"error": {"code": code, "message": message}}
+    body = orjson.dumps(document)
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -14,11 +13,12 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.db import Store
 from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
+from inno_notify.api.resources import ProvidedDigest
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
-DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
+DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
 
 

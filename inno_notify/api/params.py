@@ -1,59 +1,91 @@
-"""Query-string parsing with clear 400s: every filter is validated before it reaches the store.
+"""What a request may carry, declared once per endpoint, and read from it with clear 400s.
 
-Unknown parameters are refused rather than ignored: a typo like `?teem=face` silently returning
-every team's jobs is worse than an error. Times are RFC 3339 with an explicit offset; a naive time
-would mean whatever the server's zone happens to be.
+Each endpoint declares its inputs as one frozen dataclass (next to its view): a field per path or
+query parameter, and at most one `Body` field for a JSON body. A field's type says how its text is
+read (`Parse` in its `Annotated` metadata, or the enum it is) and, through pydantic's `Field`, the
+constraints the OpenAPI document states (lengths, patterns, ranges, the default). `Later` puts a
+rule between two times on the model too. The same dataclass is what the view receives and what
+openapi.py turns into the document's parameters, so the rules a fuzzer sees are the ones enforced.
+
+Unknown query parameters are refused rather than ignored: a typo like `?teem=face` silently
+returning every team's jobs is worse than an error. Times are RFC 3339 with an explicit offset; a
+naive time would mean whatever the server's zone happens to be.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
-from collections.abc import Collection, Mapping
-from datetime import UTC, date, datetime
-from typing import TypeVar
+import types
+import typing
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar, Union
 
+from aiohttp import web
 from multidict import MultiMapping
+from pydantic import BaseModel, Field, ValidationError
 
-from inno_notify.api.errors import bad_request
+from inno_notify.api.errors import ApiError, bad_request
+from inno_notify.domain.digest import parse_week
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_TEXT = 253  # the longest Kubernetes name; owner e-mails fit as well
+MAX_BODY = 64 * 1024
 
-E = TypeVar("E", bound=enum.Enum)
-
+# Patterns as the OpenAPI document states them (JSON Schema's ECMA-262 and Python's `re` read these
+# alike); the readers below match the same text without the anchors, with `fullmatch`.
+# No NUL byte: no database stores one.
+SAFE_PATTERN = r"^[^\x00]*$"
+# Deliberately loose (one @, no spaces): the directory matches what owners write in annotations.
+# ASCII whitespace spelled out: Python's \s also matches Unicode spaces, the schema's (ECMA) \s fewer.
+EMAIL_PATTERN = r"^[^@/\x00\x09-\x0d\x20]{1,64}@[^@/\x00\x09-\x0d\x20]{1,189}$"
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,1000}$"
+WEEK_PATTERN = r"^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$"
+_EMAIL = re.compile(EMAIL_PATTERN[1:-1])
+_CURSOR = re.compile(CURSOR_PATTERN[1:-1])
+_LIMIT = re.compile(r"[0-9]{1,4}")
+_WEEK = re.compile(r"[0-9]{4}-W[0-9]{2}")  # ASCII digits, as WEEK_PATTERN says
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})",
 )
-_ISO_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+
+E = TypeVar("E", bound=enum.Enum)
+P = TypeVar("P")
+M = TypeVar("M", bound=BaseModel)
 
 
-def check_known(query: MultiMapping[str], allowed: Collection[str]) -> None:
-    unknown = sorted(set(query) - set(allowed))
-    if unknown:
-        raise bad_request(
-            f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(allowed)) or 'none'}"
-        )
-    for name in set(query):
-        if len(query.getall(name)) > 1:
-            raise bad_request(f"query parameter {name!r} given more than once")
+# --- markers on a field's type ------------------------------------------------------------------
 
 
-def text(query: MultiMapping[str], name: str) -> str | None:
-    value = query.get(name)
-    if value is None:
-        return None
+@dataclass(frozen=True, slots=True)
+class Parse:
+    """How a parameter's text becomes its value: `read(text, name)`, raising ApiError (400)."""
+
+    read: Callable[[str, str], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """This time must be later than the parameter `than`, when both are given."""
+
+    than: str
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """The field is the request's JSON body, validated by its pydantic model (400 `invalid_body`)."""
+
+
+# --- readers of one value (their messages are the API's error messages) -------------------------
+
+
+def text(value: str, name: str) -> str:
     if not value:
         raise bad_request(f"{name} must not be empty (leave it out to not filter)")
-    return _checked(value, name)
-
-
-def path_text(match_info: Mapping[str, str], name: str) -> str:
-    return _checked(match_info[name], name)
-
-
-def _checked(value: str, name: str) -> str:
     if len(value) > MAX_TEXT:
         raise bad_request(f"{name} is longer than {MAX_TEXT} characters")
     # No database stores a NUL character (Postgres refuses it): no record can match one.
@@ -62,30 +94,26 @@ def _checked(value: str, name: str) -> str:
     return value
 
 
-def choice(query: MultiMapping[str], name: str, kind: type[E]) -> E | None:
-    value = query.get(name)
-    if value is None:
-        return None
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(m.value) for m in kind)
-        raise bad_request(f"{name} must be one of {allowed}; got {value!r}") from None
+def choice(kind: type[E]) -> Callable[[str, str], E]:
+    def read(value: str, name: str) -> E:
+        try:
+            return kind(value)
+        except ValueError:
+            allowed = ", ".join(str(m.value) for m in kind)
+            raise bad_request(f"{name} must be one of {allowed}; got {value!r}") from None
+
+    return read
 
 
-def limit(query: MultiMapping[str]) -> int:
-    value = query.get("limit")
-    if value is None:
-        return DEFAULT_LIMIT
-    if not re.fullmatch(r"[0-9]{1,4}", value) or not 1 <= int(value) <= MAX_LIMIT:
-        raise bad_request(f"limit must be an integer from 1 to {MAX_LIMIT}; got {value!r}")
+def limit(value: str, name: str) -> int:
+    if not _LIMIT.fullmatch(value) or not 1 <= int(value) <= MAX_LIMIT:
+        raise bad_request(f"{name} must be an integer from 1 to {MAX_LIMIT}; got {value!r}")
     return int(value)
 
 
-def cursor(query: MultiMapping[str]) -> str | None:
-    value = query.get("cursor")
-    if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,1000}", value):
-        raise bad_request("cursor is not one this API handed out", code="invalid_cursor")
+def cursor(value: str, name: str) -> str:
+    if not _CURSOR.fullmatch(value):
+        raise bad_request(f"{name} is not one this API handed out", code="invalid_cursor")
     return value
 
 
@@ -100,26 +128,165 @@ def rfc3339(value: str, name: str) -> datetime:
         raise bad_request(f"{name} is not a valid time: {value!r}") from None
 
 
-def time_range(
-    query: MultiMapping[str], *, with_until: bool = True
-) -> tuple[datetime | None, datetime | None]:
-    since = query.get("since")
-    until = query.get("until") if with_until else None
-    start = None if since is None else rfc3339(since, "since")
-    end = None if until is None else rfc3339(until, "until")
-    if start is not None and end is not None and start >= end:
-        raise bad_request("since must be earlier than until")
-    return start, end
-
-
-def iso_week(value: str | None) -> str | None:
-    if value is None:
-        return None
-    match = _ISO_WEEK.fullmatch(value)
-    if match is None:
-        raise bad_request(f"week must be an ISO week like 2026-W48; got {value!r}")
+def iso_week(value: str, name: str) -> str:
+    if not _WEEK.fullmatch(value):
+        raise bad_request(f"{name} must be an ISO week like 2026-W48; got {value!r}")
     try:
-        date.fromisocalendar(int(match[1]), int(match[2]), 1)
+        parse_week(value)
     except ValueError:
-        raise bad_request(f"week {value} does not exist") from None
+        raise bad_request(f"{name} {value} does not exist") from None
     return value
+
+
+def email(value: str, name: str) -> str:
+    if not _EMAIL.fullmatch(value):
+        raise bad_request(f"not an e-mail address: {value!r}", code="invalid_email")
+    return value
+
+
+# --- the parameter types endpoints declare ------------------------------------------------------
+
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT, pattern=SAFE_PATTERN), Parse(text)]
+Time = Annotated[datetime, Parse(rfc3339)]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Page size."), Parse(limit)]
+Cursor = Annotated[
+    str, Field(pattern=CURSOR_PATTERN, description="next_cursor of the previous page."), Parse(cursor)
+]
+Week = Annotated[str, Field(pattern=WEEK_PATTERN), Parse(iso_week)]
+Email = Annotated[str, Field(pattern=EMAIL_PATTERN), Parse(email)]
+
+
+@dataclass(frozen=True, slots=True)
+class Nothing:
+    """The inputs of an endpoint that reads none (probes, the document); its query is not looked at."""
+
+
+# --- reading a request ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter of an endpoint's inputs, in its path or its query string."""
+
+    name: str
+    in_path: bool
+    read: Callable[[str, str], Any]
+    later_than: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BodyField:
+    """The field of an endpoint's inputs that holds its JSON body."""
+
+    name: str
+    model: type[BaseModel]
+
+
+def _unwrap(hint: Any) -> tuple[Any, list[Any]]:
+    """The type under `Annotated[...]` and `... | None` layers, and the metadata of every layer."""
+    metadata: list[Any] = []
+    while True:
+        if typing.get_origin(hint) is Annotated:
+            metadata.extend(hint.__metadata__)
+            hint = hint.__origin__
+        elif typing.get_origin(hint) in (Union, types.UnionType):
+            others = [a for a in typing.get_args(hint) if a is not type(None)]
+            if len(others) != 1:
+                raise TypeError(f"a parameter is one type or None, not {hint}")
+            hint = others[0]
+        else:
+            return hint, metadata
+
+
+def _field(name: str, hint: Any, in_path: bool) -> Param | BodyField:
+    base, metadata = _unwrap(hint)
+    if any(isinstance(m, Body) for m in metadata):
+        return BodyField(name, base)
+    reads = [m.read for m in metadata if isinstance(m, Parse)]
+    if not reads and isinstance(base, type) and issubclass(base, enum.Enum):
+        reads = [choice(base)]
+    if not reads:
+        raise TypeError(f"parameter {name}: its type names no Parse and is no enum")
+    later = next((m.than for m in metadata if isinstance(m, Later)), None)
+    return Param(name, in_path, reads[-1], later)
+
+
+class Inputs(Generic[P]):
+    """The fields of one endpoint's inputs dataclass, ready to read requests to `path`: the
+    parameters in their declared order, then the body (the view's 400s come in that order)."""
+
+    def __init__(self, kind: type[P], path: str) -> None:
+        self.kind = kind
+        hints = typing.get_type_hints(kind, include_extras=True)
+        in_path = set(re.findall(r"\{(\w+)\}", path))
+        fields = [_field(f.name, hints[f.name], f.name in in_path) for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+        self.params = [f for f in fields if isinstance(f, Param)]
+        bodies = [f for f in fields if isinstance(f, BodyField)]
+        if len(bodies) > 1:
+            raise TypeError(f"{kind.__name__}: one body at most")
+        self.body = bodies[0] if bodies else None
+        self.query = [f.name for f in self.params if not f.in_path]
+        self.strict = kind is not Nothing
+
+    def read(self, request: web.Request) -> P:
+        """The inputs of an endpoint without a body (a coroutine less on the hottest paths)."""
+        return self.kind(**self._params(request))
+
+    async def read_with_body(self, request: web.Request) -> P:
+        """The parameters, then the body (so a bad parameter is refused before the body is read)."""
+        values = self._params(request)
+        if self.body is not None:
+            values[self.body.name] = await json_body(request, self.body.model)
+        return self.kind(**values)
+
+    def _params(self, request: web.Request) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        if not self.strict:
+            return values
+        check_known(request.query, self.query)
+        for param in self.params:
+            raw = (request.match_info if param.in_path else request.query).get(param.name)
+            if raw is None:
+                continue
+            values[param.name] = value = param.read(raw, param.name)
+            earlier = values.get(param.later_than) if param.later_than else None
+            if earlier is not None and earlier >= value:
+                raise bad_request(f"{param.later_than} must be earlier than {param.name}")
+        return values
+
+
+def check_known(query: MultiMapping[str], allowed: Collection[str]) -> None:
+    unknown = sorted(set(query) - set(allowed))
+    if unknown:
+        raise bad_request(
+            f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(allowed)) or 'none'}"
+        )
+    for name in set(query):
+        if len(query.getall(name)) > 1:
+            raise bad_request(f"query parameter {name!r} given more than once")
+
+
+async def json_body(request: web.Request, model: type[M]) -> M:
+    raw = await _bounded_body(request)
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise bad_request(f"{where}: {first['msg']}", code="invalid_body") from None
+
+
+async def _bounded_body(request: web.Request) -> bytes:
+    """The body, refused (413) past MAX_BODY: by its Content-Length before reading, and while
+    reading a chunked one, which announces no length."""
+    too_large = ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise too_large
+    parts: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(MAX_BODY + 1 - size):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise too_large
+    return b"".join(parts)

@@ -2,7 +2,7 @@
 
 Kubelet probes and Prometheus's scrape need no token and must work whether or not the admin API
 runs (it is off without tokens, and listens on loopback by default). So the same three views the
-API serves (`api.views.health`, one definition) are also mounted on a small app of their own,
+API serves (`routes.PROBES`, one definition) are also mounted on a small app of their own,
 bound to `probes.listen` for as long as `serve` runs. Nothing else is routed here: the port can be
 opened to the cluster network without exposing any data.
 """
@@ -13,8 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
-from inno_notify.api import keys
-from inno_notify.api.views import health
+from inno_notify.api import keys, routes
 
 
 def create_probe_app(store: Store, readiness: keys.Readiness, registry: CollectorRegistry) -> web.Application:
@@ -23,9 +22,7 @@ def create_probe_app(store: Store, readiness: keys.Readiness, registry: Collecto
     app[keys.STORE] = store
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
-    app.router.add_get("/healthz", health.healthz, allow_head=False)
-    app.router.add_get("/readyz", health.readyz, allow_head=False)
-    app.router.add_get("/metrics", health.metrics, allow_head=False)
+    routes.add_routes(app, routes.PROBES)
     return app
 
 

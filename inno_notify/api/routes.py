@@ -1,10 +1,24 @@
-"""URL wiring only: which view answers which method and path."""
+"""Every endpoint in one table: method, path, view, inputs, answers, and who may call it.
+
+The router (`add_routes`), the probe app, the token check and the OpenAPI document (openapi.py)
+all read `ENDPOINTS`, so an endpoint is one view plus one row here. A view takes the request and
+its inputs, the dataclass named in its row (params.py reads it from the request, with the API's
+400s); mypy holds the two to the same type.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from inno_notify.api import resources
+from inno_notify.api.auth import READERS, Role, default_roles
+from inno_notify.api.errors import Error
+from inno_notify.api.params import Inputs, Nothing
 from inno_notify.api.views import (
     digests,
     docs,
@@ -19,25 +33,263 @@ from inno_notify.api.views import (
 
 BASE = "/api/v1"
 
+P = TypeVar("P")
 
-def setup_routes(app: web.Application) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One documented answer: what it means, the resource its JSON body is, and other formats."""
+
+    description: str
+    resource: Any = None  # a class of resources.py (or any type pydantic describes); None: no JSON
+    media: tuple[str, ...] = ()  # other media types, answered as text (CSV, HTML, Prometheus)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint(Generic[P]):
+    method: str
+    path: str
+    view: Callable[[web.Request, P], Awaitable[web.StreamResponse]]
+    inputs: type[P]
+    replies: Mapping[int, Reply]
+    summary: str
+    tag: str
+    open: bool = False  # no token needed (probes and metrics, scraped by Kubernetes and Prometheus)
+    roles: frozenset[Role] | None = None  # None: every role reads, only admin writes (auth.default_roles)
+
+    @property
+    def allowed(self) -> frozenset[Role]:
+        return self.roles if self.roles is not None else default_roles(self.method)
+
+
+def _json(resource: Any, description: str) -> dict[int, Reply]:
+    return {200: Reply(description, resource)}
+
+
+PROBES = (
+    Endpoint(
+        "GET",
+        "/healthz",
+        health.healthz,
+        Nothing,
+        _json(resources.Health, "Alive."),
+        "Liveness",
+        "operations",
+        open=True,
+    ),
+    Endpoint(
+        "GET",
+        "/readyz",
+        health.readyz,
+        Nothing,
+        {
+            200: Reply("Ready.", resources.Readiness),
+            503: Reply("Not ready; checks says what is not.", resources.Readiness),
+        },
+        "Readiness: database reachable, watchers synced, dispatcher alive",
+        "operations",
+        open=True,
+    ),
+    Endpoint(
+        "GET",
+        "/metrics",
+        health.metrics,
+        Nothing,
+        {200: Reply("Prometheus text exposition.", media=("text/plain",))},
+        "The service's own Prometheus metrics",
+        "operations",
+        open=True,
+    ),
+)
+
+ENDPOINTS = (
+    *PROBES,
+    Endpoint(
+        "GET",
+        f"{BASE}/openapi.json",
+        docs.openapi_document,
+        Nothing,
+        _json(dict[str, Any], "The OpenAPI 3.1 document."),
+        "This document",
+        "operations",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/jobs",
+        jobs.list_jobs,
+        jobs.JobFilters,
+        _json(resources.JobPage, "A page of jobs."),
+        "Jobs, newest finish (else creation) first",
+        "jobs",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/jobs/{{namespace}}/{{name}}",
+        jobs.get_job,
+        jobs.JobName,
+        _json(resources.Job, "The job."),
+        "The newest job of that name, or the one with ?uid=",
+        "jobs",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/usage",
+        usage.usage,
+        usage.UsageWindow,
+        {
+            200: Reply(
+                "Per group, most GPU-minutes first (Accept: text/csv for CSV).",
+                resources.UsageReport,
+                media=("text/csv",),
+            )
+        },
+        "GPU-minutes, used and idle GPU-minutes, memory requested vs peak, per group",
+        "usage",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/recommendations",
+        recommendations.list_recommendations,
+        recommendations.RecommendationFilters,
+        _json(resources.RecommendationPage, "A page of recommendations."),
+        "Open recommendations (no newer run of the family yet), largest waste first",
+        "usage",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/notifications",
+        notifications.list_notifications,
+        notifications.LogFilters,
+        _json(resources.NotificationPage, "A page of notifications."),
+        "The delivery log, newest first",
+        "notifications",
+    ),
+    Endpoint(
+        "POST",
+        f"{BASE}/notifications/{{id}}/retry",
+        notifications.retry_notification,
+        notifications.NotificationId,
+        _json(resources.Notification, "The notification, pending again."),
+        "Re-queue a failed notification (admin); 409 unless it failed",
+        "notifications",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/digests/{{team}}",
+        digests.get_digest,
+        digests.TeamWeek,
+        {200: Reply("The digest.", resources.Digest, media=("text/html",))},
+        "A team's weekly digest (Accept: text/html for the page a lead reads)",
+        "digests",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/users",
+        users.list_users,
+        users.UserPageRequest,
+        _json(resources.UserPage, "A page of users."),
+        "The directory, by e-mail",
+        "directory",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/users/{{email}}",
+        users.get_user,
+        users.UserAddress,
+        _json(resources.User, "The user."),
+        "One user",
+        "directory",
+    ),
+    Endpoint(
+        "PUT",
+        f"{BASE}/users/{{email}}",
+        users.put_user,
+        users.UserWrite,
+        {200: Reply("The user.", resources.User), 201: Reply("The user, created.", resources.User)},
+        "Create (201) or replace (200) a user (admin)",
+        "directory",
+    ),
+    Endpoint(
+        "DELETE",
+        f"{BASE}/users/{{email}}",
+        users.delete_user,
+        users.UserAddress,
+        {204: Reply("Removed.")},
+        "Remove a user (admin)",
+        "directory",
+    ),
+    Endpoint(
+        "POST",
+        f"{BASE}/events",
+        events.post_event,
+        events.EventPost,
+        {
+            202: Reply(
+                "Routed and queued; for a key posted before, nothing new (duplicate: true).",
+                resources.EventReceipt,
+            ),
+            400: Reply(
+                "invalid_body: not exactly one of to and team, a value outside its rule, more than one "
+                "address in to, a link URL without a host.",
+                Error,
+            ),
+            413: Reply("payload_too_large: a body over 64 KiB.", Error),
+            422: Reply(
+                "no_recipients: nobody can receive it (unknown team, an address outside "
+                "allowed_email_domains, no channel configured); nothing was recorded.",
+                Error,
+            ),
+        },
+        "Post pipeline events",  # also the pipeline role's 403 message (only_named)
+        "pipelines",
+        roles=frozenset({"admin", "pipeline"}),
+    ),
+)
+
+
+def handler(endpoint: Endpoint[P]) -> Handler:
+    """The aiohttp handler of `endpoint`: reads its inputs, then calls its view."""
+    inputs = Inputs(endpoint.inputs, endpoint.path)
+    view = endpoint.view
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await view(request, inputs.read(request))
+
+    async def handle_with_body(request: web.Request) -> web.StreamResponse:
+        return await view(request, await inputs.read_with_body(request))
+
+    return handle if inputs.body is None else handle_with_body
+
+
+def add_routes(app: web.Application, endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS) -> None:
     # HEAD is not documented, so it is not routed either (405, like any undocumented method).
-    def get(path: str, handler: Handler) -> None:
-        app.router.add_get(path, handler, allow_head=False)
+    for endpoint in endpoints:
+        app.router.add_route(endpoint.method, endpoint.path, handler(endpoint))
 
-    get("/healthz", health.healthz)
-    get("/readyz", health.readyz)
-    get("/metrics", health.metrics)
-    get(f"{BASE}/openapi.json", docs.openapi_document)
-    get(f"{BASE}/jobs", jobs.list_jobs)
-    get(f"{BASE}/jobs/{{namespace}}/{{name}}", jobs.get_job)
-    get(f"{BASE}/usage", usage.usage)
-    get(f"{BASE}/recommendations", recommendations.list_recommendations)
-    get(f"{BASE}/notifications", notifications.list_notifications)
-    app.router.add_post(f"{BASE}/notifications/{{id}}/retry", notifications.retry_notification)
-    get(f"{BASE}/digests/{{team}}", digests.get_digest)
-    get(f"{BASE}/users", users.list_users)
-    get(f"{BASE}/users/{{email}}", users.get_user)
-    app.router.add_put(f"{BASE}/users/{{email}}", users.put_user)
-    app.router.add_delete(f"{BASE}/users/{{email}}", users.delete_user)
-    app.router.add_post(f"{BASE}/events", events.post_event)
+
+def open_paths(endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS) -> frozenset[str]:
+    return frozenset(e.path for e in endpoints if e.open)
+
+
+def roles_of(endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS) -> Callable[[web.Request], frozenset[Role]]:
+    """Who may call what a request matched; the method's default where it matched no endpoint."""
+    table = {(e.method, e.path): e.allowed for e in endpoints}
+
+    def roles(request: web.Request) -> frozenset[Role]:
+        resource = request.match_info.route.resource
+        found = None if resource is None else table.get((request.method, resource.canonical))
+        return found if found is not None else default_roles(request.method)
+
+    return roles
+
+
+def only_named(endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS) -> dict[Role, str]:
+    """What each role outside auth.READERS may call (the rows that name it), for its 403s: such a
+    role is refused everywhere else, so the message says where it is allowed instead."""
+    named: dict[Role, list[str]] = {}
+    for endpoint in endpoints:
+        for role in sorted(endpoint.roles or ()):
+            if role not in READERS:
+                what = endpoint.summary[:1].lower() + endpoint.summary[1:]
+                named.setdefault(role, []).append(f"{what} ({endpoint.method} {endpoint.path})")
+    return {role: "; ".join(calls) for role, calls in named.items()}

@@ -1,45 +1,54 @@
-"""Domain records (and the store's job rows) to the JSON resources of CONTRACT.md §5, field for field.
+"""Domain records (and the store's job rows) to the API's resources (resources.py), field for field.
 
-One function per resource, returning plain dicts that orjson encodes (datetimes as RFC 3339 in UTC
-with a `Z`). The OpenAPI document in openapi.py describes exactly these shapes, and a test checks
-every response against it, so a field added here without its schema fails the build.
+One function per resource, returning the resource's TypedDict: a plain dict that orjson encodes
+(datetimes as RFC 3339 in UTC with a `Z`, enums as their values). Where a resource's fields are
+the record's attributes of the same names, `same_names` copies them in the resource's order, so a
+field added to the resource is served without another edit (tests/api/test_serialize.py checks
+that the record has each one); elsewhere mypy holds each literal to its class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Collection, Sequence
+from typing import Any, TypeVar, cast
 
 import orjson
 
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
-from inno_notify.domain.model import DirectoryUser, Notification, Recommendation
+from inno_notify.adapters.db.workflows import EventRecord
+from inno_notify.api import resources
+from inno_notify.domain.model import Channel, DirectoryUser, Notification, Recommendation
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
+R = TypeVar("R")
 
 
 def dumps(document: object) -> bytes:
     return orjson.dumps(document, option=JSON_OPTIONS)
 
 
-def recommendation(rec: Recommendation) -> dict[str, Any]:
-    return {
-        "kind": rec.kind.value,
-        "severity": rec.severity.value,
-        "current": rec.current,
-        "suggested": rec.suggested,
-        "unit": rec.unit.value,
-        "waste_gpu_minutes": rec.waste_gpu_minutes,
-        "message": rec.message,
-    }
+@functools.cache
+def _names(resource: Any, skip: frozenset[str]) -> tuple[str, ...]:
+    return tuple(name for name in resource.__annotations__ if name not in skip)  # in declared order
 
 
-def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
+def same_names(resource: type[R], record: object, skip: Collection[str] = ()) -> R:
+    """The `resource` whose fields (but `skip`) are `record`'s attributes of the same names."""
+    names = _names(cast(Any, resource), frozenset(skip))
+    return cast(R, {name: getattr(record, name) for name in names})
+
+
+def recommendation(rec: Recommendation) -> resources.Recommendation:
+    return same_names(resources.Recommendation, rec)
+
+
+def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resources.Job:
     """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
-    recommendations (job_details.RECOMMENDATION_FIELDS each), without building domain records:
-    on the list endpoint that cost most of a page's CPU (tests/api/test_job_rows.py holds the
-    result to the records' own definitions)."""
+    recommendations (job_details.RECOMMENDATION_FIELDS each, the keys of resources.Recommendation),
+    without building domain records: on the list endpoint that cost most of a page's CPU
+    (tests/api/test_job_rows.py holds the result to the records' own definitions)."""
     (
         cluster,
         uid,
@@ -108,79 +117,34 @@ def job_row(row: Sequence[Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def job_recommendation(item: JobRecommendation) -> dict[str, Any]:
-    rec = item.recommendation
-    return {
-        "id": item.id,
-        "job": {
-            "cluster": item.cluster,
-            "uid": item.job_uid,
-            "namespace": item.namespace,
-            "name": item.name,
-            "owner": item.owner,
-            "team": item.team,
-            "finished_at": item.finished_at,
-        },
-        **recommendation(rec),
-        "waste_gib_hours": rec.waste_gib_hours,
-        "waste_core_hours": rec.waste_core_hours,
-        "field_path": rec.field_path,
+def job_recommendation(item: JobRecommendation) -> resources.JobRecommendation:
+    job: resources.RecommendedJob = {
+        "cluster": item.cluster,
+        "uid": item.job_uid,
+        "namespace": item.namespace,
+        "name": item.name,
+        "owner": item.owner,
+        "team": item.team,
+        "finished_at": item.finished_at,
     }
+    advice = same_names(resources.JobRecommendation, item.recommendation, skip=("id", "job"))
+    return {"id": item.id, "job": job, **advice}
 
 
-USAGE_FIELDS = (
-    "group",
-    "jobs",
-    "measured_jobs",
-    "gpu_minutes",
-    "used_gpu_minutes",
-    "idle_gpu_minutes",
-    "memory_jobs",
-    "memory_requested_bytes",
-    "memory_peak_bytes",
-)
+def usage_group(group: UsageGroup) -> resources.UsageGroup:
+    return {"group": group.key, **same_names(resources.UsageGroup, group, skip=("group",))}
 
 
-def usage_group(group: UsageGroup) -> dict[str, Any]:
-    return {
-        "group": group.key,
-        "jobs": group.jobs,
-        "measured_jobs": group.measured_jobs,
-        "gpu_minutes": group.gpu_minutes,
-        "used_gpu_minutes": group.used_gpu_minutes,
-        "idle_gpu_minutes": group.idle_gpu_minutes,
-        "memory_jobs": group.memory_jobs,
-        "memory_requested_bytes": group.memory_requested_bytes,
-        "memory_peak_bytes": group.memory_peak_bytes,
-    }
+def notification(n: Notification) -> resources.Notification:
+    return same_names(resources.Notification, n)
 
 
-def notification(n: Notification) -> dict[str, Any]:
-    """A delivery-log entry; the rendered payload stays out (it can be large and is not the log)."""
-    return {
-        "id": n.id,
-        "kind": n.kind.value,
-        "channel": n.channel.value,
-        "recipient": n.recipient,
-        "status": n.status.value,
-        "cluster": n.cluster,
-        "job_uid": n.job_uid,
-        "group_key": n.group_key,
-        "created_at": n.created_at,
-        "due_at": n.due_at,
-        "next_attempt_at": n.next_attempt_at,
-        "attempts": n.attempts,
-        "last_error": n.last_error,
-        "provider_message_id": n.provider_message_id,
-        "sent_at": n.sent_at,
-    }
+def user(u: DirectoryUser) -> resources.User:
+    return same_names(resources.User, u)
 
 
-def user(u: DirectoryUser) -> dict[str, Any]:
-    return {
-        "email": u.email,
-        "name": u.name,
-        "slack_user_id": u.slack_user_id,
-        "telegram_chat_id": u.telegram_chat_id,
-        "channels": list(u.channels),
-    }
+def event_receipt(event: EventRecord, duplicate: bool) -> resources.EventReceipt:
+    recipients: list[resources.EventRecipient] = [
+        {"recipient": recipient, "channel": Channel(channel)} for recipient, channel in event.recipients
+    ]
+    return {"id": event.id, "key": event.key, "recipients": recipients, "duplicate": duplicate}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -25,6 +26,13 @@ def digest_provider() -> DigestProvider | None:
 
 @pytest.fixture
 async def api(store: Store, digest_provider: DigestProvider | None) -> AsyncIterator[Api]:
+    async with serve_api(store, digest_provider) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serve_api(store: Store, digest_provider: DigestProvider | None = None) -> AsyncIterator[Api]:
+    """The app over `store`, served; every response it gave is checked against the document after."""
     readiness = {"watchers_synced": True, "dispatcher_alive": True}
     monotonic = [1000.0]
     app = create_app(

@@ -72,9 +72,16 @@ class Recorder:
         return response
 
 
+def schema_errors(document: Mapping[str, Any], schema: Mapping[str, Any], value: Any) -> list[str]:
+    """What is wrong with `value` by `schema`, whose references point into the document's components."""
+    validator = jsonschema_rs.Draft202012Validator(
+        {**schema, "components": document["components"]}, validate_formats=True
+    )
+    return [e.message for e in validator.iter_errors(value)]
+
+
 def check_conforms(document: Mapping[str, Any], seen: list[Seen]) -> None:
-    components = document["components"]
-    error_schema = {"$ref": "#/components/schemas/Error", "components": components}
+    error_schema = {"$ref": "#/components/schemas/Error"}
     for item in seen:
         operation = document["paths"].get(item.route or "", {}).get(item.method.lower())
         if operation is None:
@@ -90,9 +97,7 @@ def check_conforms(document: Mapping[str, Any], seen: list[Seen]) -> None:
         assert item.content_type in content, f"{where}: {item.content_type} not documented ({list(content)})"
         if item.content_type != "application/json":
             continue
-        schema = {**content[item.content_type]["schema"], "components": components}
-        validator = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
-        errors = [e.message for e in validator.iter_errors(orjson.loads(item.body))]
+        errors = schema_errors(document, content[item.content_type]["schema"], orjson.loads(item.body))
         assert not errors, f"{where}: {errors[:3]}"
 
 

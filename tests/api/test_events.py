@@ -4,18 +4,22 @@ when nobody can get them; a pipeline token may do this and nothing else."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
 from inno_notify.adapters.channels.base import MailMessage, Recipient, RenderedMessage
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
+from inno_notify.api import openapi
+from inno_notify.api.params import MAX_BODY
 from inno_notify.domain.messages import decode_pipeline
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, Team
 from inno_notify.service.dispatcher import Dispatcher
 
-from .support import NOW, Api
+from .support import NOW, Api, schema_errors
 from .test_auth import OPERATIONS
 
 EVENT = {
@@ -127,15 +131,73 @@ async def test_a_team_with_a_slack_channel_gets_a_channel_post(api: Api, store: 
     assert row.payload["slack_channel"] == "#nlp-gpu"
 
 
-async def test_viewers_may_not_post_events(api: Api) -> None:
+async def test_viewers_may_not_post_events(api: Api, store: Store) -> None:
     status, body, _ = await api.call("POST", "/api/v1/events", "viewer", json=EVENT)
-    assert (status, body["error"]["code"]) == (403, "forbidden")
+    assert (status, body["error"]) == (403, {"code": "forbidden", "message": "role viewer may only read"})
+    assert (await store.list_notifications())[0] == []
 
 
 @pytest.mark.parametrize(("method", "path"), [op for op in OPERATIONS if op != ("POST", "/api/v1/events")])
 async def test_a_pipeline_token_gets_403_on_every_other_route(api: Api, method: str, path: str) -> None:
     status, body, _ = await api.call(method, path, "pipeline", json={"channels": ["email"]})
+    assert (status, body["error"]) == (
+        403,
+        {"code": "forbidden", "message": "role pipeline may only post pipeline events (POST /api/v1/events)"},
+    )
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/api/v1/events"), ("PATCH", "/api/v1/jobs")])
+async def test_a_pipeline_token_gets_403_not_405(api: Api, method: str, path: str) -> None:
+    """A 405 would list the allowed methods: a pipeline token learns nothing about other routes."""
+    status, body, _ = await api.call(method, path, "pipeline")
     assert (status, body["error"]["code"]) == (403, "forbidden")
+
+
+@pytest.mark.parametrize(
+    ("body", "valid"),
+    [
+        ({"to": "alice@example.com", "title": "t"}, True),
+        ({"team": "face", "title": "t"}, True),
+        ({"to": None, "team": "face", "title": "t"}, True),
+        ({"to": "alice@example.com", "team": None, "title": "t"}, True),
+        ({"to": "alice@example.com", "team": "face", "title": "t"}, False),
+        ({"to": None, "team": None, "title": "t"}, False),
+        ({"title": "t"}, False),
+        ({"to": "alice@example.com"}, False),
+    ],
+)
+async def test_the_documented_body_is_the_accepted_one(
+    api: Api, store: Store, body: dict[str, Any], valid: bool
+) -> None:
+    """Exactly one of to and team, as the document's oneOf states it (a null one is left out)."""
+    await directory(store)
+    document = openapi.build()
+    schema = document["paths"]["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]
+    assert (not schema_errors(document, schema["schema"], body)) is valid
+    status, answer, _ = await api.call("POST", "/api/v1/events", "pipeline", json=body)
+    assert (status == 202) is valid, answer
+
+
+async def chunks(total: int) -> AsyncIterator[bytes]:
+    """A JSON body of `total` bytes sent without a Content-Length, in 4 KiB chunks."""
+    head = orjson.dumps({**EVENT, "key": None})[:-1] + b', "text": "'
+    tail = b'"}'
+    body = head + b"x" * (total - len(head) - len(tail)) + tail
+    for start in range(0, len(body), 4096):
+        yield body[start : start + 4096]
+
+
+@pytest.mark.parametrize(("total", "status"), [(MAX_BODY + 1, 413), (3000, 202), (4000 + 400, 400)])
+async def test_a_chunked_body_is_read_whole_and_bounded(
+    api: Api, store: Store, total: int, status: int
+) -> None:
+    """Without a Content-Length the body is read to its end, in as many reads as it takes, and
+    refused once it passes 64 KiB (4,000 characters of text pass the size, not the model)."""
+    await directory(store)
+    headers = {**api.headers("pipeline"), "Content-Type": "application/json"}
+    async with api.client.post("/api/v1/events", data=chunks(total), headers=headers) as response:
+        assert response.request_info.headers.get("Transfer-Encoding") == "chunked"
+        assert response.status == status, await response.text()
 
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:

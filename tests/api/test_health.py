@@ -43,7 +43,9 @@ async def _serve(app: object) -> TestClient:  # type: ignore[type-arg]
 
 
 async def test_not_ready_without_a_database() -> None:
-    store = Store.from_url("sqlite+aiosqlite:////nonexistent-dir/inno.db")
+    # A server that refuses the connection (port 1), not a SQLite file that cannot be opened: a failed
+    # aiosqlite open leaves its worker thread to report to the event loop after the test closed it.
+    store = Store.from_url("postgresql+asyncpg://postgres@127.0.0.1:1/inno")
     client = await _serve(create_app(store, SETTINGS, close_store=True))
     try:
         response = await client.get("/readyz")

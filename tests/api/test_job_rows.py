@@ -7,12 +7,13 @@ every job of the population, through both endpoints, on both databases.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from inno_notify.adapters.db import Store
+from inno_notify.adapters.db import Store, create_engine
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.domain.model import JobRecord
 
@@ -130,26 +131,29 @@ async def test_full_pages_match_recommendations_to_their_own_jobs(api: Api, stor
     assert seen == sorted((j.uid for j in many), reverse=True)
 
 
-async def test_the_api_store_does_not_ping_its_pool(database_url: str) -> None:
+async def test_the_api_store_works_on_both_databases(database_url: str) -> None:
     store = create_api_store(database_url)
     try:
-        if store.engine.dialect.name == "postgresql":
-            assert store.engine.sync_engine.pool._pre_ping is False
-        await store.ping()  # and it works
+        await store.ping()
     finally:
         await store.close()
 
 
+@pytest.mark.parametrize(
+    ("make_store", "expected"),
+    [(create_api_store, [200, 500, 200]), (lambda url: Store(create_engine(url)), [200, 200, 200])],
+    ids=["api store: no ping", "service store: pinged"],
+)
 async def test_a_connection_killed_under_the_api_fails_one_request(
-    database_url: str, db_dialect: str, store: Store
+    database_url: str, db_dialect: str, store: Store, make_store: Callable[[str], Store], expected: list[int]
 ) -> None:
-    """Without pre-ping a dead pooled connection is found by the request that draws it; that one
-    fails and the connection leaves the pool, so the next request gets a fresh one."""
+    """The API's store does not ping its pool: a dead pooled connection is found by the request
+    that draws it; that one fails and the connection leaves the pool, so the next request gets a
+    fresh one. The service's store (pinged on checkout) hides the same kill from every request."""
     if db_dialect != "postgres":
         pytest.skip("SQLite has no server to restart")
     await populate(store)
-    api_store = create_api_store(database_url)
-    app = create_app(api_store, SETTINGS, clock=lambda: NOW, close_store=True)
+    app = create_app(make_store(database_url), SETTINGS, clock=lambda: NOW, close_store=True)
     client = TestClient(TestServer(app))
     await client.start_server()
     headers = {"Authorization": f"Bearer {TOKENS['viewer']}"}
@@ -168,6 +172,6 @@ async def test_a_connection_killed_under_the_api_fails_one_request(
             )
         await get()
         await get()
-        assert statuses == [200, 500, 200]
+        assert statuses == expected
     finally:
         await client.close()

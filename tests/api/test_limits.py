@@ -22,6 +22,7 @@ from inno_notify.api import keys, openapi
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.cache import MAX_INFLIGHT
 from tests.adapters.db.test_engine import SLOW, connect
+from tests.waiting import eventually
 
 from .support import NOW, SETTINGS, TOKENS, Recorder, check_conforms
 
@@ -105,12 +106,12 @@ async def test_a_handler_past_its_limit_is_503_and_its_statement_is_cancelled(
             status, body, headers = await _get(client, "/api/v1/jobs")
             assert (status, body["error"]["code"]) == (503, "timeout")
             assert "0.3 s" in body["error"]["message"] and headers["Retry-After"] == "5"
-            if db_dialect == "postgres":
-                for _ in range(200):  # the cancel request reaches the server within milliseconds
-                    if await _active_statements(database_url, SLOW["postgres"]) == 0:
-                        break
-                    await asyncio.sleep(0.05)
-                assert await _active_statements(database_url, SLOW["postgres"]) == 0
+            if db_dialect == "postgres":  # the cancel request reaches the server within milliseconds
+
+                async def stopped() -> bool:
+                    return await _active_statements(database_url, SLOW["postgres"]) == 0
+
+                await eventually(stopped, what="the cancelled statement stopped on the server")
             # The API goes on: the next request is answered from the same pool.
             status, body, _ = await _get(client, "/api/v1/users")
             assert (status, body) == (200, {"items": [], "next_cursor": None})
@@ -152,11 +153,8 @@ async def test_many_windows_at_once_are_refused_not_queued(store: Store) -> None
         windows = [f"2026-11-{day:02d}T00:00:00Z" for day in range(1, MAX_INFLIGHT + 1)]
         waiting = [asyncio.create_task(_get(client, "/api/v1/usage", since=since)) for since in windows]
         cache = client.app[keys.USAGE_CACHE]
-        for _ in range(500):
-            if gated.started == MAX_INFLIGHT:
-                break
-            await asyncio.sleep(0.01)
-        assert gated.started == MAX_INFLIGHT and cache.inflight == MAX_INFLIGHT
+        await eventually(lambda: gated.started == MAX_INFLIGHT)
+        assert cache.inflight == MAX_INFLIGHT
 
         status, body, headers = await _get(client, "/api/v1/usage", since="2026-10-01T00:00:00Z")
         assert (status, body["error"]["code"], headers["Retry-After"]) == (503, "busy", "5")

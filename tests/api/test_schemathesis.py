@@ -1,8 +1,9 @@
 """schemathesis fuzzes the running app from its own OpenAPI document, with every check on.
 
 The app is served on a free loopback port over the real store (both databases, seeded with the
-test population so that list endpoints return real records) and the schemathesis CLI runs
-against it as a separate process, bounded to a few examples per operation.
+test population so that list endpoints return real records, with the service's digest provider)
+and the schemathesis CLI runs against it as a separate process, bounded to a few examples per
+operation.
 
 `positive_data_acceptance` is left out on purpose: it expects every schema-valid request to
 succeed, but some answers are 400 by design for rules JSON Schema cannot state — an opaque cursor
@@ -24,6 +25,8 @@ from aiohttp import web
 
 from inno_notify.adapters.db import Store
 from inno_notify.api.app import create_app
+from inno_notify.domain.model import Team
+from inno_notify.service.digest_pages import digest_provider
 
 from .data import populate
 from .support import ADMIN_TOKEN, NOW, SETTINGS
@@ -36,7 +39,14 @@ MAX_EXAMPLES = 8
 @pytest.mark.skipif(not SCHEMATHESIS.exists(), reason="schemathesis is not installed in this environment")
 async def test_schemathesis_finds_no_failure(store: Store, tmp_path: Path) -> None:
     await populate(store)
-    app = create_app(store, SETTINGS, readiness=lambda: {"watchers_synced": True}, clock=lambda: NOW)
+    await store.replace_teams([Team("face"), Team("speech")])
+    app = create_app(
+        store,
+        SETTINGS,
+        readiness=lambda: {"watchers_synced": True},
+        clock=lambda: NOW,
+        digest_provider=digest_provider(store, "UTC", lambda: NOW),
+    )
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -8,23 +8,35 @@ is kept in the app's digest cache for a short while, both bodies encoded once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
 
 from aiohttp import web
+from pydantic import Field
 
-from inno_notify.api import keys, params
+from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, not_found
 from inno_notify.api.negotiate import preferred
+from inno_notify.api.params import Text, Week
+from inno_notify.api.resources import ProvidedDigest
 from inno_notify.api.serialize import dumps
 
 FORMATS = ("application/json", "text/html")
 
 
+@dataclass(frozen=True, slots=True)
+class TeamWeek:
+    team: Text
+    week: Annotated[
+        Week | None, Field(description="ISO week like 2026-W48; default: the last complete week.")
+    ] = None
+
+
 class DigestBodies:
     """One digest as served: the JSON document (without the page) and the HTML page, if any."""
 
-    def __init__(self, digest: Mapping[str, Any]) -> None:
+    def __init__(self, digest: ProvidedDigest) -> None:
         html = digest.get("html")
         self.html = html if isinstance(html, str) else None
         self.json = dumps({k: v for k, v in digest.items() if k != "html"})
@@ -42,10 +54,8 @@ def compute(
     return run
 
 
-async def get_digest(request: web.Request) -> web.Response:
-    params.check_known(request.query, ("week",))
-    team = params.path_text(request.match_info, "team")
-    week = params.iso_week(request.query.get("week"))
+async def get_digest(request: web.Request, given: TeamWeek) -> web.Response:
+    team, week = given.team, given.week
     media = preferred(request.headers.get("Accept"), FORMATS)
     if media is None:
         raise ApiError(406, "not_acceptable", f"digests are available as {' or '.join(FORMATS)}")

@@ -8,19 +8,20 @@ import logging
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from inno_notify.api import keys
+from inno_notify.api import keys, resources
+from inno_notify.api.params import Nothing
 from inno_notify.api.views.respond import json
 
 log = logging.getLogger("inno_notify.api")
 DATABASE_TIMEOUT_SECONDS = 2.0
 
 
-async def healthz(request: web.Request) -> web.Response:
+async def healthz(request: web.Request, _: Nothing) -> web.Response:
     """Liveness: the event loop answers. Nothing else, so a database outage does not restart us."""
-    return json({"status": "ok"})
+    return json(resources.Health(status="ok"))
 
 
-async def readyz(request: web.Request) -> web.Response:
+async def readyz(request: web.Request, _: Nothing) -> web.Response:
     """Readiness: the database answers and every part the service reports on is ready."""
     checks: dict[str, bool] = {}
     try:
@@ -35,12 +36,11 @@ async def readyz(request: web.Request) -> web.Response:
         log.warning("readiness: the service's readiness check failed: %s", exc)
         checks["service"] = False
     not_ready = sorted(name for name, ok in checks.items() if not ok)
-    return json(
-        {"ready": not not_ready, "checks": checks, "not_ready": not_ready}, status=503 if not_ready else 200
-    )
+    readiness = resources.Readiness(ready=not not_ready, checks=checks, not_ready=not_ready)
+    return json(readiness, status=503 if not_ready else 200)
 
 
-async def metrics(request: web.Request) -> web.Response:
+async def metrics(request: web.Request, _: Nothing) -> web.Response:
     body = generate_latest(request.app[keys.REGISTRY])
     response = web.Response(body=body)
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST

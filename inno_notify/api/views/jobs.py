@@ -7,48 +7,71 @@ most of its CPU time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, cast
+
 from aiohttp import web
+from pydantic import Field
 
 from inno_notify.adapters.db import JobFilter
 from inno_notify.adapters.db.job_details import JobPage
-from inno_notify.api import keys, params, serialize
+from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import not_found
+from inno_notify.api.params import DEFAULT_LIMIT, Cursor, Later, Limit, Text, Time
 from inno_notify.api.views.respond import json
 from inno_notify.domain.model import JobStatus
 
-LIST_PARAMS = ("namespace", "owner", "team", "status", "since", "until", "limit", "cursor")
+
+@dataclass(frozen=True, slots=True)
+class JobFilters:
+    since: Annotated[
+        Time | None,
+        Field(description="RFC 3339; only jobs that finished (or, unfinished, were created) at or after it."),
+    ] = None
+    until: Annotated[
+        Time | None,
+        Field(description="RFC 3339; only jobs that finished (or were created) before it."),
+        Later("since"),
+    ] = None
+    namespace: Text | None = None
+    owner: Text | None = None
+    team: Text | None = None
+    status: Annotated[JobStatus | None, Field(description="Lifecycle state.")] = None
+    limit: Limit = DEFAULT_LIMIT
+    cursor: Cursor | None = None
 
 
-def _items(page: JobPage) -> list[dict[str, object]]:
-    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, page.recommendations, strict=True)]
+@dataclass(frozen=True, slots=True)
+class JobName:
+    namespace: Text
+    name: Text
+    uid: Annotated[Text | None, Field(description="The job's uid, for one older run of that name.")] = None
 
 
-async def list_jobs(request: web.Request) -> web.Response:
-    query = request.query
-    params.check_known(query, LIST_PARAMS)
-    since, until = params.time_range(query)
+def _items(page: JobPage) -> list[resources.Job]:
+    # The store's recommendation dicts carry resources.Recommendation's keys (RECOMMENDATION_FIELDS).
+    recommendations = cast("Sequence[list[resources.Recommendation]]", page.recommendations)
+    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, recommendations, strict=True)]
+
+
+async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
     filters = JobFilter(
-        namespace=params.text(query, "namespace"),
-        owner=params.text(query, "owner"),
-        team=params.text(query, "team"),
-        status=params.choice(query, "status", JobStatus),
-        since=since,
-        until=until,
+        namespace=given.namespace,
+        owner=given.owner,
+        team=given.team,
+        status=given.status,
+        since=given.since,
+        until=given.until,
     )
-    store = request.app[keys.STORE]
-    page = await store.job_page(filters, params.limit(query), params.cursor(query))
-    return json({"items": _items(page), "next_cursor": page.next_cursor})
+    page = await request.app[keys.STORE].job_page(filters, given.limit, given.cursor)
+    return json(resources.JobPage(items=_items(page), next_cursor=page.next_cursor))
 
 
-async def get_job(request: web.Request) -> web.Response:
-    params.check_known(request.query, ("uid",))
-    namespace = params.path_text(request.match_info, "namespace")
-    name = params.path_text(request.match_info, "name")
-    uid = params.text(request.query, "uid")
-    store = request.app[keys.STORE]
-    page = await store.find_job_row(namespace, name, uid)
+async def get_job(request: web.Request, given: JobName) -> web.Response:
+    page = await request.app[keys.STORE].find_job_row(given.namespace, given.name, given.uid)
     if not page.rows:
-        which = f" with uid {uid}" if uid else ""
-        raise not_found(f"no job {namespace}/{name}{which}", code="job_not_found")
+        which = f" with uid {given.uid}" if given.uid else ""
+        raise not_found(f"no job {given.namespace}/{given.name}{which}", code="job_not_found")
     (resource,) = _items(page)
     return json(resource)

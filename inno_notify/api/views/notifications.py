@@ -3,35 +3,52 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Annotated
 
 from aiohttp import web
+from pydantic import Field
 
-from inno_notify.api import keys, params, serialize
+from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import ApiError, bad_request, not_found
+from inno_notify.api.params import DEFAULT_LIMIT, Cursor, Limit, Parse
 from inno_notify.api.views.respond import json
 from inno_notify.domain.model import DeliveryStatus
 
-PARAMS = ("status", "limit", "cursor")
 MAX_ID = 2**63 - 1
+_ID = re.compile(r"[0-9]{1,19}")
 
 
-async def list_notifications(request: web.Request) -> web.Response:
-    query = request.query
-    params.check_known(query, PARAMS)
+def _notification_id(value: str, name: str) -> int:
+    if not _ID.fullmatch(value) or not 1 <= int(value) <= MAX_ID:
+        raise bad_request(f"notification {name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class LogFilters:
+    status: Annotated[DeliveryStatus | None, Field(description="Delivery status.")] = None
+    limit: Limit = DEFAULT_LIMIT
+    cursor: Cursor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationId:
+    id: Annotated[int, Field(ge=1, le=MAX_ID), Parse(_notification_id)]
+
+
+async def list_notifications(request: web.Request, given: LogFilters) -> web.Response:
     page, next_cursor = await request.app[keys.STORE].list_notifications(
-        params.choice(query, "status", DeliveryStatus), params.limit(query), params.cursor(query)
+        given.status, given.limit, given.cursor
     )
-    return json({"items": [serialize.notification(n) for n in page], "next_cursor": next_cursor})
+    items = [serialize.notification(n) for n in page]
+    return json(resources.NotificationPage(items=items, next_cursor=next_cursor))
 
 
-async def retry_notification(request: web.Request) -> web.Response:
+async def retry_notification(request: web.Request, given: NotificationId) -> web.Response:
     """Re-queues a failed notification, due now; the dispatcher sends it (the API never sends)."""
-    params.check_known(request.query, ())
-    raw = request.match_info["id"]
-    if not re.fullmatch(r"[0-9]{1,19}", raw) or not 1 <= int(raw) <= MAX_ID:
-        raise bad_request(f"notification id must be a positive integer; got {raw!r}")
     store = request.app[keys.STORE]
-    ident = int(raw)
+    ident = given.id
     if not await store.retry_notification(ident, request.app[keys.CLOCK]()):
         current = await store.get_notification(ident)
         if current is None:

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-from aiohttp import web
+from dataclasses import dataclass
+from typing import Annotated
 
-from inno_notify.api import keys, params, serialize
+from aiohttp import web
+from pydantic import Field
+
+from inno_notify.api import keys, resources, serialize
+from inno_notify.api.params import DEFAULT_LIMIT, Cursor, Limit, Text, Time
 from inno_notify.api.views.respond import json
 
-PARAMS = ("team", "owner", "since", "limit", "cursor")
+
+@dataclass(frozen=True, slots=True)
+class RecommendationFilters:
+    since: Annotated[Time | None, Field(description="RFC 3339; of jobs that finished at or after it.")] = None
+    team: Text | None = None
+    owner: Text | None = None
+    limit: Limit = DEFAULT_LIMIT
+    cursor: Cursor | None = None
 
 
-async def list_recommendations(request: web.Request) -> web.Response:
-    query = request.query
-    params.check_known(query, PARAMS)
-    since, _ = params.time_range(query, with_until=False)
+async def list_recommendations(request: web.Request, given: RecommendationFilters) -> web.Response:
     page, next_cursor = await request.app[keys.STORE].open_recommendations(
-        team=params.text(query, "team"),
-        owner=params.text(query, "owner"),
-        since=since,
-        limit=params.limit(query),
-        cursor=params.cursor(query),
+        team=given.team, owner=given.owner, since=given.since, limit=given.limit, cursor=given.cursor
     )
-    return json({"items": [serialize.job_recommendation(r) for r in page], "next_cursor": next_cursor})
+    items = [serialize.job_recommendation(r) for r in page]
+    return json(resources.RecommendationPage(items=items, next_cursor=next_cursor))

@@ -11,24 +11,37 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.usage_queries import GroupBy, UsageCell, group_cells
-from inno_notify.api import keys, params, serialize
+from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import ApiError
 from inno_notify.api.negotiate import preferred
+from inno_notify.api.params import Later, Time
 
-PARAMS = ("group_by", "since", "until")
 FORMATS = ("application/json", "text/csv")
 # A cell starting with one of these is a formula to a spreadsheet; owners and namespaces come from
 # cluster objects, so a crafted annotation must not run in an admin's spreadsheet.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# The CSV's columns: the resource's fields, in order (the first is named after the grouping).
+CSV_COLUMNS = tuple(resources.UsageGroup.__annotations__)
 
 Window = tuple[datetime | None, datetime | None]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageWindow:
+    group_by: Annotated[GroupBy, Field(description="What to group by.")] = GroupBy.TEAM
+    since: Annotated[Time | None, Field(description="RFC 3339; jobs that finished at or after it.")] = None
+    until: Annotated[
+        Time | None, Field(description="RFC 3339; jobs that finished before it."), Later("since")
+    ] = None
 
 
 class UsageReport:
@@ -53,11 +66,8 @@ async def warm(app: web.Application) -> None:
     await app[keys.USAGE_CACHE].get((None, None), compute(app[keys.STORE], (None, None)))
 
 
-async def usage(request: web.Request) -> web.Response:
-    query = request.query
-    params.check_known(query, PARAMS)
-    group_by = params.choice(query, "group_by", GroupBy) or GroupBy.TEAM
-    since, until = params.time_range(query)
+async def usage(request: web.Request, given: UsageWindow) -> web.Response:
+    group_by, since, until = given.group_by, given.since, given.until
     media = preferred(request.headers.get("Accept"), FORMATS)
     if media is None:
         raise ApiError(406, "not_acceptable", f"usage is available as {' or '.join(FORMATS)}")
@@ -70,13 +80,9 @@ async def usage(request: web.Request) -> web.Response:
         if media == "text/csv":
             body = _csv(rows, group_by)
         else:
-            document = {
-                "group_by": group_by.value,
-                "since": since,
-                "until": until,
-                "computed_at": cached.computed_at,
-                "groups": rows,
-            }
+            document = resources.UsageReport(
+                group_by=group_by, since=since, until=until, computed_at=cached.computed_at, groups=rows
+            )
             body = serialize.dumps(document)
         report.bodies[(group_by, media)] = body
     if media == "text/csv":
@@ -97,10 +103,10 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _csv(rows: list[dict[str, Any]], group_by: GroupBy) -> bytes:
+def _csv(rows: list[resources.UsageGroup], group_by: GroupBy) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([group_by.value if f == "group" else f for f in serialize.USAGE_FIELDS])
+    writer.writerow([group_by.value if f == "group" else f for f in CSV_COLUMNS])
     for row in rows:
-        writer.writerow([_cell(row[f]) for f in serialize.USAGE_FIELDS])
+        writer.writerow([_cell(row[f]) for f in CSV_COLUMNS])  # type: ignore[literal-required]
     return out.getvalue().encode()

@@ -1,0 +1,524 @@
+"""The API's resources, each defined once: the type the serializers return and the OpenAPI schema's source.
+
+A response resource is a TypedDict: at run time a plain dict that orjson encodes (datetimes as
+RFC 3339 in UTC with a `Z`, enums as their values), so the hottest path (a page of jobs) pays
+nothing for the typing; mypy holds every serializer in serialize.py to the keys and types
+declared here, and openapi.py derives the document's components from these classes with pydantic
+(`TypeAdapter(...).json_schema(mode="serialization")`): the class docstring becomes the schema's
+description, a field's docstring the property's. Enums are the domain's own. A request body is a
+pydantic model, because it is validated (views/users.py, views/events.py).
+
+A field added here without its serializer (or the reverse) fails mypy; a response that strays
+from its class fails the API tests, which check every response they see against the document.
+The error resource is errors.py's, next to the one place that builds it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, NotRequired
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator, with_config
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
+
+from inno_notify.adapters.db.usage_queries import GroupBy
+from inno_notify.api.params import EMAIL_PATTERN, SAFE_PATTERN
+from inno_notify.domain.links import LINKS_MAX, TITLE_MAX_CHARS, URL_MAX_CHARS
+from inno_notify.domain.model import (
+    Channel,
+    DeliveryStatus,
+    JobStatus,
+    MissingReason,
+    NotificationKind,
+    RecommendationKind,
+    Severity,
+    Unit,
+)
+
+# Every resource is closed (additionalProperties: false) and describes itself from its docstrings.
+CLOSED = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+# Times the digest hands over already as text (its own offset spelling, kept as it is).
+IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+IsoDate = Annotated[str, WithJsonSchema({"type": "string", "format": "date"})]
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class Requested(TypedDict):
+    """What each pod of the job requested."""
+
+    gpus: float
+    """GPU-equivalents per pod."""
+    cpu_cores: float | None
+    """CPU cores requested per pod."""
+    memory_bytes: int | None
+    """Memory requested per pod, bytes."""
+
+
+@with_config(CLOSED)
+class MissingFigure(TypedDict):
+    """A figure that could not be measured (it is null, never 0), and why."""
+
+    figure: str
+    reason: MissingReason
+
+
+@with_config(CLOSED)
+class Usage(TypedDict):
+    """What the job used, as measured when it finished."""
+
+    gpu_minutes: float | None
+    used_gpu_minutes: float | None
+    gpus_idle: int | None
+    gpu_util_mean_percent: float | None
+    gpu_memory_peak_bytes: int | None
+    memory_peak_bytes: int | None
+    cpu_cores_p95: float | None
+    missing: list[MissingFigure]
+
+
+@with_config(CLOSED)
+class Recommendation(TypedDict):
+    """Advice for the job's next run. On a job page these fields come straight from the store's rows
+    (adapters/db/job_details.py, RECOMMENDATION_FIELDS names them)."""
+
+    kind: RecommendationKind
+    severity: Severity
+    current: float | str | None
+    suggested: float | str
+    unit: Unit
+    waste_gpu_minutes: float
+    message: str
+
+
+@with_config(CLOSED)
+class Job(TypedDict):
+    uid: str
+    cluster: str
+    namespace: str
+    name: str
+    owner: str | None
+    team: str | None
+    status: JobStatus
+    reason: str | None
+    exit_code: int | None
+    exit_reason: str | None
+    created_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    queue_seconds: float | None
+    runtime_seconds: float | None
+    requested: Requested
+    usage: Usage | None
+    """null until the job's usage has been collected."""
+    recommendations: list[Recommendation]
+
+
+NextCursor = Annotated[
+    str | None, Field(description="Pass as ?cursor= for the next page; null on the last page.")
+]
+
+
+@with_config(CLOSED)
+class JobPage(TypedDict):
+    items: list[Job]
+    next_cursor: NextCursor
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class UsageGroup(TypedDict):
+    group: str | None
+    """The team, owner or namespace; null: none known."""
+    jobs: int
+    """Jobs that finished in the window."""
+    measured_jobs: int
+    """Of those, jobs whose GPU-minutes were measured."""
+    gpu_minutes: float | None
+    used_gpu_minutes: float | None
+    idle_gpu_minutes: float | None
+    memory_jobs: int
+    """Jobs with both a memory request and a measured peak."""
+    memory_requested_bytes: int | None
+    """Sum over memory_jobs of the per-pod request × parallelism."""
+    memory_peak_bytes: int | None
+    """Sum over memory_jobs of the per-pod peak × parallelism."""
+
+
+@with_config(CLOSED)
+class UsageReport(TypedDict):
+    group_by: GroupBy
+    since: datetime | None
+    until: datetime | None
+    computed_at: datetime
+    """When these figures were computed (cached ≤ 30 s)."""
+    groups: list[UsageGroup]
+
+
+# --- recommendations across jobs --------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class RecommendedJob(TypedDict):
+    """The job a recommendation was made for."""
+
+    cluster: str
+    uid: str
+    namespace: str
+    name: str
+    owner: str | None
+    team: str | None
+    finished_at: datetime | None
+
+
+@with_config(CLOSED)
+class JobRecommendation(Recommendation):
+    """An open recommendation (no newer run of the job's family yet) and its job."""
+
+    id: int
+    job: RecommendedJob
+    waste_gib_hours: float
+    waste_core_hours: float
+    field_path: str | None
+    """The field of the job's spec to change, e.g. `resources.limits["nvidia.com/gpu"]`."""
+
+
+@with_config(CLOSED)
+class RecommendationPage(TypedDict):
+    items: list[JobRecommendation]
+    next_cursor: NextCursor
+
+
+# --- notifications -----------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class Notification(TypedDict):
+    """A delivery-log entry; the rendered message stays out (it can be large and is not the log)."""
+
+    id: int
+    kind: NotificationKind
+    channel: Channel
+    recipient: str
+    status: DeliveryStatus
+    cluster: str | None
+    job_uid: str | None
+    group_key: str | None
+    created_at: datetime
+    due_at: datetime
+    next_attempt_at: datetime | None
+    attempts: int
+    last_error: str | None
+    provider_message_id: str | None
+    sent_at: datetime | None
+
+
+@with_config(CLOSED)
+class NotificationPage(TypedDict):
+    items: list[Notification]
+    next_cursor: NextCursor
+
+
+# --- the directory -----------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class User(TypedDict):
+    email: str
+    name: str | None
+    slack_user_id: str | None
+    telegram_chat_id: int | None
+    channels: list[Channel]
+
+
+@with_config(CLOSED)
+class UserPage(TypedDict):
+    items: list[User]
+    next_cursor: NextCursor
+
+
+class UserBody(BaseModel):
+    """The body of PUT /api/v1/users/{email}; `email`, if given, must match the path."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    email: str | None = Field(None, pattern=EMAIL_PATTERN, description="Must match the path.")
+    name: str | None = Field(None, max_length=200, pattern=SAFE_PATTERN)
+    slack_user_id: str | None = Field(None, max_length=64, pattern=SAFE_PATTERN)
+    telegram_chat_id: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    channels: tuple[Channel, ...] = (Channel.EMAIL,)
+
+
+# --- pipeline events (POST /api/v1/events) ----------------------------------------------------
+
+TEXT_MAX_CHARS = 4000
+KEY_PATTERN = r"^[A-Za-z0-9._:/+@=-]{1,200}$"
+TEAM_PATTERN = r"^[^\x00]{1,253}$"
+# A plain web URL; the view also asks domain.links for a host (JSON Schema cannot say that).
+URL_PATTERN = r"^https?://[!#$%&()*+,\-./0-9:;=?@A-Z\[\]_a-z~]+$"
+
+
+class LinkBody(BaseModel):
+    """A link the message carries, shown with its title."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=SAFE_PATTERN)
+    url: str = Field(max_length=URL_MAX_CHARS, pattern=URL_PATTERN)
+
+
+class EventBody(BaseModel):
+    """The body of POST /api/v1/events: a pipeline's message, to exactly one of `to` and `team`."""
+
+    # A null `to` or `team` counts as left out, so "given" in the schema means given as a string.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": [name], "properties": {name: {"type": "string"}}} for name in ("to", "team")
+            ]
+        },
+    )
+
+    to: str | None = Field(
+        None,
+        max_length=254,
+        pattern=EMAIL_PATTERN,
+        description="One person's e-mail: their directory channels, else e-mail.",
+    )
+    team: str | None = Field(
+        None,
+        pattern=TEAM_PATTERN,
+        description="A team: its Slack channel where it has one, else its leads.",
+    )
+    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=SAFE_PATTERN)
+    text: str | None = Field(None, max_length=TEXT_MAX_CHARS, pattern=SAFE_PATTERN)
+    links: tuple[LinkBody, ...] = Field((), max_length=LINKS_MAX)
+    key: str | None = Field(
+        None,
+        pattern=KEY_PATTERN,
+        description="The message is sent once per key: the same key again sends nothing.",
+    )
+
+    @model_validator(mode="after")
+    def _one_recipient(self) -> EventBody:
+        if (self.to is None) == (self.team is None):
+            raise ValueError("give exactly one of to and team")
+        return self
+
+
+@with_config(CLOSED)
+class EventRecipient(TypedDict):
+    recipient: str
+    """An e-mail address, or the team's Slack channel."""
+    channel: Channel
+
+
+@with_config(CLOSED)
+class EventReceipt(TypedDict):
+    """A pipeline event routed and queued (or, for a key posted before, the first one's answer)."""
+
+    id: int
+    key: str
+    """The key sent, or the one made up for a post without a key."""
+    recipients: list[EventRecipient]
+    duplicate: bool
+    """True when the key was posted before: nothing new was sent."""
+
+
+# --- the weekly digest (domain/digest.py builds it; see DigestProvider in keys.py) -------------
+
+
+@with_config(CLOSED)
+class DigestJobs(TypedDict):
+    """The team's GPU jobs that finished in the week (in the digest's zone)."""
+
+    total: int
+    unmeasured: int
+    """Jobs without any usage measured."""
+    succeeded: int
+    failed: int
+    oom: int
+
+
+@with_config(CLOSED)
+class DigestMemory(TypedDict):
+    """GiB × hours held, over the jobs where both the memory request and the peak are known."""
+
+    requested: float | None
+    peak: float | None
+
+
+@with_config(CLOSED)
+class DigestQueueWait(TypedDict):
+    """Seconds from creation to the first scheduling, over the week's jobs."""
+
+    p50: float | None
+    p95: float | None
+
+
+@with_config(CLOSED)
+class DigestPerson(TypedDict):
+    owner: str
+    """The owner's e-mail, or "(no owner)"."""
+    jobs: int
+    gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    efficiency: float | None
+    """Used over held GPU-hours (0–1), over the jobs where both are known."""
+
+
+@with_config(CLOSED)
+class DigestWaste(TypedDict):
+    """One of the week's most wasteful jobs, with its largest recommendation."""
+
+    namespace: str
+    name: str
+    uid: str
+    owner: str
+    waste_gpu_hours: float
+    kind: RecommendationKind
+    severity: Severity
+    recommendation: str
+
+
+@with_config(CLOSED)
+class DigestSeries(TypedDict):
+    """One person's GPU-hours per local day, Monday first; used is null on a day with an unmeasured job."""
+
+    owner: str
+    held: list[float]
+    used: list[float | None]
+
+
+@with_config(CLOSED)
+class DigestDaily(TypedDict):
+    days: list[IsoDate]
+    people: list[DigestSeries]
+
+
+@with_config(CLOSED)
+class DigestChange(TypedDict):
+    """This week against the previous one; delta and percent are null where either is unknown."""
+
+    previous: float | None
+    delta: float | None
+    percent: float | None
+
+
+@with_config(CLOSED)
+class DigestChanges(TypedDict):
+    gpu_hours: DigestChange
+    efficiency: DigestChange
+    idle_gpu_hours: DigestChange
+
+
+@with_config(CLOSED)
+class DigestQuota(TypedDict):
+    gpus: float | None
+    """The nominal GPU quota of the team's Kueue ClusterQueue, where known."""
+    share: float | None
+    """GPU-hours held over the quota's GPU-hours in the week."""
+
+
+@with_config(CLOSED)
+class DigestLivePerson(TypedDict):
+    """One person's idle GPUs in running pods and workspaces, as the week's nudges saw them."""
+
+    owner: str
+    """The owner's e-mail, or "(no owner)"."""
+    pods: int
+    nudges: int
+    idle_gpu_hours: float
+
+
+@with_config(CLOSED)
+class DigestNudgedPod(TypedDict):
+    """A pod nudged at least twice in the week."""
+
+    namespace: str
+    pod: str
+    kind: str
+    """What the pod was recorded as: `workspace` (Coder, JupyterHub), `pod` (bare) or `job`."""
+    owner: str
+    nudges: int
+    idle_gpu_hours: float
+
+
+@with_config(CLOSED)
+class DigestLive(TypedDict):
+    """Idle GPU-hours in running pods and workspaces, from the week's nudges: per idle stretch, its
+    idle GPU-equivalents × the time to its last nudge in the week (a lower bound)."""
+
+    idle_gpu_hours: float | None
+    """The sum over people; null when no pod of the team was nudged in the week."""
+    people: list[DigestLivePerson]
+    """Most idle GPU-hours first."""
+    nudged_repeatedly: list[DigestNudgedPod]
+
+
+@with_config(CLOSED)
+class DigestMissing(TypedDict):
+    figure: str
+    reason: str
+
+
+@with_config(CLOSED)
+class Digest(TypedDict):
+    """A team's week of GPU jobs. Only GPU jobs count; a job belongs to the week in which it finished
+    in the digest's zone; a figure measured for no job of the week is null and named in `missing`."""
+
+    team: str
+    week: str
+    """ISO week, e.g. 2026-W48."""
+    timezone: str
+    start: IsoTime
+    """When the week began in the digest's zone (Monday 00:00), as a UTC time."""
+    end: IsoTime
+    week_hours: float
+    """167, 168 or 169: the local week's length."""
+    no_gpu_jobs: bool
+    jobs: DigestJobs
+    gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    efficiency: float | None
+    memory_gib_hours: DigestMemory
+    queue_wait_seconds: DigestQueueWait
+    people: list[DigestPerson]
+    """Largest consumers first."""
+    top_waste: list[DigestWaste]
+    daily: DigestDaily
+    change: DigestChanges
+    quota: DigestQuota
+    live: DigestLive
+    missing: list[DigestMissing]
+
+
+class ProvidedDigest(Digest):
+    """What a digest provider returns: the digest and, under `html`, the page a lead reads."""
+
+    html: NotRequired[str]
+
+
+# --- probes ------------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class Health(TypedDict):
+    status: Literal["ok"]
+
+
+@with_config(CLOSED)
+class Readiness(TypedDict):
+    ready: bool
+    checks: dict[str, bool]
+    not_ready: list[str]
+    """Checks that failed."""
