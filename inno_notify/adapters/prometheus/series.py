@@ -185,9 +185,7 @@ class SeriesSampler:
         }
 
 
-def _keep(
-    into: dict[int, float], row: Sample, pod: PodWindow, step: int, scrape: float, unit: float
-) -> None:
+def _keep(into: dict[int, float], row: Sample, pod: PodWindow, step: int, scrape: float, unit: float) -> None:
     """The row's points whose step overlaps the pod's held time (plus one scrape for its last sample).
 
     Runs for every point of a round (hundreds of thousands): plain loop, no per-point try."""
