@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
@@ -57,6 +58,7 @@ from inno_notify.service.digest_pages import UnknownTeam, digest_provider, rende
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_pages import job_page_provider
 from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
@@ -186,6 +188,14 @@ def build_renderer(settings: Settings) -> Renderer:
         links=page_links(settings),
         grafana_url_template=settings.links.grafana_url_template,
         clock=utc_now,
+    )
+
+
+def build_job_page_renderer(settings: Settings) -> JobPageRenderer:
+    return JobPageRenderer(
+        build_renderer(settings),
+        _template_dir(settings),
+        idle_percent=settings.rightsizing.idle_gpu_util_percent,
     )
 
 
@@ -533,6 +543,8 @@ def api_component(
             digest_provider=digest_provider(
                 api_store, settings.digest.timezone, utc_now, links=page_links(settings)
             ),
+            job_pages=job_page_provider(api_store, build_job_page_renderer(settings)),
+            link_key=settings.links.key,
             close_store=True,
             warm_usage=True,
             event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
