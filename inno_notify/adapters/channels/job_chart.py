@@ -3,15 +3,16 @@
 One layout, two outputs. Messages get a PNG (e-mail inline, a Telegram photo, a Slack upload); the
 job page gets the same picture as inline SVG, crisp at any width. The layout draws on a small
 ``Canvas``: ``PngCanvas`` paints with Pillow (a palette image, C drawing calls, zlib level 1),
-``SvgCanvas`` writes elements. Pillow, not matplotlib: a summary's chart is drawn when the message
-is sent, and matplotlib takes a hundred times longer per chart (docs/pages.md has the figures),
-which would make rendering the dispatcher's bottleneck.
+``SvgCanvas`` writes elements. Pillow, not matplotlib: every summary carries its own chart, and a
+matplotlib figure costs far more CPU per chart (docs/channels.md, Charts, has the measurements),
+which would make drawing the dispatcher's bottleneck.
 
 Sized for a phone: 560 px wide with 15 px text, so a phone showing it 360 px wide still reads
-it. Up to 8 GPUs are lines with a legend (mean per GPU, "idle" below the threshold); more are a
-heat strip, a row per GPU, darker when busier. A grouped message (a sweep) gets one small panel
-per job. Labels come from cluster objects and exporters: the PNG draws them as text, the SVG
-escapes them. Nothing here reads a clock, so the same series always gives the same bytes.
+it; the page's SVG has a narrower layout too (NARROW_WIDTH), which a phone shrinks less. Up to 8
+GPUs are lines with a legend (mean per GPU, "idle" below the threshold); more are a heat strip, a
+row per GPU, darker when busier. A grouped message (a sweep) gets one small panel per job. Labels
+come from cluster objects and exporters: the PNG draws them as text, the SVG escapes them. Nothing
+here reads a clock, so the same series always gives the same bytes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ template gets plain strings (views.SummaryView and the rows below) and escapes t
 (autoescape); a configured template directory may override `web/job.html.j2`.
 
 The team page is the digest page (digest_views.DigestRenderer.html_page); both share the
-page's look (`web/_page_head.html.j2`).
+page's look (`web/_page_style.html.j2`).
 """
 
 from __future__ import annotations
