@@ -45,3 +45,28 @@ def test_readme_says_first_how_to_install_in_a_cluster() -> None:
     assert "## Install it in a cluster" in first_screen
     assert "kubectl apply -k" in first_screen and "deploy/kustomize/overlays/single" in first_screen
     assert "docs/install.md" in first_screen
+
+
+# Paths that would only resolve on a developer's machine, with the project's shared notes beside the
+# checkout: a fresh clone has nothing beside it (CI clones into an empty directory).
+OUTSIDE = re.compile(r"\.\./shared\b|/work/shared\b|\bshared/(fixtures|CONTRACT|FACTS|DESIGN|STYLE)\b")
+
+
+def test_no_tracked_file_refers_to_files_outside_the_repository() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+    ).stdout.split(b"\0")
+    found = []
+    for name in filter(None, tracked):
+        path = ROOT / name.decode()
+        # The captures' README names where each capture was taken from (provenance, not a path), and
+        # this file spells the patterns it looks for.
+        if path.suffix not in {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".txt", ""} or path in {
+            ROOT / "tests" / "fixtures" / "README.md",
+            Path(__file__).resolve(),
+        }:
+            continue
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found += [f"{name.decode()}: {m.group(0)}" for m in OUTSIDE.finditer(text)]
+    assert not found, "files outside the repository are referred to:\n" + "\n".join(found)
