@@ -4,7 +4,9 @@ A real Prometheus holds generated dcgm-exporter and cAdvisor series for ``--gpus
 ``--days`` days (every GPU busy with 1–8-GPU jobs of 1–8 h). The ``--jobs`` most recently finished
 jobs are measured twice in the same run: once as one batched round (``UsageMeter.measure_pods``
 over all of them), once the naive way, one ``measure_pods`` call per job in a loop (the same client,
-the same PromQL for one job at a time). Both must agree figure for figure. Prints ``name=value``
+the same PromQL for one job at a time). Both must agree figure for figure. The batched round is
+timed with the usage series for the charts (the default) and, interleaved in the same run, without
+them (``*_without_series``): ``series_cost_ratio`` is what the series add to a round. Prints ``name=value``
 lines; ``seconds`` is the median of ``--repeats`` batched rounds after one warm-up round,
 ``baseline_seconds`` one pass of the loop, cut into ``--repeats`` parts that alternate with the
 rounds. ``cpu_seconds`` and ``baseline_cpu_seconds`` add up the CPU time of Prometheus and of this
@@ -130,12 +132,16 @@ async def run(
     meter = UsageMeter(client, config)
     await meter.measure_pods(targets)
     first_round_queries = client.queries_sent
+    bare_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
+    bare_meter = UsageMeter(bare_client, dataclasses.replace(config, series_points=0))
+    await bare_meter.measure_pods(targets)
     loop_client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120, headers=headers))
     loop_meter = UsageMeter(loop_client, config)
 
     # The two are interleaved: before each ``repeats``-th part of the per-job loop, one batched round.
     # The load of a shared machine drifts within a run; this way both see the same drift.
     timings, cpu_timings = [], []
+    bare_timings, bare_cpu_timings = [], []
     baseline_seconds = baseline_cpu = 0.0
     looped: dict[str, PodMeasurement] = {}
     parts = [targets[i::repeats] for i in range(repeats)]
@@ -147,12 +153,20 @@ async def run(
         cpu_timings.append(cpu() - c0)
         queries = client.queries_sent - before
 
+        bare_before = bare_client.queries_sent
+        c0, t0 = cpu(), time.perf_counter()
+        await bare_meter.measure_pods(targets)
+        bare_timings.append(time.perf_counter() - t0)
+        bare_cpu_timings.append(cpu() - c0)
+        bare_queries = bare_client.queries_sent - bare_before
+
         c0, t0 = cpu(), time.perf_counter()
         for target in part:
             looped.update(await loop_meter.measure_pods([target]))
         baseline_seconds += time.perf_counter() - t0
         baseline_cpu += cpu() - c0
     client.close()
+    bare_client.close()
     loop_client.close()
     seconds = statistics.median(timings)
     cpu_seconds = statistics.median(cpu_timings)
@@ -162,6 +176,12 @@ async def run(
         # The summed steps belong to their metric; spelling probes to none.
         metric = {"mem_sum": "mem", "cpu_sum": "cpu"}.get(kind, kind)
         per_metric[metric] = per_metric.get(metric, 0) + n
+    with_series = sum(
+        1 for m in batched.values() if m.points is not None and (m.points.gpu_util or m.points.memory)
+    )
+    series_points = sum(
+        len(v) for m in batched.values() if m.points for v in (*m.points.gpu_util.values(), m.points.memory)
+    )
     with_gpu_data = sum(1 for m in batched.values() if m.gpus and m.pod.memory_peak_bytes is not None)
     return {
         "queries": queries,
@@ -172,6 +192,14 @@ async def run(
         "seconds_min": min(timings),
         "seconds_max": max(timings),
         "cpu_seconds": cpu_seconds,
+        "queries_without_series": bare_queries,
+        "seconds_without_series": statistics.median(bare_timings),
+        "cpu_seconds_without_series": statistics.median(bare_cpu_timings),
+        "series_cost_ratio": seconds / statistics.median(bare_timings),
+        "series_cpu_cost_ratio": cpu_seconds / statistics.median(bare_cpu_timings),
+        "series_step_classes": len(set(meter.series_steps(targets).values())),
+        "jobs_with_series": with_series,
+        "series_points_per_job": series_points / max(1, with_series),
         "baseline_queries": loop_client.queries_sent,
         "baseline_seconds": baseline_seconds,
         "baseline_cpu_seconds": baseline_cpu,

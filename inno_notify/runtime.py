@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
@@ -49,12 +50,15 @@ from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, c
 from inno_notify.api.keys import EventRouting
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
+from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_pages import job_page_provider
 from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
@@ -172,8 +176,31 @@ def _template_dir(settings: Settings) -> Path | None:
     return Path(settings.notify.template_dir) if settings.notify.template_dir else None
 
 
+def page_links(settings: Settings) -> PageLinks:
+    """The links messages carry to the service's pages (signed when `links.secret_file` is set)."""
+    return PageLinks(settings.public_url, settings.links.key, settings.links.ttl_days * 86400)
+
+
 def build_renderer(settings: Settings) -> Renderer:
-    return Renderer(_template_dir(settings), settings.notify.dashboard_url, settings.notify.log_url_template)
+    return Renderer(
+        _template_dir(settings),
+        log_url_template=settings.notify.log_url_template,
+        links=page_links(settings),
+        grafana_url_template=settings.links.grafana_url_template,
+        clock=utc_now,
+    )
+
+
+def build_job_page_renderer(settings: Settings) -> JobPageRenderer:
+    return JobPageRenderer(
+        build_renderer(settings),
+        _template_dir(settings),
+        idle_percent=settings.rightsizing.idle_gpu_util_percent,
+    )
+
+
+def build_digest_renderer(settings: Settings) -> DigestRenderer:
+    return DigestRenderer(_template_dir(settings), links=page_links(settings), clock=utc_now)
 
 
 def build_dispatcher(
@@ -183,6 +210,7 @@ def build_dispatcher(
     clock: Clock,
     poll_seconds: float = 1.0,
     telemetry: Telemetry | None = None,
+    charts: JobCharts | None = None,
 ) -> Dispatcher:
     return Dispatcher(
         store,
@@ -192,10 +220,15 @@ def build_dispatcher(
         group_wait_seconds=settings.notify.group_wait_seconds,
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=poll_seconds,
-        digest_renderer=DigestRenderer(_template_dir(settings), settings.notify.dashboard_url),
+        digest_renderer=build_digest_renderer(settings),
         digest_cluster=settings.cluster,
         telemetry=telemetry,
+        charts=charts or build_charts(settings, store),
     )
+
+
+def build_charts(settings: Settings, store: Store) -> JobCharts:
+    return JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent)
 
 
 # --- the pipeline -------------------------------------------------------------------------------------
@@ -255,6 +288,7 @@ def build_pipeline(
         telemetry=telemetry,
     )
     ingestor.taps.append(workflows.tracker)
+    charts = build_charts(settings, store)
     collector = UsageCollector(
         store,
         source,
@@ -268,8 +302,9 @@ def build_pipeline(
         ),
         clock,
         telemetry,
+        charts,
     )
-    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry)
+    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry, charts)
 
     async def run_ingestor(stop: asyncio.Event) -> None:
         consumer = asyncio.create_task(ingestor.run(), name="ingest-consumer")
@@ -506,8 +541,10 @@ def api_component(
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
-                api_store, settings.digest.timezone, utc_now, settings.notify.dashboard_url
+                api_store, settings.digest.timezone, utc_now, links=page_links(settings)
             ),
+            job_pages=job_page_provider(api_store, build_job_page_renderer(settings)),
+            link_key=settings.links.key,
             close_store=True,
             warm_usage=True,
             event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
@@ -605,6 +642,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
+    if settings.notify.dashboard_url:
+        log.warning(
+            "notify.dashboard_url is deprecated: set links.public_url instead%s",
+            "" if settings.links.public_url is None else " (links.public_url is set and wins)",
+        )
     identity = replica_identity(settings.ha.identity, os.environ, socket.gethostname(), os.getpid())
     fence = LeaseFence(settings.cluster, identity) if election else None
     store = _service_store(settings, fence or UNFENCED)
@@ -721,7 +763,7 @@ async def digest_command(settings: Settings, team: str, week: str | None, fmt: s
         await seed_directory(store, settings)
         digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())
         if not send:
-            return render_digest(digest, fmt, DigestRenderer(dashboard_url=settings.notify.dashboard_url))
+            return render_digest(digest, fmt, build_digest_renderer(settings))
         return await _send_digest(settings, store, team, digest.week)
     finally:
         await store.close()

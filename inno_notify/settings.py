@@ -26,6 +26,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -225,9 +226,13 @@ class NotifySettings(_Section):
     give_up_after_seconds: float = Field(
         86400, gt=0, description="A send still failing after this is marked failed."
     )
-    dashboard_url: str | None = Field(None, description="Base URL used for links in messages.")
+    dashboard_url: str | None = Field(
+        None,
+        description="Deprecated: the older name of `links.public_url` (still read when that is unset, with a warning at startup).",
+    )
     log_url_template: str | None = Field(
-        None, description="Jinja2 template for a job's log link, e.g. a Grafana/Loki explore URL."
+        None,
+        description="Jinja2 template for a job's log link, e.g. a Grafana/Loki explore URL; it gets the same values as `links.grafana_url_template` (docs/channels.md).",
     )
     template_dir: str | None = Field(
         None, description="Directory whose templates override the built-in ones (rendered sandboxed)."
@@ -248,6 +253,51 @@ class NotifySettings(_Section):
                 raise ValueError(f"not a domain name: {entry!r}")
             domains.append(domain)
         return tuple(domains)
+
+
+# An HMAC key shorter than this is guessable: refused.
+MIN_LINK_KEY_BYTES = 16
+
+
+class LinksSettings(_Section):
+    public_url: str | None = Field(
+        None,
+        description="Base URL at which the service's pages are reached (job pages `/jobs/…`, team pages `/teams/…`), e.g. https://inno-notify.example.org; the links in messages point there. `notify.dashboard_url` is its older name.",
+    )
+    secret_file: str | None = Field(
+        None,
+        description="File holding the HMAC key (at least 16 bytes) that signs the links in messages, so that they open their page without a login until they expire. Without it links are plain and pages need a bearer token. Every replica needs the same key.",
+    )
+    ttl_days: float = Field(30, gt=0, le=3650, description="How long a link in a message opens its page.")
+    grafana_url_template: str | None = Field(
+        None,
+        description="Jinja2 template for a job's Grafana link; it gets namespace, name, uid, pods, pod_regex, nodes, node, start and end (ms epoch, 5 minutes around the run) and more (docs/channels.md).",
+    )
+    _key: bytes | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _key_from_file(self) -> LinksSettings:
+        if self.secret_file is not None:
+            key = _read_secret_file(self.secret_file, "secret_file").get_secret_value().encode("utf-8")
+            if len(key) < MIN_LINK_KEY_BYTES:
+                raise ValueError(
+                    f"secret_file {self.secret_file!r}: the key has {len(key)} bytes, at least "
+                    f"{MIN_LINK_KEY_BYTES} are needed"
+                )
+            self._key = key
+        return self
+
+    @property
+    def key(self) -> bytes | None:
+        """The link signing key read from `secret_file` (None without one)."""
+        return self._key
+
+    @field_validator("public_url")
+    @classmethod
+    def _web_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL")
+        return value
 
 
 class TelegramSettings(_Section):
@@ -597,6 +647,7 @@ class Settings(_Section):
     accounting: AccountingSettings = Field(default_factory=AccountingSettings)
     rightsizing: RightsizingSettings = Field(default_factory=RightsizingSettings)  # type: ignore[arg-type]
     notify: NotifySettings = Field(default_factory=NotifySettings)  # type: ignore[arg-type]
+    links: LinksSettings = Field(default_factory=LinksSettings)  # type: ignore[arg-type]
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     directory: DirectorySettings = Field(default_factory=DirectorySettings)  # type: ignore[arg-type]
     digest: DigestSettings = Field(default_factory=DigestSettings)  # type: ignore[arg-type]
@@ -613,6 +664,11 @@ class Settings(_Section):
         "text",
         description="text: one human line per record; json: one JSON object per line (time, level, logger, message, job_uid or uid when the line is about one object), for log collectors.",
     )
+
+    @property
+    def public_url(self) -> str | None:
+        """`links.public_url`, else its older name `notify.dashboard_url`."""
+        return self.links.public_url or self.notify.dashboard_url
 
     @property
     def database_url_redacted(self) -> str:

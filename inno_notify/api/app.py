@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.db import Store, create_engine
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS
 from inno_notify.api import keys, openapi, routes
-from inno_notify.api.auth import ApiConfigError, TokenTable, auth_middleware
+from inno_notify.api.auth import ApiConfigError, SignedPages, TokenTable, auth_middleware
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
@@ -89,6 +89,8 @@ def create_app(
     close_store: bool = False,
     warm_usage: bool = False,
     event_routing: keys.EventRouting | None = None,
+    job_pages: keys.JobPageProvider | None = None,
+    link_key: bytes | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -104,6 +106,9 @@ def create_app(
     handler still running after `handler_timeout_seconds` is cancelled and answers 503.
     `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the
     directory (the runtime passes the configured channels; default: every channel).
+    `job_pages` renders the job pages (GET /jobs/…; the team pages come from `digest_provider`);
+    `link_key` is the key the links in messages are signed with (`links.secret_file`): a request
+    for a page with a link it signed needs no token (auth.SignedPages).
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -118,7 +123,13 @@ def create_app(
         middlewares=[
             error_middleware,
             deadline_middleware(handler_timeout_seconds),
-            auth_middleware(tokens, routes.open_paths(), routes.roles_of(), routes.only_named()),
+            auth_middleware(
+                tokens,
+                routes.open_paths(),
+                routes.roles_of(),
+                routes.only_named(),
+                SignedPages(link_key, clock, routes.signed_subject()),
+            ),
         ]
     )
     app[keys.STORE] = store
@@ -127,6 +138,7 @@ def create_app(
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
     app[keys.DIGESTS] = digest_provider
+    app[keys.JOB_PAGES] = job_pages
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
     app[keys.DIGEST_CACHE] = ResultCache(
         monotonic,

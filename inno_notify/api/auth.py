@@ -3,8 +3,9 @@
 Tokens are configured only as SHA-256 hashes. A presented token is hashed and compared against
 every configured hash with `hmac.compare_digest`, without stopping at the first match, so the time
 taken does not tell which hash (or how much of one) matched. Every path needs a token except the
-probes and metrics that Kubernetes and Prometheus scrape (the endpoints marked open in routes.py);
-unknown paths need one too, so an unauthenticated caller learns nothing about which routes exist.
+probes and metrics that Kubernetes and Prometheus scrape (the endpoints marked open in routes.py),
+and the job and team pages when the request carries a valid signed link (SignedPages); unknown
+paths need one too, so an unauthenticated caller learns nothing about which routes exist.
 Which roles may call an endpoint is in its row of routes.py; by default every reader (admin,
 viewer) may read and only admin may write. A pipeline token (held by scripts in Airflow tasks and
 Argo steps, so the most exposed of all) is no reader: it may call only the rows that name it (POST
@@ -17,11 +18,14 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from inno_notify.api.errors import ApiError
+from inno_notify.api.errors import HTML_ERRORS, ApiError
+from inno_notify.api.negotiate import preferred
+from inno_notify.domain.page_links import EXPIRY_PARAM, SIGNATURE_PARAM, LinkVerdict, verify
 from inno_notify.settings import ApiRole, ApiToken
 
 Role = ApiRole
@@ -91,21 +95,66 @@ def bearer_token(header: str | None) -> str | None:
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="inno-notify"'}
 
 
+@dataclass(frozen=True, slots=True)
+class SignedPages:
+    """The pages a signed link opens without a token (the job and team pages, docs/pages.md).
+
+    `subject(request)` is the kind of page and the values its links are signed over, or None for a
+    request that is no such page (routes.signed_subject). `key` signs the links
+    (`links.secret_file`); without it no link is valid and pages need a token."""
+
+    key: bytes | None
+    clock: Callable[[], datetime]
+    subject: Callable[[web.Request], tuple[str, Sequence[str]] | None]
+
+    def verdict(self, request: web.Request) -> LinkVerdict | None:
+        """None: not a page. Else whether the request's `exp` and `sig` open it now."""
+        subject = self.subject(request)
+        if subject is None:
+            return None
+        expires, sig = request.query.get(EXPIRY_PARAM), request.query.get(SIGNATURE_PARAM)
+        if self.key is None or not expires or not sig:
+            return LinkVerdict.UNSIGNED
+        page, values = subject
+        return verify(self.key, page, values, expires, sig, self.clock())
+
+
+_LINK_REFUSALS = {
+    LinkVerdict.EXPIRED: (
+        "link_expired",
+        "this link has expired: the newest message about it has a fresh one",
+    ),
+    LinkVerdict.FORGED: ("invalid_link", "this link is not valid (changed, cut, or signed with another key)"),
+}
+
+
 def auth_middleware(
     tokens: TokenTable,
     open_paths: frozenset[str],
     roles: Callable[[web.Request], frozenset[Role]],
     only: Mapping[Role, str] | None = None,
+    pages: SignedPages | None = None,
 ) -> Middleware:
-    """Lets `open_paths` through; else a valid token whose role is in `roles(request)`. `only`: what
-    each role outside READERS may call, named in its 403s (routes.only_named)."""
+    """Lets `open_paths` through, and a page (`pages`) whose signed link is valid; else a valid
+    token whose role is in `roles(request)`. `only`: what each role outside READERS may call, named
+    in its 403s (routes.only_named)."""
     only = only or {}
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in open_paths:
             return await handler(request)
+        verdict = pages.verdict(request) if pages is not None else None
+        if verdict is not None:
+            # A person's browser gets its errors as a page; a script asking for JSON, the JSON.
+            accept = request.headers.get("Accept")
+            request[HTML_ERRORS] = preferred(accept, ("application/json", "text/html")) == "text/html"
+            if verdict is LinkVerdict.VALID:
+                return await handler(request)
         token = bearer_token(request.headers.get("Authorization"))
+        if token is None and verdict in _LINK_REFUSALS:
+            code, message = _LINK_REFUSALS[verdict]
+            raise ApiError(401, code, message, _CHALLENGE)
         if token is None:
             raise ApiError(401, "unauthorized", "a bearer token is required", _CHALLENGE)
         principal = tokens.authenticate(token)

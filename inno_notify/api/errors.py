@@ -9,6 +9,7 @@ log, never to the client.
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Mapping
 
@@ -28,6 +29,9 @@ log = logging.getLogger("inno_notify.api")
 _KEPT_HEADERS = ("Allow", "WWW-Authenticate")
 # What a 503 asks the client to wait before trying again (seconds).
 RETRY_AFTER_SECONDS = 5
+# Set on requests for the pages that a browser asks for (auth.SignedPages): their errors are a
+# short page saying the same as the JSON would, not JSON.
+HTML_ERRORS = web.RequestKey("html_errors", bool)
 
 
 @with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
@@ -85,6 +89,29 @@ def error_response(
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
+def html_error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """The error of a page: its message as a page (escaped), the same status and headers."""
+    body = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{status} · inno-notify</title></head>"
+        '<body style="font-family:sans-serif;max-width:640px;margin:24px auto;padding:0 16px">'
+        f'<h1 style="font-size:1.2em">{html.escape(message)}</h1>'
+        f'<p style="color:#666">{status} {html.escape(code)}</p></body></html>'
+    )
+    return web.Response(status=status, text=body, content_type="text/html", charset="utf-8", headers=headers)
+
+
+def _respond(
+    request: web.Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    if request.get(HTML_ERRORS):
+        return html_error_response(status, code, message, headers)
+    return error_response(status, code, message, headers)
+
+
 def _code_of(exc: web.HTTPException) -> str:
     return exc.reason.lower().replace(" ", "_").replace("-", "_") or "error"
 
@@ -94,24 +121,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+        return _respond(request, exc.status, exc.code, exc.message, exc.headers)
     except RecordNotFound as exc:
-        return error_response(404, "not_found", str(exc) or "not found")
+        return _respond(request, 404, "not_found", str(exc) or "not found")
     except InvalidCursor:
-        return error_response(400, "invalid_cursor", "cursor is not one this API handed out")
+        return _respond(request, 400, "invalid_cursor", "cursor is not one this API handed out")
     except CacheBusy:
         message = "too many reports are being computed at once; try again shortly"
-        return error_response(503, "busy", message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return _respond(request, 503, "busy", message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         headers = {k: exc.headers[k] for k in _KEPT_HEADERS if k in exc.headers}
         message = f"{request.method} {request.path}: {exc.reason}"
-        return error_response(exc.status, _code_of(exc), message, headers)
+        return _respond(request, exc.status, _code_of(exc), message, headers)
     except Exception as exc:
         if is_statement_timeout(exc):
             log.warning("%s %s: a statement ran past its time limit", request.method, request.path)
             cut = timed_out("a database statement ran past its time limit")
-            return error_response(cut.status, cut.code, cut.message, cut.headers)
+            return _respond(request, cut.status, cut.code, cut.message, cut.headers)
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "internal_error", "internal error; the service log has the details")
+        return _respond(request, 500, "internal_error", "internal error; the service log has the details")

@@ -146,7 +146,8 @@ def _build(endpoints: tuple[routes.Endpoint[Any], ...]) -> Schema:
             "version": "1",
             "description": "Jobs, usage, recommendations, deliveries and the directory (CONTRACT.md §5). "
             "Every /api/v1 path needs `Authorization: Bearer TOKEN`; viewers may only read, and a pipeline "
-            "token may only post pipeline events.",
+            "token may only post pipeline events. The job and team pages (/jobs/…, /teams/…, HTML) open "
+            "with the signed link a message carried (exp, sig) or a token of any role.",
         },
         "components": {
             "schemas": dict(sorted(components.items())),

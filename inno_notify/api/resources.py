@@ -92,6 +92,12 @@ class Recommendation(TypedDict):
     unit: Unit
     waste_gpu_minutes: float
     message: str
+    evidence: dict[str, float | str]
+    """What the advice was computed from, as the job page shows it: figures such as `samples` (per
+    series), `span_minutes`, `pods`, `gpus`, `idle_gpus`, `util_mean_max_percent`,
+    `memory_peak_bytes`, `gpu_memory_peak_bytes`, `cpu_cores_p95`, `oom_kills`, `runs` (of the job's
+    family) and the window the figures were measured over, `window_start` and `window_end`
+    (ISO 8601, UTC)."""
 
 
 @with_config(CLOSED)

@@ -26,10 +26,12 @@ from inno_notify.api.views import (
     health,
     jobs,
     notifications,
+    pages,
     recommendations,
     usage,
     users,
 )
+from inno_notify.domain.page_links import JOB_PAGE, TEAM_PAGE
 
 BASE = "/api/v1"
 
@@ -56,6 +58,9 @@ class Endpoint(Generic[P]):
     tag: str
     open: bool = False  # no token needed (probes and metrics, scraped by Kubernetes and Prometheus)
     roles: frozenset[Role] | None = None  # None: every role reads, only admin writes (auth.default_roles)
+    # A page that a signed link in a message opens without a token: the kind of page its links are
+    # signed as (domain.page_links), over the values SIGNED_VALUES names.
+    signed: str | None = None
 
     @property
     def allowed(self) -> frozenset[Role]:
@@ -102,6 +107,54 @@ PROBES = (
     ),
 )
 
+# The pages the links in messages open (outside /api/v1, HTML): a signed link or any role's token.
+PAGE_ROLES: frozenset[Role] = frozenset({"admin", "viewer", "pipeline"})
+_PAGE_REPLIES = {
+    400: Reply("A parameter that is not one (invalid_parameter); a page.", Error, media=("text/html",)),
+    401: Reply(
+        "Neither a valid signed link (link_expired, invalid_link) nor a token (unauthorized); a page.",
+        Error,
+        media=("text/html",),
+    ),
+    404: Reply("No such job or team (job_not_found, team_not_found); a page.", Error, media=("text/html",)),
+}
+PAGES = (
+    Endpoint(
+        "GET",
+        "/jobs/{namespace}/{name}",
+        pages.job_page,
+        pages.JobPageRequest,
+        {
+            200: Reply(
+                "The job's page (figures, chart, advice with its evidence, Kueue, logs), for the signed "
+                "link a message carried (exp, sig) or a token of any role.",
+                media=("text/html",),
+            ),
+            **_PAGE_REPLIES,
+        },
+        "A job run's page",
+        "pages",
+        roles=PAGE_ROLES,
+        signed=JOB_PAGE,
+    ),
+    Endpoint(
+        "GET",
+        "/teams/{team}",
+        pages.team_page,
+        pages.TeamPageRequest,
+        {
+            200: Reply(
+                "The team's weekly digest page, for the signed link a digest carried or a token of any role.",
+                media=("text/html",),
+            ),
+            **_PAGE_REPLIES,
+        },
+        "A team's digest page",
+        "pages",
+        roles=PAGE_ROLES,
+        signed=TEAM_PAGE,
+    ),
+)
 ENDPOINTS = (
     *PROBES,
     Endpoint(
@@ -244,7 +297,33 @@ ENDPOINTS = (
         "pipelines",
         roles=frozenset({"admin", "pipeline"}),
     ),
+    *PAGES,
 )
+
+
+# Page kind -> the parameters (path first, then query) its links are signed over, in order.
+SIGNED_VALUES: dict[str, tuple[str, ...]] = {
+    JOB_PAGE: ("namespace", "name", "uid"),
+    TEAM_PAGE: ("team", "week"),
+}
+
+
+def signed_subject(
+    endpoints: tuple[Endpoint[Any], ...] = ENDPOINTS,
+) -> Callable[[web.Request], tuple[str, list[str]] | None]:
+    """For auth.SignedPages: the kind of page a request is and the values its link is signed over
+    (as the request spells them), or None for a request that is no signed page."""
+    table = {(e.method, e.path): e.signed for e in endpoints if e.signed}
+
+    def subject(request: web.Request) -> tuple[str, list[str]] | None:
+        resource = request.match_info.route.resource
+        kind = None if resource is None else table.get((request.method, resource.canonical))
+        if kind is None:
+            return None
+        values = [request.match_info.get(name, request.query.get(name, "")) for name in SIGNED_VALUES[kind]]
+        return kind, values
+
+    return subject
 
 
 def handler(endpoint: Endpoint[P]) -> Handler:

@@ -422,3 +422,52 @@ class Notification:
     provider_message_id: str | None = None
     sent_at: datetime | None = None
     id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesLine:
+    """One line of a job's usage over time, on its series' grid: a GPU's utilization or memory, or a
+    pod's RAM. ``values[i]`` belongs to the grid point ``UsageSeries.start + i × step``; ``None`` where
+    no sample fell in that step (the pod was not running, or nothing was scraped)."""
+
+    label: str
+    pod_name: str
+    values: tuple[float | None, ...]
+    # The GPU was time-sliced with another pod: its values are the whole GPU's, not this job's.
+    shared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPod:
+    """A pod of the job as its links need it: the name (logs, dashboards) and the node it ran on."""
+
+    name: str
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSeries:
+    """A job's usage over its runtime, downsampled when it was measured (the chart in its summary and
+    on its page).
+
+    Every line shares one grid: point ``i`` is at ``start + i × step_seconds`` and summarises the step
+    that ends there, ``(t − step, t]``: the mean utilization, the peak GPU memory, the peak RAM (the
+    sum over the pod's containers of each one's peak in that step). Utilization is in percent, memory
+    in bytes. ``start`` is None when nothing was measured (the job's pods are still listed for links).
+    """
+
+    step_seconds: int = 0
+    start: datetime | None = None
+    gpu_util: tuple[SeriesLine, ...] = ()
+    gpu_memory: tuple[SeriesLine, ...] = ()
+    memory: tuple[SeriesLine, ...] = ()
+    pods: tuple[SeriesPod, ...] = ()
+
+    @property
+    def points(self) -> int:
+        """How many grid points the lines have."""
+        return max((len(line.values) for line in (*self.gpu_util, *self.gpu_memory, *self.memory)), default=0)
+
+    @property
+    def measured(self) -> bool:
+        return self.start is not None and self.points > 0

@@ -17,6 +17,7 @@ from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer, render_json
 from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.page_links import PageLinks
 from inno_notify.service.digest import build_digest
 
 
@@ -43,9 +44,11 @@ def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = No
     return renderer.text(digest)
 
 
-def digest_provider(store: Store, tz: str, clock: Any, dashboard_url: str | None = None) -> Any:
+def digest_provider(
+    store: Store, tz: str, clock: Any, dashboard_url: str | None = None, *, links: PageLinks | None = None
+) -> Any:
     """The API's `digest_provider`: (team, week) → the JSON document plus the page under "html"."""
-    renderer = DigestRenderer(dashboard_url=dashboard_url)
+    renderer = DigestRenderer(dashboard_url=dashboard_url, links=links, clock=clock)
 
     async def provide(team: str, week: str | None) -> Mapping[str, Any] | None:
         try:

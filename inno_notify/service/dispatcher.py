@@ -51,6 +51,7 @@ from inno_notify.domain.delivery import (
 from inno_notify.domain.delivery import after_failure as decide_after_failure
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.service.digest import DigestMessages
+from inno_notify.service.job_charts import JobCharts, RoundCharts
 from inno_notify.service.pausing import pause
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
 from inno_notify.telemetry import Telemetry
@@ -122,6 +123,7 @@ class Dispatcher:
         digest_cluster: str | None = None,
         record_linger_seconds: float = DEFAULT_RECORD_LINGER,
         record_attempts: int = RECORD_ATTEMPTS,
+        charts: JobCharts | None = None,
     ) -> None:
         if not 0 < send_timeout_seconds < lease_seconds:
             raise ValueError(
@@ -150,6 +152,8 @@ class Dispatcher:
         self._digest_cluster = digest_cluster
         self._linger = record_linger_seconds
         self._record_attempts = max(1, record_attempts)
+        # Summaries carry their jobs' charts (service.job_charts); None: text only.
+        self._charts = charts
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and
@@ -187,6 +191,7 @@ class Dispatcher:
         if not claim.messages:
             return 0
         digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
+        charts = self._charts.for_round(claim.summaries) if self._charts is not None else None
         seats = asyncio.Semaphore(self._concurrency)
         async with self._store.outbox.recorder(claim) as outcomes:
             recorder = _SentRecorder(
@@ -198,7 +203,7 @@ class Dispatcher:
             async def deliver(message: Sequence[Notification]) -> None:
                 async with seats:
                     try:
-                        await self._deliver(message, round_, digests)
+                        await self._deliver(message, round_, digests, charts)
                     except Exception:
                         # Never into the TaskGroup: it would cancel the other sends in flight.
                         log.exception("delivering %d row(s) to %s failed", len(message), message[0].recipient)
@@ -224,7 +229,13 @@ class Dispatcher:
             )
         return claim.rows - round_.left - len(round_.given_back)
 
-    async def _deliver(self, rows: Sequence[Notification], round_: _Round, digests: DigestSource) -> None:
+    async def _deliver(
+        self,
+        rows: Sequence[Notification],
+        round_: _Round,
+        digests: DigestSource,
+        charts: RoundCharts | None = None,
+    ) -> None:
         if round_.give_back(rows):
             return
         summaries = round_.claim.summaries
@@ -246,7 +257,7 @@ class Dispatcher:
                 return
         recipient = recipient_of(known[0])
         try:
-            message = await self._render(rows[0].channel, known, summaries, digests)
+            message = await self._render(rows[0].channel, known, summaries, digests, charts)
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 if not self._lease_holds(round_.claim):
                     round_.left += len(known)
@@ -290,6 +301,7 @@ class Dispatcher:
         rows: Sequence[Notification],
         summaries: Mapping[tuple[str, str], Summary],
         digests: DigestSource,
+        charts: RoundCharts | None = None,
     ) -> RenderedMessage:
         if rows[0].kind is NotificationKind.DIGEST:
             try:
@@ -302,10 +314,16 @@ class Dispatcher:
                 return self._renderer.render_payload(channel, rows[0].kind, rows[0].payload)
             except ValueError as exc:
                 raise _UnusableRow(f"{rows[0].kind.value} row cannot be rendered: {exc}") from None
-        views = [SummaryView.from_records(*summaries[(r.cluster or "", r.job_uid or "")]) for r in rows]
+        keys = [(r.cluster or "", r.job_uid or "") for r in rows]
+        extras = await charts.for_message(keys) if charts is not None else None
+        views = [
+            SummaryView.from_records(*summaries[key], series=extras.series.get(key) if extras else None)
+            for key in keys
+        ]
+        images = extras.images if extras is not None else ()
         if len(views) == 1:
-            return self._renderer.render_summary(channel, views[0])
-        return self._renderer.render_group(channel, views)
+            return self._renderer.render_summary(channel, views[0], images=images)
+        return self._renderer.render_group(channel, views, images=images)
 
     async def _record_failure(
         self,

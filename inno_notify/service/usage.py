@@ -24,9 +24,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from inno_notify.adapters.db.leases import LostLeadership
@@ -34,7 +34,13 @@ from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
-from inno_notify.domain.accounting import GPU_MEMORY_FIGURES, GPU_UTIL_FIGURES, POD_FIGURES, compute_usage
+from inno_notify.domain.accounting import (
+    GPU_MEMORY_FIGURES,
+    GPU_UTIL_FIGURES,
+    POD_FIGURES,
+    compute_usage,
+    held_interval,
+)
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import (
     JobRecord,
@@ -43,9 +49,13 @@ from inno_notify.domain.model import (
     Notification,
     PodRecord,
     Recommendation,
+    SeriesPod,
     Usage,
+    UsageSeries,
 )
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
+from inno_notify.domain.series import job_series
+from inno_notify.service.job_charts import JobCharts
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -109,6 +119,7 @@ def pod_window(pod: PodRecord, job: JobRecord, now: datetime) -> PodWindow | Non
         held_from,
         max(held_from, held_until),
         shared_resource=requests_shared_gpu(pod),
+        job_uid=job.uid,
     )
 
 
@@ -122,9 +133,12 @@ class UsageCollector:
         options: CollectorOptions,
         clock: Clock,
         telemetry: Telemetry | None = None,
+        charts: JobCharts | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry
+        # The dispatcher's charts: a measured job's chart is drawn while its summary waits to be sent.
+        self.charts = charts
         self.source = source
         self.policy = policy
         self.plan = plan
@@ -351,9 +365,20 @@ class UsageCollector:
         else:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
+        series = _series(job, pods, measured, usage)
         added = await self.store.complete_summary(
-            job.cluster, job.uid, usage, recs, notifications, state, remeasure_at, claim=self._claim
+            job.cluster,
+            job.uid,
+            usage,
+            recs,
+            notifications,
+            state,
+            remeasure_at,
+            claim=self._claim,
+            usage_series=series,
         )
+        if added and self.charts is not None:
+            self.charts.draw_ahead(job, series)
         self.stats.notifications_planned += added
         if missing is None:
             self.stats.jobs_summarized += 1
@@ -386,7 +411,7 @@ class UsageCollector:
         runs = [
             current_run(run, run_usage, run_pods, self.policy, now) for run, run_usage, run_pods in history
         ]
-        return usage, list(recommend(job, usage, pods, runs, self.policy, now))
+        return usage, _with_window(recommend(job, usage, pods, runs, self.policy, now), job, pods, now)
 
     async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
         """Earlier measured runs of the job's family, with their pods (right-sizing learns from them)."""
@@ -400,6 +425,36 @@ class UsageCollector:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
         return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
+
+
+def _with_window(
+    recs: Iterable[Recommendation], job: JobRecord, pods: Sequence[PodRecord], now: datetime
+) -> list[Recommendation]:
+    """Each recommendation's evidence with the window its figures were measured over: from the
+    first pod's start to the last pod's end (CONTRACT.md §4's held time), as ISO-8601 UTC."""
+    held = [h for h in (held_interval(p, job, now) for p in pods) if h is not None]
+    if not held:
+        return list(recs)
+    window = {
+        "window_start": min(h.start for h in held).astimezone(UTC).isoformat(),
+        "window_end": max(h.end for h in held).astimezone(UTC).isoformat(),
+    }
+    return [replace(rec, evidence={**rec.evidence, **window}) for rec in recs]
+
+
+def _series(
+    job: JobRecord, pods: Sequence[PodRecord], measured: Mapping[str, PodMeasurement], usage: Usage
+) -> UsageSeries:
+    """The job's usage over time for its chart, and its pods and nodes for its links (kept even
+    when nothing was measured). A chart is never worth a summary: a series that cannot be built
+    is left out, logged."""
+    listed = [SeriesPod(p.name, p.node) for p in pods]
+    points = [m.points for p in pods if (m := measured.get(p.uid)) is not None and m.points is not None]
+    try:
+        return job_series(points, gpus=usage.gpus, pods=listed)
+    except Exception:  # one job's odd data: its summary still goes out, without a chart
+        log.exception("usage series of job %r (uid %r) could not be built", job.name, job.uid)
+        return UsageSeries(pods=tuple(listed))
 
 
 def _unmeasured(now: datetime) -> Usage:

@@ -7,13 +7,15 @@ traces generated every `scrape_seconds` (utilization with noise around each GPU'
 framebuffer ramping to its peak, the pod's working set with its short spike, CPU with noise).
 The figures come out of the samples the same way PromQL would compute them (mean, max, p95 over
 the held interval), so a job shorter than one scrape has no samples and its figures are missing,
-exactly as in production.
+exactly as in production. The same samples, averaged (utilization) or maxed (memory) per step of
+the job's grid (domain.series), are its usage series, as Prometheus' range queries would give them.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -22,6 +24,7 @@ from inno_notify.adapters.prometheus.live import LiveTarget
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
+from inno_notify.domain.series import PodPoints, grid_time, series_step
 from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob, SimWorkspace
 
 MIB = 1024 * 1024
@@ -132,17 +135,34 @@ class SimMetrics:
 
     async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
         self.calls += 1
-        return {t.uid: self._measure(t) for t in targets if t.uid in self._by_pod}
+        spans: dict[str, list[float]] = defaultdict(list)
+        for t in targets:
+            spans[t.job_uid or t.uid] += [t.held_from.timestamp(), t.held_until.timestamp()]
+        steps = {job: series_step(max(ends) - min(ends), self._step) for job, ends in spans.items()}
+        return {t.uid: self._measure(t, steps[t.job_uid or t.uid]) for t in targets if t.uid in self._by_pod}
 
-    def _measure(self, window: PodWindow) -> PodMeasurement:
+    def _measure(self, window: PodWindow, step: int) -> PodMeasurement:
         behaviour, mig_profile = self._by_pod[window.uid]
         times = _sample_times(window.held_from, window.held_until, self._step)
         rng = random.Random(window.uid)
-        gpus = tuple(
-            self._gpu(behaviour, mig_profile, window, g, times, rng)
-            for g in range(len(behaviour.gpu_util_percent))
+        util_points: dict[str, dict[int, float]] = {}
+        fb_points: dict[str, dict[int, float]] = {}
+        gpus = []
+        for g in range(len(behaviour.gpu_util_percent)):
+            usage, utils, fbs = self._gpu(behaviour, mig_profile, window, g, times, rng)
+            gpus.append(usage)
+            util_points[usage.gpu] = _per_step(times, utils, step, mean=True)
+            fb_points[usage.gpu] = _per_step(times, fbs, step, mean=False)
+        pod, memory = self._pod(behaviour, window, times, rng)
+        points = PodPoints(
+            window.uid,
+            window.pod,
+            step,
+            gpu_util=util_points,
+            gpu_memory=fb_points,
+            memory=_per_step(times, memory, step, mean=False),
         )
-        return PodMeasurement(window=window, gpus=gpus, pod=self._pod(behaviour, window, times, rng))
+        return PodMeasurement(window=window, gpus=tuple(gpus), pod=pod, points=points)
 
     def _gpu(
         self,
@@ -152,14 +172,16 @@ class SimMetrics:
         index: int,
         times: list[datetime],
         rng: random.Random,
-    ) -> GpuUsage:
+    ) -> tuple[GpuUsage, list[float], list[float]]:
         mean = behaviour.gpu_util_percent[index]
         peak_fb = behaviour.gpu_memory_gib[index] * GIB
         utils = [min(100.0, max(0.0, rng.gauss(mean, min(8.0, mean / 4)))) for _ in times]
         ramp = [min(1.0, (i + 1) / 8) for i in range(len(times))]
         fbs = [peak_fb * r for r in ramp]
         total = 80 * GIB if mig_profile is None else 10 * GIB
-        return GpuUsage(
+        # dcgm-exporter reports MiB: round like the exporter does.
+        fbs = [float(int(fb // MIB * MIB)) for fb in fbs]
+        usage = GpuUsage(
             pod_uid=window.uid,
             pod_name=window.pod,
             gpu=str(index),
@@ -169,13 +191,15 @@ class SimMetrics:
             held_minutes=window.held_seconds / 60,
             util_mean_percent=sum(utils) / len(utils) if utils else None,
             util_max_percent=max(utils) if utils else None,
-            # dcgm-exporter reports MiB: round like the exporter does.
-            fb_used_peak_bytes=int(max(fbs) // MIB * MIB) if fbs else None,
+            fb_used_peak_bytes=int(max(fbs)) if fbs else None,
             fb_total_bytes=int(total),
             samples=len(utils),
         )
+        return usage, utils, fbs
 
-    def _pod(self, b: Behaviour, window: PodWindow, times: list[datetime], rng: random.Random) -> PodUsage:
+    def _pod(
+        self, b: Behaviour, window: PodWindow, times: list[datetime], rng: random.Random
+    ) -> tuple[PodUsage, list[float]]:
         spike_at = window.held_from + (window.held_until - window.held_from) * 0.7
         spike_end = spike_at + timedelta(seconds=max(b.memory_spike_seconds, self._step))
         memory = [
@@ -185,7 +209,7 @@ class SimMetrics:
             for t in times
         ]
         cpus = [max(0.05, rng.gauss(b.cpu_cores, b.cpu_cores / 6)) for _ in times]
-        return PodUsage(
+        usage = PodUsage(
             pod_uid=window.uid,
             pod_name=window.pod,
             memory_peak_bytes=int(max(memory)) if memory else None,
@@ -193,3 +217,14 @@ class SimMetrics:
             cpu_cores_p95=_p95(cpus) if cpus else None,
             samples=len(times),
         )
+        return usage, memory
+
+
+def _per_step(
+    times: Sequence[datetime], values: Sequence[float], step: int, *, mean: bool
+) -> dict[int, float]:
+    """Samples on the job's grid: each step's mean (utilization) or peak (memory)."""
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for t, value in zip(times, values, strict=True):
+        buckets[grid_time(t.timestamp(), step)].append(value)
+    return {g: (sum(v) / len(v) if mean else max(v)) for g, v in buckets.items()}

@@ -31,8 +31,11 @@ async def api(store: Store, digest_provider: DigestProvider | None) -> AsyncIter
 
 
 @contextlib.asynccontextmanager
-async def serve_api(store: Store, digest_provider: DigestProvider | None = None) -> AsyncIterator[Api]:
-    """The app over `store`, served; every response it gave is checked against the document after."""
+async def serve_api(
+    store: Store, digest_provider: DigestProvider | None = None, **options: Any
+) -> AsyncIterator[Api]:
+    """The app over `store`, served; every response it gave is checked against the document after.
+    `options` go to create_app as they are (the pages' provider and link key)."""
     readiness = {"watchers_synced": True, "dispatcher_alive": True}
     monotonic = [1000.0]
     app = create_app(
@@ -42,6 +45,7 @@ async def serve_api(store: Store, digest_provider: DigestProvider | None = None)
         digest_provider=digest_provider,
         clock=lambda: NOW,
         monotonic=lambda: monotonic[0],
+        **options,
     )
     recorder = Recorder()
     app.middlewares.insert(0, recorder.middleware)

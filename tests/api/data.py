@@ -36,6 +36,20 @@ def usage_of(gpu: float | None, used: float | None, idle: float | None, peak: in
     )
 
 
+# What right-sizing computed the advice from (the job page and the Job resource show it).
+EVIDENCE = {
+    "samples": 240,
+    "span_minutes": 60.0,
+    "pods": 1,
+    "idle_gpus": 2,
+    "gpus": 4,
+    "util_mean_max_percent": 0.4,
+    "runs": 1,
+    "window_start": "2026-11-30T10:00:00+00:00",
+    "window_end": "2026-11-30T11:00:00+00:00",
+}
+
+
 def rec(
     kind: RecommendationKind, waste: float, gib_hours: float = 0.0, message: str = "advice"
 ) -> Recommendation:
@@ -48,6 +62,7 @@ def rec(
         message=message,
         waste_gpu_minutes=waste,
         waste_gib_hours=gib_hours,
+        evidence=EVIDENCE,
     )
 
 

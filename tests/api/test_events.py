@@ -142,7 +142,11 @@ async def test_a_pipeline_token_gets_403_on_every_other_route(api: Api, method: 
     status, body, _ = await api.call(method, path, "pipeline", json={"channels": ["email"]})
     assert (status, body["error"]) == (
         403,
-        {"code": "forbidden", "message": "role pipeline may only post pipeline events (POST /api/v1/events)"},
+        {
+            "code": "forbidden",
+            "message": "role pipeline may only post pipeline events (POST /api/v1/events); a job run's page "
+            "(GET /jobs/{namespace}/{name}); a team's digest page (GET /teams/{team})",
+        },
     )
 
 
@@ -201,7 +205,8 @@ async def test_a_chunked_body_is_read_whole_and_bounded(
 
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:
-    """The list above is complete: every route of the app but POST /events is in it."""
+    """The list above is complete: every route of the app but POST /events and the pages (which a
+    token of any role opens, tests/api/test_pages.py) is in it."""
     routed = {
         (route.method, route.resource.canonical)
         for route in api.app.router.routes()
@@ -217,5 +222,6 @@ async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api)
         ("DELETE", "/api/v1/users/{email}"): ("DELETE", "/api/v1/users/alice@example.com"),
     }
     open_paths = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
-    for operation in routed - open_paths:
+    pages = {("GET", "/jobs/{namespace}/{name}"), ("GET", "/teams/{team}")}
+    for operation in routed - open_paths - pages:
         assert shapes.get(operation, operation) in listed, operation

@@ -10,7 +10,7 @@ import pytest
 from inno_notify.adapters.db import Store
 from tests.adapters.db.records import T0
 
-from .data import GIB, populate
+from .data import EVIDENCE, GIB, populate
 from .support import Api
 
 JOB_FIELDS = {
@@ -111,6 +111,8 @@ async def test_job_resource_has_the_contract_fields(api: Api, store: Store) -> N
         "unit": "gpus",
         "waste_gpu_minutes": 30.0,
         "message": "a: gpus",
+        # The figures and the window the advice was computed from (issue 16).
+        "evidence": EVIDENCE,
     }
     # Unmeasured figures are null with their reason, never 0.
     assert c["usage"]["gpu_minutes"] is None

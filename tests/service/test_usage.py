@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,9 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.domain.series import PodPoints
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.usage import CollectorOptions, UsageCollector
 from tests.service.test_ingest import Clock, lifecycle
 
@@ -76,7 +79,19 @@ class FakeSource:
                 cpu_cores_p95=3.0,
                 samples=200,
             )
-            result[t.uid] = PodMeasurement(window=t, gpus=gpus, pod=pod)
+            # Its usage over time: each GPU at its mean for the pod's first three minutes.
+            start = math.ceil(t.held_from.timestamp() / 60) * 60
+            points = PodPoints(
+                t.uid,
+                t.pod,
+                60,
+                gpu_util={
+                    str(i): {start + 60 * k: util for k in range(3)}
+                    for i, util in enumerate(self.util_by_gpu)
+                },
+                memory={start: float(self.memory_peak)},
+            )
+            result[t.uid] = PodMeasurement(window=t, gpus=gpus, pod=pod, points=points)
         return result
 
 
@@ -284,3 +299,62 @@ async def test_several_unsettled_jobs_in_a_row_fail_the_round(store: Store) -> N
     )
     with pytest.raises(ConnectionError):
         await coll.run_once(now)
+
+
+async def test_the_series_is_kept_with_the_usage_and_the_pods_even_when_nothing_was_measured(
+    store: Store,
+) -> None:
+    measured_uid, unmeasured_uid = await ingest(store, ["train-a", "train-b"])
+    source = FakeSource(util_by_gpu=[80.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    # The first job is measured; the second only after Prometheus stays away past the give-up time.
+    coll = collector(store, source, now)
+    await store.reschedule_usage("test", unmeasured_uid, now + timedelta(days=1))
+    assert await coll.run_once(now) == 1
+    source.fail = True
+    later = now + timedelta(days=1)
+    assert await collector(store, source, later).run_once(later) == 1
+
+    found = await store.series_of("test", [measured_uid, unmeasured_uid])
+    series = found[measured_uid]
+    assert series.step_seconds == 60 and series.measured
+    assert [(line.label, line.values) for line in series.gpu_util] == [("0", (80.0,) * 3), ("1", (0.0,) * 3)]
+    assert [line.values for line in series.memory] == [(6.0 * GIB, None, None)]
+    pods = await store.pods_of("test", measured_uid)
+    assert [(p.name, p.node) for p in series.pods] == [(p.name, p.node) for p in pods]
+    given_up = found[unmeasured_uid]
+    assert not given_up.measured and [p.name for p in given_up.pods] == [
+        p.name for p in await store.pods_of("test", unmeasured_uid)
+    ]
+
+
+async def test_each_recommendation_carries_the_window_its_figures_were_measured_over(store: Store) -> None:
+    (uid,) = await ingest(store, ["train-w"])
+    source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    assert await collector(store, source, now).run_once(now) == 1
+    (pod,) = await store.pods_of("test", uid)
+    recs = await store.recommendations_of("test", uid)
+    assert recs, "two idle GPUs of four: advice expected"
+    for rec in recs:
+        # The pod's held time (CONTRACT.md §4): scheduled at T0 + 30 s, last container ended at T0 + 1 h.
+        assert rec.evidence["window_start"] == (T0 + timedelta(seconds=30)).isoformat()
+        assert rec.evidence["window_end"] == (T0 + timedelta(hours=1)).isoformat()
+        assert rec.evidence["samples"] == 200
+    assert pod.scheduled_at == T0 + timedelta(seconds=30)
+
+
+async def test_a_measured_jobs_chart_is_drawn_ahead_of_its_send(store: Store) -> None:
+    await ingest(store, ["train-c1", "train-c2"])
+    source = FakeSource(util_by_gpu=[80.0, 0.0], memory_peak=6 * GIB)
+    now = T0 + timedelta(hours=1, minutes=5)
+    charts = JobCharts(store, workers=1)
+    try:
+        coll = UsageCollector(
+            store, source, RightsizingPolicy(), plan_one_email, CollectorOptions(), Clock(now), charts=charts
+        )
+        assert await coll.run_once(now) == 2
+        await charts.drawn_ahead()
+        assert charts.drawn == 2
+    finally:
+        charts.close()

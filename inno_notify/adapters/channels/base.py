@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 TELEGRAM_MAX_CHARS = 4096
+# A photo's caption, counted after the HTML markup is parsed.
+TELEGRAM_MAX_CAPTION_CHARS = 1024
 SLACK_MAX_BLOCKS = 50
 SLACK_MAX_SECTION_CHARS = 3000
 # Slack truncates a too-long `text` itself, but 40,000 is the documented ceiling; keep well below.
@@ -67,6 +69,9 @@ class TelegramMessage:
     """Telegram text in parse mode HTML, already escaped and at most TELEGRAM_MAX_CHARS long."""
 
     html: str
+    # A picture for the message (a job's chart): sent as a photo with the text as its caption when
+    # the text fits a caption, else as a second message replying to the text.
+    images: tuple[InlineImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +80,7 @@ class SlackMessage:
 
     text: str
     blocks: tuple[Mapping[str, Any], ...] = ()
-    # Pictures uploaded into the post's thread (the digest's chart).
+    # Pictures uploaded into the post's thread (the digest's chart, a job's chart).
     images: tuple[InlineImage, ...] = ()
 
 

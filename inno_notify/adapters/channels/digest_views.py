@@ -12,11 +12,11 @@ directory overrides them by the same relative path, as for summaries.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import jinja2
 import orjson
@@ -29,6 +29,7 @@ from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, tru
 from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
 from inno_notify.domain.digest import Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
+from inno_notify.domain.page_links import PageLinks
 
 CHART_CID = "digest-chart@inno-notify"
 _NOT_MEASURED = figures.not_available("not measured")
@@ -236,10 +237,20 @@ WEB_PAGE = "web/digest.html.j2"
 class DigestRenderer:
     """Renders digests for every channel, the text for the terminal and the page for the API."""
 
-    def __init__(self, template_dir: Path | None = None, dashboard_url: str | None = None) -> None:
+    def __init__(
+        self,
+        template_dir: Path | None = None,
+        dashboard_url: str | None = None,
+        *,
+        links: PageLinks | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         dirs = [str(template_dir)] if template_dir is not None else []
         loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
-        self._dashboard_url = dashboard_url.rstrip("/") if dashboard_url else None
+        # The team page link (signed and expiring when `links` has a key); `dashboard_url` is the
+        # older spelling of a plain base URL.
+        self._links_for = links if links is not None else PageLinks(dashboard_url)
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._html = _environment(loader, autoescape=True)
         self._text = _environment(loader, autoescape=False)
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
@@ -290,12 +301,7 @@ class DigestRenderer:
         return self._render((WEB_PAGE,), context)[0]
 
     def _links(self, digest: Digest) -> dict[str, Any]:
-        url = (
-            f"{self._dashboard_url}/teams/{quote(digest.team, safe='')}?week={digest.week}"
-            if self._dashboard_url
-            else None
-        )
-        return {"dashboard_url": url}
+        return {"dashboard_url": self._links_for.team(digest.team, digest.week, self._clock())}
 
     def _render(self, names: Sequence[str], context: dict[str, Any]) -> list[str]:
         try:

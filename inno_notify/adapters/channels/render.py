@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -53,6 +52,7 @@ from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
+from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.serving import ServingNotice
 from inno_notify.domain.workflows import WorkflowSummary
 
@@ -91,30 +91,47 @@ class GroupItem:
     job: SummaryView
     log_url: str | None
     dashboard_url: str | None
+    grafana_url: str | None = None
 
 
 class Renderer:
-    """Renders summaries for every channel; build one at startup and share it."""
+    """Renders summaries for every channel; build one at startup and share it.
+
+    Page links (`dashboard_url` in the templates) come from `links`: signed and expiring when it has
+    a key (domain.links), counted from `clock` at rendering. `dashboard_url` alone is the older
+    spelling: plain links under that base URL. `log_url_template` and `grafana_url_template` are
+    Jinja2 (sandboxed) given the job's namespace, name, uid, pods, nodes and time range
+    (`link_variables`).
+    """
 
     def __init__(
         self,
         template_dir: Path | None = None,
         dashboard_url: str | None = None,
         log_url_template: str | None = None,
+        *,
+        links: PageLinks | None = None,
+        grafana_url_template: str | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         dirs = [str(template_dir)] if template_dir is not None else []
         loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
-        self._dashboard_url = dashboard_url.rstrip("/") if dashboard_url else None
+        self._links = links if links is not None else PageLinks(dashboard_url)
+        base = self._links.public_url
+        self._dashboard_url = base.rstrip("/") if base else None
+        self._clock = clock or _utc_now
         self._html = _environment(loader, autoescape=True)
         self._text = _environment(loader, autoescape=False)
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
         self._mrkdwn.filters["link"] = mrkdwn_link
         self._log_url: jinja2.Template | None = None
+        self._grafana_url: jinja2.Template | None = None
         try:
+            links_env = _environment(jinja2.DictLoader({}), autoescape=False)
             if log_url_template:
-                self._log_url = _environment(jinja2.DictLoader({}), autoescape=False).from_string(
-                    log_url_template
-                )
+                self._log_url = links_env.from_string(log_url_template)
+            if grafana_url_template:
+                self._grafana_url = links_env.from_string(grafana_url_template)
             # Compiling every template now makes a broken override fail at startup (and in
             # `inno-notify check`), not at the first send.
             for channel in Channel:
@@ -131,6 +148,7 @@ class Renderer:
         context = {
             "job": view,
             "log_url": self.log_url(view),
+            "grafana_url": self.grafana_url(view),
             "dashboard_url": self.job_dashboard_url(view),
             "images": tuple(images),
         }
@@ -140,7 +158,7 @@ class Renderer:
         self, channel: Channel | str, views: Sequence[SummaryView], *, images: Sequence[InlineImage] = ()
     ) -> RenderedMessage:
         """One message for several jobs: a compact table and totals."""
-        items = [GroupItem(v, self.log_url(v), self.job_dashboard_url(v)) for v in views]
+        items = [GroupItem(v, self.log_url(v), self.job_dashboard_url(v), self.grafana_url(v)) for v in views]
         context = {
             "items": items,
             "totals": group_totals(views),
@@ -186,31 +204,25 @@ class Renderer:
 
     def log_url(self, view: SummaryView) -> str | None:
         """The job's log link from `notify.log_url_template`; None without one or if not http(s)."""
-        if self._log_url is None:
-            return None
-        try:
-            url = self._log_url.render(
-                cluster=view.cluster,
-                namespace=view.namespace,
-                name=view.name,
-                uid=view.uid,
-                started=view.started_at,
-                finished=view.finished_at,
-                started_ms=_epoch_ms(view.started_at),
-                finished_ms=_epoch_ms(view.finished_at),
-            ).strip()
-        except jinja2.TemplateError as exc:
-            raise RenderError(f"log_url_template: {_describe(exc)}") from None
-        return url if _is_web_url(url) else None
+        return self._template_url(self._log_url, view, "log_url_template")
+
+    def grafana_url(self, view: SummaryView) -> str | None:
+        """The job's Grafana link from `links.grafana_url_template`; None without one or if not http(s)."""
+        return self._template_url(self._grafana_url, view, "grafana_url_template")
 
     def job_dashboard_url(self, view: SummaryView) -> str | None:
-        """`{dashboard_url}/jobs/{namespace}/{name}?uid={uid}`, the dashboard's page of this run."""
-        if not self._dashboard_url:
+        """The job's page, `{public_url}/jobs/{namespace}/{name}?uid={uid}` (signed and expiring when
+        links have a key); None without a public URL."""
+        return self._links.job(view.namespace, view.name, view.uid, self._clock())
+
+    def _template_url(self, template: jinja2.Template | None, view: SummaryView, setting: str) -> str | None:
+        if template is None:
             return None
-        return (
-            f"{self._dashboard_url}/jobs/{quote(view.namespace, safe='')}/{quote(view.name, safe='')}"
-            f"?uid={quote(view.uid, safe='')}"
-        )
+        try:
+            url = template.render(**link_variables(view)).strip()
+        except jinja2.TemplateError as exc:
+            raise RenderError(f"{setting}: {_describe(exc)}") from None
+        return url if _is_web_url(url) else None
 
     def _render(
         self, channel: Channel, kind: str, context: Mapping[str, Any], images: Sequence[InlineImage]
@@ -221,9 +233,9 @@ class Renderer:
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
         if channel is Channel.TELEGRAM:
-            return TelegramMessage(truncate_html(parts[0].strip()))
+            return TelegramMessage(truncate_html(parts[0].strip()), images=tuple(images))
         if channel is Channel.SLACK:
-            return slack_message(parts[0])
+            return replace(slack_message(parts[0]), images=tuple(images))
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=tuple(images)
@@ -297,6 +309,38 @@ def _distinct_recommendations(views: Sequence[SummaryView], limit: int) -> list[
 
 def _epoch_ms(moment: datetime | None) -> int | None:
     return None if moment is None else int(moment.timestamp() * 1000)
+
+
+_UNSAFE_IN_REGEX = re.compile(r"[^A-Za-z0-9_-]")
+# Logs and metrics a little before the start and after the end: start-up lines, the last scrape.
+LINK_MARGIN = timedelta(minutes=5)
+
+
+def link_variables(view: SummaryView) -> dict[str, Any]:
+    """What `log_url_template` and `grafana_url_template` are given (docs/channels.md lists them)."""
+    start = view.started_at - LINK_MARGIN if view.started_at is not None else None
+    end = view.finished_at + LINK_MARGIN if view.finished_at is not None else None
+    return {
+        "cluster": view.cluster,
+        "namespace": view.namespace,
+        "name": view.name,
+        "uid": view.uid,
+        "started": view.started_at,
+        "finished": view.finished_at,
+        "started_ms": _epoch_ms(view.started_at),
+        "finished_ms": _epoch_ms(view.finished_at),
+        "pods": list(view.pods),
+        # For a regex matcher between double quotes in PromQL or LogQL: `pod=~"{{ pod_regex }}"`.
+        "pod_regex": "|".join(_UNSAFE_IN_REGEX.sub(lambda m: "\\\\" + m.group(), p) for p in view.pods),
+        "nodes": list(view.nodes),
+        "node": view.nodes[0] if view.nodes else None,
+        "start": _epoch_ms(start),
+        "end": _epoch_ms(end),
+    }
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _is_web_url(url: str) -> bool:

@@ -5,14 +5,23 @@
 token). The HTTP transport is ours (telegram_transport: aiohttp, a third of httpx's CPU per send);
 like PTB's it does not retry, and we create it ourselves so that `aclose` can shut it down without
 `Bot.initialize`, which would cost a `getMe` per start.
+
+A message with a picture (a job's chart) is one photo with the summary as its caption when the
+summary fits a caption (1,024 characters once the HTML is parsed); a longer one goes as the text
+message, then the photo as a reply to it, captioned with the picture's alt text as plain text
+(nothing parses it). A photo that fails after the text was accepted is logged; the text stands
+and is not sent twice.
 """
 
 from __future__ import annotations
 
+import html
+import logging
+import re
 import warnings
 from datetime import timedelta
 
-from telegram import Bot, LinkPreviewOptions
+from telegram import Bot, InputFile, LinkPreviewOptions, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import (
     BadRequest,
@@ -27,7 +36,9 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from inno_notify.adapters.channels.base import (
+    TELEGRAM_MAX_CAPTION_CHARS,
     ChannelError,
+    InlineImage,
     Recipient,
     RenderedMessage,
     TelegramMessage,
@@ -35,6 +46,8 @@ from inno_notify.adapters.channels.base import (
     wrong_message,
 )
 from inno_notify.adapters.channels.telegram_transport import AiohttpRequest
+
+log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://api.telegram.org"
 # Connections to the Bot API: the dispatcher's concurrent sends (16) each get one.
@@ -72,15 +85,36 @@ class TelegramSender:
             raise wrong_message("telegram", message)
         if recipient.telegram_chat_id is None:
             raise ChannelError(f"{_who(recipient)} has no telegram chat id", retryable=False)
+        chat = recipient.telegram_chat_id
+        image = message.images[0] if message.images else None
         try:
+            if image is not None and caption_length(message.html) <= TELEGRAM_MAX_CAPTION_CHARS:
+                sent = await self._bot.send_photo(
+                    chat_id=chat, photo=_photo(image), caption=message.html, parse_mode=ParseMode.HTML
+                )
+                return str(sent.message_id)
             sent = await self._bot.send_message(
-                chat_id=recipient.telegram_chat_id,
+                chat_id=chat,
                 text=message.html,
                 parse_mode=ParseMode.HTML,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
         except TelegramError as exc:
             raise self._classify(exc) from None
+        if image is not None:
+            try:
+                await self._bot.send_photo(
+                    chat_id=chat,
+                    photo=_photo(image),
+                    caption=image.alt_text[:TELEGRAM_MAX_CAPTION_CHARS] or None,
+                    reply_parameters=ReplyParameters(message_id=sent.message_id),
+                )
+            except TelegramError as exc:
+                log.warning(
+                    "telegram: the message went out, its picture %s did not: %s",
+                    image.filename,
+                    self._classify(exc),
+                )
         return str(sent.message_id)
 
     async def check(self) -> str:
@@ -124,6 +158,20 @@ def _retry_after(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def caption_length(text_html: str) -> int:
+    """Characters Telegram counts in an HTML text: without the tags, entities as one character,
+    in UTF-16 code units (as Telegram counts)."""
+    visible = html.unescape(_TAG.sub("", text_html))
+    return len(visible.encode("utf-16-le")) // 2
+
+
+def _photo(image: InlineImage) -> InputFile:
+    return InputFile(image.png, filename=image.filename)
 
 
 def _who(recipient: Recipient) -> str:

@@ -21,6 +21,7 @@ from inno_notify.domain.model import (
     MissingReason,
     Recommendation,
     Usage,
+    UsageSeries,
 )
 
 TOP_RECOMMENDATIONS = 3
@@ -62,6 +63,9 @@ class SummaryView:
     used_gpu_minutes: float | None
     # Links the job's annotations name (an MLflow run), checked web URLs.
     links: tuple[Link, ...] = ()
+    # The job's pods and the nodes they ran on (its usage series), for the log and Grafana links.
+    pods: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
 
     @property
     def job_ref(self) -> str:
@@ -75,8 +79,10 @@ class SummaryView:
         recommendations: Sequence[Recommendation] = (),
         *,
         top: int = TOP_RECOMMENDATIONS,
+        series: UsageSeries | None = None,
     ) -> SummaryView:
         ranked = sorted(recommendations, key=_waste_rank, reverse=True)
+        pods = series.pods if series is not None else ()
         return cls(
             cluster=job.cluster,
             namespace=job.namespace,
@@ -101,6 +107,8 @@ class SummaryView:
             held_gpu_minutes=usage.gpu_minutes if usage else None,
             used_gpu_minutes=usage.used_gpu_minutes if usage else None,
             links=job.links,
+            pods=tuple(dict.fromkeys(p.name for p in pods)),
+            nodes=tuple(dict.fromkeys(p.node for p in pods if p.node)),
         )
 
 

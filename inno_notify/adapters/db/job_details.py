@@ -74,6 +74,7 @@ RECOMMENDATION_FIELDS: dict[str, sa.ColumnElement[Any]] = {
     "unit": recommendations.c.unit,
     "waste_gpu_minutes": recommendations.c.waste_gpu_minutes,
     "message": recommendations.c.message,
+    "evidence": recommendations.c.evidence,
 }
 # Filter name -> (column, comparison); the bound parameter is named after the filter.
 _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {

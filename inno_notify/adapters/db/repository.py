@@ -26,12 +26,14 @@ from inno_notify.adapters.db import (
     digest_queries,
     directory,
     job_details,
+    job_page,
     jobs,
     live_queries,
     nudge_ledger,
     outbox,
     recommendation_queries,
     rejected,
+    series,
     usage_queries,
     workflows,
 )
@@ -63,6 +65,7 @@ from inno_notify.domain.model import (
     RejectedObject,
     Team,
     Usage,
+    UsageSeries,
 )
 from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
 
@@ -197,6 +200,13 @@ class Store:
         """The newest job (by creation time) of that name, or the one with that uid."""
         async with self.read() as conn:
             return await jobs.find_job(conn, namespace, name, uid, cluster)
+
+    async def job_page_data(
+        self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
+    ) -> job_page.JobPageData | None:
+        """A job run with its usage, advice, pods and series (its page); None if there is no such job."""
+        async with self.read() as conn:
+            return await job_page.job_page_data(conn, namespace, name, uid, cluster)
 
     async def pods_of(self, cluster: str, job_uid: str) -> list[PodRecord]:
         """The job's pods in creation order."""
@@ -360,15 +370,19 @@ class Store:
         remeasure_at: datetime | None = None,
         *,
         claim: str | None = None,
+        usage_series: UsageSeries | None = None,
     ) -> int:
-        """Stores a job's usage and advice, sets its summary state and enqueues its notifications,
-        all in one transaction: a summary is either wholly planned or not at all. Returns how many
-        notifications were new. With state REMEASURE the job is measured again from `remeasure_at`.
-        With `claim`, nothing is stored unless that usage claim still holds the job (ClaimLost)."""
+        """Stores a job's usage (with its series over time, if given) and advice, sets its summary
+        state and enqueues its notifications, all in one transaction: a summary is either wholly
+        planned or not at all. Returns how many notifications were new. With state REMEASURE the job
+        is measured again from `remeasure_at`. With `claim`, nothing is stored unless that usage
+        claim still holds the job (ClaimLost)."""
         async with self._leader_write() as conn:
             # The claim first: a claim taken over stores nothing.
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
             await jobs.save_usage(conn, cluster, uid, usage)
+            if usage_series is not None:
+                await series.save_series(conn, cluster, uid, usage_series)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
             return await outbox.enqueue(conn, notifications)
 
@@ -379,6 +393,11 @@ class Store:
     async def get_usage(self, cluster: str, uid: str) -> Usage | None:
         async with self.read() as conn:
             return await jobs.get_usage(conn, cluster, uid)
+
+    async def series_of(self, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
+        """The stored usage series of these jobs, by uid (the charts of a dispatch round)."""
+        async with self.read() as conn:
+            return await series.series_of(conn, cluster, uids)
 
     async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
         """Replaces the job's recommendations with `recs` (kept in this order)."""

@@ -181,6 +181,20 @@ usage = sa.Table(
     sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
 )
 
+# A job's usage over time (domain.model.UsageSeries), written with its usage: the chart in its summary
+# and on its page. Its own table, so that nothing that reads the usage figures (lists, digests,
+# right-sizing history) reads the points too. The lines and pods are JSON, read back whole.
+usage_series = sa.Table(
+    "usage_series",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("job_uid", sa.String(), primary_key=True),
+    sa.Column("step_seconds", sa.Integer(), nullable=False),
+    sa.Column("start_at", UTCDateTime()),
+    sa.Column("series", _json(), nullable=False),
+    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+)
+
 recommendations = sa.Table(
     "recommendations",
     metadata,

@@ -39,6 +39,8 @@ class PodWindow:
     held_until: datetime
     # It asked for a time-sliced GPU resource (nvidia.com/gpu.shared): its GPU is shared by construction.
     shared_resource: bool = False
+    # The job it belongs to: a job's pods share one step of its usage series ("": the pod alone).
+    job_uid: str = ""
 
     @property
     def held_seconds(self) -> float:

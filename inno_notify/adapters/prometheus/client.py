@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
@@ -31,7 +32,8 @@ from inno_notify.adapters.prometheus.errors import (
     classify_status,
 )
 
-# One result series of an instant query, as the HTTP API returns it: {"metric": {...}, "value": [t, "v"]}.
+# One result series as the HTTP API returns it: {"metric": {...}, "value": [t, "v"]} for an instant
+# query, {"metric": {...}, "values": [[t, "v"], ...]} for a range query.
 Sample = Mapping[str, Any]
 
 _STATUS_RE = re.compile(r"HTTP Status Code (\d{3})")
@@ -62,7 +64,8 @@ class _FormBodySession(requests.Session):
 
 
 class PrometheusClient:
-    """Runs instant PromQL queries off the event loop and counts them (benchmarks and tests read it)."""
+    """Runs PromQL queries (instant and range) off the event loop and counts them (benchmarks and
+    tests read it)."""
 
     def __init__(self, config: ClientConfig) -> None:
         self._config = config
@@ -92,11 +95,25 @@ class PrometheusClient:
         return conn
 
     def _query_blocking(self, promql: str) -> list[Sample]:
+        return self._answer(lambda conn, params: conn.custom_query(promql, params=params))
+
+    def _query_range_blocking(self, promql: str, start: float, end: float, step: int) -> list[Sample]:
+        return self._answer(
+            lambda conn, params: conn.custom_query_range(
+                promql,
+                datetime.fromtimestamp(start, UTC),
+                datetime.fromtimestamp(end, UTC),
+                f"{step}s",
+                params=params,
+            )
+        )
+
+    def _answer(self, ask: Callable[[PrometheusConnect, dict[str, str]], Any]) -> list[Sample]:
         # Prometheus aborts a query slightly before our socket timeout, so that a slow query comes
         # back as a classified 503 rather than a dropped connection.
         server_timeout = f"{max(1.0, self._config.timeout_seconds - 1):.0f}s"
         try:
-            result = self._connection().custom_query(promql, params={"timeout": server_timeout})
+            result = ask(self._connection(), {"timeout": server_timeout})
         except PrometheusApiClientException as exc:
             match = _STATUS_RE.search(str(exc))
             if match is None:
@@ -118,6 +135,15 @@ class PrometheusClient:
         self.queries_sent += 1
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._query_blocking, promql)
+
+    async def query_range(self, promql: str, start: float, end: float, step: int) -> list[Sample]:
+        """Evaluate a range query from ``start`` to ``end`` (unix seconds, whole ones sent) every
+        ``step`` seconds; each answer row has ``values``: [[t, "v"], …]. Raises like ``query``."""
+        self.queries_sent += 1
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, self._query_range_blocking, promql, start, end, step
+        )
 
     async def ping(self) -> None:
         """Raise a ``PrometheusError`` unless Prometheus evaluates a trivial query (`check`, readiness)."""

@@ -3,7 +3,9 @@
 ``UsageMeter.measure_pods`` plans buckets and chunks (``batching``), sends the PromQL of
 ``queries`` for every chunk concurrently, and turns the answers into the domain's ``GpuUsage``
 and ``PodUsage``. Pods with several container series get a second, smaller step: their memory
-peak and CPU p95 are of sums at one instant, a subquery that only they pay for. It only measures:
+peak and CPU p95 are of sums at one instant, a subquery that only they pay for. Beside them, in the
+same round, ``series`` asks for every pod's usage over time (range queries per step class and
+metric) for the charts; when those fail the figures still stand. It only measures:
 deciding when a job is ready, retrying after ``PrometheusUnavailable`` and giving up belong to the
 usage service; turning figures into job totals belongs to ``domain.accounting``.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,7 +31,12 @@ from inno_notify.adapters.prometheus.batching import (
     plan_buckets,
 )
 from inno_notify.adapters.prometheus.client import PrometheusClient, Sample
+from inno_notify.adapters.prometheus.errors import PrometheusError
+from inno_notify.adapters.prometheus.series import SeriesSampler
 from inno_notify.domain.model import GpuUsage, PodUsage
+from inno_notify.domain.series import MAX_POINTS, PodPoints
+
+log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 
@@ -40,6 +48,8 @@ class PodMeasurement:
     window: PodWindow
     gpus: tuple[GpuUsage, ...]
     pod: PodUsage
+    # Its usage over time, downsampled (series.py); None where series were not asked for.
+    points: PodPoints | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +61,11 @@ class MeterConfig:
     # Ends further apart than this go to separate buckets; below it one range serves them all.
     bucket_gap_seconds: float = 6 * 3600
     labels: q.LabelConfig = field(default_factory=q.LabelConfig)
+    # Usage over time for the charts (series.py), at most this many points per job; 0: none.
+    series_points: int = MAX_POINTS
 
 
-# A GPU as dcgm-exporter names it: (hostname, gpu index, UUID, MIG instance id).
-_GpuKey = tuple[str, str, str, str]
+_GpuKey = q.GpuKey
 _Stats = dict[str, float]
 
 
@@ -78,6 +89,13 @@ class UsageMeter:
             budget_bytes=self._budget_bytes,
             labels=labels,
         )
+        self._series = SeriesSampler(
+            client,
+            scrape_interval_seconds=self._config.scrape_interval_seconds,
+            budget_bytes=self._budget_bytes,
+            cadvisor=self._cadvisor,
+            max_points=max(1, self._config.series_points),
+        )
 
     @property
     def client(self) -> PrometheusClient:
@@ -86,6 +104,10 @@ class UsageMeter:
     @property
     def config(self) -> MeterConfig:
         return self._config
+
+    def series_steps(self, targets: Sequence[PodWindow]) -> dict[str, int]:
+        """The step of every target's usage series (a job's pods share one), by pod uid."""
+        return self._series.steps(targets)
 
     async def measure_pods(self, targets: Sequence[PodWindow]) -> dict[str, PodMeasurement]:
         """Measure every target; the result has one entry per target uid, with or without data.
@@ -125,7 +147,7 @@ class UsageMeter:
         for kind, build in builders.items():
             for _pods, promql in self._chunks(bucket.pods, build):
                 jobs.append((kind, promql))
-        by_kind = await self._run(jobs)
+        by_kind, points = await asyncio.gather(self._run(jobs), self._sample_series(bucket, dcgm))
         # Second step, only for pods with several container series: their memory peak and CPU p95
         # are of sums at one instant, which cost a subquery each.
         cad = self._cadvisor
@@ -140,7 +162,23 @@ class UsageMeter:
             second += [("cpu_sum", promql) for _, promql in self._chunks(cpu_multi, cpu_summed)]
         if second:
             by_kind.update(await self._run(second))
-        return self._assemble(bucket.pods, dcgm, by_kind)
+        measured = self._assemble(bucket.pods, dcgm, by_kind)
+        return {uid: replace(m, points=points.get(uid)) if points else m for uid, m in measured.items()}
+
+    async def _sample_series(self, bucket: Bucket, dcgm: q.DcgmSelector) -> dict[str, PodPoints]:
+        """The bucket's series; none when they cannot be had: a chart is not worth a job's figures."""
+        if self._config.series_points <= 0:
+            return {}
+        try:
+            points = await self._series.sample(bucket.pods, dcgm)
+        except PrometheusError as exc:
+            log.warning(
+                "usage series of %d pod(s) not measured, their charts are left out: %s", len(bucket.pods), exc
+            )
+            return {}
+        finally:
+            self.last_queries_by_kind.update(self._series.last_queries_by_kind)
+        return points
 
     async def _run(self, jobs: list[tuple[str, str]]) -> dict[str, list[Sample]]:
         self.last_queries_by_kind.update(kind for kind, _ in jobs)
@@ -198,7 +236,7 @@ class UsageMeter:
                 value = _value(sample)
                 if target is None or value is None:
                     continue
-                key = _gpu_key(labels, hosts)
+                key = q.gpu_key(labels, hosts)
                 per_gpu = gpu_stats[target.uid]
                 stats = per_gpu.get(key)
                 if stats is None:
@@ -280,24 +318,13 @@ def _bytes(value: float | None, unit: int = 1) -> int | None:
     return round(scaled) if math.isfinite(scaled) else None
 
 
-def _gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> _GpuKey:
-    host = ""
-    for name in hostname_labels:
-        host = labels.get(name, "")
-        if host:
-            break
-    return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
-
-
 def _gpu_usage(
     target: PodWindow, held_minutes: float, key: _GpuKey, labels: Mapping[str, str], stats: _Stats
 ) -> GpuUsage:
-    host, index, uuid, instance = key
+    uuid = key[2]
     # GR_ENGINE_ACTIVE is the better measure where present (and the only one on MIG instances).
     util = "prof." if stats.get("prof.samples") else "util."
-    name = f"{host}/{index}" if host else index
-    if instance:
-        name += f"/mig{instance}"
+    name = q.gpu_name(key)
     used_peak = stats.get("fb.used_peak")
     free_min = stats.get("fb.free_min")
     # used + free is constant: at the instant used peaked, free was at its least.

@@ -16,6 +16,7 @@ value in the ``STAT_VALUE`` label, exact: Prometheus writes it in shortest round
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 # dcgm-exporter metric names (FACTS.md). FB values are MiB.
@@ -58,6 +59,27 @@ class LabelConfig:
         """(pod label, namespace label) pairs, paired by position, in the order to try them."""
         namespaces = self.namespace or ("namespace",)
         return [(pod, namespaces[min(i, len(namespaces) - 1)]) for i, pod in enumerate(self.pod or ("pod",))]
+
+
+# A GPU as dcgm-exporter names it: (hostname, gpu index, UUID, MIG instance id).
+GpuKey = tuple[str, str, str, str]
+
+
+def gpu_key(labels: Mapping[str, str], hostname_labels: Iterable[str]) -> GpuKey:
+    """The GPU (or MIG instance) a dcgm-exporter series is about."""
+    host = ""
+    for name in hostname_labels:
+        host = labels.get(name, "")
+        if host:
+            break
+    return (host, labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
+
+
+def gpu_name(key: GpuKey) -> str:
+    """How figures and charts name a GPU: ``host/index``, ``/mig<instance>`` added for a MIG instance."""
+    host, index, _uuid, instance = key
+    name = f"{host}/{index}" if host else index
+    return f"{name}/mig{instance}" if instance else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,3 +244,39 @@ def pod_cpu_summed(
     usage = sel.selector(CPU_USAGE, pods, namespaces)
     cores = f"sum by ({sel.namespace_label}, {sel.pod_label}) (rate({usage}[{rate_seconds}s]))"
     return _tag(f"quantile_over_time(0.95, {cores}{window.subquery(rate_seconds)})", "p95")
+
+
+# --- series over time (range queries, see series.py) ---------------------------------------------
+
+
+def _step_range(step_seconds: int) -> str:
+    """The range that covers one step, ``(t − step, t]``: one millisecond short of the step, since
+    Prometheus 2.x ranges include their left end (3.x: left-open) and a sample exactly on a step
+    boundary must count in one step only."""
+    return f"[{step_seconds * 1000 - 1}ms]"
+
+
+def series_gpu_util(sel: DcgmSelector, pods: str, namespaces: str, step_seconds: int) -> str:
+    """Per GPU and step, the mean utilization in percent over the step: GR_ENGINE_ACTIVE where the
+    GPU reports it (the better measure, and the only one on MIG instances), else GPU_UTIL."""
+    by = sel.group_by()
+    prof = sel.selector(GR_ENGINE_ACTIVE, pods, namespaces)
+    util = sel.selector(GPU_UTIL, pods, namespaces)
+    return (
+        f"(avg by ({by}) (avg_over_time({prof}{_step_range(step_seconds)})) * 100)"
+        f" or avg by ({by}) (avg_over_time({util}{_step_range(step_seconds)}))"
+    )
+
+
+def series_gpu_memory(sel: DcgmSelector, pods: str, namespaces: str, step_seconds: int) -> str:
+    """Per GPU and step, the peak framebuffer used in the step (MiB)."""
+    used = sel.selector(FB_USED, pods, namespaces)
+    return f"max by ({sel.group_by()}) (max_over_time({used}{_step_range(step_seconds)}))"
+
+
+def series_pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, step_seconds: int) -> str:
+    """Per pod (with its UID) and step, the sum over its container series of each one's peak in the
+    step: the pod's peak where it has one container, at most a step's worth above it otherwise."""
+    series = sel.selector(WORKING_SET, pods, namespaces)
+    per_series = sel.with_uid(f"max_over_time({series}{_step_range(step_seconds)})")
+    return f"sum by ({sel.group_by()}) ({per_series})"

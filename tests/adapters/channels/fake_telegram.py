@@ -43,6 +43,8 @@ class Call:
     token: str
     method: str
     params: dict[str, Any]
+    # Multipart file parts (sendPhoto's photo): field name -> (filename, bytes).
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,6 +71,10 @@ class FakeTelegram:
         """Lets stalled requests end (with the normal answer)."""
         self._released.set()
 
+    def photos(self) -> list[Call]:
+        """Every sendPhoto call, with its file and parameters (caption, reply_parameters …)."""
+        return [c for c in self.calls if c.method == "sendPhoto"]
+
     def sent(self) -> list[tuple[int, str]]:
         """(chat id, text) of every message the server accepted or was asked to send."""
         return [
@@ -77,11 +83,16 @@ class FakeTelegram:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         params: dict[str, Any] = dict(request.query)
+        files: dict[str, tuple[str, bytes]] = {}
         if request.content_type == "application/json":
             params.update(await request.json())
         elif request.can_read_body:
-            params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
-        call = Call(request.match_info["token"], request.match_info["method"], params)
+            for key, value in (await request.post()).items():
+                if isinstance(value, str):
+                    params[key] = value
+                elif isinstance(value, web.FileField):
+                    files[key] = (value.filename, value.file.read())
+        call = Call(request.match_info["token"], request.match_info["method"], params, files)
         self.calls.append(call)
         if self.hang == "stall":
             await self._released.wait()
@@ -98,6 +109,8 @@ class FakeTelegram:
             return _ok({"id": 4242, "is_bot": True, "first_name": "inno", "username": "inno_notify_bot"})
         if call.method == "sendMessage":
             return self._send_message(params)
+        if call.method == "sendPhoto":
+            return self._send_photo(call)
         return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"}, status=404)
 
     def _send_message(self, params: Mapping[str, Any]) -> web.Response:
@@ -111,6 +124,32 @@ class FakeTelegram:
             "date": 1_796_000_000,
             "chat": {"id": chat_id, "type": "private", "first_name": "someone"},
             "text": params.get("text", ""),
+        }
+        return _ok(message)
+
+    def _send_photo(self, call: Call) -> web.Response:
+        chat_id = int(call.params["chat_id"])
+        if chat_id in self.blocked:
+            return web.json_response(BLOCKED[1], status=BLOCKED[0])
+        if chat_id not in self.chats:
+            return web.json_response(CHAT_NOT_FOUND[1], status=CHAT_NOT_FOUND[0])
+        photo = call.files.get("photo")
+        if photo is None:
+            # A photo given by file_id or URL (attach://) is not what we send.
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: there is no photo in the request",
+                },
+                status=400,
+            )
+        message = {
+            "message_id": next(self._ids),
+            "date": 1_796_000_000,
+            "chat": {"id": chat_id, "type": "private", "first_name": "someone"},
+            "photo": [{"file_id": "AgAD", "file_unique_id": "AQAD", "width": 560, "height": 500}],
+            "caption": call.params.get("caption", ""),
         }
         return _ok(message)
 

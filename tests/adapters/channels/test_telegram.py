@@ -9,8 +9,14 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from inno_notify.adapters.channels.base import ChannelError, Recipient, SlackMessage, TelegramMessage
-from inno_notify.adapters.channels.telegram import TelegramSender
+from inno_notify.adapters.channels.base import (
+    ChannelError,
+    InlineImage,
+    Recipient,
+    SlackMessage,
+    TelegramMessage,
+)
+from inno_notify.adapters.channels.telegram import TelegramSender, caption_length
 from tests.adapters.channels import fake_telegram
 from tests.adapters.channels.conftest import TELEGRAM_TOKEN
 from tests.adapters.channels.fake_smtp import free_port
@@ -194,3 +200,70 @@ async def test_the_token_never_shows_in_errors_or_reprs(
             assert TELEGRAM_TOKEN not in text and "wrong-token-value" not in text
         assert error.__cause__ is None and error.__suppress_context__
     assert TELEGRAM_TOKEN not in repr(sender)
+
+
+CHART = InlineImage("job-chart@inno-notify", b"\x89PNG\r\n\x1a\nchart", "chart.png", alt_text="GPU 0 idle")
+
+
+async def test_a_short_summary_is_the_caption_of_its_chart(
+    telegram_api: tuple[FakeTelegram, str], sender: TelegramSender
+) -> None:
+    fake, _ = telegram_api
+    message_id = await sender.send(ALICE, TelegramMessage("<b>train</b> &amp; co", images=(CHART,)))
+    (photo,) = fake.photos()
+    assert message_id == "100"
+    assert fake.sent() == []  # one message, the photo
+    assert photo.files["photo"] == ("chart.png", CHART.png)
+    assert (photo.params["caption"], photo.params["parse_mode"]) == ("<b>train</b> &amp; co", "HTML")
+
+
+async def test_a_summary_too_long_for_a_caption_is_a_message_then_its_chart_as_a_reply(
+    telegram_api: tuple[FakeTelegram, str], sender: TelegramSender
+) -> None:
+    fake, _ = telegram_api
+    # 1,025 visible characters (the tags and the entity count as what they show).
+    text = "<b>" + "x" * 1021 + "</b> &lt;ok"
+    assert caption_length(text) == 1025
+    message_id = await sender.send(ALICE, TelegramMessage(text, images=(CHART,)))
+    assert message_id == "100" and fake.sent() == [(111, text)]
+    (photo,) = fake.photos()
+    assert photo.files["photo"][1] == CHART.png
+    assert photo.params["caption"] == "GPU 0 idle" and "parse_mode" not in photo.params
+    assert '"message_id": 100' in photo.params["reply_parameters"]
+
+
+async def test_a_chart_that_fails_after_the_text_went_out_leaves_the_text_standing(
+    telegram_api: tuple[FakeTelegram, str], sender: TelegramSender
+) -> None:
+    fake, _ = telegram_api
+    text = "y" * 2000
+    fake.scripted = [
+        (
+            200,
+            {
+                "ok": True,
+                "result": {"message_id": 7, "date": 1, "chat": {"id": 111, "type": "private"}, "text": text},
+            },
+        ),
+        (500, {"ok": False, "error_code": 500, "description": "Internal Server Error"}),
+    ]
+    assert await sender.send(ALICE, TelegramMessage(text, images=(CHART,))) == "7"
+    assert [c.method for c in fake.calls] == ["sendMessage", "sendPhoto"]
+
+
+async def test_a_failed_photo_with_the_summary_as_caption_is_a_failed_send(
+    telegram_api: tuple[FakeTelegram, str], sender: TelegramSender
+) -> None:
+    fake, _ = telegram_api
+    fake.scripted = [fake_telegram.too_many_requests(2)]
+    with pytest.raises(ChannelError) as raised:
+        await sender.send(ALICE, TelegramMessage("short", images=(CHART,)))
+    assert raised.value.retryable and raised.value.retry_after == 2.0
+
+
+@pytest.mark.parametrize(
+    ("html", "length"),
+    [("plain", 5), ("<b>bold</b>", 4), ("&lt;&gt;&amp;", 3), ('<a href="https://x">link</a>', 4), ("😀", 2)],
+)
+def test_caption_length_counts_what_telegram_counts(html: str, length: int) -> None:
+    assert caption_length(html) == length

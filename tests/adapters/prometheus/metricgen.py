@@ -74,6 +74,9 @@ class GpuTruth:
     util: list[float] = field(default_factory=list)  # percent, from PROF where written, else GPU_UTIL
     fb_used_mib: list[float] = field(default_factory=list)
     fb_total_mib: float | None = None
+    # The same samples with their times: t -> value (the usage series are checked against them).
+    util_at: dict[float, float] = field(default_factory=dict)
+    fb_used_mib_at: dict[float, float] = field(default_factory=dict)
 
     @property
     def util_mean(self) -> float | None:
@@ -88,6 +91,8 @@ class PodTruth:
     cpu_rates: dict[float, float] = field(default_factory=lambda: defaultdict(float))  # t -> cores
     throttled_seconds: dict[str, float] = field(default_factory=dict)
     samples: int = 0
+    # Per container series: t -> working set bytes.
+    container_memory: dict[str, dict[float, float]] = field(default_factory=lambda: defaultdict(dict))
 
     @property
     def memory_peak(self) -> float | None:
@@ -235,7 +240,9 @@ def _write_gpu(
             gt = truth[pod.uid].gpus[key]
             if written_util is not None:
                 gt.util.append(written_util)
+                gt.util_at[t] = written_util
             gt.fb_used_mib.append(written_fb)
+            gt.fb_used_mib_at[t] = written_fb
             gt.fb_total_mib = float(gpu.fb_total_mib)
 
 
@@ -292,6 +299,7 @@ def _write_cadvisor(writer: _Writer, pod: PodTrace, truth: PodTruth, scrape: flo
             counter_text = f"{counter:.6f}"
             writer.write("container_cpu_usage_seconds_total", labels, counter_text, t)
             truth.memory_sum[t] += memory
+            truth.container_memory[container.name][t] = memory
             truth.cpu_seconds[container.name] = float(counter_text)
             pod_memory[t] += memory
             pod_cpu[t] = pod_cpu[t] + float(counter_text)

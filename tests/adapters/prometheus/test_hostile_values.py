@@ -96,3 +96,11 @@ async def test_a_pods_nonsense_values_are_not_measured_and_the_others_are(
     assert (gpu.fb_used_peak_bytes, gpu.fb_total_bytes) == (None, None)
     assert gpu.util_mean_percent == pytest.approx(41.0, abs=1e-6)  # what is a measurement still is
     assert measured[pods[1].uid].pod.memory_peak_bytes == 2 * scenario.GIB
+    # Its usage series: the memory points past a float are left out, the utilization stays.
+    points = measured[pods[1].uid].points
+    assert points is not None
+    assert points.gpu_memory == {}
+    (util,) = points.gpu_util.values()
+    assert util and set(util.values()) == {41.0}
+    other = measured[pods[0].uid].points
+    assert other is not None and set(next(iter(other.gpu_memory.values())).values()) == {2000.0 * 2**20}

@@ -1,0 +1,93 @@
+"""A job's usage series in the `usage_series` table: the row codec and its two statements.
+
+Written in the transaction that stores the job's usage (Store.complete_summary), read per
+dispatch round for the charts of the messages in it, and per page for the job page. Labels come
+from the cluster and the exporters, so on the way in they lose what Postgres' JSONB refuses and
+SQLite would keep (NUL, unpaired surrogates); values are finite numbers or null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from inno_notify.adapters.db.sql import chunks, upsert
+from inno_notify.adapters.db.tables import usage_series
+from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
+
+_KINDS = ("gpu_util", "gpu_memory", "memory")
+
+
+def _text(value: str) -> str:
+    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _line_json(line: SeriesLine) -> dict[str, Any]:
+    return {
+        "label": _text(line.label),
+        "pod": _text(line.pod_name),
+        "values": [_number(v) for v in line.values],
+        "shared": line.shared,
+    }
+
+
+def _line(data: Mapping[str, Any]) -> SeriesLine:
+    return SeriesLine(
+        label=str(data["label"]),
+        pod_name=str(data["pod"]),
+        # Numbers or null as stored (JSON gives back what series_to_row wrote: finite floats).
+        values=tuple(data["values"]),
+        shared=bool(data.get("shared", False)),
+    )
+
+
+def series_to_row(cluster: str, job_uid: str, series: UsageSeries) -> dict[str, Any]:
+    document: dict[str, Any] = {kind: [_line_json(line) for line in getattr(series, kind)] for kind in _KINDS}
+    document["pods"] = [
+        {"name": _text(p.name), "node": None if p.node is None else _text(p.node)} for p in series.pods
+    ]
+    return {
+        "cluster": cluster,
+        "job_uid": job_uid,
+        "step_seconds": series.step_seconds,
+        "start_at": series.start,
+        "series": document,
+    }
+
+
+def series_from_row(row: Mapping[Any, Any]) -> UsageSeries:
+    document = row["series"]
+    return UsageSeries(
+        step_seconds=int(row["step_seconds"]),
+        start=row["start_at"],
+        gpu_util=tuple(_line(line) for line in document.get("gpu_util", ())),
+        gpu_memory=tuple(_line(line) for line in document.get("gpu_memory", ())),
+        memory=tuple(_line(line) for line in document.get("memory", ())),
+        pods=tuple(SeriesPod(str(p["name"]), p.get("node")) for p in document.get("pods", ())),
+    )
+
+
+async def save_series(conn: AsyncConnection, cluster: str, uid: str, series: UsageSeries) -> None:
+    row = series_to_row(cluster, uid, series)
+    keys = ("cluster", "job_uid")
+    await conn.execute(upsert(conn, usage_series, keys, [c for c in row if c not in keys]), [row])
+
+
+async def series_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
+    """The stored series of these jobs, by uid (jobs without one are absent)."""
+    found: dict[str, UsageSeries] = {}
+    for part in chunks(sorted(set(uids))):
+        query = sa.select(usage_series).where(
+            usage_series.c.cluster == cluster, usage_series.c.job_uid.in_(part)
+        )
+        for row in (await conn.execute(query)).mappings():
+            found[row["job_uid"]] = series_from_row(row)
+    return found

@@ -1,0 +1,100 @@
+"""Links to the job and team pages that open without a login: signed with an HMAC and expiring.
+
+A message carries `{public_url}/jobs/{namespace}/{name}?uid=…&exp=…&sig=…` (or
+`/teams/{team}?week=…&exp=…&sig=…`). The signature is HMAC-SHA256 over what the page shows — the
+kind of page, its identifying values and the expiry — not over the URL's spelling, so a proxy
+that re-encodes the path, or serves the service under a path prefix, does not break it, and no
+value can be moved from one page to another. Whoever holds the link may open that one page until
+it expires; changing any value, the expiry or the signature gives a link that no longer verifies.
+
+Pure: the time is passed in, the key is given (settings read it from `links.secret_file`).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import hmac
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote, urlencode
+
+EXPIRY_PARAM = "exp"
+SIGNATURE_PARAM = "sig"
+JOB_PAGE = "job"
+TEAM_PAGE = "team"
+
+
+class LinkVerdict(enum.StrEnum):
+    VALID = "valid"
+    # No signature or no expiry: not a signed link at all (a token may still open the page).
+    UNSIGNED = "unsigned"
+    EXPIRED = "expired"
+    # The signature does not match the values: changed, cut, or signed with another key.
+    FORGED = "forged"
+
+
+def signature(key: bytes, page: str, values: Sequence[str], expires: int) -> str:
+    """The link's signature: base64url (no padding) of HMAC-SHA256 over the page, its values and
+    the expiry, encoded as a JSON array so that no two different tuples give the same message."""
+    message = json.dumps([page, *values, expires], ensure_ascii=True, separators=(",", ":")).encode()
+    digest = hmac.new(key, message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def verify(
+    key: bytes, page: str, values: Sequence[str], expires: str | None, sig: str | None, now: datetime
+) -> LinkVerdict:
+    """Whether a link's `exp` and `sig` parameters open `page` for `values` at `now`."""
+    if not expires or not sig:
+        return LinkVerdict.UNSIGNED
+    if not expires.isascii() or not expires.isdigit() or len(expires) > 12:
+        return LinkVerdict.FORGED
+    expected = signature(key, page, values, int(expires))
+    if not hmac.compare_digest(expected.encode("ascii"), sig.encode("utf-8", "surrogateescape")):
+        return LinkVerdict.FORGED
+    if now.timestamp() >= int(expires):
+        return LinkVerdict.EXPIRED
+    return LinkVerdict.VALID
+
+
+@dataclass(frozen=True, slots=True)
+class PageLinks:
+    """Builds the page links a message carries. Without `public_url` there are none; without a
+    `key` they are plain links, which open only with a bearer token."""
+
+    public_url: str | None
+    key: bytes | None = None
+    ttl_seconds: float = 30 * 86400.0
+
+    def job(self, namespace: str, name: str, uid: str, now: datetime) -> str | None:
+        """The page of one run of a job."""
+        path = f"/jobs/{quote(namespace, safe='')}/{quote(name, safe='')}"
+        return self._link(path, JOB_PAGE, [namespace, name, uid], {"uid": uid}, now)
+
+    def team(self, team: str, week: str, now: datetime) -> str | None:
+        """A team's weekly digest page."""
+        return self._link(f"/teams/{quote(team, safe='')}", TEAM_PAGE, [team, week], {"week": week}, now)
+
+    def expiry(self, now: datetime) -> int:
+        """When a link made at `now` stops opening its page (unix seconds, rounded up)."""
+        return math.ceil(now.timestamp() + self.ttl_seconds)
+
+    def _link(
+        self, path: str, page: str, values: Sequence[str], query: dict[str, str], now: datetime
+    ) -> str | None:
+        if not self.public_url:
+            return None
+        base = self.public_url.rstrip("/")
+        if self.key:
+            expires = self.expiry(now)
+            query = {
+                **query,
+                EXPIRY_PARAM: str(expires),
+                SIGNATURE_PARAM: signature(self.key, page, values, expires),
+            }
+        return f"{base}{path}?{urlencode(query, quote_via=quote)}"

@@ -1,0 +1,30 @@
+"""The job page for the API: the store's read of one run, rendered by the channel views.
+
+The API may not import the channel renderers (import-linter keeps it on the store), so the
+runtime hands it `job_page_provider`, built here, as it hands it the digest provider: given a
+namespace, a name and optionally a uid, it returns the page's HTML, or None when there is no
+such job. Drawing the chart and filling the template take milliseconds of CPU: off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from inno_notify.adapters.channels.pages import JobPageRenderer
+from inno_notify.adapters.db import Store
+
+# (namespace, name, uid or None for the newest run) -> the page, or None for no such job.
+JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
+
+
+def job_page_provider(store: Store, renderer: JobPageRenderer) -> JobPageProvider:
+    async def provide(namespace: str, name: str, uid: str | None) -> str | None:
+        data = await store.job_page_data(namespace, name, uid)
+        if data is None:
+            return None
+        return await asyncio.to_thread(
+            renderer.html, data.job, data.usage, data.recommendations, data.pods, data.series
+        )
+
+    return provide

@@ -1,0 +1,58 @@
+"""Usage series through the Store, on both dialects: stored with the summary, read back whole."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from inno_notify.adapters.db import Store, SummaryState
+from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
+
+from .records import T0, job, usage
+
+
+def series(**changes: object) -> UsageSeries:
+    base = UsageSeries(
+        step_seconds=60,
+        start=T0 + timedelta(minutes=5),
+        gpu_util=(
+            SeriesLine("gpu-node-0/0", "train-0", (12.5, None, 99.9)),
+            SeriesLine("gpu-node-0/1", "train-0", (0.0, 0.0, 0.0), shared=True),
+        ),
+        gpu_memory=(SeriesLine("gpu-node-0/0", "train-0", (1024.0**3, 2 * 1024.0**3, None)),),
+        memory=(SeriesLine("train-0", "train-0", (5e9, 6e9, 7e9)),),
+        pods=(SeriesPod("train-0", "gpu-node-0"), SeriesPod("train-1", None)),
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def test_series_is_stored_with_the_summary_and_read_back_whole(store: Store) -> None:
+    await store.upsert_jobs([job("a"), job("b")])
+    await store.complete_summary("default", "a", usage(), [], [], usage_series=series())
+    await store.complete_summary("default", "b", usage(), [], [], SummaryState.SUMMARIZED)
+
+    found = await store.series_of("default", ["a", "b", "missing"])
+
+    assert found == {"a": series()}
+    assert found["a"].start is not None and found["a"].start.tzinfo is not None
+
+
+async def test_measuring_again_replaces_the_series(store: Store) -> None:
+    await store.upsert_jobs([job("a")])
+    await store.complete_summary("default", "a", usage(), [], [], usage_series=series())
+    unmeasured = UsageSeries(pods=(SeriesPod("train-0", "gpu-node-0"),))
+    await store.complete_summary("default", "a", usage(), [], [], usage_series=unmeasured)
+    assert await store.series_of("default", ["a"]) == {"a": unmeasured}
+
+
+async def test_hostile_labels_and_values_are_stored_on_both_databases(store: Store) -> None:
+    await store.upsert_jobs([job("a")])
+    hostile = series(
+        gpu_util=(SeriesLine("node\x00/0", "pod\ud800", (float("nan"), float("inf"), 1.0)),),
+        pods=(SeriesPod("pod\x00", "node\ud800"),),
+    )
+    await store.complete_summary("default", "a", usage(), [], [], usage_series=hostile)
+    (line,) = (await store.series_of("default", ["a"]))["a"].gpu_util
+    assert line.values == (None, None, 1.0)
+    assert "\x00" not in line.label and line.label.startswith("node")
+    assert (await store.series_of("default", ["a"]))["a"].pods[0].name.startswith("pod")

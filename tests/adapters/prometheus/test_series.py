@@ -1,0 +1,218 @@
+"""Usage series against a real Prometheus holding generated data: what a job's chart draws.
+
+Every expected point comes from the samples the generator wrote (``metricgen``): per step ``(t −
+step, t]``, the mean utilization, the peak GPU memory and the sum over containers of each one's
+peak RAM. Raw points must match to 1e-6; the job's series (rounded to 0.1 % and whole bytes, as
+stored and drawn) within that rounding.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
+
+import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
+
+from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
+from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
+from inno_notify.domain.series import MAX_POINTS, PodPoints, grid_time, job_series
+from tests.adapters.prometheus import scenario
+from tests.adapters.prometheus.conftest import Loaded
+from tests.adapters.prometheus.metricgen import PodTruth
+from tests.adapters.prometheus.test_measure import window
+
+pytestmark = pytest.mark.prometheus
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+async def meter(cluster_prometheus: Loaded) -> AsyncIterator[UsageMeter]:
+    client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url, timeout_seconds=30))
+    yield UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
+    client.close()
+
+
+@pytest.fixture
+async def measured(cluster_prometheus: Loaded, meter: UsageMeter) -> dict[str, PodMeasurement]:
+    return await meter.measure_pods([window(p) for p in cluster_prometheus.cluster.round])
+
+
+def per_step(
+    samples: dict[float, float], step: int, combine: Callable[[list[float]], float]
+) -> dict[int, float]:
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for t, value in samples.items():
+        buckets[grid_time(t, step)].append(value)
+    return {t: combine(values) for t, values in buckets.items()}
+
+
+def mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def expected_points(truth: PodTruth, step: int, gpu_names: dict[str, str]) -> PodPoints:
+    """What the series must say, from the generator's samples; GPUs renamed from the generator's
+    key (UUID[/instance]) to the measurement's name."""
+    memory: dict[int, float] = defaultdict(float)
+    for samples in truth.container_memory.values():
+        for t, peak in per_step(samples, step, max).items():
+            memory[t] += peak
+    return PodPoints(
+        pod_uid="",
+        pod_name="",
+        step_seconds=step,
+        gpu_util={gpu_names[k]: per_step(g.util_at, step, mean) for k, g in truth.gpus.items() if g.util_at},
+        gpu_memory={
+            gpu_names[k]: {t: v * MIB for t, v in per_step(g.fb_used_mib_at, step, max).items()}
+            for k, g in truth.gpus.items()
+        },
+        memory=dict(memory),
+    )
+
+
+def gpu_names(m: PodMeasurement) -> dict[str, str]:
+    return {
+        (f"{g.uuid}/{g.gpu.rsplit('/mig', 1)[1]}" if "/mig" in g.gpu else str(g.uuid)): g.gpu for g in m.gpus
+    }
+
+
+SERIES_PODS = [
+    "train-4gpu-7xk2p",  # two idle GPUs of four, two containers
+    "mem-spike-q9z8w",  # a 20 s RAM spike between scrapes of a 15 s grid
+    "mig-job-p2m4c",  # GR_ENGINE_ACTIVE only
+    "slice-a-1b2c3",  # a time-sliced GPU: the whole GPU's values
+    "asr-retry-1-bbbbb",
+    "notebook-alice",  # an earlier pod of the same name lies inside the query's range
+]
+
+
+@pytest.mark.parametrize("name", SERIES_PODS)
+async def test_series_match_the_generated_samples(
+    cluster_prometheus: Loaded, meter: UsageMeter, measured: dict[str, PodMeasurement], name: str
+) -> None:
+    pod = cluster_prometheus.cluster.by_name(name)
+    m = measured[pod.uid]
+    truth = cluster_prometheus.truth[pod.uid]
+    assert m.points is not None
+    step = meter.series_steps([m.window])[pod.uid]
+    assert (pod.end - pod.start) / step <= MAX_POINTS
+    want = expected_points(truth, step, gpu_names(m) or {k: k for k in truth.gpus})
+    got = m.points
+    assert got.step_seconds == step
+    assert set(got.gpu_util) == set(want.gpu_util) and set(got.gpu_memory) == set(want.gpu_memory)
+    for gpu, points in want.gpu_util.items():
+        assert got.gpu_util[gpu].keys() == points.keys()
+        for t, value in points.items():
+            assert got.gpu_util[gpu][t] == pytest.approx(value, abs=1e-6), (gpu, t)
+    assert got.gpu_memory == want.gpu_memory
+    assert got.memory == want.memory
+
+    # What the chart draws: the job's series, rounded to 0.1 % and whole bytes.
+    series = job_series([got], gpus=m.gpus)
+    assert series.step_seconds == step and series.points <= MAX_POINTS + 1
+    assert series.start is not None
+    first = int(series.start.timestamp())
+    for line in series.gpu_util:
+        for i, value in enumerate(line.values):
+            truth_value = want.gpu_util[line.label].get(first + i * step)
+            if truth_value is None:
+                assert value is None
+            else:
+                assert value == pytest.approx(truth_value, abs=0.05 + 1e-9)
+    (ram,) = series.memory
+    assert {first + i * step: v for i, v in enumerate(ram.values) if v is not None} == want.memory
+
+
+async def test_idle_gpus_are_flat_at_zero(
+    cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    pod = cluster_prometheus.cluster.by_name("train-4gpu-7xk2p")
+    m = measured[pod.uid]
+    assert m.points is not None
+    series = job_series([m.points], gpus=m.gpus)
+    peaks = {line.label: max(v for v in line.values if v is not None) for line in series.gpu_util}
+    # gpu 3 never works, gpu 2 works one second a minute: both stay within a few percent of zero.
+    assert peaks["gpu-node-0/3"] == 0.0
+    assert peaks["gpu-node-0/2"] < 5.0
+    assert peaks["gpu-node-0/0"] > 50 and peaks["gpu-node-0/1"] > 50
+
+
+async def test_the_time_sliced_gpu_is_marked_shared(
+    cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    pod = cluster_prometheus.cluster.by_name("slice-b-4d5e6")
+    m = measured[pod.uid]
+    assert m.points is not None
+    series = job_series([m.points], gpus=m.gpus)
+    assert [line.shared for line in series.gpu_util] == [True]
+
+
+async def test_a_jobs_pods_share_one_step_and_a_gpu_used_again_is_one_line(
+    cluster_prometheus: Loaded, meter: UsageMeter
+) -> None:
+    retries = [cluster_prometheus.cluster.by_name(n) for n in ("asr-retry-0-aaaaa", "asr-retry-1-bbbbb")]
+    windows = [replace(window(p), job_uid="asr-job") for p in retries]
+    measured = await meter.measure_pods(windows)
+    steps = {measured[p.uid].points.step_seconds for p in retries}  # type: ignore[union-attr]
+    assert steps == {meter.series_steps(windows)[retries[0].uid]}
+    series = job_series([measured[p.uid].points for p in retries])  # type: ignore[misc]
+    (gpu,) = series.gpu_util
+    assert gpu.label == "gpu-node-0/4"
+    values = [v for v in gpu.values if v is not None]
+    # 90 % while the first pod ran, 40 % while the retry did (an A100: GR_ENGINE_ACTIVE).
+    assert max(values) == pytest.approx(90.0, abs=0.05)
+    assert min(values) == pytest.approx(40.0, abs=0.05)
+    assert [line.label for line in series.memory] == [p.name for p in retries]
+
+
+async def test_series_queries_grow_with_step_classes_not_with_jobs(cluster_prometheus: Loaded) -> None:
+    pods = [window(p) for p in cluster_prometheus.cluster.round]
+    client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url))
+    meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
+    try:
+        await meter.measure_pods(pods)
+        classes = len(set(meter.series_steps(pods).values()))
+        series = {k: n for k, n in meter.last_queries_by_kind.items() if k.startswith("series_")}
+        assert classes < len(pods)
+        assert series == {"series_util": classes, "series_fb": classes, "series_mem": classes}
+    finally:
+        client.close()
+
+
+async def test_figures_stand_when_the_series_cannot_be_had(cluster_prometheus: Loaded) -> None:
+    """A Prometheus (behind a proxy) that answers instant queries but fails every range query."""
+    upstream = cluster_prometheus.server.url
+
+    async def forward(request: web.Request) -> web.Response:
+        if request.path.endswith("/query_range"):
+            return web.Response(status=503, text="range queries are down")
+        async with (
+            ClientSession() as http,
+            http.request(
+                request.method, upstream + request.path_qs, data=await request.read(), headers=request.headers
+            ) as answer,
+        ):
+            return web.Response(
+                status=answer.status, body=await answer.read(), content_type="application/json"
+            )
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    client = PrometheusClient(ClientConfig(url=str(server.make_url("")).rstrip("/")))
+    try:
+        pod = cluster_prometheus.cluster.by_name("train-4gpu-7xk2p")
+        meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
+        measured = (await meter.measure_pods([window(pod)]))[pod.uid]
+        assert measured.points is None
+        assert measured.pod.memory_peak_bytes == cluster_prometheus.truth[pod.uid].memory_peak
+        assert len(measured.gpus) == 4
+    finally:
+        client.close()
+        await server.close()
