@@ -1,6 +1,6 @@
 """usage series
 
-Revision ID: ch01
+Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-01 06:58:27.299603
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "ch01"
+revision: str = "0009"
 down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
