@@ -5,7 +5,8 @@ waits for them (graceful: in-flight sends finish). Its parts are of two kinds:
 
 - every replica: the REST API, the probes, the outbox-depth sampler, and the leadership loop;
 - leader only (`lead`): watchers and ingestion, usage collection, dispatch, the digest scheduler,
-  built afresh for each term (watchers list afresh) and stopped when the term ends.
+  the Telegram bot's update polling (or its webhook's registration), built afresh for each term
+  (watchers list afresh) and stopped when the term ends.
 
 With leader election (`ha.enabled`; auto: on Postgres) the leadership loop is service.leadership's
 Elector, and the store's leader-only writes are fenced by the term (adapters/db/leases.py).
@@ -47,7 +48,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
-from inno_notify.api.keys import EventRouting
+from inno_notify.api.keys import EventRouting, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.page_links import PageLinks
@@ -63,6 +64,7 @@ from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.single_instance import single_instance
+from inno_notify.service.telegram_updates import TelegramBot, link_offer
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.service.workflows import WorkflowParts, build_workflows
 from inno_notify.settings import ConfigError, Settings, redact_secrets_of_url, secret_value
@@ -224,6 +226,7 @@ def build_dispatcher(
         digest_cluster=settings.cluster,
         telemetry=telemetry,
         charts=charts or build_charts(settings, store),
+        telegram_link=link_offer(settings),
     )
 
 
@@ -524,7 +527,10 @@ class _LeaderWork:
 
 
 def api_component(
-    settings: Settings, telemetry: Telemetry, readiness: Callable[[], Mapping[str, bool]]
+    settings: Settings,
+    telemetry: Telemetry,
+    readiness: Callable[[], Mapping[str, bool]],
+    telegram_webhook: TelegramWebhook | None = None,
 ) -> Component | None:
     """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
     if not api_enabled(settings.api):
@@ -548,6 +554,7 @@ def api_component(
             close_store=True,
             warm_usage=True,
             event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
+            telegram_webhook=telegram_webhook,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
@@ -655,6 +662,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
     meter = build_meter(settings.prometheus)
     senders: Mapping[str, Sender] = {}
     api: Any = None
+    bot = TelegramBot.build(settings, store, utc_now, telemetry)
     current: list[_LeaderWork] = []  # the leader work of the term in progress, if any
 
     async def lead(work_stop: asyncio.Event) -> None:
@@ -666,6 +674,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         components = list(pipeline.components)
         components.append(("digest", digest_component(settings, store, senders)))
         components.append(("live", live_component(settings, store, frozenset(senders), utc_now, telemetry)))
+        components += bot.leader_components() if bot is not None else []
         if watcher is not None:
             components.append(("watch", watch_component(watcher)))
             components.append(
@@ -708,7 +717,12 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
             components.append(("leadership", partial(elector.run, lead=lead)))
         else:
             components.append(("leadership", partial(_lead_alone, lead=lead, telemetry=telemetry)))
-        http = api_component(settings, telemetry, readiness)
+        hook = (
+            TelegramWebhook(bot.secret, bot.webhook)
+            if bot is not None and bot.secret and bot.mode == "webhook"
+            else None
+        )
+        http = api_component(settings, telemetry, readiness, hook)
         if http is not None:
             components.append(("api", http))
         # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.
@@ -735,6 +749,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
             await probes.cleanup()
         for sender in senders.values():
             await sender.aclose()
+        if bot is not None:
+            await bot.aclose()
         meter.client.close()
         if api is not None:
             await api.close()

@@ -307,11 +307,84 @@ class TelegramSettings(_Section):
         "https://api.telegram.org",
         description="Bot API server root; the service calls {api_url}/bot{token}/{method}.",
     )
+    bot_username: str | None = Field(
+        None,
+        description="The bot's username without @ (e.g. inno_notify_bot). Set: every e-mail and Slack summary to a directory user without a Telegram chat carries a link https://t.me/<bot>?start=<token> that links their chat (docs/channels.md); null: no self-service linking.",
+    )
+    updates: Literal["polling", "webhook", "off"] = Field(
+        "polling",
+        description="How the bot hears /start and the commands: polling (getUpdates long polling, on the leader only), webhook (Telegram posts to `webhook_url`; the service must be reachable from Telegram), off (the bot only sends; no linking, no commands).",
+    )
+    webhook_url: str | None = Field(
+        None,
+        description="`updates: webhook`: the public https URL that reaches the API's POST /telegram/webhook (e.g. https://inno-notify.example.org/telegram/webhook); the leader registers it with setWebhook.",
+    )
+    webhook_secret: SecretStr | None = Field(
+        None,
+        description="`updates: webhook`: the secret token (1-256 characters of A-Za-z0-9_-) Telegram sends in the X-Telegram-Bot-Api-Secret-Token header; a request without it is refused. null: one derived from the bot token.",
+    )
+    webhook_secret_file: str | None = Field(None, description="File holding webhook_secret.")
+    link_secret: SecretStr | None = Field(
+        None,
+        description="Key that signs the linking tokens (32+ random characters advised); null: a key derived from the bot token (a new bot token then voids the links in flight).",
+    )
+    link_secret_file: str | None = Field(None, description="File holding link_secret.")
+    link_ttl_hours: float = Field(
+        72,
+        gt=0,
+        le=720,
+        description="How long a linking link stays valid; each new summary carries a fresh one, and a used link is void at once.",
+    )
+    poll_timeout_seconds: int = Field(
+        30,
+        ge=0,
+        le=50,
+        description="`updates: polling`: how long one getUpdates call waits for an update (long polling).",
+    )
+
+    @field_validator("bot_username")
+    @classmethod
+    def _plain_username(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        name = value.strip().removeprefix("@")
+        # Telegram usernames: 5-32 characters of A-Za-z0-9_ (a bot's ends in "bot").
+        if not re.fullmatch(r"[A-Za-z0-9_]{5,32}", name):
+            raise ValueError(f"not a Telegram username: {value!r}")
+        return name
+
+    @field_validator("updates", mode="before")
+    @classmethod
+    def _off_is_a_word(cls, value: Any) -> Any:
+        # YAML reads a bare `off` as false.
+        return "off" if value is False else value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _https_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s]+", value):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _token_from_file(self) -> TelegramSettings:
         if self.token_file is not None:
             object.__setattr__(self, "token", _read_secret_file(self.token_file, "token_file"))
+        if self.webhook_secret_file is not None:
+            object.__setattr__(
+                self, "webhook_secret", _read_secret_file(self.webhook_secret_file, "webhook_secret_file")
+            )
+        if self.link_secret_file is not None:
+            object.__setattr__(
+                self, "link_secret", _read_secret_file(self.link_secret_file, "link_secret_file")
+            )
+        webhook_secret = secret_value(self.webhook_secret)
+        if webhook_secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", webhook_secret):
+            raise ValueError("webhook_secret must be 1-256 characters of A-Za-z0-9_-")
+        if secret_value(self.link_secret) == "":
+            raise ValueError("link_secret is empty")
+        if self.updates == "webhook" and self.webhook_url is None:
+            raise ValueError("updates: webhook needs webhook_url (the public URL Telegram posts to)")
         return self
 
 

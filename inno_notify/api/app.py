@@ -26,7 +26,7 @@ from inno_notify.api.auth import ApiConfigError, SignedPages, TokenTable, auth_m
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
-from inno_notify.api.views import usage
+from inno_notify.api.views import telegram, usage
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
 
@@ -91,6 +91,7 @@ def create_app(
     event_routing: keys.EventRouting | None = None,
     job_pages: keys.JobPageProvider | None = None,
     link_key: bytes | None = None,
+    telegram_webhook: keys.TelegramWebhook | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -109,6 +110,9 @@ def create_app(
     `job_pages` renders the job pages (GET /jobs/…; the team pages come from `digest_provider`);
     `link_key` is the key the links in messages are signed with (`links.secret_file`): a request
     for a page with a link it signed needs no token (auth.SignedPages).
+    `telegram_webhook`, when the bot takes its updates by webhook, routes POST /telegram/webhook,
+    which takes Telegram's secret header instead of a token (views/telegram.py); it is Telegram's
+    interface, not a resource of this API, so it is no row of routes.ENDPOINTS.
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -125,7 +129,7 @@ def create_app(
             deadline_middleware(handler_timeout_seconds),
             auth_middleware(
                 tokens,
-                routes.open_paths(),
+                routes.open_paths() | (telegram.OPEN_PATHS if telegram_webhook is not None else frozenset()),
                 routes.roles_of(),
                 routes.only_named(),
                 SignedPages(link_key, clock, routes.signed_subject()),
@@ -154,6 +158,9 @@ def create_app(
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))
     routes.add_routes(app)
+    if telegram_webhook is not None:
+        app[keys.TELEGRAM_WEBHOOK] = telegram_webhook
+        app.router.add_post(telegram.WEBHOOK_PATH, telegram.telegram_webhook)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         if warm_usage:

@@ -34,6 +34,15 @@ class EventRouting:
     allowed_email_domains: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class TelegramWebhook:
+    """The bot's webhook (`channels.telegram.updates: webhook`): the secret Telegram must send, and
+    the service's handler of one update (service.telegram_updates, given by the runtime)."""
+
+    secret: str
+    handle: Callable[[Mapping[str, object]], Awaitable[None]]
+
+
 STORE = web.AppKey("store", Store)
 TOKENS = web.AppKey("tokens", TokenTable)
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
@@ -47,3 +56,4 @@ DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)
+TELEGRAM_WEBHOOK = web.AppKey("telegram_webhook", TelegramWebhook)

@@ -18,7 +18,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator, with_config
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
 from inno_notify.adapters.db.usage_queries import GroupBy
@@ -34,6 +42,8 @@ from inno_notify.domain.model import (
     Severity,
     Unit,
 )
+from inno_notify.domain.preferences import Via
+from inno_notify.domain.telegram_commands import MAX_MUTE_HOURS
 
 # Every resource is closed (additionalProperties: false) and describes itself from its docstrings.
 CLOSED = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -233,19 +243,64 @@ class NotificationPage(TypedDict):
 # --- the directory -----------------------------------------------------------------------------
 
 
+# What a person may ask for themselves: `never` is an annotation for a job, not a person's choice.
+PersonNotify = Literal["always", "failure"]
+
+
+@with_config(CLOSED)
+class Preference(TypedDict):
+    """One preference a person (or an admin for them) set over the directory, and where it came from."""
+
+    value: int | list[Channel] | PersonNotify | datetime | None
+    via: Via
+    """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}."""
+    by: str | None
+    """The chat id, or the API token's name."""
+    at: datetime
+
+
+@with_config(CLOSED)
+class UserPreferences(TypedDict):
+    """The preferences the person set, each with its origin (the others: the directory's)."""
+
+    telegram_chat_id: NotRequired[Preference]
+    channels: NotRequired[Preference]
+    notify: NotRequired[Preference]
+    muted_until: NotRequired[Preference]
+
+
 @with_config(CLOSED)
 class User(TypedDict):
+    """A user as routing sees them: the directory entry with their own preferences applied."""
+
     email: str
     name: str | None
     slack_user_id: str | None
     telegram_chat_id: int | None
     channels: list[Channel]
+    notify: PersonNotify
+    """failure: the person asked for failed jobs' summaries only (/failures)."""
+    muted_until: datetime | None
+    """Their messages are held until then (none is lost); null: not muted."""
+    preferences: UserPreferences
 
 
 @with_config(CLOSED)
 class UserPage(TypedDict):
     items: list[User]
     next_cursor: NextCursor
+
+
+class PreferencesBody(BaseModel):
+    """A person's own preferences to set (a value) or drop (null: the directory's value stands
+    again); the ones left out are kept. Recorded as set through the API by the token's name."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    telegram_chat_id: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    channels: tuple[Channel, ...] | None = Field(None, min_length=1)
+    notify: PersonNotify | None = None
+    muted_until: AwareDatetime | None = Field(None, description=f"At most {MAX_MUTE_HOURS:g} hours ahead.")
 
 
 class UserBody(BaseModel):
@@ -258,6 +313,9 @@ class UserBody(BaseModel):
     slack_user_id: str | None = Field(None, max_length=64, pattern=SAFE_PATTERN)
     telegram_chat_id: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     channels: tuple[Channel, ...] = (Channel.EMAIL,)
+    preferences: PreferencesBody | None = Field(
+        None, description="The person's own preferences to change; left out or null: none changes."
+    )
 
 
 # --- pipeline events (POST /api/v1/events) ----------------------------------------------------

@@ -19,7 +19,8 @@ from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
 from inno_notify.adapters.db.workflows import EventRecord
 from inno_notify.api import resources
-from inno_notify.domain.model import Channel, DirectoryUser, Notification, Recommendation
+from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotifyMode, Recommendation
+from inno_notify.domain.preferences import Preferences
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 R = TypeVar("R")
@@ -139,8 +140,23 @@ def notification(n: Notification) -> resources.Notification:
     return same_names(resources.Notification, n)
 
 
-def user(u: DirectoryUser) -> resources.User:
-    return same_names(resources.User, u)
+def user(u: DirectoryUser, prefs: Preferences | None = None) -> resources.User:
+    """A user as routing sees them (their own preferences applied), with those preferences and
+    where each came from."""
+    shown = same_names(resources.User, u, skip=("notify", "muted_until", "preferences"))
+    shown["notify"] = "failure" if u.notify is NotifyMode.FAILURE else "always"
+    shown["muted_until"] = prefs.muted_until if prefs is not None else None
+    shown["preferences"] = preferences(prefs)
+    return shown
+
+
+def preferences(prefs: Preferences | None) -> resources.UserPreferences:
+    """The preferences the person set, each with its origin."""
+    shown: dict[str, resources.Preference] = {}
+    for name, origin in (prefs.origins if prefs is not None else {}).items():
+        # orjson spells tuples, enums and datetimes as the other resources do.
+        shown[name] = {"value": getattr(prefs, name), "via": origin.via, "by": origin.by, "at": origin.at}
+    return cast(resources.UserPreferences, shown)
 
 
 def event_receipt(event: EventRecord, duplicate: bool) -> resources.EventReceipt:

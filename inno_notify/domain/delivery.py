@@ -9,6 +9,10 @@ is the latest due time of the set), but no later than `cap_factor × group_wait`
 member, so a never-ending sweep still reports. Rows of a set that is not ready are deferred to
 the time it will be.
 
+A muted recipient's rows are held (`hold_muted`): due at the end of the mute, none lost, and since
+they all come due at that one moment, the grouping above sends a recipient's held summaries as one
+message per channel. Bot replies are never held: they answer what the person just asked.
+
 Retries follow Alertmanager's schedule: 0.5 s × 1.5 per attempt up to 60 s, with jitter, unless
 the provider said how long to wait; a failure the provider calls permanent, or any failure
 after `give_up_after` seconds past the row's due time, ends the row as failed. A provider's wait
@@ -20,7 +24,7 @@ give-up deadline fails the row now, with the reason, instead of parking it for t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,6 +35,8 @@ DEFAULT_MAX_PER_MESSAGE = 500
 # The longest wait a provider may impose on one row: an hour is more than any documented rate
 # limit (Telegram and Slack ask for seconds to minutes), and it keeps `now + wait` a valid date.
 MAX_RETRY_AFTER_SECONDS = 3600.0
+# Kinds a mute does not hold: the bot's answers to the person's own commands.
+UNHELD_KINDS = frozenset({NotificationKind.BOT_REPLY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,25 @@ def plan_batch(
         )
     messages.sort(key=lambda m: _age(m[0]))
     return BatchPlan(tuple(messages), tuple(deferred))
+
+
+def hold_muted(
+    due: Sequence[Notification], muted_until: Mapping[str, datetime], now: datetime
+) -> tuple[list[Notification], list[tuple[Notification, datetime]]]:
+    """Splits due rows into those that may go now and those held until their recipient's mute ends.
+
+    `muted_until` is keyed by lower-case e-mail; a mute that has ended holds nothing. A held row is
+    due again (and counts as due, for give-up and grouping) from the end of the mute.
+    """
+    free: list[Notification] = []
+    held: list[tuple[Notification, datetime]] = []
+    for row in due:
+        until = muted_until.get(row.recipient.strip().lower())
+        if until is not None and until > now and row.kind not in UNHELD_KINDS:
+            held.append((row, until))
+        else:
+            free.append(row)
+    return free, held
 
 
 def _set_ready_at(members: Iterable[Notification], cap: timedelta) -> datetime:

@@ -101,6 +101,8 @@ class NotificationKind(enum.StrEnum):
     MODEL_SERVING = "model_serving"
     # A message a pipeline posted (POST /api/v1/events, `inno-notify send`).
     PIPELINE_EVENT = "pipeline_event"
+    # The bot's answer to a command in a Telegram chat (domain.telegram_commands).
+    BOT_REPLY = "bot_reply"
 
 
 class DeliveryStatus(enum.StrEnum):
@@ -368,6 +370,10 @@ class DirectoryUser:
     slack_user_id: str | None = None
     telegram_chat_id: int | None = None
     channels: tuple[str, ...] = ("email",)
+    # The person's own preferences (domain.preferences): FAILURE asks for failed jobs' summaries only;
+    # `telegram_stopped` says they unlinked Telegram with /stop, so summaries stop offering a link.
+    notify: NotifyMode = NotifyMode.ALWAYS
+    telegram_stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,10 @@ Rules (CONTRACT.md §3, issue 6):
   (Telegram without a chat id), are skipped with a reason the caller logs.
 - Idle nudges (plan_nudge) go to the same recipients on the same channels, except that only
   `notify: never` silences them.
+- A person's own preferences (domain.preferences, applied to the directory entry before routing):
+  one who asked for failures only (`/failures`) gets no summary of a job or workflow that did not
+  fail. A directory user without a Telegram chat (who did not /stop it) has rows marked
+  `telegram_linkable`: their e-mail and Slack summaries offer the link that connects one.
 - An owner is an e-mail address only if it is exactly one plain address (domain.addresses): a
   list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
   and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
@@ -46,6 +50,9 @@ from inno_notify.domain.model import (
 )
 
 KNOWN_CHANNELS = frozenset(c.value for c in Channel)
+# Payload key of a row to a directory user who has no Telegram chat yet (and did not /stop it).
+TELEGRAM_LINKABLE = "telegram_linkable"
+FAILURES_ONLY = "the recipient asked for failed jobs only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +132,8 @@ def plan_summary(
             payload=payload,
         )
 
-    return _route(job, users, teams, enabled_channels, allowed_email_domains, row)
+    failed = job.status is JobStatus.FAILED
+    return _route(job, users, teams, enabled_channels, allowed_email_domains, row, failed=failed)
 
 
 def plan_nudge(
@@ -172,8 +180,13 @@ def _route(
     enabled_channels: frozenset[str],
     allowed_email_domains: Collection[str],
     make_row: Callable[[str, str, dict[str, object]], Notification],
+    *,
+    failed: bool | None = None,
 ) -> RoutingPlan:
-    """The rows for `job`'s recipients (its owner, else its team's leads) on their channels."""
+    """The rows for `job`'s recipients (its owner, else its team's leads) on their channels.
+
+    `failed`: whether the message is about a run that failed, for a person's failures-only
+    preference (None: it is about no ended run, a nudge, and the preference does not apply)."""
     directory = _by_email(users)
     owner = (job.owner or "").strip()
     if owner and (owner.lower() in directory or is_single_address(owner)):
@@ -196,6 +209,9 @@ def _route(
         unique.setdefault(address.strip().lower(), address.strip())
     for address in unique.values():
         user = directory.get(address.lower())
+        if user is not None and not _wants(user, failed):
+            skipped.append(Skipped(user.email, "*", FAILURES_ONLY))
+            continue
         for channel, reason in _channels_for(job, user, enabled_channels):
             recipient = user.email if user is not None else address
             if reason is None and channel == Channel.EMAIL.value:
@@ -223,9 +239,17 @@ def _addresses(user: DirectoryUser | None) -> dict[str, object]:
         payload["name"] = user.name
     if user.telegram_chat_id is not None:
         payload["telegram_chat_id"] = user.telegram_chat_id
+    elif not user.telegram_stopped:
+        payload[TELEGRAM_LINKABLE] = True
     if user.slack_user_id:
         payload["slack_user_id"] = user.slack_user_id
     return payload
+
+
+def _wants(user: DirectoryUser, failed: bool | None) -> bool:
+    """Whether the person's own preference lets a message about a run that `failed` through (None:
+    the message is about no run, the preference does not apply)."""
+    return failed is None or failed or user.notify is not NotifyMode.FAILURE
 
 
 def _by_email(users: Mapping[str, DirectoryUser]) -> dict[str, DirectoryUser]:
@@ -311,6 +335,7 @@ def plan_message(
         now,
         cluster,
         allowed_email_domains,
+        failed=audience.failed if kind is NotificationKind.WORKFLOW_SUMMARY else None,
     )
     if audience.team_channel and team is not None:
         notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, cluster)
@@ -378,6 +403,8 @@ def _route_people(
     now: datetime,
     cluster: str | None,
     allowed_email_domains: Collection[str],
+    *,
+    failed: bool | None = None,
 ) -> tuple[list[Notification], list[Skipped]]:
     notifications: list[Notification] = []
     skipped: list[Skipped] = []
@@ -387,6 +414,9 @@ def _route_people(
     for address in unique.values():
         user = directory.get(address.lower())
         recipient = user.email if user is not None else address
+        if user is not None and not _wants(user, failed):
+            skipped.append(Skipped(recipient, "*", FAILURES_ONLY))
+            continue
         for channel, reason in _wanted_channels(wanted, user, enabled):
             if reason is None and channel == Channel.EMAIL.value:
                 reason = email_refusal(recipient, allowed_email_domains)

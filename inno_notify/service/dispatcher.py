@@ -19,8 +19,10 @@ what another dispatcher may have claimed meanwhile.
 Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
 once per team and week in a round) are claimed here, and so are the messages that carry their
-content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges: one
-row per message, rendered from the payload).
+content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges, the
+bot's answers in Telegram chats: one row per message, rendered from the payload). An e-mail or Slack
+summary to a directory user without a Telegram chat carries the link that connects one, minted as
+it is rendered (`telegram_link`, service.telegram_updates.LinkOffer).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ PAYLOAD_KINDS = frozenset(
         NotificationKind.WORKFLOW_SUMMARY,
         NotificationKind.MODEL_SERVING,
         NotificationKind.PIPELINE_EVENT,
+        NotificationKind.BOT_REPLY,
         NotificationKind.IDLE_NUDGE,
     }
 )
@@ -124,6 +127,7 @@ class Dispatcher:
         record_linger_seconds: float = DEFAULT_RECORD_LINGER,
         record_attempts: int = RECORD_ATTEMPTS,
         charts: JobCharts | None = None,
+        telegram_link: Callable[[Notification, datetime], str | None] | None = None,
     ) -> None:
         if not 0 < send_timeout_seconds < lease_seconds:
             raise ValueError(
@@ -154,6 +158,7 @@ class Dispatcher:
         self._record_attempts = max(1, record_attempts)
         # Summaries carry their jobs' charts (service.job_charts); None: text only.
         self._charts = charts
+        self._telegram_link = telegram_link
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and
@@ -309,9 +314,12 @@ class Dispatcher:
             except ValueError as exc:
                 # A payload without team or week: no later attempt can render it.
                 raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
+        link = self._telegram_link(rows[0], self._clock()) if self._telegram_link is not None else None
         if rows[0].kind in PAYLOAD_KINDS:
             try:
-                return self._renderer.render_payload(channel, rows[0].kind, rows[0].payload)
+                return self._renderer.render_payload(
+                    channel, rows[0].kind, rows[0].payload, telegram_link=link
+                )
             except ValueError as exc:
                 raise _UnusableRow(f"{rows[0].kind.value} row cannot be rendered: {exc}") from None
         keys = [(r.cluster or "", r.job_uid or "") for r in rows]
@@ -322,8 +330,8 @@ class Dispatcher:
         ]
         images = extras.images if extras is not None else ()
         if len(views) == 1:
-            return self._renderer.render_summary(channel, views[0], images=images)
-        return self._renderer.render_group(channel, views, images=images)
+            return self._renderer.render_summary(channel, views[0], images=images, telegram_link=link)
+        return self._renderer.render_group(channel, views, images=images, telegram_link=link)
 
     async def _record_failure(
         self,

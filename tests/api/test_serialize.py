@@ -42,8 +42,8 @@ def test_a_serializer_gives_its_resource(
 
 
 def test_a_field_the_record_lacks_is_named() -> None:
-    class WithNickname(resources.User):
+    class WithNickname(resources.Notification):
         nickname: str
 
     with pytest.raises(AttributeError, match="nickname"):
-        serialize.same_names(WithNickname, user())
+        serialize.same_names(WithNickname, replace(notification(), id=3))

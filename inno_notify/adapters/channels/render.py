@@ -49,7 +49,9 @@ from inno_notify.adapters.channels.markup import (
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
 from inno_notify.adapters.channels.nudge_views import NudgeView
+from inno_notify.adapters.channels.reply_views import BotReplyView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
+from inno_notify.domain.bot_replies import Reply, decode_reply
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
 from inno_notify.domain.page_links import PageLinks
@@ -59,6 +61,7 @@ from inno_notify.domain.workflows import WorkflowSummary
 BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 JOB_SUMMARY = "job_summary"
 GROUP_SUMMARY = "group_summary"
+BOT_REPLY = NotificationKind.BOT_REPLY.value
 IDLE_NUDGE = NotificationKind.IDLE_NUDGE.value
 # Messages whose content travels in the outbox row (domain.messages, domain.live), one template set
 # each.
@@ -138,24 +141,38 @@ class Renderer:
                 for kind in (JOB_SUMMARY, GROUP_SUMMARY, *PAYLOAD_KINDS):
                     for name in self._names(channel, kind):
                         self._environment_for(name).get_template(name)
+            for name in self._names(Channel.TELEGRAM, BOT_REPLY):
+                self._environment_for(name).get_template(name)
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
 
     def render_summary(
-        self, channel: Channel | str, view: SummaryView, *, images: Sequence[InlineImage] = ()
+        self,
+        channel: Channel | str,
+        view: SummaryView,
+        *,
+        images: Sequence[InlineImage] = (),
+        telegram_link: str | None = None,
     ) -> RenderedMessage:
-        """The summary of one finished job for `channel`."""
+        """The summary of one finished job for `channel`; `telegram_link` is the deep link that
+        connects the recipient's Telegram chat, for a recipient who has none (e-mail and Slack)."""
         context = {
             "job": view,
             "log_url": self.log_url(view),
             "grafana_url": self.grafana_url(view),
             "dashboard_url": self.job_dashboard_url(view),
             "images": tuple(images),
+            "telegram_link": telegram_link,
         }
         return self._render(Channel(channel), JOB_SUMMARY, context, images)
 
     def render_group(
-        self, channel: Channel | str, views: Sequence[SummaryView], *, images: Sequence[InlineImage] = ()
+        self,
+        channel: Channel | str,
+        views: Sequence[SummaryView],
+        *,
+        images: Sequence[InlineImage] = (),
+        telegram_link: str | None = None,
     ) -> RenderedMessage:
         """One message for several jobs: a compact table and totals."""
         items = [GroupItem(v, self.log_url(v), self.job_dashboard_url(v), self.grafana_url(v)) for v in views]
@@ -165,6 +182,7 @@ class Renderer:
             "recommendations": _distinct_recommendations(views, GROUP_RECOMMENDATIONS),
             "dashboard_url": self._dashboard_url,
             "images": tuple(images),
+            "telegram_link": telegram_link,
         }
         return self._render(Channel(channel), GROUP_SUMMARY, context, images)
 
@@ -172,9 +190,15 @@ class Renderer:
         """A nudge about a running pod whose GPUs idle (the live check's finding)."""
         return self._render(Channel(channel), IDLE_NUDGE, {"n": view}, ())
 
-    def render_workflow(self, channel: Channel | str, summary: WorkflowSummary) -> RenderedMessage:
+    def render_workflow(
+        self, channel: Channel | str, summary: WorkflowSummary, *, telegram_link: str | None = None
+    ) -> RenderedMessage:
         """The summary of one finished workflow (all its steps) for `channel`."""
-        context = {"workflow": WorkflowView.of(summary), "dashboard_url": self._dashboard_url}
+        context = {
+            "workflow": WorkflowView.of(summary),
+            "dashboard_url": self._dashboard_url,
+            "telegram_link": telegram_link,
+        }
         return self._render(Channel(channel), NotificationKind.WORKFLOW_SUMMARY.value, context, ())
 
     def render_serving(self, channel: Channel | str, notice: ServingNotice) -> RenderedMessage:
@@ -187,13 +211,28 @@ class Renderer:
         context = {"message": PipelineView.of(message)}
         return self._render(Channel(channel), NotificationKind.PIPELINE_EVENT.value, context, ())
 
+    def render_reply(self, reply: Reply) -> TelegramMessage:
+        """The bot's answer in a Telegram chat."""
+        message = self._render(Channel.TELEGRAM, BOT_REPLY, {"r": BotReplyView.of(reply)}, ())
+        assert isinstance(message, TelegramMessage)
+        return message
+
     def render_payload(
-        self, channel: Channel | str, kind: NotificationKind, payload: Mapping[str, Any]
+        self,
+        channel: Channel | str,
+        kind: NotificationKind,
+        payload: Mapping[str, Any],
+        *,
+        telegram_link: str | None = None,
     ) -> RenderedMessage:
-        """A message of one of the PAYLOAD_KINDS from its outbox payload; ValueError when the payload
-        is not one (no later attempt can render it)."""
+        """A message of one of the PAYLOAD_KINDS (or a bot reply) from its outbox payload;
+        ValueError when the payload is not one (no later attempt can render it)."""
+        if kind is NotificationKind.BOT_REPLY:
+            if Channel(channel) is not Channel.TELEGRAM:
+                raise ValueError("a bot reply goes to Telegram only")
+            return self.render_reply(decode_reply(payload))
         if kind is NotificationKind.WORKFLOW_SUMMARY:
-            return self.render_workflow(channel, decode_workflow(payload))
+            return self.render_workflow(channel, decode_workflow(payload), telegram_link=telegram_link)
         if kind is NotificationKind.MODEL_SERVING:
             return self.render_serving(channel, decode_serving(payload))
         if kind is NotificationKind.PIPELINE_EVENT:

@@ -129,26 +129,31 @@ class TelegramSender:
         await self._request.shutdown()
 
     def _classify(self, exc: TelegramError) -> ChannelError:
-        # Order matters: BadRequest and TimedOut are NetworkError subclasses in PTB.
-        text = redact(exc.message, [self._token])
-        if isinstance(exc, RetryAfter):
-            return ChannelError(f"telegram: {text}", retryable=True, retry_after=_retry_after(exc))
-        if isinstance(exc, Forbidden):
-            return ChannelError(f"telegram: forbidden: {text}", retryable=False)
-        if isinstance(exc, InvalidToken):
-            return ChannelError("telegram: the bot token was rejected", retryable=False)
-        if isinstance(exc, BadRequest):
-            return ChannelError(f"telegram: bad request: {text}", retryable=False)
-        if isinstance(exc, ChatMigrated):
-            return ChannelError(
-                f"telegram: chat moved to {exc.new_chat_id}; update the directory", retryable=False
-            )
-        if isinstance(exc, TimedOut):
-            return ChannelError(f"telegram: timed out: {text}", retryable=True)
-        if isinstance(exc, NetworkError):
-            # PTB maps 5xx (and any status it does not know) to NetworkError.
-            return ChannelError(f"telegram: {text}", retryable=True)
-        return ChannelError(f"telegram: {type(exc).__name__}: {text}", retryable=False)
+        return classify(exc, self._token)
+
+
+def classify(exc: TelegramError, token: str) -> ChannelError:
+    """A Bot API failure as a ChannelError: retryable or not, the provider's wait, no token in it."""
+    # Order matters: BadRequest and TimedOut are NetworkError subclasses in PTB.
+    text = redact(exc.message, [token])
+    if isinstance(exc, RetryAfter):
+        return ChannelError(f"telegram: {text}", retryable=True, retry_after=_retry_after(exc))
+    if isinstance(exc, Forbidden):
+        return ChannelError(f"telegram: forbidden: {text}", retryable=False)
+    if isinstance(exc, InvalidToken):
+        return ChannelError("telegram: the bot token was rejected", retryable=False)
+    if isinstance(exc, BadRequest):
+        return ChannelError(f"telegram: bad request: {text}", retryable=False)
+    if isinstance(exc, ChatMigrated):
+        return ChannelError(
+            f"telegram: chat moved to {exc.new_chat_id}; update the directory", retryable=False
+        )
+    if isinstance(exc, TimedOut):
+        return ChannelError(f"telegram: timed out: {text}", retryable=True)
+    if isinstance(exc, NetworkError):
+        # PTB maps 5xx (and any status it does not know) to NetworkError.
+        return ChannelError(f"telegram: {text}", retryable=True)
+    return ChannelError(f"telegram: {type(exc).__name__}: {text}", retryable=False)
 
 
 def _retry_after(exc: RetryAfter) -> float:

@@ -1,4 +1,9 @@
-"""Queries on the directory (users and teams) and on the checkpoint key/value table."""
+"""Queries on the directory (users and teams) and on the checkpoint key/value table.
+
+Users are read as they stand for routing: each one's own preferences (preferences.py), where they
+set any, override the directory entry (domain.preferences.apply_preferences). `directory_user`
+reads the entry alone, as the YAML file or an admin wrote it.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.preferences import all_preferences, get_preferences
 from inno_notify.adapters.db.sql import upsert
-from inno_notify.adapters.db.tables import checkpoints, teams, users
+from inno_notify.adapters.db.tables import checkpoints, teams, user_preferences, users
 from inno_notify.domain.model import DirectoryUser, Team
+from inno_notify.domain.preferences import apply_preferences
 
 
 async def upsert_user(conn: AsyncConnection, user: DirectoryUser) -> None:
@@ -18,18 +25,30 @@ async def upsert_user(conn: AsyncConnection, user: DirectoryUser) -> None:
     await conn.execute(upsert(conn, users, ["email"], [c for c in row if c != "email"]), [row])
 
 
-async def get_user(conn: AsyncConnection, email: str) -> DirectoryUser | None:
+async def directory_user(conn: AsyncConnection, email: str) -> DirectoryUser | None:
+    """The directory entry as written, without the person's own preferences."""
     row = (await conn.execute(sa.select(users).where(users.c.email == email))).mappings().first()
     return None if row is None else codec.user_from_row(row)
 
 
+async def get_user(conn: AsyncConnection, email: str) -> DirectoryUser | None:
+    """The user with their own preferences applied."""
+    user = await directory_user(conn, email)
+    return None if user is None else apply_preferences(user, await get_preferences(conn, email))
+
+
 async def list_users(conn: AsyncConnection) -> list[DirectoryUser]:
+    """Every user, ordered by e-mail, with their own preferences applied."""
     result = await conn.execute(sa.select(users).order_by(users.c.email))
-    return [codec.user_from_row(row) for row in result.mappings()]
+    entries = [codec.user_from_row(row) for row in result.mappings()]
+    preferences = await all_preferences(conn)
+    return [apply_preferences(user, preferences.get(user.email)) for user in entries]
 
 
 async def delete_user(conn: AsyncConnection, email: str) -> bool:
+    """Removes the user and what they set for themselves (a user added again starts afresh)."""
     result = await conn.execute(sa.delete(users).where(users.c.email == email))
+    await conn.execute(sa.delete(user_preferences).where(user_preferences.c.email == email))
     return result.rowcount == 1
 
 

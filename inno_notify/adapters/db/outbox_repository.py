@@ -11,6 +11,8 @@ concurrency tests exercise:
   caller's leadership term; rows of a group still waiting are deferred; and the job figures the
   messages need are read in the same transaction, so a round costs one pooled connection.
 - A lease is what brings a crashed claimer's rows back: no recovery pass is needed.
+- Due rows whose recipient is muted (a person's `/mute`, preferences.py) are not leased but held:
+  due again when the mute ends, when they all go out together.
 - Every mark (sent, retry, failed) settles a row only while it is pending and still carries the
   token of the claim that sent it. Once a lease ran out and another claimer took the row, the
   first claimer's late outcome changes nothing.
@@ -44,13 +46,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db import codec
+from inno_notify.adapters.db import codec, preferences
 from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.jobs import get_jobs
 from inno_notify.adapters.db.leases import UNFENCED, Fence, taken_over
 from inno_notify.adapters.db.sql import chunks
 from inno_notify.adapters.db.tables import outbox, recommendations, usage
-from inno_notify.domain.delivery import BatchPlan
+from inno_notify.domain.delivery import BatchPlan, hold_muted
 from inno_notify.domain.model import (
     DeliveryStatus,
     JobRecord,
@@ -297,6 +299,14 @@ async def _claim_rows(
     due = [codec.notification_from_row(row) for row in due_rows]
     if not due:
         return BatchPlan(())
+    # Rows of a muted recipient wait, unleased, until the mute ends (preferences.py releases them
+    # early when it does): they are not sent, nor do they ride along or hold a group back.
+    mutes = await preferences.mutes_of(conn, {row.recipient for row in due}, now)
+    if mutes:
+        due, held = hold_muted(due, mutes, now)
+        await preferences.hold(conn, [(row.id, until) for row, until in held if row.id is not None])
+        if not due:
+            return BatchPlan(())
     if planner is None:
         plan = one_message_per_row(due, ())
     else:

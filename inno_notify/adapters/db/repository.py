@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -31,6 +32,7 @@ from inno_notify.adapters.db import (
     live_queries,
     nudge_ledger,
     outbox,
+    preferences,
     recommendation_queries,
     rejected,
     series,
@@ -48,6 +50,7 @@ from inno_notify.adapters.db.jobs import (
 )
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.outbox_repository import OutboxRepository, Summary
+from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
 from inno_notify.adapters.db.workflows import (
     EventRecord,
     TerminalWorkflow,
@@ -67,9 +70,11 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
+from inno_notify.domain.preferences import Origin, Preferences
 from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
 
 __all__ = [
+    "BotTransaction",
     "EventRecord",
     "JobFilter",
     "RecordNotFound",
@@ -489,6 +494,55 @@ class Store:
     async def delete_user(self, email: str) -> bool:
         async with self._engine.begin() as conn:
             return await directory.delete_user(conn, email)
+
+    async def directory_user(self, email: str) -> DirectoryUser | None:
+        """The directory entry as the YAML file or an admin wrote it, without the person's own
+        preferences (get_user applies them)."""
+        async with self.read() as conn:
+            return await directory.directory_user(conn, email)
+
+    async def get_preferences(self, email: str) -> Preferences | None:
+        async with self.read() as conn:
+            return await preferences.get_preferences(conn, email)
+
+    async def all_preferences(self) -> dict[str, Preferences]:
+        """Everyone's own preferences, by e-mail as stored."""
+        async with self.read() as conn:
+            return await preferences.all_preferences(conn)
+
+    async def change_preferences(
+        self,
+        email: str,
+        now: datetime,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        origin: Origin | None = None,
+        reset: Sequence[str] = (),
+    ) -> Preferences:
+        """Sets and unsets a person's preferences (the API's edit; any replica may make it)."""
+        async with self._engine.begin() as conn:
+            return await preferences.change_preferences(
+                conn, email, now, changes=changes, origin=origin, reset=reset
+            )
+
+    @contextlib.asynccontextmanager
+    async def bot_transaction(self, *, fenced: bool) -> AsyncIterator[BotTransaction]:
+        """One Telegram update's reads and writes (telegram_bot.py). `fenced`: the leader's, for
+        updates it polled; a webhook's request is handled by whichever replica it reached."""
+        writer = self._leader_write() if fenced else self._engine.begin()
+        async with writer as conn:
+            yield BotTransaction(conn)
+
+    async def telegram_offset(self, bot_id: str) -> int:
+        """The first Telegram update id of that bot not handled yet."""
+        async with self.read() as conn:
+            return await update_offset(conn, bot_id)
+
+    async def set_telegram_offset(self, bot_id: str, offset: int) -> None:
+        """Moves the leader's update offset past updates handled (or set aside) without a transaction
+        of their own."""
+        async with self._leader_write() as conn:
+            await BotTransaction(conn).set_offset(bot_id, offset)
 
     async def replace_teams(self, teams: Sequence[Team]) -> None:
         async with self._engine.begin() as conn:

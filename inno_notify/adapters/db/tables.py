@@ -388,3 +388,35 @@ pipeline_events = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.UniqueConstraint("key"),
 )
+
+# --- self-service on Telegram (issue 19) ---------------------------------------------------------------
+
+# What a person set for themselves over their directory entry (domain.preferences): a field counts
+# only when `origins` names it, with who set it, through what, and when. Kept apart from `users`,
+# which the service re-seeds from the YAML file at every start.
+user_preferences = sa.Table(
+    "user_preferences",
+    metadata,
+    sa.Column("email", sa.String(), primary_key=True),
+    sa.Column("telegram_chat_id", sa.BigInteger()),
+    sa.Column("channels", _json()),
+    sa.Column("notify", sa.String()),
+    sa.Column("muted_until", UTCDateTime()),
+    sa.Column("origins", _json(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    # The claim looks up the mutes of its rows' recipients; few people are muted at a time.
+    sa.Index(None, "muted_until"),
+)
+
+# Linking tokens that were used (domain.telegram_linking): a second use finds its row and is refused.
+# A row can go once the token has expired, since an expired token is refused for that anyway.
+telegram_link_uses = sa.Table(
+    "telegram_link_uses",
+    metadata,
+    sa.Column("token_id", sa.String(), primary_key=True),
+    sa.Column("email", sa.String(), nullable=False),
+    sa.Column("chat_id", sa.BigInteger(), nullable=False),
+    sa.Column("used_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=False),
+    sa.Index(None, "expires_at"),
+)

@@ -3,6 +3,13 @@
 It speaks the real wire format (`POST /bot{token}/{method}`, form or JSON parameters,
 `{"ok": true, "result": ...}` or `{"ok": false, "error_code": ..., "description": ...}`), so the
 real python-telegram-bot client is what the tests exercise.
+
+Updates behave as the Bot API documents them: `user_says` makes the update a person's message
+would (message, chat, from, date, text and its bot_command entity). Without a webhook it waits for
+`getUpdates`, which returns the updates from `offset` on and confirms (forgets) those before it,
+waiting up to `timeout` seconds when there are none (long polling); `getUpdates` while a webhook is
+set is a 409 Conflict. With a webhook (`setWebhook`) the update is POSTed to its URL with the
+secret in `X-Telegram-Bot-Api-Secret-Token`, and kept for a later try unless the answer is 2xx.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -36,6 +44,16 @@ def too_many_requests(retry_after: int) -> tuple[int, dict[str, Any]]:
 
 # nginx in front of the Bot API answers a 502 with an HTML page, not JSON.
 BAD_GATEWAY_HTML = "<html><head><title>502 Bad Gateway</title></head><body>502 Bad Gateway</body></html>"
+WEBHOOK_CONFLICT = (
+    409,
+    {
+        "ok": False,
+        "error_code": 409,
+        "description": "Conflict: can't use getUpdates method while webhook is active; "
+        "use deleteWebhook to delete the webhook first",
+    },
+)
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 @dataclass
@@ -61,6 +79,63 @@ class FakeTelegram:
     hang: str | None = None
     _released: asyncio.Event = field(default_factory=asyncio.Event)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+    # Updates not yet confirmed by a getUpdates offset past them (or accepted by the webhook).
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    webhook: dict[str, Any] | None = None
+    # What the webhook answered to each delivery: (update_id, status).
+    deliveries: list[tuple[int, int]] = field(default_factory=list)
+    _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(700_000))
+    _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def user_says(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        first_name: str = "Alice",
+        chat_type: str = "private",
+        title: str | None = None,
+    ) -> dict[str, Any]:
+        """Queues the update a person's message makes (a group's when `chat_type` is "group")."""
+        sender = {"id": abs(chat_id) if chat_type == "private" else 9_000_001, "is_bot": False}
+        sender["first_name"] = first_name
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = title or "some group"
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "from": sender,
+            "chat": chat,
+            "date": 1_796_000_000,
+            "text": text,
+        }
+        if text.startswith("/"):
+            command = text.split()[0]
+            message["entities"] = [{"offset": 0, "length": len(command), "type": "bot_command"}]
+        return self.push({"message": message})
+
+    def push(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Queues an update with the next update_id (`body` holds its message, edited_message, …)."""
+        update = {"update_id": next(self._update_ids), **body}
+        self.updates.append(update)
+        self._arrived.set()
+        return update
+
+    async def deliver(self) -> None:
+        """Posts the pending updates to the webhook, as Telegram does, keeping those not accepted."""
+        assert self.webhook is not None, "no webhook set"
+        async with aiohttp.ClientSession() as session:
+            for update in list(self.updates):
+                headers = {}
+                if self.webhook.get("secret_token"):
+                    headers[SECRET_HEADER] = self.webhook["secret_token"]
+                async with session.post(self.webhook["url"], json=update, headers=headers) as response:
+                    self.deliveries.append((update["update_id"], response.status))
+                    if 200 <= response.status < 300:
+                        self.updates.remove(update)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -111,7 +186,37 @@ class FakeTelegram:
             return self._send_message(params)
         if call.method == "sendPhoto":
             return self._send_photo(call)
+        if call.method == "getUpdates":
+            return await self._get_updates(params)
+        if call.method == "setWebhook":
+            allowed = params.get("allowed_updates")
+            self.webhook = {
+                "url": params["url"],
+                "secret_token": params.get("secret_token"),
+                "allowed_updates": json.loads(allowed) if isinstance(allowed, str) else allowed,
+            }
+            return _ok(True)
+        if call.method == "deleteWebhook":
+            self.webhook = None
+            return _ok(True)
         return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"}, status=404)
+
+    async def _get_updates(self, params: Mapping[str, Any]) -> web.Response:
+        if self.webhook is not None:
+            return web.json_response(WEBHOOK_CONFLICT[1], status=WEBHOOK_CONFLICT[0])
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        # An offset confirms every update before it: they are never returned again.
+        self.updates = [u for u in self.updates if u["update_id"] >= offset]
+        if not self.updates and timeout > 0:
+            self._arrived.clear()
+            waiting = asyncio.ensure_future(self._arrived.wait())
+            released = asyncio.ensure_future(self._released.wait())
+            await asyncio.wait({waiting, released}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            released.cancel()
+        return _ok(self.updates[:limit])
 
     def _send_message(self, params: Mapping[str, Any]) -> web.Response:
         chat_id = int(params["chat_id"])

@@ -222,6 +222,7 @@ async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[st
         "enqueue_nudges": lambda: fenced.enqueue_nudges([([notification()], None)]),
         "record_rejected": lambda: fenced.record_rejected([rejected], T0),
         "outbox.claim": lambda: fenced.outbox.claim(T0, 10, LEASE),
+        "set_telegram_offset": lambda: fenced.set_telegram_offset("4242", 5),
     }
     for name, write in writes.items():
         with pytest.raises(LostLeadership):
@@ -230,6 +231,9 @@ async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[st
     with pytest.raises(LostLeadership):
         async with fenced.ingest_transaction():
             pytest.fail("an ingest transaction began")
+    with pytest.raises(LostLeadership):
+        async with fenced.bot_transaction(fenced=True):
+            pytest.fail("a polled Telegram update's transaction began")
     # Nothing of it reached the database; reads and the unfenced store are not affected.
     assert await fenced.get_job("default", "other") is None
     assert (await fenced.list_notifications(limit=5))[0] == []

@@ -1,0 +1,46 @@
+"""POST /telegram/webhook: the updates Telegram posts when `channels.telegram.updates` is webhook.
+
+Not a resource of the API and no bearer token: Telegram proves itself with the secret it was given
+at setWebhook, in the `X-Telegram-Bot-Api-Secret-Token` header, compared in constant time. A
+request without it, or with another value, is refused (401) before its body is read. The body is
+handed to the service's handler (service.telegram_updates, passed in by the runtime: the API does
+not import the service), which handles the update in one transaction; 200 tells Telegram it is
+done, an error makes Telegram send it again later, and an update handled before changes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+import orjson
+from aiohttp import web
+
+from inno_notify.api import keys
+from inno_notify.api.errors import ApiError, bad_request
+from inno_notify.api.views.respond import json
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+WEBHOOK_PATH = "/telegram/webhook"
+OPEN_PATHS = frozenset({WEBHOOK_PATH})
+# An update is a message of at most 4096 characters and its entities: a few kilobytes.
+MAX_BODY = 256 * 1024
+
+
+async def telegram_webhook(request: web.Request) -> web.Response:
+    hook = request.app[keys.TELEGRAM_WEBHOOK]
+    given = request.headers.get(SECRET_HEADER, "")
+    if not hmac.compare_digest(given.encode("utf-8", "replace"), hook.secret.encode()):
+        raise ApiError(401, "unauthorized", f"the {SECRET_HEADER} header is missing or wrong")
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    try:
+        update = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request("the body is not JSON", code="invalid_body") from None
+    if not isinstance(update, dict):
+        raise bad_request("the body is not an update object", code="invalid_body")
+    await hook.handle(update)
+    return json({})

@@ -1,0 +1,140 @@
+"""A person's own notification preferences, laid over what the directory says about them.
+
+The directory (the YAML file, or an admin through the API) says who a person is and where their
+summaries go. A person may change some of that themselves, from their Telegram chat (issue 19):
+link a chat, unlink it, ask for failed jobs only, mute for a while. Those changes are kept apart
+from the directory entry, which the service re-seeds from the YAML file at every start, and
+override it for that person. Each field a person (or an admin) set records where the change came
+from (`Origin`): the API shows it next to the value.
+
+A field overrides the directory only when it was set, which `origins` records; so "unlinked"
+(a chat id set to None by /stop) differs from "never said anything" (the directory's chat id
+stands). `muted_until` has no counterpart in the directory: the dispatcher holds a muted
+person's messages until then (domain.delivery.hold_muted).
+
+Pure: times are passed in.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from inno_notify.domain.model import Channel, DirectoryUser, NotifyMode
+
+__all__ = [
+    "PREFERENCE_FIELDS",
+    "Origin",
+    "Preferences",
+    "Via",
+    "apply_preferences",
+    "link_chat",
+    "unlink_chat",
+]
+
+# The fields a person can set; each one a key of `Preferences.origins` once set.
+PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until")
+# What a person may ask for through `notify`: never is an annotation for a job, not a person.
+PERSON_NOTIFY_MODES = frozenset({NotifyMode.ALWAYS, NotifyMode.FAILURE})
+
+
+class Via(enum.StrEnum):
+    """Where a change came from."""
+
+    TELEGRAM = "telegram"  # the person, in their linked chat
+    API = "api"  # PUT /api/v1/users/{email}, by the token named in `Origin.by`
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who set a preference, through what, and when; `by` is the chat id or the API token's name."""
+
+    via: Via
+    at: datetime
+    by: str | None = None
+
+    def encode(self) -> dict[str, Any]:
+        return {"via": self.via.value, "at": self.at.isoformat(), "by": self.by}
+
+    @classmethod
+    def decode(cls, data: Mapping[str, Any]) -> Origin:
+        """Raises ValueError for anything that is not an encoded Origin."""
+        try:
+            at = datetime.fromisoformat(str(data["at"]))
+            by = data.get("by")
+            return cls(Via(str(data["via"])), at, None if by is None else str(by))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not an origin: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """What one person set for themselves; a field counts only when it is in `origins`."""
+
+    email: str
+    telegram_chat_id: int | None = None
+    channels: tuple[str, ...] | None = None
+    notify: NotifyMode | None = None
+    muted_until: datetime | None = None
+    origins: Mapping[str, Origin] = field(default_factory=dict)
+
+    def is_set(self, name: str) -> bool:
+        return name in self.origins
+
+    def changed(self, changes: Mapping[str, Any], origin: Origin) -> Preferences:
+        """These preferences with `changes` (field → value) set, each recorded as from `origin`."""
+        unknown = set(changes) - set(PREFERENCE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a preference: {', '.join(sorted(unknown))}")
+        notify = changes.get("notify")
+        if notify is not None and NotifyMode(notify) not in PERSON_NOTIFY_MODES:
+            raise ValueError("notify: always or failure")
+        origins = {**self.origins, **dict.fromkeys(changes, origin)}
+        values = dict(changes)
+        if values.get("channels") is not None:
+            values["channels"] = tuple(dict.fromkeys(values["channels"]))
+        if values.get("notify") is not None:
+            values["notify"] = NotifyMode(values["notify"])
+        return replace(self, **values, origins=origins)
+
+    def reset(self, names: tuple[str, ...]) -> Preferences:
+        """These preferences without the given fields: the directory's values stand again."""
+        defaults = Preferences(self.email)
+        values = {name: getattr(defaults, name) for name in names}
+        origins = {k: v for k, v in self.origins.items() if k not in names}
+        return replace(self, **values, origins=origins)
+
+    def muted_at(self, now: datetime) -> bool:
+        return self.muted_until is not None and self.muted_until > now
+
+
+def apply_preferences(user: DirectoryUser, prefs: Preferences | None) -> DirectoryUser:
+    """The directory entry as the person's own preferences change it."""
+    if prefs is None:
+        return user
+    changes: dict[str, Any] = {}
+    if prefs.is_set("telegram_chat_id"):
+        changes["telegram_chat_id"] = prefs.telegram_chat_id
+        origin = prefs.origins["telegram_chat_id"]
+        changes["telegram_stopped"] = prefs.telegram_chat_id is None and origin.via is Via.TELEGRAM
+    if prefs.is_set("channels") and prefs.channels is not None:
+        changes["channels"] = prefs.channels
+    if prefs.is_set("notify") and prefs.notify is not None:
+        changes["notify"] = prefs.notify
+    return replace(user, **changes)
+
+
+def link_chat(user: DirectoryUser, chat_id: int) -> dict[str, Any]:
+    """The changes that link `chat_id` to `user`: the chat, and Telegram among their channels."""
+    channels = tuple(dict.fromkeys((*user.channels, Channel.TELEGRAM.value)))
+    return {"telegram_chat_id": chat_id, "channels": channels}
+
+
+def unlink_chat(user: DirectoryUser) -> dict[str, Any]:
+    """The changes that unlink the user's chat: no chat, Telegram off their channels (e-mail stays
+    as the last resort, so that unlinking never silences someone by accident)."""
+    channels = tuple(c for c in user.channels if c != Channel.TELEGRAM.value) or (Channel.EMAIL.value,)
+    return {"telegram_chat_id": None, "channels": channels}

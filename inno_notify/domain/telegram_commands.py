@@ -1,0 +1,249 @@
+"""The bot's side of a private chat: what a message asks for, and what changes and answer follow.
+
+Commands (docs/channels.md):
+
+- `/start <token>`: links the chat to the user the token names (domain.telegram_linking), adds
+  Telegram to their channels, and confirms. A forged, expired, used or orphaned token links
+  nothing and gets a polite refusal. `/start` alone: the help, or how to link.
+- `/status`: the person's running jobs and this week's GPU-hours held and used.
+- `/mute <hours>` and `/unmute`: their messages wait (none is lost) and go out together when the
+  mute ends (domain.delivery.hold_muted).
+- `/failures`: from now on only failed jobs' summaries; `/all` undoes it.
+- `/stop`: unlinks the chat (summaries go to their other channels, e-mail at least).
+- `/help`, and any unknown command or free text: the help.
+
+Only private chats are answered; anything from a group, a channel, or without text is ignored,
+since the service has no team chats on Telegram: a group nobody linked must not be able to talk
+to the directory. Everything a person writes (text, first name) is data for a template that escapes
+it (bot_replies), never markup.
+
+Pure: the caller passes the directory (with preferences applied), the link key and `now`, and gets
+a `Decision` to carry out in one transaction (service.telegram_updates).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from inno_notify.domain.bot_replies import WORD_MAX_CHARS, Reply, ReplyKind
+from inno_notify.domain.model import DirectoryUser, NotifyMode
+from inno_notify.domain.preferences import link_chat, unlink_chat
+from inno_notify.domain.telegram_linking import LinkGrant, LinkRefusal, user_ref, verify
+
+__all__ = [
+    "MAX_MUTE_HOURS",
+    "Command",
+    "CommandName",
+    "Decision",
+    "IncomingMessage",
+    "decide",
+    "parse_hours",
+    "read_command",
+    "resolve_link",
+    "user_of_chat",
+]
+
+# A mute longer than a month is an unlink in disguise; /stop says that better.
+MAX_MUTE_HOURS = 720.0
+# The longest text read for a command: a command with its argument fits easily.
+_COMMAND_LINE_MAX = 256
+_COMMAND = re.compile(r"/([A-Za-z0-9_]{1,32})(?:@[A-Za-z0-9_]{1,64})?")
+_HOURS = re.compile(r"([0-9]{1,4}(?:\.[0-9]{1,3})?)\s*(?:h|hours?)?", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """The part of a Telegram update the bot reads; anything else in the update is ignored."""
+
+    update_id: int
+    chat_id: int
+    private: bool
+    text: str | None = None
+    first_name: str | None = None
+
+
+class CommandName(enum.StrEnum):
+    START = "start"
+    STATUS = "status"
+    MUTE = "mute"
+    UNMUTE = "unmute"
+    FAILURES = "failures"
+    ALL = "all"
+    STOP = "stop"
+    HELP = "help"
+    UNKNOWN = "unknown"  # a command we do not have
+    TEXT = "text"  # no command at all
+
+
+_COMMANDS = frozenset(
+    name.value for name in CommandName if name not in (CommandName.UNKNOWN, CommandName.TEXT)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: CommandName
+    argument: str = ""
+    # The command as typed (for "I do not know /foo"), only for UNKNOWN.
+    word: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a message leads to.
+
+    `reply`: the answer (None: say nothing). `changes`: preference changes by e-mail, made with the
+    chat as their origin. `grant`: a linking token to record as used (for `link_to`) first; if the
+    store has it already, nothing else happens and `used_reply` is the answer. `status_of`: the
+    e-mail whose figures /status needs (the caller fills them into the reply).
+    """
+
+    reply: Reply | None
+    changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    grant: LinkGrant | None = None
+    link_to: str | None = None
+    used_reply: Reply | None = None
+    status_of: str | None = None
+
+
+def read_command(text: str | None) -> Command:
+    """The command a message's text holds: `/name[@bot] [argument]` at its start, else TEXT."""
+    if not text:
+        return Command(CommandName.TEXT)
+    parts = text.strip()[:_COMMAND_LINE_MAX].split(maxsplit=1)
+    if not parts or not parts[0].startswith("/"):
+        return Command(CommandName.TEXT)
+    word, argument = parts[0], parts[1].strip() if len(parts) > 1 else ""
+    match = _COMMAND.fullmatch(word)
+    name = match.group(1).lower() if match is not None else ""
+    if name not in _COMMANDS:
+        return Command(CommandName.UNKNOWN, word=word[:WORD_MAX_CHARS])
+    return Command(CommandName(name), argument)
+
+
+def parse_hours(argument: str) -> float | None:
+    """The hours of `/mute <hours>` ("2", "1.5", "8h"); None unless within 0 < h <= MAX_MUTE_HOURS."""
+    match = _HOURS.fullmatch(argument.strip())
+    if match is None:
+        return None
+    hours = float(match.group(1))
+    if not math.isfinite(hours) or not 0 < hours <= MAX_MUTE_HOURS:
+        return None
+    return hours
+
+
+def user_of_chat(users: Iterable[DirectoryUser], chat_id: int) -> DirectoryUser | None:
+    """The directory user whose (effective) Telegram chat this is."""
+    for user in users:
+        if user.telegram_chat_id == chat_id:
+            return user
+    return None
+
+
+def resolve_link(
+    key: bytes, payload: str, users: Iterable[DirectoryUser], now: datetime
+) -> tuple[DirectoryUser, LinkGrant] | LinkRefusal:
+    """The user a `/start` payload links to, with the grant to record as used; or the refusal."""
+    grant = verify(key, payload, now)
+    if isinstance(grant, LinkRefusal):
+        return grant
+    for user in users:
+        if user_ref(key, user.email) == grant.user_ref:
+            return user, grant
+    return LinkRefusal.UNKNOWN_USER
+
+
+def decide(
+    message: IncomingMessage,
+    users: Iterable[DirectoryUser],
+    now: datetime,
+    link_key: bytes,
+    timezone: str = "UTC",
+    *,
+    muted_until: Mapping[str, datetime] | None = None,
+) -> Decision:
+    """What `message` leads to, given the directory as it stands (preferences applied).
+
+    `muted_until` holds the active mutes by e-mail (for /help to tell the person they are muted).
+    """
+    if not message.private:
+        return Decision(None)
+    directory = list(users)
+    command = read_command(message.text)
+    linked = user_of_chat(directory, message.chat_id)
+
+    def reply(kind: ReplyKind, **fields: Any) -> Reply:
+        return Reply(kind, first_name=message.first_name, timezone=timezone, **fields)
+
+    if command.name is CommandName.START and command.argument:
+        found = resolve_link(link_key, command.argument, directory, now)
+        if isinstance(found, LinkRefusal):
+            return Decision(reply(ReplyKind.LINK_REFUSED, refusal=found))
+        user, grant = found
+        changes: dict[str, Mapping[str, Any]] = {}
+        if linked is not None and linked.email != user.email:
+            # One chat, one person: the chat moves to whoever proved they read this user's mail.
+            changes[linked.email] = unlink_chat(linked)
+        link = link_chat(user, message.chat_id)
+        changes[user.email] = link
+        return Decision(
+            reply(ReplyKind.LINKED, person=user.name or user.email, channels=link["channels"]),
+            changes,
+            grant=grant,
+            link_to=user.email,
+            used_reply=reply(ReplyKind.LINK_REFUSED, refusal=LinkRefusal.USED),
+        )
+    if command.name in (CommandName.HELP, CommandName.UNKNOWN, CommandName.TEXT, CommandName.START):
+        if linked is None:
+            unknown = command.word if command.name is CommandName.UNKNOWN else None
+            return Decision(reply(ReplyKind.NOT_LINKED, unknown=unknown))
+        return Decision(_help(reply, command, linked, now, muted_until or {}))
+    if linked is None:
+        return Decision(reply(ReplyKind.NOT_LINKED))
+    person = linked.name or linked.email
+    if command.name is CommandName.STATUS:
+        return Decision(reply(ReplyKind.STATUS, person=person), status_of=linked.email)
+    if command.name is CommandName.MUTE:
+        hours = parse_hours(command.argument)
+        if hours is None:
+            return Decision(reply(ReplyKind.MUTE_USAGE, person=person))
+        until = now + timedelta(hours=hours)
+        return Decision(
+            reply(ReplyKind.MUTED, person=person, until=until), {linked.email: {"muted_until": until}}
+        )
+    if command.name is CommandName.UNMUTE:
+        return Decision(reply(ReplyKind.UNMUTED, person=person), {linked.email: {"muted_until": None}})
+    if command.name is CommandName.FAILURES:
+        return Decision(
+            reply(ReplyKind.FAILURES_ONLY, person=person), {linked.email: {"notify": NotifyMode.FAILURE}}
+        )
+    if command.name is CommandName.ALL:
+        return Decision(
+            reply(ReplyKind.ALL_SUMMARIES, person=person), {linked.email: {"notify": NotifyMode.ALWAYS}}
+        )
+    # STOP
+    unlink = unlink_chat(linked)
+    return Decision(
+        reply(ReplyKind.STOPPED, person=person, channels=unlink["channels"]), {linked.email: unlink}
+    )
+
+
+def _help(
+    reply: Any, command: Command, user: DirectoryUser, now: datetime, mutes: Mapping[str, datetime]
+) -> Reply:
+    until = mutes.get(user.email)
+    result: Reply = reply(
+        ReplyKind.HELP,
+        person=user.name or user.email,
+        unknown=command.word if command.name is CommandName.UNKNOWN else None,
+        failures_only=user.notify is NotifyMode.FAILURE,
+        muted_until=until if until is not None and until > now else None,
+        channels=user.channels,
+    )
+    return result

@@ -1,0 +1,95 @@
+"""Routing with a person's own preferences: failures only, and the rows that offer a Telegram link."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from inno_notify.domain.live import IdleFinding, IdleGpu
+from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, NotifyMode
+from inno_notify.domain.routing import (
+    FAILURES_ONLY,
+    TELEGRAM_LINKABLE,
+    Audience,
+    Skipped,
+    plan_event,
+    plan_message,
+    plan_nudge,
+    plan_summary,
+)
+
+from .test_routing import ALL, NOW, TEAMS, USERS, job
+
+FAILURES = {**USERS, "alice@example.com": replace(USERS["alice@example.com"], notify=NotifyMode.FAILURE)}
+
+
+@pytest.mark.parametrize(
+    ("status", "channels"),
+    [(JobStatus.FAILED, {"slack", "email"}), (JobStatus.SUCCEEDED, set())],
+)
+def test_a_person_who_asked_for_failures_only_gets_only_failed_jobs(
+    status: JobStatus, channels: set[str]
+) -> None:
+    plan = plan_summary(job(status=status), FAILURES, TEAMS, ALL, NOW, 30.0)
+    assert {n.channel.value for n in plan.notifications} == channels
+    if not channels:
+        assert plan.skipped == (Skipped("alice@example.com", "*", FAILURES_ONLY),)
+
+
+def test_failures_only_applies_to_workflows_but_not_to_pipeline_messages() -> None:
+    face = Audience(namespace="face-research", owner="alice@example.com", team="face")
+    ok = plan_message(face, NotificationKind.WORKFLOW_SUMMARY, "wf", {}, FAILURES, TEAMS, ALL, NOW)
+    failed = plan_message(
+        replace(face, failed=True), NotificationKind.WORKFLOW_SUMMARY, "wf", {}, FAILURES, TEAMS, ALL, NOW
+    )
+    serving = plan_message(face, NotificationKind.MODEL_SERVING, "m", {}, FAILURES, TEAMS, ALL, NOW)
+    event = plan_event("alice@example.com", None, "e", {}, FAILURES, TEAMS, ALL, NOW)
+    assert (len(ok.notifications), len(failed.notifications)) == (0, 2)
+    assert len(serving.notifications) == 2 and len(event.notifications) == 2
+
+
+@pytest.mark.parametrize(
+    ("user", "linkable"),
+    [
+        (DirectoryUser("alice@example.com", channels=("email",)), True),
+        (DirectoryUser("alice@example.com", telegram_chat_id=5, channels=("email",)), False),
+        (DirectoryUser("alice@example.com", channels=("email",), telegram_stopped=True), False),
+    ],
+)
+def test_rows_to_a_directory_user_without_a_chat_offer_the_link(user: DirectoryUser, linkable: bool) -> None:
+    plan = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0)
+    assert [n.payload.get(TELEGRAM_LINKABLE, False) for n in plan.notifications] == [linkable]
+    # Someone outside the directory is no one the bot could link.
+    outsider = plan_summary(job(owner="zed@example.org"), {}, TEAMS, ALL, NOW, 30.0)
+    assert [TELEGRAM_LINKABLE in n.payload for n in outsider.notifications] == [False]
+
+
+def test_failures_only_leaves_idle_nudges_alone() -> None:
+    """A nudge is about a running pod, not about how a job ended: the preference does not apply."""
+    finding = IdleFinding(
+        cluster="default",
+        namespace="face-research",
+        pod="train-0",
+        pod_uid="p1",
+        node="gpu-1",
+        workload_kind="job",
+        workload_name="train",
+        workload_uid="uid-1",
+        owner="alice@example.com",
+        team="face",
+        gpus_held=1,
+        gpu_equivalents=1.0,
+        idle=(IdleGpu("0", NOW - timedelta(hours=2)),),
+        idle_since=NOW - timedelta(hours=2),
+        since_at_least=False,
+        idle_gpu_equivalents=1.0,
+        idle_gpu_hours=2.0,
+        memory_held_mib=None,
+        observed_at=NOW,
+        window_minutes=60.0,
+    )
+    running = job(status=JobStatus.RUNNING)
+    plan = plan_nudge(running, finding, FAILURES, TEAMS, ALL, NOW, 24.0)
+    assert {n.channel.value for n in plan.notifications} == {"slack", "email"}

@@ -1,0 +1,63 @@
+"""The Telegram section's self-service keys: bot username, updates mode, webhook and link secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inno_notify.service.telegram_updates import link_key, webhook_secret
+from inno_notify.settings import ConfigError, load_settings
+
+
+def _load(tmp_path: Path, telegram: str, env: dict[str, str] | None = None) -> object:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"channels:\n  telegram:\n{telegram}", encoding="utf-8")
+    return load_settings(path, env or {})
+
+
+def test_defaults_poll_and_link_nothing_until_a_bot_username_is_set() -> None:
+    telegram = load_settings(None, {}).channels.telegram
+    assert (telegram.bot_username, telegram.updates, telegram.link_ttl_hours) == (None, "polling", 72)
+
+
+@pytest.mark.parametrize(
+    ("yaml", "error"),
+    [
+        ("    bot_username: 'a b'\n", "not a Telegram username"),
+        ("    bot_username: x\n", "not a Telegram username"),
+        ("    updates: webhook\n", "needs webhook_url"),
+        ("    updates: push\n", "updates"),
+        ("    updates: webhook\n    webhook_url: ftp://x\n", r"not an http\(s\) URL"),
+        ("    webhook_secret: 'has space'\n", "webhook_secret must be"),
+        ("    link_ttl_hours: 0\n", "link_ttl_hours"),
+        ("    link_secret_file: /nonexistent/inno\n", "cannot read link_secret_file"),
+    ],
+)
+def test_bad_telegram_settings_are_one_line_errors(tmp_path: Path, yaml: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error) as caught:
+        _load(tmp_path, yaml)
+    assert "\n" not in str(caught.value)
+
+
+def test_secrets_come_from_files_or_from_the_bot_token(tmp_path: Path) -> None:
+    (tmp_path / "webhook").write_text("hook_secret-1\n", encoding="utf-8")
+    (tmp_path / "link").write_text("a long random link key\n", encoding="utf-8")
+    settings = _load(
+        tmp_path,
+        f"    token: '1:abc'\n    bot_username: '@inno_notify_bot'\n"
+        f"    webhook_secret_file: {tmp_path / 'webhook'}\n    link_secret_file: {tmp_path / 'link'}\n",
+    )
+    assert settings.channels.telegram.bot_username == "inno_notify_bot"  # type: ignore[attr-defined]
+    assert webhook_secret(settings) == "hook_secret-1"  # type: ignore[arg-type]
+    derived = _load(tmp_path, "    token: '1:abc'\n")
+    other_bot = _load(tmp_path, "    token: '2:xyz'\n")
+    assert link_key(settings) != link_key(derived) != link_key(other_bot)  # type: ignore[arg-type]
+    assert webhook_secret(derived) not in (None, "hook_secret-1", "1:abc")  # type: ignore[arg-type]
+    assert webhook_secret(derived) != webhook_secret(other_bot)  # type: ignore[arg-type]
+    assert "a long random" not in repr(settings)
+
+
+def test_environment_overrides_reach_the_new_keys(tmp_path: Path) -> None:
+    settings = _load(tmp_path, "    token: '1:abc'\n", {"INNO_NOTIFY_CHANNELS__TELEGRAM__UPDATES": "off"})
+    assert settings.channels.telegram.updates == "off"  # type: ignore[attr-defined]
