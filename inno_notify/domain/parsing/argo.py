@@ -34,15 +34,14 @@ from ..workflows import (
 from .annotations import read_intent
 from .config import ParseConfig
 from .fields import (
-    MISSING_FIELD,
     JsonObject,
-    ParseError,
     SetAside,
     indexed_text,
     integer,
     key,
     mapping,
     objects,
+    required_identity,
     string_map,
     text,
     timestamp,
@@ -211,11 +210,7 @@ def parse_workflow(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | No
     ``notes``."""
     metadata = mapping(obj, "metadata")
     status = mapping(obj, "status")
-    uid = key(metadata, "uid")
-    namespace = indexed_text(metadata, "namespace")
-    name = indexed_text(metadata, "name")
-    if uid is None or namespace is None or name is None:
-        raise ParseError("Workflow without metadata.uid, namespace or name", MISSING_FIELD)
+    uid, namespace, name = required_identity(metadata, "Workflow")
     labels = string_map(metadata, "labels")
     annotations = mapping(metadata, "annotations")
     layers = (annotations, labels)

@@ -47,6 +47,7 @@ __all__ = [
     "key",
     "mapping",
     "objects",
+    "required_identity",
     "string_map",
     "text",
     "timestamp",
@@ -170,6 +171,16 @@ def key(obj: JsonObject, field: str) -> str | None:
     if kept is None:
         raise ParseError(f"{field}: not usable as a key (too long, NUL or invalid UTF-8)", BAD_KEY)
     return kept
+
+
+def required_identity(metadata: JsonObject, kind: str) -> tuple[str, str, str]:
+    """An object's uid, namespace and name; an object without all three cannot be recorded."""
+    uid = key(metadata, "uid")
+    namespace = indexed_text(metadata, "namespace")
+    name = indexed_text(metadata, "name")
+    if uid is None or namespace is None or name is None:
+        raise ParseError(f"{kind} without metadata.uid, namespace or name", MISSING_FIELD)
+    return uid, namespace, name
 
 
 def integer(obj: JsonObject, key: str, low: int = INT32_MIN, high: int = INT32_MAX) -> int | None:

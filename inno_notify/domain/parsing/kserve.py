@@ -19,16 +19,14 @@ from ..serving import TRAINED_BY_KEY, ServingRecord
 from .annotations import indexed_lookup, read_intent
 from .config import ParseConfig
 from .fields import (
-    MISSING_FIELD,
     JsonObject,
-    ParseError,
     SetAside,
     conditions,
     indexed_text,
     integer,
-    key,
     mapping,
     objects,
+    required_identity,
     string_map,
     text,
     timestamp,
@@ -107,11 +105,7 @@ def parse_inference_service(
     metadata = mapping(obj, "metadata")
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
-    uid = key(metadata, "uid")
-    namespace = indexed_text(metadata, "namespace")
-    name = indexed_text(metadata, "name")
-    if uid is None or namespace is None or name is None:
-        raise ParseError("InferenceService without metadata.uid, namespace or name", MISSING_FIELD)
+    uid, namespace, name = required_identity(metadata, "InferenceService")
     labels = string_map(metadata, "labels")
     annotations = mapping(metadata, "annotations")
     layers = (annotations, labels)

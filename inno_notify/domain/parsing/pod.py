@@ -31,6 +31,7 @@ from .fields import (
     key,
     mapping,
     objects,
+    required_identity,
     text,
     timestamp,
 )
@@ -154,11 +155,7 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     metadata = mapping(obj, "metadata")
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
-    uid = key(metadata, "uid")
-    namespace = indexed_text(metadata, "namespace")
-    name = indexed_text(metadata, "name")
-    if uid is None or namespace is None or name is None:
-        raise ParseError("Pod without metadata.uid, namespace or name", MISSING_FIELD)
+    uid, namespace, name = required_identity(metadata, "Pod")
 
     init_statuses = _statuses(status, "initContainerStatuses")
     app_statuses = _statuses(status, "containerStatuses")
