@@ -41,6 +41,7 @@ from inno_notify.domain.accounting import (
     compute_usage,
     held_interval,
 )
+from inno_notify.domain.adoption import judge
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import (
     JobRecord,
@@ -102,6 +103,7 @@ class CollectorStats:
     measurement_errors: int = 0
     failed_rounds: int = 0
     notifications_planned: int = 0
+    adoptions_recorded: int = 0
     last_round_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -358,6 +360,8 @@ class UsageCollector:
         if figures is None:
             figures, missing = (_unmeasured(now), []), MissingReason.MEASUREMENT_ERROR
         usage, recs = figures
+        if not remeasured:
+            await self._adopt(job, now)
         # A job measured again was already summarized: its rows exist, planning again adds nothing.
         notifications = [] if remeasured else await self.plan(job, now)
         if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
@@ -386,6 +390,26 @@ class UsageCollector:
             self.stats.jobs_given_up += 1
         if self.telemetry is not None:
             self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
+
+    async def _adopt(self, job: JobRecord, now: datetime) -> None:
+        """Judges whether this run followed its family's previous advice (domain.adoption) and
+        records it once. It runs before the summary is stored, so a crash in between judges the
+        run again on its next claim and the second record changes nothing. A run that cannot be
+        judged is logged, never fatal to its summary; the store being away is (the job comes back)."""
+        if not job.family:
+            return
+        before = job.created_at or job.started_at or job.finished_at or now
+        found = await self.store.adoption.previous_advice(
+            job.cluster, job.namespace, job.family, before, job.uid
+        )
+        previous, advice = found if found is not None else (None, [])
+        try:
+            adoption = judge(job, previous, advice, now)
+        except Exception:  # one job's odd requests: its summary still goes out
+            log.exception("adoption of job %r (uid %r) could not be judged", job.name, job.uid)
+            return
+        if adoption is not None and await self.store.adoption.record(adoption):
+            self.stats.adoptions_recorded += 1
 
     def _figures(
         self,

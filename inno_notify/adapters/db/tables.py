@@ -220,6 +220,34 @@ recommendations = sa.Table(
     sa.Index(None, "waste_gpu_minutes"),
 )
 
+# One row per new run of a family that was judged against its previous run's advice
+# (domain.adoption, written once when the new run is measured; adoption.py). Team, owner and
+# finished_at are copied from the job so that the digest and the API aggregate without a join.
+advice_adoption = sa.Table(
+    "advice_adoption",
+    metadata,
+    sa.Column("cluster", sa.String(), nullable=False),
+    sa.Column("job_uid", sa.String(), nullable=False),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("family", sa.String(), nullable=False),
+    sa.Column("owner", sa.String()),
+    sa.Column("team", sa.String()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Column("previous_uid", sa.String()),
+    sa.Column("previous_name", sa.String()),
+    sa.Column("outcome", sa.String(), nullable=False),
+    # [{"kind", "field_path", "current", "suggested", "new", "outcome"}]: read back whole.
+    sa.Column("checks", _json(), nullable=False),
+    sa.Column("gpu_hours_freed", sa.Double()),
+    sa.Column("memory_gib_hours_freed", sa.Double()),
+    sa.Column("evaluated_at", UTCDateTime(), nullable=False),
+    sa.PrimaryKeyConstraint("cluster", "job_uid"),
+    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    sa.Index(None, "team", "finished_at"),
+    sa.Index(None, "finished_at"),
+)
+
 outbox = sa.Table(
     "outbox",
     metadata,
