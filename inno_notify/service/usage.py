@@ -85,7 +85,6 @@ class CollectorOptions:
     # Retries after a failed round wait a quarter of the job's age, within these bounds.
     retry_min_seconds: float = 15.0
     retry_max_seconds: float = 300.0
-    family_runs: int = 20
     # After giving up, a job summarized with figures missing is measured again (its stored usage and
     # advice are updated, nothing is re-sent) every `remeasure_every_seconds` for this long.
     remeasure_for_seconds: float = 86400.0
@@ -438,13 +437,13 @@ class UsageCollector:
         return usage, _with_window(recommend(job, usage, pods, runs, self.policy, now), job, pods, now)
 
     async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
-        """Earlier measured runs of the job's family, with their pods (right-sizing learns from them)."""
-        if not job.family:
+        """Earlier measured runs of the job's family, with their pods (right-sizing learns from them):
+        at most `rightsizing.family_max_runs` runs in all, this one included."""
+        earlier = self.policy.family_max_runs - 1
+        if not job.family or earlier <= 0:
             return []
         before = job.finished_at or now
-        runs = await self.store.family_history(
-            job.cluster, job.namespace, job.family, before, self.options.family_runs
-        )
+        runs = await self.store.family_history(job.cluster, job.namespace, job.family, before, earlier)
         if not runs:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])

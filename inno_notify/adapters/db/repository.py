@@ -365,9 +365,10 @@ class Store:
             return await outbox.enqueue(conn, notifications)
 
     async def family_history(
-        self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
+        self, cluster: str, namespace: str, family: str, before: datetime, limit: int
     ) -> list[tuple[JobRecord, Usage]]:
-        """Earlier measured runs of a job family, newest first (right-sizing learns from them)."""
+        """Earlier measured runs of a job family, newest first, at most `limit` of them (the
+        caller's `rightsizing.family_max_runs`; right-sizing learns from them)."""
         async with self.read() as conn:
             return await jobs.family_history(conn, cluster, namespace, family, before, limit)
 
