@@ -318,3 +318,25 @@ def combine(tallies: Sequence[AdoptionTally]) -> AdoptionTally:
             memory_gib_hours_freed=_plus(result.memory_gib_hours_freed, t.memory_gib_hours_freed),
         )
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptionPerson:
+    """One person's adoption over a window (the digest's per-person lines)."""
+
+    owner: str | None
+    tally: AdoptionTally
+
+
+def adoption_to_dict(t: AdoptionTally) -> dict[str, int | float | None]:
+    """A tally as JSON-ready data (the digest's `adoption`, the API's adoption groups)."""
+    return {
+        "runs": t.runs,
+        "advised": t.advised,
+        "followed": t.followed,
+        "partly": t.partly,
+        "ignored": t.ignored,
+        "over_corrected": t.over_corrected,
+        "gpu_hours_freed": t.gpu_hours_freed,
+        "memory_gib_hours_freed": t.memory_gib_hours_freed,
+    }
