@@ -350,6 +350,7 @@ class UsageCollector:
         `measurable`, gives every figure null for `measurement_error`, no advice, and no
         re-measurement: the same data would raise again."""
         figures: tuple[Usage, list[Recommendation]] | None = None
+        history: list[tuple[JobRecord, Usage, list[PodRecord]]] | None = None
         if measurable:
             history = await self._history(job, now)
             try:
@@ -360,7 +361,8 @@ class UsageCollector:
             figures, missing = (_unmeasured(now), []), MissingReason.MEASUREMENT_ERROR
         usage, recs = figures
         if not remeasured:
-            await self._adopt(job, now)
+            # No earlier measured run finished before this one ended: none before it was created.
+            await self._adopt(job, now, first_run=history == [])
         # A job measured again was already summarized: its rows exist, planning again adds nothing.
         notifications = [] if remeasured else await self.plan(job, now)
         if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
@@ -390,17 +392,20 @@ class UsageCollector:
         if self.telemetry is not None:
             self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
 
-    async def _adopt(self, job: JobRecord, now: datetime) -> None:
+    async def _adopt(self, job: JobRecord, now: datetime, *, first_run: bool = False) -> None:
         """Judges whether this run followed its family's previous advice (domain.adoption) and
         records it once. It runs before the summary is stored, so a crash in between judges the
         run again on its next claim and the second record changes nothing. A run that cannot be
-        judged is logged, never fatal to its summary; the store being away is (the job comes back)."""
+        judged is logged, never fatal to its summary; the store being away is (the job comes back).
+        `first_run`: the family's history is known to be empty, so there is no previous run to read."""
         if not job.family:
             return
         before = job.created_at or job.started_at or job.finished_at or now
-        found = await self.store.adoption.previous_advice(
-            job.cluster, job.namespace, job.family, before, job.uid
-        )
+        found = None
+        if not first_run:
+            found = await self.store.adoption.previous_advice(
+                job.cluster, job.namespace, job.family, before, job.uid
+            )
         previous, advice = found if found is not None else (None, [])
         try:
             adoption = judge(job, previous, advice, now)
