@@ -539,6 +539,15 @@ async def main() -> int:
                     end=" ",
                 )
                 print(f"all_digests_concurrent4_s={concurrent:.3f} load={load()}")
+            # The adoption statement alone, the same 50 times in the same process: its share of the
+            # digests (a baseline ratio that the shared machine's load affects alike).
+            start, end = week_bounds(WEEK, "UTC")
+            began = time.perf_counter()
+            for team in teams:
+                await store.adoption.groups(team=team, since=start, until=end)
+            adoption_s = time.perf_counter() - began
+            share = adoption_s / sequential
+            print(f"adoption_only_s={adoption_s:.3f} adoption_share={share:.3f} load={load()}")
             print(f"jobs_in_week={sum(d.jobs for d in digests)}")
             print(f"gpu_hours_in_week={sum(d.gpu_hours or 0 for d in digests):.0f}")
             print(f"nudged_pods_in_week={sum(p.pods for d in digests for p in d.live_idle)}")
