@@ -3,7 +3,9 @@
 Fills a throwaway Postgres database with N jobs (default 1,000,000) of T teams and P people spread
 over ten ISO weeks, with usage for most of them and recommendations for some, a pod each, an
 outbox holding each job's summary, and, for --nudged of the last week's jobs (a share, default
-2 %), one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), then
+2 %), one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), and
+for --adopted of all jobs (a share, default 60 %) a judged advice adoption (domain.adoption: a
+new run of a family against its previous run's advice, with what it freed), then
 builds the digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
 prints `name=value` lines: `all_digests_s` is the 50 digests one after another (the figure the
 target is about), `all_digests_concurrent4_s` the same four at a time, each run with the machine's
@@ -16,7 +18,7 @@ filling, VACUUM ANALYZE does what autovacuum would: statistics, and the visibili
 Postgres answer from an index alone.
 
     .venv/bin/python bench/digest.py [--jobs 1000000] [--teams 50] [--people 500] [--order time|random]
-        [--runs 3] [--explain] [--keep | --database NAME]
+        [--runs 3] [--nudged 0.02] [--adopted 0.6] [--explain] [--keep | --database NAME]
 
 Postgres: $INNO_NOTIFY_TEST_POSTGRES_URL (an admin database), else postgres@127.0.0.1:5432.
 The database is dropped at the end unless --keep; --database NAME reuses a kept one (migrated to
@@ -207,6 +209,79 @@ REC_COLUMNS = [
 ]
 
 
+ADOPTION_COLUMNS = [
+    "cluster",
+    "job_uid",
+    "namespace",
+    "name",
+    "family",
+    "owner",
+    "team",
+    "finished_at",
+    "previous_uid",
+    "previous_name",
+    "outcome",
+    "checks",
+    "gpu_hours_freed",
+    "memory_gib_hours_freed",
+    "evaluated_at",
+]
+# How the judged runs come out: (outcome, weight).
+OUTCOMES = (
+    ("no_prior_advice", 30),
+    ("followed", 25),
+    ("partly", 10),
+    ("ignored", 30),
+    ("over_corrected", 5),
+)
+_CHECK = '[{"kind": "gpu_count", "field_path": "resources.limits[\\"nvidia.com/gpu\\"]", "current": 4, '
+_CHECK += '"suggested": 2, "new": 2, "outcome": "%s"}]'
+
+
+def adoption_rows(jobs: list[tuple[Any, ...]], share: float, rnd: random.Random) -> list[tuple[Any, ...]]:
+    """For a share of the jobs (runs of families), the adoption the usage round records for them."""
+    rows = []
+    outcomes = [o for o, _ in OUTCOMES]
+    weights = [w for _, w in OUTCOMES]
+    for job in jobs:
+        if rnd.random() >= share:
+            continue
+        uid, namespace, name, owner, team, finished, gpus = (
+            job[1],
+            job[2],
+            job[3],
+            job[7],
+            job[8],
+            job[12],
+            job[16],
+        )
+        outcome = rnd.choices(outcomes, weights)[0]
+        hours = (finished - job[11]).total_seconds() / 3600
+        acted = outcome in ("followed", "partly")
+        freed_gpus = min(gpus, rnd.choice((1.0, 2.0, 4.0))) if acted else 0.0
+        freed_memory = rnd.choice((0, 16, 32, 64)) * hours if acted else 0.0
+        rows.append(
+            (
+                "default",
+                uid,
+                namespace,
+                name,
+                name.rsplit("-", 1)[0],
+                owner,
+                team,
+                finished,
+                None,
+                None,
+                outcome,
+                "[]" if outcome == "no_prior_advice" else _CHECK % outcome,
+                freed_gpus * hours,
+                freed_memory,
+                finished,
+            )
+        )
+    return rows
+
+
 POD_COLUMNS = ["cluster", "uid", "namespace", "name", "job_uid", "phase", "gpu_equivalents", "containers"]
 OUTBOX_COLUMNS = [
     "dedup_key",
@@ -305,7 +380,14 @@ def outbox_rows(
 
 
 async def fill(
-    url: str, n_jobs: int, teams: int, people: int, *, in_time_order: bool, nudged: float = 0.02
+    url: str,
+    n_jobs: int,
+    teams: int,
+    people: int,
+    *,
+    in_time_order: bool,
+    nudged: float = 0.02,
+    adopted: float = 0.6,
 ) -> float:
     conn = await connect(url)
     # JSONB through binary COPY: a version byte (1) and the JSON text.
@@ -319,6 +401,7 @@ async def fill(
     rnd = random.Random(48)
     # Its own stream, so that the jobs are the same with or without the outbox.
     nudge_rnd = random.Random(49)
+    adoption_rnd = random.Random(50)
     all_nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
     week_start, end = week_bounds(WEEK, "UTC")
     first = end - timedelta(weeks=WEEKS)
@@ -343,6 +426,8 @@ async def fill(
             pods, outbox, nudges = outbox_rows(jobs, week_start, nudged, nudge_rnd)
             await conn.copy_records_to_table("pods", records=pods, columns=POD_COLUMNS)
             await conn.copy_records_to_table("outbox", records=outbox, columns=OUTBOX_COLUMNS)
+            adoption = adoption_rows(jobs, adopted, adoption_rnd)
+            await conn.copy_records_to_table("advice_adoption", records=adoption, columns=ADOPTION_COLUMNS)
             all_nudges.extend(nudges)
         # The nudges through the live check's own write path: outbox rows and the digest's ledger.
         store = Store.from_url(url)
@@ -417,6 +502,7 @@ async def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="times to build all digests")
     parser.add_argument("--nudged", type=float, default=0.02, help="share of the week's GPU jobs nudged")
+    parser.add_argument("--adopted", type=float, default=0.6, help="share of jobs judged for adoption")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--database", help="use this already filled database (migrated to head first)")
     parser.add_argument("--keep", action="store_true", help="leave the database for another run")
@@ -436,6 +522,7 @@ async def main() -> int:
                 args.people,
                 in_time_order=args.order == "time",
                 nudged=args.nudged,
+                adopted=args.adopted,
             )
             print(f"jobs={args.jobs}\nteams={args.teams}\npeople={args.people}\nweeks={WEEKS}")
             print(f"order={args.order}\nfill_s={fill_s:.1f}")
@@ -452,10 +539,23 @@ async def main() -> int:
                     end=" ",
                 )
                 print(f"all_digests_concurrent4_s={concurrent:.3f} load={load()}")
+            # The adoption statement alone, the same 50 times in the same process: its share of the
+            # digests (a baseline ratio that the shared machine's load affects alike).
+            start, end = week_bounds(WEEK, "UTC")
+            began = time.perf_counter()
+            for team in teams:
+                await store.adoption.groups(team=team, since=start, until=end)
+            adoption_s = time.perf_counter() - began
+            share = adoption_s / sequential
+            print(f"adoption_only_s={adoption_s:.3f} adoption_share={share:.3f} load={load()}")
             print(f"jobs_in_week={sum(d.jobs for d in digests)}")
             print(f"gpu_hours_in_week={sum(d.gpu_hours or 0 for d in digests):.0f}")
             print(f"nudged_pods_in_week={sum(p.pods for d in digests for p in d.live_idle)}")
             print(f"live_idle_gpu_hours_in_week={sum(d.live_idle_gpu_hours or 0 for d in digests):.0f}")
+            print(f"adoption_runs_in_week={sum(d.adoption.runs for d in digests)}")
+            print(f"advice_followed_in_week={sum(d.adoption.followed for d in digests)}")
+            freed = sum(d.adoption.gpu_hours_freed or 0 for d in digests)
+            print(f"adoption_gpu_hours_freed_in_week={freed:.0f}")
             if args.explain:
                 plans = await explain(store, teams[0])
                 indexes = sorted({m for p in plans for m in re.findall(r"(?:using|Index Scan on) (\w+)", p)})

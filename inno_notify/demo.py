@@ -112,12 +112,18 @@ async def run_demo(
     *,
     start: datetime | None = None,
     timeout_seconds: float = 300.0,
+    workload: Workload | None = None,
 ) -> DemoResult:
+    """Plays a generated workload of `jobs` jobs (or the given `workload`, a scenario) through the
+    whole service on a simulated clock, and reports what was delivered."""
     console = console or Console()
     db_path, mail_dir = _fresh_output(out)
     database_url = f"sqlite+aiosqlite:///{db_path}"
     start = start or datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
-    workload = generate(jobs, start)
+    if workload is None:
+        workload = generate(jobs, start)
+    else:
+        start = workload.start
     settings = demo_settings(workload, database_url)
     clock = SimClock(start, speed)
 

@@ -210,6 +210,60 @@ class RecommendationPage(TypedDict):
     next_cursor: NextCursor
 
 
+# --- advice adoption ----------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class AdoptionFigures(TypedDict):
+    """Whether new runs of job families followed the advice their family's previous run was given
+    (docs/rightsizing.md, "Advice adoption"), and what that freed against the previous request."""
+
+    runs: int
+    """New runs of families judged, those without prior advice included."""
+    advised: int
+    """Runs whose previous run was given advice: followed + partly + ignored + over_corrected."""
+    followed: int
+    partly: int
+    ignored: int
+    over_corrected: int
+    """Runs that went below the usage the advice was measured on (or were OOM-killed after it)."""
+    gpu_hours_freed: float | None
+    """GPU-hours freed by advice followed in full or in part: request delta × the new run's pods ×
+    its runtime; null when no such run has a known runtime."""
+    memory_gib_hours_freed: float | None
+    """Memory GiB-hours freed, likewise."""
+
+
+@with_config(CLOSED)
+class AdoptionPersonFigures(AdoptionFigures):
+    """One person's adoption."""
+
+    owner: str
+    """The owner's e-mail, or "(no owner)"."""
+
+
+@with_config(CLOSED)
+class AdoptionGroup(AdoptionFigures):
+    """The adoption of one person of one team."""
+
+    team: str | None
+    """The team; null: none known."""
+    owner: str | None
+    """The owner's e-mail; null: none known."""
+
+
+@with_config(CLOSED)
+class AdoptionReport(TypedDict):
+    """Advice adoption of the new runs of job families that finished in [since, until)."""
+
+    team: str | None
+    since: datetime | None
+    until: datetime | None
+    total: AdoptionFigures
+    groups: list[AdoptionGroup]
+    """Per team and owner, by team then owner."""
+
+
 # --- notifications -----------------------------------------------------------------------------
 
 
@@ -529,6 +583,14 @@ class DigestLive(TypedDict):
 
 
 @with_config(CLOSED)
+class DigestAdoption(AdoptionFigures):
+    """The week's new runs: the team's adoption, and per person with advice to follow."""
+
+    people: list[AdoptionPersonFigures]
+    """Most advised runs first."""
+
+
+@with_config(CLOSED)
 class DigestMissing(TypedDict):
     figure: str
     reason: str
@@ -563,6 +625,7 @@ class Digest(TypedDict):
     change: DigestChanges
     quota: DigestQuota
     live: DigestLive
+    adoption: DigestAdoption
     missing: list[DigestMissing]
 
 

@@ -20,6 +20,7 @@ from inno_notify.api.auth import READERS, Role, default_roles
 from inno_notify.api.errors import Error
 from inno_notify.api.params import Inputs, Nothing
 from inno_notify.api.views import (
+    adoption,
     digests,
     docs,
     events,
@@ -206,6 +207,21 @@ ENDPOINTS = (
         recommendations.RecommendationFilters,
         _json(resources.RecommendationPage, "A page of recommendations."),
         "Open recommendations (no newer run of the family yet), largest waste first",
+        "usage",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/adoption",
+        adoption.adoption,
+        adoption.AdoptionWindow,
+        {
+            200: Reply(
+                "Per team and owner, and in total (Accept: text/csv for CSV, one row per team and owner).",
+                resources.AdoptionReport,
+                media=("text/csv",),
+            )
+        },
+        "Whether new runs of job families followed their previous run's advice, and what it freed",
         "usage",
     ),
     Endpoint(

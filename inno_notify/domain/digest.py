@@ -16,6 +16,8 @@ Conventions, stated once so every figure means the same thing:
   start (or the week's, if later) to its last nudge in the week. That is what the nudges saw, a
   lower bound (a pod idling on after its last nudge adds nothing more), counted by the pod's owner.
   A pod nudged at least twice in the week is listed as nudged repeatedly.
+- Advice adoption counts the new runs of families that finished in the week (domain.adoption):
+  "advice followed in 5 of 8 new runs" counts runs whose previous run was given advice.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally, adoption_to_dict, combine
 
 TOP_WASTE = 5
 TOP_NUDGED = 10
@@ -238,6 +242,8 @@ class DigestRows:
     previous: TeamTotals | None = None
     # The team's pods nudged about idle GPUs during the week.
     nudged: tuple[NudgedPodRow, ...] = ()
+    # Whether the week's new runs of families followed their previous runs' advice, per person.
+    adoption: tuple[AdoptionPerson, ...] = ()
 
 
 # --- the digest -------------------------------------------------------------------------------
@@ -344,6 +350,10 @@ class Digest:
     # the pods nudged at least twice.
     live_idle: tuple[LiveIdleLine, ...] = ()
     nudged_repeatedly: tuple[NudgedPodLine, ...] = ()
+    # Advice adoption of the week's new runs (domain.adoption): the team's, and per person with
+    # advice to follow, most advised runs first.
+    adoption: AdoptionTally = field(default_factory=AdoptionTally)
+    adoption_people: tuple[AdoptionPerson, ...] = ()
 
     @property
     def live_idle_gpu_hours(self) -> float | None:
@@ -467,7 +477,19 @@ def build_digest(
         missing=tuple(missing),
         live_idle=_live_idle(rows.nudged),
         nudged_repeatedly=_nudged_repeatedly(rows.nudged),
+        adoption=combine([p.tally for p in rows.adoption]),
+        adoption_people=_adoption_people(rows.adoption),
     )
+
+
+def _adoption_people(rows: Sequence[AdoptionPerson]) -> tuple[AdoptionPerson, ...]:
+    per_owner: dict[str, list[AdoptionTally]] = {}
+    for row in rows:
+        per_owner.setdefault(row.owner or NO_OWNER, []).append(row.tally)
+    people = [AdoptionPerson(owner, combine(tallies)) for owner, tallies in per_owner.items()]
+    people = [p for p in people if p.tally.advised]
+    people.sort(key=lambda p: (-p.tally.advised, -(p.tally.gpu_hours_freed or 0.0), p.owner or ""))
+    return tuple(people)
 
 
 def _live_idle(rows: Sequence[NudgedPodRow]) -> tuple[LiveIdleLine, ...]:
@@ -631,6 +653,12 @@ def digest_to_dict(digest: Digest) -> dict[str, Any]:
                     "idle_gpu_hours": n.idle_gpu_hours,
                 }
                 for n in digest.nudged_repeatedly
+            ],
+        },
+        "adoption": {
+            **adoption_to_dict(digest.adoption),
+            "people": [
+                {"owner": p.owner or NO_OWNER, **adoption_to_dict(p.tally)} for p in digest.adoption_people
             ],
         },
         "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],

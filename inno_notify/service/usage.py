@@ -41,6 +41,7 @@ from inno_notify.domain.accounting import (
     compute_usage,
     held_interval,
 )
+from inno_notify.domain.adoption import judge
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import (
     JobRecord,
@@ -84,7 +85,6 @@ class CollectorOptions:
     # Retries after a failed round wait a quarter of the job's age, within these bounds.
     retry_min_seconds: float = 15.0
     retry_max_seconds: float = 300.0
-    family_runs: int = 20
     # After giving up, a job summarized with figures missing is measured again (its stored usage and
     # advice are updated, nothing is re-sent) every `remeasure_every_seconds` for this long.
     remeasure_for_seconds: float = 86400.0
@@ -102,6 +102,7 @@ class CollectorStats:
     measurement_errors: int = 0
     failed_rounds: int = 0
     notifications_planned: int = 0
+    adoptions_recorded: int = 0
     last_round_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -349,6 +350,7 @@ class UsageCollector:
         `measurable`, gives every figure null for `measurement_error`, no advice, and no
         re-measurement: the same data would raise again."""
         figures: tuple[Usage, list[Recommendation]] | None = None
+        history: list[tuple[JobRecord, Usage, list[PodRecord]]] | None = None
         if measurable:
             history = await self._history(job, now)
             try:
@@ -358,6 +360,9 @@ class UsageCollector:
         if figures is None:
             figures, missing = (_unmeasured(now), []), MissingReason.MEASUREMENT_ERROR
         usage, recs = figures
+        if not remeasured:
+            # No earlier measured run finished before this one ended: none before it was created.
+            await self._adopt(job, now, first_run=history == [])
         # A job measured again was already summarized: its rows exist, planning again adds nothing.
         notifications = [] if remeasured else await self.plan(job, now)
         if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
@@ -387,6 +392,29 @@ class UsageCollector:
         if self.telemetry is not None:
             self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
 
+    async def _adopt(self, job: JobRecord, now: datetime, *, first_run: bool = False) -> None:
+        """Judges whether this run followed its family's previous advice (domain.adoption) and
+        records it once. It runs before the summary is stored, so a crash in between judges the
+        run again on its next claim and the second record changes nothing. A run that cannot be
+        judged is logged, never fatal to its summary; the store being away is (the job comes back).
+        `first_run`: the family's history is known to be empty, so there is no previous run to read."""
+        if not job.family:
+            return
+        before = job.created_at or job.started_at or job.finished_at or now
+        found = None
+        if not first_run:
+            found = await self.store.adoption.previous_advice(
+                job.cluster, job.namespace, job.family, before, job.uid
+            )
+        previous, advice = found if found is not None else (None, [])
+        try:
+            adoption = judge(job, previous, advice, now)
+        except Exception:  # one job's odd requests: its summary still goes out
+            log.exception("adoption of job %r (uid %r) could not be judged", job.name, job.uid)
+            return
+        if adoption is not None and await self.store.adoption.record(adoption):
+            self.stats.adoptions_recorded += 1
+
     def _figures(
         self,
         job: JobRecord,
@@ -414,13 +442,13 @@ class UsageCollector:
         return usage, _with_window(recommend(job, usage, pods, runs, self.policy, now), job, pods, now)
 
     async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
-        """Earlier measured runs of the job's family, with their pods (right-sizing learns from them)."""
-        if not job.family:
+        """Earlier measured runs of the job's family, with their pods (right-sizing learns from them):
+        at most `rightsizing.family_max_runs` runs in all, this one included."""
+        earlier = self.policy.family_max_runs - 1
+        if not job.family or earlier <= 0:
             return []
         before = job.finished_at or now
-        runs = await self.store.family_history(
-            job.cluster, job.namespace, job.family, before, self.options.family_runs
-        )
+        runs = await self.store.family_history(job.cluster, job.namespace, job.family, before, earlier)
         if not runs:
             return []
         pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])

@@ -358,3 +358,71 @@ async def test_a_measured_jobs_chart_is_drawn_ahead_of_its_send(store: Store) ->
         assert charts.drawn == 2
     finally:
         charts.close()
+
+
+async def _family_run(store: Store, name: str, gpus: int, start: datetime) -> str:
+    ing = Ingestor(store, ParseConfig(cluster="test"), IngestOptions(), Clock(start + timedelta(hours=2)), T0)
+    events = lifecycle(name, gpus=gpus, start=start)
+    await ing.apply(events)
+    return str(events[0][2]["metadata"]["uid"])
+
+
+async def test_a_new_run_is_judged_against_its_familys_previous_advice_once(store: Store) -> None:
+    source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
+    first = await _family_run(store, "train-resnet-7f9c2", 4, T0)
+    now = T0 + timedelta(hours=1, minutes=5)
+    coll = collector(store, source, now)
+    assert await coll.run_once(now) == 1
+    advice = await store.recommendations_of("test", first)
+    assert (advice[0].kind, advice[0].current, advice[0].suggested) == (RecommendationKind.GPU_COUNT, 4, 2)
+    judged_first = await store.adoption.get("test", first)
+    assert judged_first is not None and judged_first.outcome.value == "no_prior_advice"
+
+    # The second run asks for the 2 GPUs advised.
+    source.util_by_gpu = [80.0, 75.0]
+    second = await _family_run(store, "train-resnet-x8k2p", 2, T0 + timedelta(hours=2))
+    later = T0 + timedelta(hours=3, minutes=5)
+    coll = collector(store, source, later)
+    assert await coll.run_once(later) == 1
+
+    adoption = await store.adoption.get("test", second)
+    assert adoption is not None
+    assert adoption.previous_uid == first
+    gpu_check = next(c for c in adoption.checks if c.kind is RecommendationKind.GPU_COUNT)
+    assert (gpu_check.current, gpu_check.suggested, gpu_check.new, gpu_check.outcome.value) == (
+        4,
+        2,
+        2.0,
+        "followed",
+    )
+    # 2 GPUs fewer for the second run's 3601 s (started at +1 s, ended at 1 h + 2 s).
+    assert adoption.gpu_hours_freed == pytest.approx(2 * 3601 / 3600)
+    assert coll.stats.adoptions_recorded == 1
+    # Judged again (a claim taken over after a crash): the first record stands.
+    job = await store.get_job("test", second)
+    assert job is not None
+    await coll._adopt(replace(job, requested=replace(job.requested, gpus=4.0)), later)
+    assert await store.adoption.get("test", second) == adoption
+    assert coll.stats.adoptions_recorded == 1
+
+
+@pytest.mark.parametrize(("max_runs", "expected"), [(30, 25), (21, 20), (5, 4)])
+async def test_family_history_honours_family_max_runs(store: Store, max_runs: int, expected: int) -> None:
+    """`rightsizing.family_max_runs` counts the run being judged, so the collector reads one fewer
+    earlier runs; the store once stopped at 20 whatever the setting."""
+    from tests.adapters.db import records
+
+    earlier = [
+        records.job(f"run-{i:02d}", cluster="test", finished_at=T0 - timedelta(hours=i + 1))
+        for i in range(25)
+    ]
+    await store.upsert_jobs(earlier)
+    for run in earlier:
+        await store.save_usage("test", run.uid, records.usage())
+    this = records.job("this", cluster="test", finished_at=T0)
+    policy = RightsizingPolicy(family_max_runs=max_runs)
+    coll = UsageCollector(store, FakeSource([], 0), policy, plan_one_email, CollectorOptions(), Clock(T0))
+
+    history = await coll._history(this, T0)
+
+    assert [run.uid for run, _, _ in history] == [f"run-{i:02d}" for i in range(expected)]

@@ -27,7 +27,8 @@ from inno_notify.adapters.channels.base import InlineImage, MailMessage, Rendere
 from inno_notify.adapters.channels.digest_chart import chart_alt_text
 from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
 from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
-from inno_notify.domain.digest import Change, Digest, digest_to_dict
+from inno_notify.domain.adoption import AdoptionTally
+from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
 
@@ -80,6 +81,15 @@ class NudgedPodView:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptionView:
+    owner: str
+    # "3 of 4 runs followed (1 ignored)"
+    followed: str
+    # "6 GPU-h, 40 GiB-h memory freed", or "" when nothing was freed
+    freed: str
+
+
+@dataclass(frozen=True, slots=True)
 class DigestView:
     team: str
     week: str
@@ -96,6 +106,9 @@ class DigestView:
     live_total: str = ""
     live: tuple[LiveIdleView, ...] = ()
     nudged: tuple[NudgedPodView, ...] = ()
+    # "Advice followed in 5 of 8 new runs (…); 12 GPU-h freed this week." ("": no run had advice)
+    adoption: str = ""
+    adoption_people: tuple[AdoptionView, ...] = ()
 
 
 def hours(value: float | None, unit: str = "h") -> str:
@@ -120,6 +133,39 @@ def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
 
 def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '−'}{figures.number(abs(value))}"
+
+
+def _others(t: AdoptionTally) -> str:
+    parts = [
+        f"{n} {what}"
+        for n, what in ((t.partly, "partly"), (t.ignored, "ignored"), (t.over_corrected, "over-corrected"))
+        if n
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def freed_text(t: AdoptionTally) -> str:
+    """ "12 GPU-h and 40 GiB-h of memory freed", "" when nothing was freed."""
+    if t.followed + t.partly == 0:
+        return ""
+    if t.gpu_hours_freed is None and t.memory_gib_hours_freed is None:
+        return "freed " + figures.not_available("runtime unknown")
+    parts = []
+    if t.gpu_hours_freed:
+        parts.append(f"{figures.number(t.gpu_hours_freed)} GPU-h")
+    if t.memory_gib_hours_freed:
+        parts.append(f"{figures.number(t.memory_gib_hours_freed)} GiB-h of memory")
+    return f"{' and '.join(parts)} freed" if parts else ""
+
+
+def adoption_text(t: AdoptionTally) -> str:
+    """ "Advice followed in 5 of 8 new runs (2 ignored, 1 partly); 12 GPU-h freed this week." """
+    if not t.advised:
+        return ""
+    freed = freed_text(t)
+    return f"Advice followed in {t.followed} of {t.advised} new runs{_others(t)}" + (
+        f"; {freed} this week." if freed else "."
+    )
 
 
 def digest_view(digest: Digest) -> DigestView:
@@ -217,6 +263,15 @@ def digest_view(digest: Digest) -> DigestView:
                 idle_gpu_hours=hours(n.idle_gpu_hours, "GPU-h"),
             )
             for n in d.nudged_repeatedly
+        ),
+        adoption=adoption_text(d.adoption),
+        adoption_people=tuple(
+            AdoptionView(
+                owner=p.owner or NO_OWNER,
+                followed=f"{p.tally.followed} of {p.tally.advised} runs followed{_others(p.tally)}",
+                freed=freed_text(p.tally),
+            )
+            for p in d.adoption_people
         ),
     )
 

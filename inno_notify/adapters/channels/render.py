@@ -55,6 +55,7 @@ from inno_notify.domain.bot_replies import Reply, decode_reply
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.domain.rightsizing.sweeps import SweepRun, advice_per_family
 from inno_notify.domain.serving import ServingNotice
 from inno_notify.domain.workflows import WorkflowSummary
 
@@ -338,7 +339,16 @@ def _environment(
 
 
 def _distinct_recommendations(views: Sequence[SummaryView], limit: int) -> list[RecommendationView]:
-    """The first recommendations of the group, each message once (a sweep repeats the same advice)."""
+    """The group's advice, once per family (domain.rightsizing.sweeps: "For the 7 runs of
+    sweep-lr: …"), most severe first; views made without their advice give their messages, each once."""
+    if any(view.advice for view in views):
+        runs = [SweepRun(view.name, view.family, view.advice) for view in views]
+        return [
+            RecommendationView(
+                a.recommendation.severity.value, a.recommendation.message, a.recommendation.field_path
+            )
+            for a in advice_per_family(runs)[:limit]
+        ]
     seen: dict[str, RecommendationView] = {}
     for view in views:
         for rec in view.recommendations:

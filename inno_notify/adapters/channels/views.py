@@ -66,6 +66,10 @@ class SummaryView:
     # The job's pods and the nodes they ran on (its usage series), for the log and Grafana links.
     pods: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
+    # The job's family and all its advice as computed, so that a grouped message can state the
+    # advice once per family (domain.rightsizing.sweeps).
+    family: str | None = None
+    advice: tuple[Recommendation, ...] = ()
 
     @property
     def job_ref(self) -> str:
@@ -109,6 +113,8 @@ class SummaryView:
             links=job.links,
             pods=tuple(dict.fromkeys(p.name for p in pods)),
             nodes=tuple(dict.fromkeys(p.node for p in pods if p.node)),
+            family=job.family,
+            advice=tuple(ranked),
         )
 
 

@@ -32,8 +32,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db import nudge_ledger
+from inno_notify.adapters.db import adoption, nudge_ledger
 from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations, usage
+from inno_notify.domain.adoption import AdoptionPerson
 from inno_notify.domain.digest import (
     TOP_WASTE,
     DailyRow,
@@ -442,7 +443,14 @@ async def load_digest(
     previous_start, _ = week_bounds(previous_week(week), tz)
     async with _connection(source) as conn:
         rows = await team_week(conn, cluster, team, start, end, day_bounds(week, tz), previous_start)
-        rows = replace(rows, nudged=await nudged_pods(conn, cluster, team, start, end))
+        rows = replace(
+            rows,
+            nudged=await nudged_pods(conn, cluster, team, start, end),
+            adoption=tuple(
+                AdoptionPerson(g.owner, g.tally)
+                for g in await adoption.groups(conn, team=team, since=start, until=end, cluster=cluster)
+            ),
+        )
     return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus)
 
 

@@ -39,6 +39,7 @@ from inno_notify.adapters.db import (
     usage_queries,
     workflows,
 )
+from inno_notify.adapters.db.adoption import AdoptionRepository
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import (
@@ -140,6 +141,7 @@ class Store:
         self._reader = engine.execution_options(**READ_INTENT)
         self._fence = fence
         self._outbox = OutboxRepository(engine, fence)
+        self._adoption = AdoptionRepository(engine, fence)
 
     @classmethod
     def from_url(
@@ -165,6 +167,11 @@ class Store:
     def outbox(self) -> OutboxRepository:
         """Claiming outbox rows and recording what became of them (the dispatcher's side)."""
         return self._outbox
+
+    @property
+    def adoption(self) -> AdoptionRepository:
+        """Advice adoption: a family's previous advice, the judged runs and their sums."""
+        return self._adoption
 
     async def close(self) -> None:
         await self._engine.dispose()
@@ -358,9 +365,10 @@ class Store:
             return await outbox.enqueue(conn, notifications)
 
     async def family_history(
-        self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
+        self, cluster: str, namespace: str, family: str, before: datetime, limit: int
     ) -> list[tuple[JobRecord, Usage]]:
-        """Earlier measured runs of a job family, newest first (right-sizing learns from them)."""
+        """Earlier measured runs of a job family, newest first, at most `limit` of them (the
+        caller's `rightsizing.family_max_runs`; right-sizing learns from them)."""
         async with self.read() as conn:
             return await jobs.family_history(conn, cluster, namespace, family, before, limit)
 

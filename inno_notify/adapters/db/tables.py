@@ -220,6 +220,38 @@ recommendations = sa.Table(
     sa.Index(None, "waste_gpu_minutes"),
 )
 
+# The advice_adoption columns the digest and the API sum besides team and finished_at (adoption.py).
+ADOPTION_SUM_COLUMNS = ["cluster", "owner", "outcome", "gpu_hours_freed", "memory_gib_hours_freed"]
+
+# One row per new run of a family that was judged against its previous run's advice
+# (domain.adoption, written once when the new run is measured; adoption.py). Team, owner and
+# finished_at are copied from the job so that the digest and the API aggregate without a join.
+advice_adoption = sa.Table(
+    "advice_adoption",
+    metadata,
+    sa.Column("cluster", sa.String(), nullable=False),
+    sa.Column("job_uid", sa.String(), nullable=False),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("family", sa.String(), nullable=False),
+    sa.Column("owner", sa.String()),
+    sa.Column("team", sa.String()),
+    sa.Column("finished_at", UTCDateTime()),
+    sa.Column("previous_uid", sa.String()),
+    sa.Column("previous_name", sa.String()),
+    sa.Column("outcome", sa.String(), nullable=False),
+    # [{"kind", "field_path", "current", "suggested", "new", "outcome"}]: read back whole.
+    sa.Column("checks", _json(), nullable=False),
+    sa.Column("gpu_hours_freed", sa.Double()),
+    sa.Column("memory_gib_hours_freed", sa.Double()),
+    sa.Column("evaluated_at", UTCDateTime(), nullable=False),
+    sa.PrimaryKeyConstraint("cluster", "job_uid"),
+    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    # The digest sums one team's week: on Postgres from the index alone (as ix_jobs_team_finished_at).
+    sa.Index(None, "team", "finished_at", postgresql_include=ADOPTION_SUM_COLUMNS),
+    sa.Index(None, "finished_at"),
+)
+
 outbox = sa.Table(
     "outbox",
     metadata,

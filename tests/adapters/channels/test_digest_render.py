@@ -16,6 +16,7 @@ from inno_notify.adapters.channels.base import MailMessage, Recipient, SlackMess
 from inno_notify.adapters.channels.digest_chart import MAX_PANELS, chart_alt_text, panels, render_chart
 from inno_notify.adapters.channels.digest_views import CHART_CID, DigestRenderer, render_json
 from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally
 from inno_notify.domain.digest import (
     DailyRow,
     Digest,
@@ -210,3 +211,47 @@ def write_docs_screenshot() -> None:
 
 if __name__ == "__main__":
     write_docs_screenshot()
+
+
+def _adopted(owner: str = "alice@example.com") -> Digest:
+    """The week's new runs: alice 4 followed of 6 advised (1 ignored, 1 partly), bob 1 of 2
+    (1 over-corrected), carol's run had no prior advice; 10 + 2 GPU-h, 40 GiB-h freed."""
+    people = (
+        AdoptionPerson(owner, AdoptionTally(7, 6, 4, 1, 1, 0, 10.0, 40.0)),
+        AdoptionPerson("bob@example.com", AdoptionTally(2, 2, 1, 0, 0, 1, 2.0, 0.0)),
+        AdoptionPerson("carol@example.com", AdoptionTally(1, 0, 0, 0, 0, 0, 0.0, 0.0)),
+    )
+    d = digest(owner=owner)
+    built = build_digest("face", d.week, d.timezone, DigestRows(TeamTotals(), adoption=people))
+    return replace(d, adoption=built.adoption, adoption_people=built.adoption_people)
+
+
+def test_adoption_in_every_channel() -> None:
+    d = _adopted()
+    line = (
+        "Advice followed in 5 of 8 new runs (1 partly, 1 ignored, 1 over-corrected); "
+        "12 GPU-h and 40 GiB-h of memory freed this week."
+    )
+    renderer = DigestRenderer()
+    text = renderer.text(d)
+    assert line in text
+    assert "alice@example.com: 4 of 6 runs followed (1 partly, 1 ignored), 10 GPU-h and 40 GiB-h" in text
+    assert "bob@example.com: 1 of 2 runs followed (1 over-corrected), 2 GPU-h freed" in text
+    assert "carol" not in text  # no advice to follow: not listed
+    mail = renderer.message("email", d, None)
+    assert isinstance(mail, MailMessage) and line in mail.html and 'id="adoption-people"' in mail.html
+    telegram = renderer.message("telegram", d, None)
+    assert isinstance(telegram, TelegramMessage) and line in telegram.html
+    slack = renderer.message("slack", d, None)
+    assert isinstance(slack, SlackMessage)
+    assert "Advice followed in 5 of 8 new runs" in json.dumps(slack.blocks)
+    data = json.loads(render_json(d))["adoption"]
+    assert (data["advised"], data["followed"], data["gpu_hours_freed"]) == (8, 5, 12.0)
+    assert [p["owner"] for p in data["people"]] == ["alice@example.com", "bob@example.com"]
+
+
+def test_adoption_escaped_and_absent_without_advice() -> None:
+    d = _adopted(owner=EVIL)
+    mail = DigestRenderer().message("email", d, None)
+    assert isinstance(mail, MailMessage) and "<script>" not in mail.html
+    assert "Advice followed" not in DigestRenderer().text(digest())

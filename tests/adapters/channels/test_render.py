@@ -371,3 +371,31 @@ def test_cluster_values_are_literal_in_the_plain_text_mail(payload: str) -> None
     assert "\n" not in message.subject and "\r" not in message.subject
     if "{{ 7*7 }}" in payload:
         assert "{{ 7*7 }}" in message.text
+
+
+def test_a_sweeps_advice_is_stated_once_per_family_in_every_channel(renderer: Renderer) -> None:
+    """Three runs of sweep-lr, each advised a slightly different CPU request: one line for the
+    family at the p95 of the three (8, 8.5, 9 → 8.95 → 9 cores), not three lines without names."""
+
+    def run(i: int, suggested: float) -> SummaryView:
+        advice = Recommendation(
+            RecommendationKind.CPU, Severity.WARNING, 32, suggested, Unit.CORES,
+            f"CPU p95 of run {i}: set cpu: 32 → {suggested}.", waste_core_hours=20.0,
+            field_path='resources.requests["cpu"]',
+        )  # fmt: skip
+        job = sample_job(name=f"sweep-lr-{i}", uid=f"uid-{i}", family="sweep-lr")
+        return SummaryView.from_records(job, sample_usage(), [advice])
+
+    views = [run(0, 8.0), run(1, 8.5), run(2, 9.0)]
+    line = 'For the 3 runs of sweep-lr: set resources.requests["cpu"]: 32 → 9.'
+    mail = renderer.render_group(Channel.EMAIL, views)
+    assert isinstance(mail, MailMessage)
+    assert mail.text.count(line) == 1 and "CPU p95 of run" not in mail.text
+    assert "For the 3 runs of sweep-lr: set resources.requests[&#34;cpu&#34;]: 32 → 9." in mail.html
+    telegram = renderer.render_group(Channel.TELEGRAM, views)
+    assert isinstance(telegram, TelegramMessage)
+    assert Parsed(telegram.html).visible.count(line) == 1 and "CPU p95 of run" not in telegram.html
+    slack = renderer.render_group(Channel.SLACK, views)
+    assert isinstance(slack, SlackMessage)
+    text = str(slack.blocks)
+    assert text.count("For the 3 runs of sweep-lr") == 1 and "CPU p95 of run" not in text

@@ -1,0 +1,248 @@
+"""Advice adoption in the store: a family's previous advice, the judged runs, and their sums.
+
+The usage collector (leader) asks for the previous run of a new run's family and the advice it was
+given, judges the new run (domain.adoption) and records the outcome here once: the row is keyed by
+the new run, and a second write of the same run (a re-measurement, a claim taken over after a
+crash) changes nothing. The digest and `GET /api/v1/adoption` read sums grouped by team, owner and
+outcome, which SQL computes on both databases; domain.adoption.tally adds them up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from inno_notify.adapters.db import codec
+from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.jobs import recommendations_of
+from inno_notify.adapters.db.leases import UNFENCED, Fence
+from inno_notify.adapters.db.sql import dialect_insert
+from inno_notify.adapters.db.tables import advice_adoption, jobs, usage
+from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
+from inno_notify.domain.model import JobRecord, Recommendation, RecommendationKind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptionGroup:
+    """The adoption of one person of one team over a window."""
+
+    team: str | None
+    owner: str | None
+    tally: AdoptionTally
+
+
+def _check_to_json(check: AdviceCheck) -> dict[str, Any]:
+    return {
+        "kind": check.kind.value,
+        "field_path": check.field_path,
+        "current": check.current,
+        "suggested": check.suggested,
+        "new": check.new,
+        "outcome": check.outcome.value,
+    }
+
+
+def _check_from_json(data: Any) -> AdviceCheck | None:
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        return AdviceCheck(
+            kind=RecommendationKind(data["kind"]),
+            field_path=data.get("field_path"),
+            current=data.get("current"),
+            suggested=data["suggested"],
+            new=data.get("new"),
+            outcome=Outcome(data["outcome"]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def to_row(adoption: Adoption) -> dict[str, Any]:
+    return {
+        "cluster": adoption.cluster,
+        "job_uid": adoption.job_uid,
+        "namespace": adoption.namespace,
+        "name": adoption.name,
+        "family": adoption.family,
+        "owner": adoption.owner,
+        "team": adoption.team,
+        "finished_at": adoption.finished_at,
+        "previous_uid": adoption.previous_uid,
+        "previous_name": adoption.previous_name,
+        "outcome": adoption.outcome.value,
+        "checks": [_check_to_json(c) for c in adoption.checks],
+        "gpu_hours_freed": adoption.gpu_hours_freed,
+        "memory_gib_hours_freed": adoption.memory_gib_hours_freed,
+        "evaluated_at": adoption.evaluated_at,
+    }
+
+
+def from_row(row: RowMapping) -> Adoption:
+    """A stored row; a check that no longer reads (an older spelling) is left out, logged."""
+    raw = row["checks"] if isinstance(row["checks"], list) else []
+    checks = [c for c in (_check_from_json(item) for item in raw) if c is not None]
+    if len(checks) != len(raw):
+        unreadable = len(raw) - len(checks)
+        log.warning("adoption of job %r: %d stored check(s) unreadable", row["job_uid"], unreadable)
+    return Adoption(
+        cluster=row["cluster"],
+        job_uid=row["job_uid"],
+        namespace=row["namespace"],
+        name=row["name"],
+        family=row["family"],
+        owner=row["owner"],
+        team=row["team"],
+        finished_at=row["finished_at"],
+        previous_uid=row["previous_uid"],
+        previous_name=row["previous_name"],
+        outcome=Outcome(row["outcome"]),
+        checks=tuple(checks),
+        gpu_hours_freed=row["gpu_hours_freed"],
+        memory_gib_hours_freed=row["memory_gib_hours_freed"],
+        evaluated_at=row["evaluated_at"],
+    )
+
+
+async def previous_advice(
+    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
+) -> tuple[JobRecord, list[Recommendation]] | None:
+    """The family's newest measured run that finished before `before`, and its advice."""
+    query = (
+        sa.select(jobs)
+        .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
+        .where(
+            jobs.c.cluster == cluster,
+            jobs.c.namespace == namespace,
+            jobs.c.family == family,
+            jobs.c.finished_at < before,
+            jobs.c.uid != exclude_uid,
+        )
+        .order_by(jobs.c.finished_at.desc(), jobs.c.uid.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(query)).mappings().first()
+    if row is None:
+        return None
+    previous = codec.job_from_row(row)
+    return previous, await recommendations_of(conn, cluster, previous.uid)
+
+
+async def record(conn: AsyncConnection, adoption: Adoption) -> bool:
+    """Stores the run's adoption unless it is stored already; True when this call stored it."""
+    stmt = dialect_insert(conn, advice_adoption).values(to_row(adoption))
+    result = await conn.execute(stmt.on_conflict_do_nothing(index_elements=["cluster", "job_uid"]))
+    return bool(result.rowcount)
+
+
+def _window(
+    query: sa.Select[Any],
+    team: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    cluster: str | None,
+) -> sa.Select[Any]:
+    if team is not None:
+        query = query.where(advice_adoption.c.team == team)
+    if since is not None:
+        query = query.where(advice_adoption.c.finished_at >= since)
+    if until is not None:
+        query = query.where(advice_adoption.c.finished_at < until)
+    if cluster is not None:
+        query = query.where(advice_adoption.c.cluster == cluster)
+    return query
+
+
+async def groups(
+    conn: AsyncConnection,
+    *,
+    team: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cluster: str | None = None,
+) -> list[AdoptionGroup]:
+    """Adoption per (team, owner) of the new runs that finished in [since, until), by team then
+    owner (nulls last): one GROUP BY in the database, summed per group here."""
+    t = advice_adoption.c
+    query = _window(
+        sa.select(
+            t.team,
+            t.owner,
+            t.outcome,
+            sa.func.count().label("runs"),
+            sa.func.sum(t.gpu_hours_freed).label("gpu"),
+            sa.func.sum(t.memory_gib_hours_freed).label("memory"),
+        ).group_by(t.team, t.owner, t.outcome),
+        team,
+        since,
+        until,
+        cluster,
+    )
+    rows: dict[tuple[str | None, str | None], list[tuple[Outcome, int, float | None, float | None]]] = {}
+    for row in (await conn.execute(query)).mappings():
+        try:
+            outcome = Outcome(row["outcome"])
+        except ValueError:
+            continue  # an outcome this version does not know counts nowhere
+        rows.setdefault((row["team"], row["owner"]), []).append(
+            (outcome, int(row["runs"]), row["gpu"], row["memory"])
+        )
+    ordered = sorted(rows, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
+    return [AdoptionGroup(team, owner, tally(rows[(team, owner)])) for team, owner in ordered]
+
+
+class AdoptionRepository:
+    """The store's adoption side (`Store.adoption`): leader-only writes are fenced."""
+
+    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
+        self._engine = engine
+        self._reader = engine.execution_options(**READ_INTENT)
+        self._fence = fence
+
+    @contextlib.asynccontextmanager
+    async def _leader_write(self) -> AsyncIterator[AsyncConnection]:
+        async with self._engine.begin() as conn:
+            await self._fence.check(conn)
+            yield conn
+
+    async def previous_advice(
+        self, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
+    ) -> tuple[JobRecord, list[Recommendation]] | None:
+        """The family's newest measured run that finished before `before`, and its advice."""
+        async with self._reader.connect() as conn:
+            return await previous_advice(conn, cluster, namespace, family, before, exclude_uid)
+
+    async def record(self, adoption: Adoption) -> bool:
+        """Stores the run's adoption once (leader-only); True when this call stored it."""
+        async with self._leader_write() as conn:
+            return await record(conn, adoption)
+
+    async def get(self, cluster: str, uid: str) -> Adoption | None:
+        async with self._reader.connect() as conn:
+            query = sa.select(advice_adoption).where(
+                advice_adoption.c.cluster == cluster, advice_adoption.c.job_uid == uid
+            )
+            row = (await conn.execute(query)).mappings().first()
+        return None if row is None else from_row(row)
+
+    async def groups(
+        self,
+        *,
+        team: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        cluster: str | None = None,
+    ) -> list[AdoptionGroup]:
+        """Adoption per (team, owner) of the new runs that finished in [since, until)."""
+        async with self._reader.connect() as conn:
+            return await groups(conn, team=team, since=since, until=until, cluster=cluster)

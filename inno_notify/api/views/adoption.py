@@ -1,0 +1,92 @@
+"""GET /api/v1/adoption: whether new runs followed their family's advice and what it freed, as
+JSON or CSV (one row per team and owner).
+
+The store groups the judged runs (adapters/db/adoption.py) by team, owner and outcome in SQL;
+the sums per group and the total are domain.adoption's.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from aiohttp import web
+from pydantic import Field
+
+from inno_notify.adapters.db.adoption import AdoptionGroup
+from inno_notify.api import keys, resources
+from inno_notify.api.errors import ApiError
+from inno_notify.api.negotiate import preferred
+from inno_notify.api.params import Later, Text, Time
+from inno_notify.api.views.respond import json
+from inno_notify.api.views.usage import FORMATS, csv_cell
+from inno_notify.domain.adoption import AdoptionTally, combine
+
+# The CSV's columns: the group resource's fields, team and owner first.
+CSV_COLUMNS = ("team", "owner", *resources.AdoptionFigures.__annotations__)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptionWindow:
+    team: Text | None = None
+    since: Annotated[Time | None, Field(description="RFC 3339; new runs that finished at or after it.")] = (
+        None
+    )
+    until: Annotated[
+        Time | None, Field(description="RFC 3339; new runs that finished before it."), Later("since")
+    ] = None
+
+
+def _figures(t: AdoptionTally) -> resources.AdoptionFigures:
+    return {
+        "runs": t.runs,
+        "advised": t.advised,
+        "followed": t.followed,
+        "partly": t.partly,
+        "ignored": t.ignored,
+        "over_corrected": t.over_corrected,
+        "gpu_hours_freed": t.gpu_hours_freed,
+        "memory_gib_hours_freed": t.memory_gib_hours_freed,
+    }
+
+
+def _group(g: AdoptionGroup) -> resources.AdoptionGroup:
+    return {"team": g.team, "owner": g.owner, **_figures(g.tally)}
+
+
+async def adoption(request: web.Request, given: AdoptionWindow) -> web.Response:
+    media = preferred(request.headers.get("Accept"), FORMATS)
+    if media is None:
+        raise ApiError(406, "not_acceptable", f"adoption is available as {' or '.join(FORMATS)}")
+    found = await request.app[keys.STORE].adoption.groups(
+        team=given.team, since=given.since, until=given.until
+    )
+    groups = [_group(g) for g in found]
+    if media == "text/csv":
+        return web.Response(
+            body=_csv(groups),
+            content_type="text/csv",
+            charset="utf-8",
+            headers={"Content-Disposition": 'attachment; filename="adoption.csv"'},
+        )
+    return json(
+        resources.AdoptionReport(
+            team=given.team,
+            since=given.since,
+            until=given.until,
+            total=_figures(combine([g.tally for g in found])),
+            groups=groups,
+        )
+    )
+
+
+def _csv(rows: list[resources.AdoptionGroup]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        values: dict[str, Any] = dict(row)
+        writer.writerow([csv_cell(values[c]) for c in CSV_COLUMNS])
+    return out.getvalue().encode()

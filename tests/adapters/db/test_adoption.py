@@ -1,0 +1,111 @@
+"""Advice adoption in the store (adapters/db/adoption.py), on both dialects: the previous run's
+advice, the record written once, and the sums per team and owner on hand-computed figures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inno_notify.adapters.db import Store
+from inno_notify.domain.adoption import AdoptionTally, Outcome, judge
+
+from .records import T0, job, recommendations, usage
+
+DAY = timedelta(days=1)
+
+
+async def _finished(store: Store, uid: str, finished: datetime, **changes: object) -> None:
+    """A measured run of the train-resnet family that finished at `finished`."""
+    record = job(uid, created_at=finished - timedelta(hours=2), finished_at=finished, **changes)
+    await store.upsert_jobs([record])
+    await store.save_usage("default", uid, usage())
+
+
+async def test_previous_advice_is_the_newest_measured_run_finished_before(store: Store) -> None:
+    await _finished(store, "old", T0)
+    await _finished(store, "prev", T0 + DAY)
+    await store.save_recommendations("default", "prev", recommendations())
+    await _finished(store, "later", T0 + 3 * DAY)  # finished after the new run was created
+    await _finished(store, "elsewhere", T0 + 2 * DAY - timedelta(hours=1), namespace="other")
+    # Finished, never measured: it was given no advice yet.
+    await store.upsert_jobs([job("unmeasured", finished_at=T0 + 2 * DAY - timedelta(hours=2))])
+
+    found = await store.adoption.previous_advice(
+        "default", "face-research", "train-resnet", T0 + 2 * DAY, "new"
+    )
+
+    assert found is not None
+    previous, advice = found
+    assert previous.uid == "prev"
+    assert tuple(advice) == recommendations()
+    repo = store.adoption
+    assert await repo.previous_advice("default", "face-research", "other", T0 + 2 * DAY, "x") is None
+    assert await repo.previous_advice("default", "face-research", "train-resnet", T0, "x") is None
+
+
+async def test_an_adoption_is_recorded_once(store: Store) -> None:
+    await _finished(store, "prev", T0)
+    await _finished(store, "new", T0 + DAY)
+    previous = await store.get_job("default", "prev")
+    new = await store.get_job("default", "new")
+    assert previous is not None and new is not None
+    new = replace(new, requested=replace(new.requested, extended={"nvidia.com/gpu": 2}, gpus=2.0))
+    adoption = judge(new, previous, recommendations(), T0 + 2 * DAY)
+    assert adoption is not None
+
+    assert await store.adoption.record(adoption) is True
+    assert await store.adoption.record(replace(adoption, outcome=Outcome.IGNORED)) is False
+
+    assert await store.adoption.get("default", "new") == adoption
+    assert await store.adoption.get("default", "prev") is None
+
+
+async def _adopted(
+    store: Store,
+    uid: str,
+    outcome: Outcome,
+    *,
+    owner: str = "alice@example.com",
+    team: str = "face",
+    finished: datetime = T0,
+    gpu: float | None = 0.0,
+    memory: float | None = 0.0,
+) -> None:
+    record = job(uid, owner=owner, team=team, finished_at=finished)
+    await store.upsert_jobs([record])
+    adoption = judge(record, None, [], finished)
+    assert adoption is not None
+    await store.adoption.record(
+        replace(adoption, outcome=outcome, gpu_hours_freed=gpu, memory_gib_hours_freed=memory)
+    )
+
+
+async def test_groups_sum_per_team_and_owner_within_the_window(store: Store) -> None:
+    alice, bob = "alice@example.com", "bob@example.com"
+    await _adopted(store, "a1", Outcome.FOLLOWED, gpu=10.0, memory=100.0)
+    await _adopted(store, "a2", Outcome.FOLLOWED, gpu=2.5, memory=None)
+    await _adopted(store, "a3", Outcome.IGNORED)
+    await _adopted(store, "a4", Outcome.NO_PRIOR_ADVICE)
+    await _adopted(store, "b1", Outcome.PARTLY, owner=bob, gpu=1.0, memory=8.0)
+    await _adopted(store, "b2", Outcome.OVER_CORRECTED, owner=bob)
+    await _adopted(store, "b3", Outcome.FOLLOWED, owner=bob, gpu=None, memory=None)
+    await _adopted(store, "v1", Outcome.FOLLOWED, team="vision", gpu=7.0)
+    await _adopted(store, "late", Outcome.FOLLOWED, finished=T0 + 7 * DAY, gpu=99.0)
+
+    groups = await store.adoption.groups(team="face", since=T0 - DAY, until=T0 + DAY)
+
+    assert [(g.team, g.owner) for g in groups] == [("face", alice), ("face", bob)]
+    assert groups[0].tally == AdoptionTally(
+        runs=4, advised=3, followed=2, partly=0, ignored=1, over_corrected=0,
+        gpu_hours_freed=pytest.approx(12.5), memory_gib_hours_freed=pytest.approx(100.0),
+    )  # fmt: skip
+    assert groups[1].tally == AdoptionTally(
+        runs=3, advised=3, followed=1, partly=1, ignored=0, over_corrected=1,
+        gpu_hours_freed=pytest.approx(1.0), memory_gib_hours_freed=pytest.approx(8.0),
+    )  # fmt: skip
+    everyone = await store.adoption.groups()
+    assert [(g.team, g.owner) for g in everyone] == [("face", alice), ("face", bob), ("vision", alice)]
+    assert everyone[0].tally.runs == 5
+    assert await store.adoption.groups(since=datetime(2030, 1, 1, tzinfo=UTC)) == []
