@@ -111,6 +111,22 @@ class Recommendation(TypedDict):
 
 
 @with_config(CLOSED)
+class JobKueue(TypedDict):
+    local_queue: str | None
+    cluster_queue: str | None
+    """The ClusterQueue that admitted the job."""
+    workload: str | None
+    quota_reserved_at: datetime | None
+    admitted_at: datetime | None
+    """The latest admission (a job preempted and admitted again has several)."""
+    evictions: int
+    """How often Kueue evicted the job (preemptions included)."""
+    preemptions: int
+    last_eviction_reason: str | None
+    """Preempted, PodsReadyTimeout, Deactivated, …"""
+
+
+@with_config(CLOSED)
 class Job(TypedDict):
     uid: str
     cluster: str
@@ -131,6 +147,8 @@ class Job(TypedDict):
     usage: Usage | None
     """null until the job's usage has been collected."""
     recommendations: list[Recommendation]
+    kueue: JobKueue | None
+    """What Kueue said about the job; null when Kueue does not manage it."""
 
 
 NextCursor = Annotated[

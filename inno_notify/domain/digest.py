@@ -25,8 +25,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:  # trends.py builds on this module's weeks; only the type is needed here
+    from inno_notify.domain.trends import TrendPoint
 
 TOP_WASTE = 5
 TOP_NUDGED = 10
@@ -344,6 +347,8 @@ class Digest:
     # the pods nudged at least twice.
     live_idle: tuple[LiveIdleLine, ...] = ()
     nudged_repeatedly: tuple[NudgedPodLine, ...] = ()
+    # The team's weekly trend ending with this week, oldest first (domain/trends.py).
+    trend: tuple[TrendPoint, ...] = ()
 
     @property
     def live_idle_gpu_hours(self) -> float | None:
@@ -397,6 +402,7 @@ def build_digest(
     previous: TeamTotals | None = None,
     *,
     quota_gpus: float | None = None,
+    trend: Sequence[TrendPoint] = (),
 ) -> Digest:
     """The digest of `team` for `week` in zone `tz` from the aggregated rows of that week.
 
@@ -467,6 +473,7 @@ def build_digest(
         missing=tuple(missing),
         live_idle=_live_idle(rows.nudged),
         nudged_repeatedly=_nudged_repeatedly(rows.nudged),
+        trend=tuple(trend),
     )
 
 
@@ -633,5 +640,22 @@ def digest_to_dict(digest: Digest) -> dict[str, Any]:
                 for n in digest.nudged_repeatedly
             ],
         },
+        "trend": [trend_point_to_dict(p) for p in digest.trend],
         "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],
+    }
+
+
+def trend_point_to_dict(point: TrendPoint) -> dict[str, Any]:
+    """One week of a trend as the API and the digest JSON show it."""
+    return {
+        "week": point.week,
+        "start": point.start.isoformat(),
+        "end": point.end.isoformat(),
+        "jobs": point.jobs,
+        "jobs_unmeasured": point.jobs_unmeasured,
+        "gpu_hours": point.gpu_hours,
+        "used_gpu_hours": point.used_gpu_hours,
+        "idle_gpu_hours": point.idle_gpu_hours,
+        "efficiency": point.efficiency,
+        "quota_share": point.quota_share,
     }

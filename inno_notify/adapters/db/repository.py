@@ -50,7 +50,9 @@ from inno_notify.adapters.db.jobs import (
 )
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.outbox_repository import OutboxRepository, Summary
+from inno_notify.adapters.db.queue_quotas import QueueRepository
 from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
+from inno_notify.adapters.db.trend_queries import TrendRepository
 from inno_notify.adapters.db.workflows import (
     EventRecord,
     TerminalWorkflow,
@@ -140,6 +142,8 @@ class Store:
         self._reader = engine.execution_options(**READ_INTENT)
         self._fence = fence
         self._outbox = OutboxRepository(engine, fence)
+        self._trends = TrendRepository(engine)
+        self._queues = QueueRepository(engine, fence)
 
     @classmethod
     def from_url(
@@ -165,6 +169,16 @@ class Store:
     def outbox(self) -> OutboxRepository:
         """Claiming outbox rows and recording what became of them (the dispatcher's side)."""
         return self._outbox
+
+    @property
+    def trends(self) -> TrendRepository:
+        """Weekly GPU-hours held, used and idle per team or cluster (trend_queries.py)."""
+        return self._trends
+
+    @property
+    def queues(self) -> QueueRepository:
+        """The Kueue queues the watch saw and the GPU quotas they give teams (queue_quotas.py)."""
+        return self._queues
 
     async def close(self) -> None:
         await self._engine.dispose()
