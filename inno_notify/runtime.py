@@ -555,6 +555,7 @@ def api_component(
             warm_usage=True,
             event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
             telegram_webhook=telegram_webhook,
+            trends_timezone=settings.digest.timezone,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)

@@ -95,7 +95,8 @@ async def usage(request: web.Request, given: UsageWindow) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-def _cell(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: empty for null, defused where a spreadsheet would read a formula."""
     if value is None:
         return ""
     if isinstance(value, str) and value.startswith(_FORMULA_START):
@@ -108,5 +109,5 @@ def _csv(rows: list[resources.UsageGroup], group_by: GroupBy) -> bytes:
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow([group_by.value if f == "group" else f for f in CSV_COLUMNS])
     for row in rows:
-        writer.writerow([_cell(row[f]) for f in CSV_COLUMNS])  # type: ignore[literal-required]
+        writer.writerow([csv_cell(row[f]) for f in CSV_COLUMNS])  # type: ignore[literal-required]
     return out.getvalue().encode()
