@@ -30,6 +30,7 @@ from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError,
 from inno_notify.domain.digest import Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.domain.trends import TrendPoint
 
 CHART_CID = "digest-chart@inno-notify"
 _NOT_MEASURED = figures.not_available("not measured")
@@ -118,6 +119,34 @@ def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
     return text
 
 
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """One block character per value, scaled to the largest ("▁▃█"); a space where unknown."""
+    top = max((v for v in values if v is not None), default=0.0)
+    if top <= 0:
+        return "".join(" " if v is None else _BARS[0] for v in values)
+    return "".join(" " if v is None else _BARS[round(v / top * (len(_BARS) - 1))] for v in values)
+
+
+def trend_text(trend: Sequence[TrendPoint]) -> str:
+    """ "▂▃▅█ GPU-h held, 12 → 30 h; efficiency 40 % → 55 %": the sparkline of held GPU-hours and
+    the first and last weeks' figures."""
+    first, last = trend[0], trend[-1]
+    line = sparkline([p.gpu_hours for p in trend])
+    text = f"{line} GPU-h held, {hours(first.gpu_hours)} → {hours(last.gpu_hours)}"
+    if first.efficiency is not None or last.efficiency is not None:
+        text += f"; efficiency {_percent_or_dash(first.efficiency)} → {_percent_or_dash(last.efficiency)}"
+    if last.quota_share is not None:
+        text += f"; quota share {percent(last.quota_share)}"
+    return text
+
+
+def _percent_or_dash(value: float | None) -> str:
+    return "–" if value is None else f"{round(100 * value)} %"
+
+
 def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '−'}{figures.number(abs(value))}"
 
@@ -155,6 +184,7 @@ def digest_view(digest: Digest) -> DigestView:
         Figure("Jobs", f"{d.jobs}: {d.succeeded} succeeded, {d.failed} failed, {d.oom} OOM-killed"),
         Figure("Queue wait", queue),
         Figure("Share of Kueue quota", quota),
+        *((Figure(f"Trend ({len(d.trend)} weeks)", trend_text(d.trend)),) if len(d.trend) > 1 else ()),
     )
     if d.no_gpu_jobs:
         headline = f"No GPU jobs finished in {d.week}."
