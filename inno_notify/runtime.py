@@ -642,6 +642,7 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
         timezone=settings.digest.timezone,
         channels=frozenset(senders),
         clock=utc_now,
+        admin_recipients=settings.digest.admin_recipients,
     )
     return scheduler.run
 

@@ -27,6 +27,7 @@ from inno_notify.adapters.channels.base import InlineImage, MailMessage, Rendere
 from inno_notify.adapters.channels.digest_chart import chart_alt_text
 from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
 from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
+from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
@@ -262,6 +263,12 @@ _FILES: dict[Channel, tuple[str, ...]] = {
     Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
 }
 WEB_PAGE = "web/digest.html.j2"
+# The admins' cluster digest (cluster_digest_views.FILES).
+_CLUSTER_FILES = (
+    "email/cluster_digest.subject.j2",
+    "email/cluster_digest.txt.j2",
+    "email/cluster_digest.html.j2",
+)
 
 
 class DigestRenderer:
@@ -286,7 +293,7 @@ class DigestRenderer:
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
         self._mrkdwn.filters["link"] = mrkdwn_link
         try:
-            for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE]:
+            for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE, *_CLUSTER_FILES]:
                 self._environment_for(name).get_template(name)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
@@ -318,6 +325,14 @@ class DigestRenderer:
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=images
         )
+
+    def cluster_message(self, digest: ClusterDigest) -> MailMessage:
+        """The admins' cluster digest, by e-mail (cluster_digest_views.py)."""
+        # Imported here: the cluster view spells its figures with this module's helpers.
+        from inno_notify.adapters.channels.cluster_digest_views import cluster_digest_view
+
+        subject, text, html = self._render(_CLUSTER_FILES, {"d": cluster_digest_view(digest)})
+        return MailMessage(subject=" ".join(subject.split()), text=text.strip() + "\n", html=html)
 
     def text(self, digest: Digest) -> str:
         """Plain text, as `inno-notify digest` prints it (the e-mail's text part)."""
