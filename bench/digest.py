@@ -5,12 +5,13 @@ over ten ISO weeks, with usage for most of them and recommendations for some, a 
 outbox holding each job's summary, and, for --nudged of the last week's jobs (a share, default
 2 %), one to three idle nudges sent while it ran (the digest's "idle GPUs in running pods"), and
 for --adopted of all jobs (a share, default 60 %) a judged advice adoption (domain.adoption: a
-new run of a family against its previous run's advice, with what it freed), then
-builds the digest of every team for the last week (the SQL aggregation and the domain building, no chart) and
-prints `name=value` lines: `all_digests_s` is the 50 digests one after another (the figure the
-target is about), `all_digests_concurrent4_s` the same four at a time, each run with the machine's
-load beside it. With --explain it also prints EXPLAIN (ANALYZE, BUFFERS) of the statement one digest
-runs, so the indexes used can be checked.
+new run of a family against its previous run's advice, with what it freed), then builds the digest
+of every team for the last week (the SQL aggregation, its adoption, its twelve-week trend and the
+domain building, no chart) and prints `name=value` lines: `all_digests_s` is the 50 digests one
+after another (the figure the target is about), `all_digests_concurrent4_s` the same four at a
+time, each run with the machine's load beside it; `cluster_digest_s` the admins' cluster digest
+(every team's twelve weeks). With --explain it also prints EXPLAIN (ANALYZE, BUFFERS) of the
+statements one digest runs, so the indexes used can be checked.
 
 Rows are written in finish order by default, as the service writes them (a job's last upsert, its
 usage and its recommendations all land when it ends); --order random scatters them instead. After
@@ -50,6 +51,7 @@ from inno_notify.adapters.db import Store, migrate
 from inno_notify.domain.digest import NudgeEntry, week_bounds
 from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
 from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.service.digest import build_cluster_digest
 
 DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 WEEK = "2026-W48"
@@ -96,6 +98,9 @@ def job_rows(
         status = "failed" if rnd.random() < 0.15 else "succeeded"
         exit_reason = "OOMKilled" if status == "failed" and rnd.random() < 0.3 else None
         memory = rnd.choice((16, 32, 64, 128, 256)) * GIB
+        measured = rnd.random() < 0.95
+        held = gpus * runtime.total_seconds() / 60 if measured else None
+        util = rnd.random() if measured else 0.0
         jobs.append(
             (
                 "default",
@@ -121,11 +126,15 @@ def job_rows(
                 "{}",
                 "{}",
                 "summarized",
+                # queued_until (no Kueue here: the first scheduling), then the usage copies that
+                # save_usage keeps on the job's row for the trends.
+                scheduled,
+                held,
+                None if held is None else held * util,
+                None if held is None else (held * (1 - util) if util < 0.3 else 0.0),
             )
         )
-        if rnd.random() < 0.95:
-            held = gpus * runtime.total_seconds() / 60
-            util = rnd.random()
+        if held is not None:
             usage.append(
                 (
                     "default",
@@ -182,6 +191,10 @@ JOB_COLUMNS = [
     "labels",
     "event_counts",
     "summary_state",
+    "queued_until",
+    "gpu_minutes_held",
+    "gpu_minutes_used",
+    "gpu_minutes_idle",
 ]
 USAGE_COLUMNS = [
     "cluster",
@@ -556,6 +569,14 @@ async def main() -> int:
             print(f"advice_followed_in_week={sum(d.adoption.followed for d in digests)}")
             freed = sum(d.adoption.gpu_hours_freed or 0 for d in digests)
             print(f"adoption_gpu_hours_freed_in_week={freed:.0f}")
+            trend_jobs = sum(p.jobs for d in digests for p in d.trend)
+            print(f"trend_weeks={len(digests[0].trend)} trend_jobs={trend_jobs}")
+            # The admins' cluster digest: every team's and cluster's twelve weeks, once a week.
+            for _ in range(2):
+                began = time.perf_counter()
+                cluster = await build_cluster_digest(store, WEEK, "UTC")
+                seconds = time.perf_counter() - began
+                print(f"cluster_digest_s={seconds:.3f} teams={len(cluster.teams)} load={load()}")
             if args.explain:
                 plans = await explain(store, teams[0])
                 indexes = sorted({m for p in plans for m in re.findall(r"(?:using|Index Scan on) (\w+)", p)})

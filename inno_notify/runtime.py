@@ -60,6 +60,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.job_pages import job_page_provider
+from inno_notify.service.kueue_queues import QueueTracker
 from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
@@ -291,6 +292,16 @@ def build_pipeline(
         telemetry=telemetry,
     )
     ingestor.taps.append(workflows.tracker)
+    ingestor.taps.append(
+        QueueTracker(
+            store,
+            settings.cluster,
+            settings.accounting.gpu_resources,
+            clock,
+            namespaces=settings.kubernetes.namespaces,
+            telemetry=telemetry,
+        )
+    )
     charts = build_charts(settings, store)
     collector = UsageCollector(
         store,
@@ -555,6 +566,7 @@ def api_component(
             warm_usage=True,
             event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
             telegram_webhook=telegram_webhook,
+            trends_timezone=settings.digest.timezone,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)
@@ -630,6 +642,7 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
         timezone=settings.digest.timezone,
         channels=frozenset(senders),
         clock=utc_now,
+        admin_recipients=settings.digest.admin_recipients,
     )
     return scheduler.run
 

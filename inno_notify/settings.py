@@ -477,6 +477,19 @@ class DirectorySettings(_Section):
 class DigestSettings(_Section):
     schedule: str = Field("0 8 * * MON", description="Cron expression of the weekly digest, in `timezone`.")
     timezone: str = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
+    admin_recipients: tuple[str, ...] = Field(
+        (),
+        description="E-mails that get the admins' weekly cluster digest (teams ranked by idle GPU-hours, "
+        "the cluster's trend) by e-mail, at the same schedule; [] = none.",
+    )
+
+    @field_validator("admin_recipients")
+    @classmethod
+    def _plausible_emails(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for address in value:
+            if not re.fullmatch(r"[^@\s]+@[^@\s]+", address):
+                raise ValueError(f"not an e-mail address: {address!r}")
+        return tuple(dict.fromkeys(address.lower() for address in value))
 
     @field_validator("schedule")
     @classmethod

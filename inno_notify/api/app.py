@@ -92,6 +92,7 @@ def create_app(
     job_pages: keys.JobPageProvider | None = None,
     link_key: bytes | None = None,
     telegram_webhook: keys.TelegramWebhook | None = None,
+    trends_timezone: str = "UTC",
 ) -> web.Application:
     """The REST API application.
 
@@ -113,6 +114,8 @@ def create_app(
     `telegram_webhook`, when the bot takes its updates by webhook, routes POST /telegram/webhook,
     which takes Telegram's secret header instead of a token (views/telegram.py); it is Telegram's
     interface, not a resource of this API, so it is no row of routes.ENDPOINTS.
+    `trends_timezone` is the zone GET /api/v1/trends counts weeks in (the runtime passes
+    digest.timezone).
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -144,6 +147,7 @@ def create_app(
     app[keys.DIGESTS] = digest_provider
     app[keys.JOB_PAGES] = job_pages
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
+    app[keys.TRENDS_TIMEZONE] = trends_timezone
     app[keys.DIGEST_CACHE] = ResultCache(
         monotonic,
         clock,

@@ -53,6 +53,8 @@ DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
 JOB_PAGES: web.AppKey[JobPageProvider | None] = web.AppKey("job_pages")
 USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
 DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
+# The zone trends count weeks in (digest.timezone), so a team's newest week is its digest's.
+TRENDS_TIMEZONE = web.AppKey("trends_timezone", str)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)

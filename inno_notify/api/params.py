@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from inno_notify.api.errors import ApiError, bad_request
 from inno_notify.domain.digest import parse_week
+from inno_notify.domain.trends import MAX_TREND_WEEKS
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -111,6 +112,12 @@ def limit(value: str, name: str) -> int:
     return int(value)
 
 
+def weeks(value: str, name: str) -> int:
+    if not _LIMIT.fullmatch(value) or not 1 <= int(value) <= MAX_TREND_WEEKS:
+        raise bad_request(f"{name} must be an integer from 1 to {MAX_TREND_WEEKS}; got {value!r}")
+    return int(value)
+
+
 def cursor(value: str, name: str) -> str:
     if not _CURSOR.fullmatch(value):
         raise bad_request(f"{name} is not one this API handed out", code="invalid_cursor")
@@ -153,6 +160,9 @@ Cursor = Annotated[
     str, Field(pattern=CURSOR_PATTERN, description="next_cursor of the previous page."), Parse(cursor)
 ]
 Week = Annotated[str, Field(pattern=WEEK_PATTERN), Parse(iso_week)]
+Weeks = Annotated[
+    int, Field(ge=1, le=MAX_TREND_WEEKS, description="How many weeks, ending with `week`."), Parse(weeks)
+]
 Email = Annotated[str, Field(pattern=EMAIL_PATTERN), Parse(email)]
 
 

@@ -44,6 +44,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.preferences import Via
 from inno_notify.domain.telegram_commands import MAX_MUTE_HOURS
+from inno_notify.domain.trends import TrendGroup
 
 # Every resource is closed (additionalProperties: false) and describes itself from its docstrings.
 CLOSED = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -111,6 +112,22 @@ class Recommendation(TypedDict):
 
 
 @with_config(CLOSED)
+class JobKueue(TypedDict):
+    local_queue: str | None
+    cluster_queue: str | None
+    """The ClusterQueue that admitted the job."""
+    workload: str | None
+    quota_reserved_at: datetime | None
+    admitted_at: datetime | None
+    """The latest admission (a job preempted and admitted again has several)."""
+    evictions: int
+    """How often Kueue evicted the job (preemptions included)."""
+    preemptions: int
+    last_eviction_reason: str | None
+    """Preempted, PodsReadyTimeout, Deactivated, …"""
+
+
+@with_config(CLOSED)
 class Job(TypedDict):
     uid: str
     cluster: str
@@ -131,6 +148,8 @@ class Job(TypedDict):
     usage: Usage | None
     """null until the job's usage has been collected."""
     recommendations: list[Recommendation]
+    kueue: JobKueue | None
+    """What Kueue said about the job; null when Kueue does not manage it."""
 
 
 NextCursor = Annotated[
@@ -597,6 +616,26 @@ class DigestMissing(TypedDict):
 
 
 @with_config(CLOSED)
+class TrendWeek(TypedDict):
+    """One week of a trend: the GPU jobs that finished in it (in the trend's zone)."""
+
+    week: str
+    start: IsoTime
+    end: IsoTime
+    jobs: int
+    jobs_unmeasured: int
+    """Of those, jobs without measured GPU-minutes: the sums leave them out."""
+    gpu_hours: float | None
+    """GPU-hours held; 0 in a week without GPU jobs, null when none of its jobs was measured."""
+    used_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    efficiency: float | None
+    """Used over held GPU-hours, of the jobs whose use was measured."""
+    quota_share: float | None
+    """GPU-hours held over the nominal GPU quota × the week's hours; null without a known quota."""
+
+
+@with_config(CLOSED)
 class Digest(TypedDict):
     """A team's week of GPU jobs. Only GPU jobs count; a job belongs to the week in which it finished
     in the digest's zone; a figure measured for no job of the week is null and named in `missing`."""
@@ -626,6 +665,8 @@ class Digest(TypedDict):
     quota: DigestQuota
     live: DigestLive
     adoption: DigestAdoption
+    trend: list[TrendWeek]
+    """The team's weeks up to this one, oldest first (twelve, see GET /api/v1/trends)."""
     missing: list[DigestMissing]
 
 
@@ -633,6 +674,30 @@ class ProvidedDigest(Digest):
     """What a digest provider returns: the digest and, under `html`, the page a lead reads."""
 
     html: NotRequired[str]
+
+
+# --- trends ------------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class TrendSeries(TypedDict):
+    group: str
+    """The team or the cluster."""
+    quota_gpus: float | None
+    """The nominal GPU quota of the group's Kueue ClusterQueues as known now (the quota's history
+    is not kept: it applies to every week); null when none is known."""
+    weeks: list[TrendWeek]
+    """Oldest first, every week of the trend present."""
+
+
+@with_config(CLOSED)
+class TrendReport(TypedDict):
+    group_by: TrendGroup
+    timezone: str
+    """The zone the weeks are counted in (digest.timezone)."""
+    weeks: list[str]
+    series: list[TrendSeries]
+    """One per group with GPU jobs in the weeks (and the one asked for by name), by name."""
 
 
 # --- probes ------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from inno_notify.api.views import (
     notifications,
     pages,
     recommendations,
+    trends,
     usage,
     users,
 )
@@ -198,6 +199,21 @@ ENDPOINTS = (
             )
         },
         "GPU-minutes, used and idle GPU-minutes, memory requested vs peak, per group",
+        "usage",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/trends",
+        trends.trends,
+        trends.TrendQuery,
+        {
+            200: Reply(
+                "One series per group, every week present (Accept: text/csv for CSV).",
+                resources.TrendReport,
+                media=("text/csv",),
+            )
+        },
+        "Weekly GPU-hours held, used and idle, efficiency and quota share, per team or cluster",
         "usage",
     ),
     Endpoint(

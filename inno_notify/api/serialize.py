@@ -10,11 +10,13 @@ that the record has each one); elsewhere mypy holds each literal to its class.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import orjson
 
+from inno_notify.adapters.db.codec import parse_iso
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
 from inno_notify.adapters.db.workflows import EventRecord
@@ -64,10 +66,11 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         created_at,
         started_at,
         finished_at,
-        first_scheduled_at,
+        queued_until,
         gpus,
         cpu_cores,
         memory_bytes,
+        kueue,
         _sort_at,
         usage_uid,
         gpu_minutes,
@@ -96,8 +99,8 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         "finished_at": finished_at,
         # JobRecord.queue_seconds and runtime_seconds, on the row's values.
         "queue_seconds": None
-        if created_at is None or first_scheduled_at is None
-        else max(0.0, (first_scheduled_at - created_at).total_seconds()),
+        if created_at is None or queued_until is None
+        else max(0.0, (queued_until - created_at).total_seconds()),
         "runtime_seconds": None
         if started_at is None or finished_at is None
         else max(0.0, (finished_at - started_at).total_seconds()),
@@ -115,7 +118,28 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
             "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing] if missing else [],
         },
         "recommendations": recs,
+        "kueue": job_kueue(kueue),
     }
+
+
+def job_kueue(data: Mapping[str, Any] | None) -> resources.JobKueue | None:
+    """The kueue JSON column (codec._kueue_json) as the Job resource shows it."""
+    if not data:
+        return None
+    return {
+        "local_queue": data.get("local_queue"),
+        "cluster_queue": data.get("cluster_queue"),
+        "workload": data.get("workload_name"),
+        "quota_reserved_at": _instant(data.get("quota_reserved_at")),
+        "admitted_at": _instant(data.get("admitted_at")),
+        "evictions": int(data.get("evictions") or 0),
+        "preemptions": int(data.get("preemptions") or 0),
+        "last_eviction_reason": data.get("last_eviction_reason"),
+    }
+
+
+def _instant(value: str | None) -> datetime | None:
+    return None if value is None else parse_iso(value)
 
 
 def job_recommendation(item: JobRecommendation) -> resources.JobRecommendation:

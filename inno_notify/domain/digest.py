@@ -27,10 +27,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally, adoption_to_dict, combine
+
+if TYPE_CHECKING:  # trends.py builds on this module's weeks; only the type is needed here
+    from inno_notify.domain.trends import TrendPoint
 
 TOP_WASTE = 5
 TOP_NUDGED = 10
@@ -354,6 +357,8 @@ class Digest:
     # advice to follow, most advised runs first.
     adoption: AdoptionTally = field(default_factory=AdoptionTally)
     adoption_people: tuple[AdoptionPerson, ...] = ()
+    # The team's weekly trend ending with this week, oldest first (domain/trends.py).
+    trend: tuple[TrendPoint, ...] = ()
 
     @property
     def live_idle_gpu_hours(self) -> float | None:
@@ -407,6 +412,7 @@ def build_digest(
     previous: TeamTotals | None = None,
     *,
     quota_gpus: float | None = None,
+    trend: Sequence[TrendPoint] = (),
 ) -> Digest:
     """The digest of `team` for `week` in zone `tz` from the aggregated rows of that week.
 
@@ -479,6 +485,7 @@ def build_digest(
         nudged_repeatedly=_nudged_repeatedly(rows.nudged),
         adoption=combine([p.tally for p in rows.adoption]),
         adoption_people=_adoption_people(rows.adoption),
+        trend=tuple(trend),
     )
 
 
@@ -661,5 +668,22 @@ def digest_to_dict(digest: Digest) -> dict[str, Any]:
                 {"owner": p.owner or NO_OWNER, **adoption_to_dict(p.tally)} for p in digest.adoption_people
             ],
         },
+        "trend": [trend_point_to_dict(p) for p in digest.trend],
         "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],
+    }
+
+
+def trend_point_to_dict(point: TrendPoint) -> dict[str, Any]:
+    """One week of a trend as the API and the digest JSON show it."""
+    return {
+        "week": point.week,
+        "start": point.start.isoformat(),
+        "end": point.end.isoformat(),
+        "jobs": point.jobs,
+        "jobs_unmeasured": point.jobs_unmeasured,
+        "gpu_hours": point.gpu_hours,
+        "used_gpu_hours": point.used_gpu_hours,
+        "idle_gpu_hours": point.idle_gpu_hours,
+        "efficiency": point.efficiency,
+        "quota_share": point.quota_share,
     }

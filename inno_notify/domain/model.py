@@ -242,12 +242,24 @@ class JobRecord:
     links: tuple[Link, ...] = ()
 
     @property
+    def queued_until(self) -> datetime | None:
+        """When the job stopped waiting: Kueue's admission where there is one, else its first pod's
+        scheduling. A job preempted and admitted again carries its latest admission, later than its
+        first pod's scheduling: then the earlier of the two ends the first wait."""
+        admitted = self.kueue.admitted_at if self.kueue is not None else None
+        if admitted is None:
+            return self.first_scheduled_at
+        if self.first_scheduled_at is None:
+            return admitted
+        return min(admitted, self.first_scheduled_at)
+
+    @property
     def queue_seconds(self) -> float | None:
-        """Creation (or Kueue quota reservation, if earlier known) to the first pod scheduled."""
-        start = self.created_at
-        if self.first_scheduled_at is None or start is None:
+        """Creation to `queued_until`: the wait for Kueue's quota, else for the scheduler."""
+        start, end = self.created_at, self.queued_until
+        if end is None or start is None:
             return None
-        return max(0.0, (self.first_scheduled_at - start).total_seconds())
+        return max(0.0, (end - start).total_seconds())
 
     @property
     def runtime_seconds(self) -> float | None:

@@ -2,7 +2,8 @@
 
 At every firing of `digest.schedule` (cron, in `digest.timezone`) the last complete ISO week's
 digest is due for every team: one outbox row per lead and channel (plus one for the team's Slack
-channel). The dedup key `digest/{team}/{week}/{channel}/{recipient}` is unique in the outbox, so
+channel), and the admins' cluster digest: one e-mail per `digest.admin_recipients` address. The
+dedup key `digest/{team}/{week}/{channel}/{recipient}` is unique in the outbox, so
 enqueueing is idempotent: a restart, a second replica or a late round inserts nothing new, and
 nothing is sent twice. The scheduler only plans; the dispatcher sends DIGEST rows, rendering them
 with `DigestMessages` (figures aggregated by the database when the row is sent, so a resend
@@ -27,8 +28,11 @@ from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
+from inno_notify.domain.cluster_digest import ClusterDigest
+from inno_notify.domain.cluster_digest import build_cluster_digest as build_cluster_view
 from inno_notify.domain.digest import Digest, last_complete_week
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
+from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
 from inno_notify.service.pausing import pause
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,50 @@ async def build_digest(
 ) -> Digest:
     """One team's digest for ISO `week` in zone `tz` (`inno-notify digest`, the API)."""
     return await store.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
+
+
+# The admins' cluster digest: its payload's scope, and the dedup key's "team" part ("(" cannot
+# start a Kubernetes-style team name, so no team's digest shares its keys).
+CLUSTER_SCOPE = "cluster"
+_CLUSTER_KEY = "(cluster)"
+
+
+async def build_cluster_digest(
+    store: Store, week: str, tz: str, *, cluster: str | None = None, adoption: Sequence[str] = ()
+) -> ClusterDigest:
+    """The admins' digest of ISO `week` in zone `tz`: every team's and cluster's trend ending with it.
+    `adoption` is the hook for advice adoption's lines (issue 17 part A)."""
+    weeks = trend_weeks(week, TREND_WEEKS)
+    teams = await store.trends.weekly(TrendGroup.TEAM, weeks, tz, cluster=cluster)
+    clusters = await store.trends.weekly(TrendGroup.CLUSTER, weeks, tz, cluster=cluster)
+    return build_cluster_view(week, tz, teams, clusters, adoption=adoption)
+
+
+def plan_cluster_digest(
+    week: str,
+    tz: str,
+    *,
+    due_at: datetime,
+    now: datetime,
+    recipients: Sequence[str],
+    channels: Collection[str],
+) -> list[Notification]:
+    """The outbox rows of the admins' cluster digest: one e-mail per `digest.admin_recipients`
+    address, when e-mail is configured."""
+    if Channel.EMAIL.value not in channels:
+        return []
+    return [
+        Notification(
+            dedup_key=digest_dedup_key(_CLUSTER_KEY, week, Channel.EMAIL.value, recipient),
+            kind=NotificationKind.DIGEST,
+            channel=Channel.EMAIL,
+            recipient=recipient,
+            due_at=due_at,
+            created_at=now,
+            payload={"scope": CLUSTER_SCOPE, "week": week, "timezone": tz},
+        )
+        for recipient in dict.fromkeys(r.lower() for r in recipients)
+    ]
 
 
 def last_firing(schedule: str, tz: str, now: datetime) -> datetime:
@@ -129,6 +177,7 @@ class DigestScheduler:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         teams: Sequence[Team] | None = None,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
+        admin_recipients: Sequence[str] = (),
     ) -> None:
         if not croniter.is_valid(schedule):
             raise ValueError(f"not a cron expression: {schedule!r}")
@@ -142,6 +191,7 @@ class DigestScheduler:
         # None: the teams stored in the database (the configuration is synced there at startup).
         self._teams = None if teams is None else tuple(teams)
         self._poll = poll_seconds
+        self._admins = tuple(admin_recipients)
 
     async def run_once(self, now: datetime) -> int:
         """Enqueues the digests of the newest firing at or before `now`; returns how many rows were new."""
@@ -156,6 +206,9 @@ class DigestScheduler:
                 team, week, self._tz, due_at=fired, now=now, users=users, channels=self._channels
             )
         ]
+        rows += plan_cluster_digest(
+            week, self._tz, due_at=fired, now=now, recipients=self._admins, channels=self._channels
+        )
         new = await self._store.enqueue(rows) if rows else 0
         if new:
             log.info("planned %d digest message(s) for %s", new, week)
@@ -185,6 +238,7 @@ class DigestMessages:
         self._renderer = renderer
         self._cluster = cluster
         self._built: dict[tuple[str, str, str], tuple[Digest, bytes | None]] = {}
+        self._clusters: dict[tuple[str, str], ClusterDigest] = {}
 
     async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
         key = (team, week, tz)
@@ -197,8 +251,20 @@ class DigestMessages:
 
     async def render(self, row: Notification) -> RenderedMessage:
         payload = row.payload
+        if payload.get("scope") == CLUSTER_SCOPE:
+            return await self._render_cluster(row)
         team, week, tz = (str(payload.get(k, "")) for k in ("team", "week", "timezone"))
         if not team or not week:
             raise ValueError(f"digest row {row.id} has no team/week in its payload")
         digest, chart = await self.digest_and_chart(team, week, tz or "UTC")
         return self._renderer.message(row.channel, digest, chart)
+
+    async def _render_cluster(self, row: Notification) -> RenderedMessage:
+        week, tz = str(row.payload.get("week", "")), str(row.payload.get("timezone") or "UTC")
+        if not week or row.channel is not Channel.EMAIL:
+            raise ValueError(f"cluster digest row {row.id} needs a week and the e-mail channel")
+        if (week, tz) not in self._clusters:
+            self._clusters[week, tz] = await build_cluster_digest(
+                self._store, week, tz, cluster=self._cluster
+            )
+        return self._renderer.cluster_message(self._clusters[week, tz])

@@ -39,6 +39,7 @@ from inno_notify.sim.kube_store import (
     StoredEvent,
     convert,
     in_namespace,
+    kueue_types,
     parse_field_selector,
     parse_label_selector,
     watch_transition,
@@ -262,7 +263,7 @@ class SimKubeServer:
     def _types(self) -> list[ResourceType]:
         return [
             *BUILTIN_TYPES,
-            *(KUEUE_TYPES[v] for v in self.kueue_versions),
+            *(rt for v in self.kueue_versions for rt in kueue_types(v)),
             *(CRD_TYPES[name] for name in self.crds),
         ]
 

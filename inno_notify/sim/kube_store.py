@@ -50,6 +50,17 @@ CORE_EVENTS = ResourceType("", "v1", "events", "Event", storage="events")
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", storage="events")
 WORKLOADS_V1BETA1 = ResourceType("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", storage="workloads")
 WORKLOADS_V1BETA2 = ResourceType("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", storage="workloads")
+# Kueue's queues: ClusterQueues are cluster-scoped, LocalQueues namespaced; both versions share storage.
+CLUSTER_QUEUES = {
+    v: ResourceType(
+        "kueue.x-k8s.io", v, "clusterqueues", "ClusterQueue", namespaced=False, storage="clusterqueues"
+    )
+    for v in ("v1beta1", "v1beta2")
+}
+LOCAL_QUEUES = {
+    v: ResourceType("kueue.x-k8s.io", v, "localqueues", "LocalQueue", storage="localqueues")
+    for v in ("v1beta1", "v1beta2")
+}
 
 ARGO_WORKFLOWS = ResourceType("argoproj.io", "v1alpha1", "workflows", "Workflow")
 INFERENCE_SERVICES = ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
@@ -409,5 +420,10 @@ def in_namespace(obj: JsonObj, namespace: str | None) -> bool:
     return namespace is None or obj.get("metadata", {}).get("namespace") == namespace
 
 
+def kueue_types(version: str) -> tuple[ResourceType, ...]:
+    """What an installed Kueue of that API version serves: Workloads and the two queue kinds."""
+    return (KUEUE_TYPES[version], CLUSTER_QUEUES[version], LOCAL_QUEUES[version])
+
+
 def all_types(kueue_versions: Iterable[str]) -> list[ResourceType]:
-    return [*BUILTIN_TYPES, *(KUEUE_TYPES[v] for v in kueue_versions)]
+    return [*BUILTIN_TYPES, *(rt for v in kueue_versions for rt in kueue_types(v))]

@@ -16,6 +16,8 @@ OPERATIONS = [
     ("GET", "/api/v1/jobs"),
     ("GET", "/api/v1/jobs/face-research/train"),
     ("GET", "/api/v1/usage"),
+    ("GET", "/api/v1/trends"),
+    ("GET", "/api/v1/adoption"),
     ("GET", "/api/v1/recommendations"),
     ("GET", "/api/v1/notifications"),
     ("POST", "/api/v1/notifications/1/retry"),

@@ -28,9 +28,11 @@ from inno_notify.adapters.channels.digest_chart import chart_alt_text
 from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
 from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
 from inno_notify.domain.adoption import AdoptionTally
+from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.domain.trends import TrendPoint
 
 CHART_CID = "digest-chart@inno-notify"
 _NOT_MEASURED = figures.not_available("not measured")
@@ -131,6 +133,34 @@ def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
     return text
 
 
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """One block character per value, scaled to the largest ("▁▃█"); a space where unknown."""
+    top = max((v for v in values if v is not None), default=0.0)
+    if top <= 0:
+        return "".join(" " if v is None else _BARS[0] for v in values)
+    return "".join(" " if v is None else _BARS[round(v / top * (len(_BARS) - 1))] for v in values)
+
+
+def trend_text(trend: Sequence[TrendPoint]) -> str:
+    """ "▂▃▅█ GPU-h held, 12 → 30 h; efficiency 40 % → 55 %": the sparkline of held GPU-hours and
+    the first and last weeks' figures."""
+    first, last = trend[0], trend[-1]
+    line = sparkline([p.gpu_hours for p in trend])
+    text = f"{line} GPU-h held, {hours(first.gpu_hours)} → {hours(last.gpu_hours)}"
+    if first.efficiency is not None or last.efficiency is not None:
+        text += f"; efficiency {_percent_or_dash(first.efficiency)} → {_percent_or_dash(last.efficiency)}"
+    if last.quota_share is not None:
+        text += f"; quota share {percent(last.quota_share)}"
+    return text
+
+
+def _percent_or_dash(value: float | None) -> str:
+    return "–" if value is None else f"{round(100 * value)} %"
+
+
 def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '−'}{figures.number(abs(value))}"
 
@@ -201,6 +231,7 @@ def digest_view(digest: Digest) -> DigestView:
         Figure("Jobs", f"{d.jobs}: {d.succeeded} succeeded, {d.failed} failed, {d.oom} OOM-killed"),
         Figure("Queue wait", queue),
         Figure("Share of Kueue quota", quota),
+        *((Figure(f"Trend ({len(d.trend)} weeks)", trend_text(d.trend)),) if len(d.trend) > 1 else ()),
     )
     if d.no_gpu_jobs:
         headline = f"No GPU jobs finished in {d.week}."
@@ -287,6 +318,12 @@ _FILES: dict[Channel, tuple[str, ...]] = {
     Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
 }
 WEB_PAGE = "web/digest.html.j2"
+# The admins' cluster digest (cluster_digest_views.FILES).
+_CLUSTER_FILES = (
+    "email/cluster_digest.subject.j2",
+    "email/cluster_digest.txt.j2",
+    "email/cluster_digest.html.j2",
+)
 
 
 class DigestRenderer:
@@ -311,7 +348,7 @@ class DigestRenderer:
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
         self._mrkdwn.filters["link"] = mrkdwn_link
         try:
-            for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE]:
+            for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE, *_CLUSTER_FILES]:
                 self._environment_for(name).get_template(name)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
@@ -343,6 +380,14 @@ class DigestRenderer:
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=images
         )
+
+    def cluster_message(self, digest: ClusterDigest) -> MailMessage:
+        """The admins' cluster digest, by e-mail (cluster_digest_views.py)."""
+        # Imported here: the cluster view spells its figures with this module's helpers.
+        from inno_notify.adapters.channels.cluster_digest_views import cluster_digest_view
+
+        subject, text, html = self._render(_CLUSTER_FILES, {"d": cluster_digest_view(digest)})
+        return MailMessage(subject=" ".join(subject.split()), text=text.strip() + "\n", html=html)
 
     def text(self, digest: Digest) -> str:
         """Plain text, as `inno-notify digest` prints it (the e-mail's text part)."""

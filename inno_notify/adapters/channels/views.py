@@ -70,6 +70,8 @@ class SummaryView:
     # advice once per family (domain.rightsizing.sweeps).
     family: str | None = None
     advice: tuple[Recommendation, ...] = ()
+    # Kueue's preemptions and evictions of the job (_evictions); "" when there were none.
+    evictions: str = ""
 
     @property
     def job_ref(self) -> str:
@@ -115,7 +117,24 @@ class SummaryView:
             nodes=tuple(dict.fromkeys(p.node for p in pods if p.node)),
             family=job.family,
             advice=tuple(ranked),
+            evictions=_evictions(job),
         )
+
+
+def _evictions(job: JobRecord) -> str:
+    """How often Kueue took the job's quota away: "preempted 2× by Kueue, evicted 1× otherwise
+    (last: PodsReadyTimeout)"; "" when it never did."""
+    k = job.kueue
+    if k is None or (k.evictions == 0 and k.preemptions == 0):
+        return ""
+    others = max(0, k.evictions - k.preemptions)
+    if k.preemptions:
+        text = f"preempted {k.preemptions}× by Kueue" + (f", evicted {others}× otherwise" if others else "")
+    else:
+        text = f"evicted {k.evictions}× by Kueue"
+    if k.last_eviction_reason:
+        text += f" (last: {k.last_eviction_reason})"
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,6 +150,7 @@ def job_to_row(job: JobRecord) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "first_scheduled_at": job.first_scheduled_at,
+        "queued_until": job.queued_until,
         "sort_at": job_sort_at(job),
         "exit_code": job.exit_code,
         "exit_reason": job.exit_reason,

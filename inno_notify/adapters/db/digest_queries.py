@@ -32,7 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db import adoption, nudge_ledger
+from inno_notify.adapters.db import adoption, nudge_ledger, trend_queries
 from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations, usage
 from inno_notify.domain.adoption import AdoptionPerson
 from inno_notify.domain.digest import (
@@ -51,6 +51,7 @@ from inno_notify.domain.digest import (
     week_bounds,
 )
 from inno_notify.domain.model import JobStatus
+from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
 
 GIB = float(1024**3)
 
@@ -112,7 +113,7 @@ def _week_rows(dialect: str, by_cluster: bool) -> sa.CTE:
     # that requested and peak compare like with like.
     pod_hours = usage.c.gpu_minutes / (60.0 * jobs.c.gpus_requested)
     both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), usage.c.memory_peak_bytes.is_not(None))
-    queue_known = sa.and_(jobs.c.first_scheduled_at.is_not(None), jobs.c.created_at.is_not(None))
+    queue_known = sa.and_(jobs.c.queued_until.is_not(None), jobs.c.created_at.is_not(None))
     return (
         sa.select(
             sa.case((jobs.c.finished_at >= _at("start"), 1), else_=0).label("current"),
@@ -389,11 +390,9 @@ async def team_totals(
 def _queue_seconds(dialect: str) -> sa.ColumnElement[float]:
     seconds: sa.ColumnElement[float]
     if dialect == "postgresql":
-        seconds = sa.cast(sa.extract("epoch", jobs.c.first_scheduled_at - jobs.c.created_at), sa.Double())
+        seconds = sa.cast(sa.extract("epoch", jobs.c.queued_until - jobs.c.created_at), sa.Double())
     else:
-        seconds = (
-            sa.func.julianday(jobs.c.first_scheduled_at) - sa.func.julianday(jobs.c.created_at)
-        ) * 86400.0
+        seconds = (sa.func.julianday(jobs.c.queued_until) - sa.func.julianday(jobs.c.created_at)) * 86400.0
     # As JobRecord.queue_seconds: never negative (clock skew between the objects' timestamps).
     return sa.case((seconds < 0, 0.0), else_=seconds)
 
@@ -438,7 +437,9 @@ async def load_digest(
     cluster: str | None = None,
     quota_gpus: float | None = None,
 ) -> Digest:
-    """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before."""
+    """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before,
+    the trend of the TREND_WEEKS weeks ending with it, and the share of the team's Kueue quota
+    (`quota_gpus`, else the one the Kueue watch found for the team's namespaces)."""
     start, end = week_bounds(week, tz)
     previous_start, _ = week_bounds(previous_week(week), tz)
     async with _connection(source) as conn:
@@ -451,7 +452,15 @@ async def load_digest(
                 for g in await adoption.groups(conn, team=team, since=start, until=end, cluster=cluster)
             ),
         )
-    return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus)
+        series = await trend_queries.trends(
+            conn, TrendGroup.TEAM, trend_weeks(week, TREND_WEEKS), tz, team=team, cluster=cluster
+        )
+    trend = series[0] if series else None
+    if quota_gpus is None and trend is not None:
+        quota_gpus = trend.quota_gpus
+    return build_digest(
+        team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points if trend else ()
+    )
 
 
 async def nudged_pods(

@@ -49,10 +49,11 @@ PAGE_COLUMNS = (
     jobs.c.created_at,
     jobs.c.started_at,
     jobs.c.finished_at,
-    jobs.c.first_scheduled_at,
+    jobs.c.queued_until,
     jobs.c.gpus_requested,
     jobs.c.cpu_requested_cores,
     jobs.c.memory_requested_bytes,
+    jobs.c.kueue,
     jobs.c.sort_at,
     # NULL when the job has no usage row yet (the outer join found none).
     usage.c.job_uid.label("usage_job_uid"),

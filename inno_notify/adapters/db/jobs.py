@@ -380,6 +380,16 @@ async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usa
     row = codec.usage_to_row(cluster, uid, figures)
     keys = ("cluster", "job_uid")
     await conn.execute(upsert(conn, usage, keys, [c for c in row if c not in keys]), [row])
+    # The copies a weekly trend sums from the covering index (tables.jobs, trend_queries.py).
+    await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
+        .values(
+            gpu_minutes_held=figures.gpu_minutes,
+            gpu_minutes_used=figures.used_gpu_minutes,
+            gpu_minutes_idle=figures.idle_gpu_minutes,
+        )
+    )
 
 
 async def get_usage(conn: AsyncConnection, cluster: str, uid: str) -> Usage | None:

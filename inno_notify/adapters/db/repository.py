@@ -51,7 +51,9 @@ from inno_notify.adapters.db.jobs import (
 )
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.outbox_repository import OutboxRepository, Summary
+from inno_notify.adapters.db.queue_quotas import QueueRepository
 from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
+from inno_notify.adapters.db.trend_queries import TrendRepository
 from inno_notify.adapters.db.workflows import (
     EventRecord,
     TerminalWorkflow,
@@ -142,6 +144,8 @@ class Store:
         self._fence = fence
         self._outbox = OutboxRepository(engine, fence)
         self._adoption = AdoptionRepository(engine, fence)
+        self._trends = TrendRepository(engine)
+        self._queues = QueueRepository(engine, fence)
 
     @classmethod
     def from_url(
@@ -172,6 +176,16 @@ class Store:
     def adoption(self) -> AdoptionRepository:
         """Advice adoption: a family's previous advice, the judged runs and their sums."""
         return self._adoption
+
+    @property
+    def trends(self) -> TrendRepository:
+        """Weekly GPU-hours held, used and idle per team or cluster (trend_queries.py)."""
+        return self._trends
+
+    @property
+    def queues(self) -> QueueRepository:
+        """The Kueue queues the watch saw and the GPU quotas they give teams (queue_quotas.py)."""
+        return self._queues
 
     async def close(self) -> None:
         await self._engine.dispose()

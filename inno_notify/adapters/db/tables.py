@@ -73,6 +73,11 @@ DIGEST_JOB_COLUMNS = [
     "memory_requested_bytes",
     "created_at",
     "first_scheduled_at",
+    "queued_until",
+    # The usage figures a weekly trend sums (trend_queries.py), copied from `usage` by save_usage.
+    "gpu_minutes_held",
+    "gpu_minutes_used",
+    "gpu_minutes_idle",
 ]
 
 jobs = sa.Table(
@@ -95,6 +100,9 @@ jobs = sa.Table(
     sa.Column("started_at", UTCDateTime()),
     sa.Column("finished_at", UTCDateTime()),
     sa.Column("first_scheduled_at", UTCDateTime()),
+    # The end of the queue wait (JobRecord.queued_until: Kueue's admission, else the first pod's
+    # scheduling), so the digest's queue-wait percentiles need not open the kueue JSON.
+    sa.Column("queued_until", UTCDateTime()),
     # finished_at, else created_at, else the epoch: the never-null key of the job list's keyset
     # pagination (NULLs sort differently on the two dialects and break row comparisons).
     sa.Column("sort_at", UTCDateTime(), nullable=False),
@@ -120,6 +128,11 @@ jobs = sa.Table(
     sa.Column("usage_claim_term", sa.BigInteger()),
     # [{title, url}]: links the summary shows (an MLflow run).
     sa.Column("links", _json()),
+    # Copies of the usage row's GPU-minutes held, used and idle, written with it (jobs.save_usage),
+    # so that a twelve-week trend reads the (team, finished_at) index alone (trend_queries.py).
+    sa.Column("gpu_minutes_held", sa.Double()),
+    sa.Column("gpu_minutes_used", sa.Double()),
+    sa.Column("gpu_minutes_idle", sa.Double()),
     sa.Index(None, "owner"),
     sa.Index(None, "team"),
     sa.Index(None, "namespace", "name", "created_at"),
@@ -451,4 +464,26 @@ telegram_link_uses = sa.Table(
     sa.Column("used_at", UTCDateTime(), nullable=False),
     sa.Column("expires_at", UTCDateTime(), nullable=False),
     sa.Index(None, "expires_at"),
+)
+
+# What the Kueue watch saw (service/kueue_queues.py): each ClusterQueue's nominal GPU quota, in
+# GPU-equivalents summed over its flavors (None: it covers no GPU resource), and each LocalQueue's
+# ClusterQueue, so that a team's namespaces lead to its quota (queue_quotas.py).
+cluster_queues = sa.Table(
+    "cluster_queues",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("nominal_gpus", sa.Double()),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+local_queues = sa.Table(
+    "local_queues",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String(), primary_key=True),
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("cluster_queue", sa.String()),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
 )

@@ -1,5 +1,5 @@
-"""Everything the service watches in one cluster: Jobs, Pods, Events and, optionally, Kueue Workloads,
-Argo Workflows and KServe InferenceServices.
+"""Everything the service watches in one cluster: Jobs, Pods, Events and, optionally, Kueue Workloads
+(with Kueue's ClusterQueues and LocalQueues), Argo Workflows and KServe InferenceServices.
 
 This composes one ResourceWatcher per resource and decides about each optional API by its setting
 (`kubernetes.kueue`, `workflows.argo`, `workflows.kserve`: auto | true | false): discovery says
@@ -33,6 +33,8 @@ from inno_notify.adapters.kube.protocol import (
     KUEUE_GROUP,
     PODS,
     Resource,
+    cluster_queues,
+    local_queues,
 )
 from inno_notify.adapters.kube.watching import OnEvent, OnRelist, ResourceWatcher, WatchOptions
 
@@ -231,13 +233,21 @@ class ClusterWatcher:
                 self.options.sleep,
             )
             if version is not None:
-                watcher = self._watcher(Resource(spec.kind, spec.group, version, spec.plural))
-                # Registered before the decision is published, so readiness waits for its list.
-                self.watchers[watcher.kind] = watcher
+                resources = [Resource(spec.kind, spec.group, version, spec.plural)]
+                if spec is KUEUE:
+                    # The queues carry the nominal quotas a team's share is measured against.
+                    resources += [cluster_queues(version), local_queues(version)]
+                watchers = [self._watcher(resource) for resource in resources]
+                # Registered before the decision is published, so readiness waits for their lists.
+                for watcher in watchers:
+                    self.watchers[watcher.kind] = watcher
                 self.served[spec.kind] = version
                 self._decided[spec.kind].set()
-                log.info("%s found: watching %ss %s", spec.name, spec.kind, version)
-                group.create_task(self._supervised(watcher), name=f"watch-{spec.kind}")
+                log.info(
+                    "%s found: watching %s %s", spec.name, ", ".join(f"{w.kind}s" for w in watchers), version
+                )
+                for watcher in watchers:
+                    group.create_task(self._supervised(watcher), name=f"watch-{watcher.kind}")
                 return
             self.served[spec.kind] = ""
             self._decided[spec.kind].set()

@@ -57,6 +57,14 @@ def workloads(version: str) -> Resource:
     return Resource("Workload", KUEUE_GROUP, version, "workloads")
 
 
+def cluster_queues(version: str) -> Resource:
+    return Resource("ClusterQueue", KUEUE_GROUP, version, "clusterqueues", namespaced=False)
+
+
+def local_queues(version: str) -> Resource:
+    return Resource("LocalQueue", KUEUE_GROUP, version, "localqueues")
+
+
 def argo_workflows(version: str = "v1alpha1") -> Resource:
     return Resource("Workflow", ARGO_GROUP, version, "workflows")
 

@@ -278,12 +278,19 @@ async def test_the_digest_index_covers_every_jobs_column_the_digest_reads(
             await load_digest(conn, "face", WEEK, TZ)
         finally:
             event.remove(filled.engine.sync_engine, "before_cursor_execute", capture)
-        # The jobs' figures are one statement; the nudges of running pods one key lookup beside it,
-        # and the advice adoption of the week one aggregate over its own table.
-        assert len(captured) == 3
+        # The week's figures are one statement, the nudges of running pods one key lookup beside
+        # it, the advice adoption of the week one aggregate over its own table, the twelve-week
+        # trend one more statement over jobs, and the Kueue quota a lookup of the (small) queue
+        # tables; no other statement reads jobs.
         assert "FROM checkpoints" in captured[1][0] and "jobs" not in captured[1][0]
         assert "FROM advice_adoption" in captured[2][0] and " jobs" not in captured[2][0]
-        statement, parameters = captured[0]
-        plan = "\n".join(row[0] for row in await conn.exec_driver_sql("EXPLAIN " + statement, parameters))
-    assert "Index Only Scan using ix_jobs_team_finished_at on jobs" in plan, plan
-    assert "Seq Scan on jobs" not in plan
+        assert "trend_jobs" in captured[3][0]
+        assert all("jobs" not in statement for statement, _ in captured[4:]), captured[4:]
+        assert len(captured) <= 5
+        plans = []
+        for statement, parameters in (captured[0], captured[3]):
+            explain = await conn.exec_driver_sql("EXPLAIN " + statement, parameters)
+            plans.append("\n".join(row[0] for row in explain))
+    for plan in plans:
+        assert "Index Only Scan using ix_jobs_team_finished_at on jobs" in plan, plan
+        assert "Seq Scan on jobs" not in plan

@@ -5,8 +5,7 @@ Revises: 0010
 Create Date: 2026-12-01 09:15:00.000000
 
 Advice adoption (issue 17 part A): whether a family's new run followed its previous run's advice,
-and the GPU-hours and memory GiB-hours that freed, one row per judged run. The lead re-chains this
-revision after the other branches' migrations at merge.
+and the GPU-hours and memory GiB-hours that freed, one row per judged run.
 """
 
 from collections.abc import Sequence

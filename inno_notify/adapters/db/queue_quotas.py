@@ -1,0 +1,193 @@
+"""Kueue queues as the watch saw them, and the GPU quotas they give teams: `Store.queues`.
+
+The Kueue watch (service/kueue_queues.py) keeps one row per ClusterQueue (its nominal GPU quota)
+and per LocalQueue (its ClusterQueue); a relist replaces a cluster's set, so a deleted queue goes.
+A team reaches a quota by namespace: its namespaces' LocalQueues point at ClusterQueues, whose
+nominal GPU quotas are summed (domain/trends.team_quota_gpus). Few rows: a cluster has tens of
+queues, so the quota lookups read them whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.leases import UNFENCED, Fence
+from inno_notify.adapters.db.sql import upsert
+from inno_notify.adapters.db.tables import cluster_queues, local_queues, teams
+from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
+from inno_notify.domain.trends import QueueKey, team_quota_gpus
+
+
+async def _namespace_queues(
+    conn: AsyncConnection, cluster: str | None
+) -> tuple[dict[str, list[QueueKey]], dict[QueueKey, float | None]]:
+    """(namespace → its LocalQueues' ClusterQueues, ClusterQueue → nominal GPUs), one statement.
+    ClusterQueues are keyed by (cluster, name): several clusters may share a database."""
+    lq, cq = local_queues.c, cluster_queues.c
+    query = sa.select(lq.namespace, cq.cluster, cq.name, cq.nominal_gpus).select_from(
+        local_queues.join(cluster_queues, sa.and_(cq.cluster == lq.cluster, cq.name == lq.cluster_queue))
+    )
+    if cluster is not None:
+        query = query.where(lq.cluster == cluster)
+    by_namespace: dict[str, list[QueueKey]] = {}
+    nominal: dict[QueueKey, float | None] = {}
+    for namespace, queue_cluster, name, gpus in await conn.execute(query):
+        by_namespace.setdefault(namespace, []).append((queue_cluster, name))
+        nominal[queue_cluster, name] = gpus
+    return by_namespace, nominal
+
+
+async def team_quotas(conn: AsyncConnection, cluster: str | None = None) -> dict[str, float]:
+    """Every configured team's nominal GPU quota, reached through its namespaces; teams without
+    one are left out."""
+    by_namespace, nominal = await _namespace_queues(conn, cluster)
+    if not any(gpus is not None for gpus in nominal.values()):
+        return {}
+    quotas: dict[str, float] = {}
+    for name, namespaces in await conn.execute(sa.select(teams.c.name, teams.c.namespaces)):
+        quota = team_quota_gpus(tuple(namespaces or ()), by_namespace, nominal)
+        if quota is not None:
+            quotas[name] = quota
+    return quotas
+
+
+async def team_quota(conn: AsyncConnection, team: str, cluster: str | None = None) -> float | None:
+    """The nominal GPU quota of one team's ClusterQueues (None: none known)."""
+    return (await team_quotas(conn, cluster)).get(team)
+
+
+async def cluster_quotas(conn: AsyncConnection) -> dict[str, float]:
+    """Per cluster, the nominal GPU quota of all its ClusterQueues (clusters without one left out)."""
+    query = (
+        sa.select(cluster_queues.c.cluster, sa.func.sum(cluster_queues.c.nominal_gpus))
+        .where(cluster_queues.c.nominal_gpus.is_not(None))
+        .group_by(cluster_queues.c.cluster)
+    )
+    return {cluster: float(total) for cluster, total in await conn.execute(query) if total is not None}
+
+
+class QueueRepository:
+    """The Kueue queues the watch saw (`Store.queues`): written by the leader's watch, read by
+    digests and the API."""
+
+    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
+        self._engine = engine
+        self._reader = engine.execution_options(**READ_INTENT)
+        self._fence = fence
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        async with self._engine.begin() as conn:
+            await self._fence.check(conn)
+            yield conn
+
+    async def save_cluster_queues(
+        self, cluster: str, queues: Sequence[ClusterQueueQuota], at: datetime
+    ) -> None:
+        rows = [
+            {"cluster": cluster, "name": q.name, "nominal_gpus": q.nominal_gpus, "updated_at": at}
+            for q in queues
+        ]
+
+        async with self._write() as conn:
+            if rows:
+                await conn.execute(
+                    upsert(conn, cluster_queues, ["cluster", "name"], ["nominal_gpus", "updated_at"]), rows
+                )
+
+    async def save_local_queues(self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> None:
+        rows = [
+            {
+                "cluster": cluster,
+                "namespace": q.namespace,
+                "name": q.name,
+                "cluster_queue": q.cluster_queue,
+                "updated_at": at,
+            }
+            for q in queues
+        ]
+
+        async with self._write() as conn:
+            if rows:
+                keys = ["cluster", "namespace", "name"]
+                await conn.execute(upsert(conn, local_queues, keys, ["cluster_queue", "updated_at"]), rows)
+
+    async def delete_cluster_queue(self, cluster: str, name: str) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                sa.delete(cluster_queues).where(
+                    cluster_queues.c.cluster == cluster, cluster_queues.c.name == name
+                )
+            )
+
+    async def delete_local_queue(self, cluster: str, namespace: str, name: str) -> None:
+        async with self._write() as conn:
+            t = local_queues.c
+            await conn.execute(
+                sa.delete(local_queues).where(t.cluster == cluster, t.namespace == namespace, t.name == name)
+            )
+
+    async def replace_cluster_queues(
+        self, cluster: str, queues: Sequence[ClusterQueueQuota], at: datetime
+    ) -> None:
+        """A relist: the cluster's ClusterQueues are exactly these (the others were deleted)."""
+        rows = [
+            {"cluster": cluster, "name": q.name, "nominal_gpus": q.nominal_gpus, "updated_at": at}
+            for q in queues
+        ]
+
+        async with self._write() as conn:
+            await conn.execute(sa.delete(cluster_queues).where(cluster_queues.c.cluster == cluster))
+            if rows:
+                await conn.execute(sa.insert(cluster_queues), rows)
+
+    async def replace_local_queues(
+        self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime, namespaces: Sequence[str] = ()
+    ) -> None:
+        """A relist: the cluster's LocalQueues (in `namespaces`, [] = all) are exactly these."""
+        rows = [
+            {
+                "cluster": cluster,
+                "namespace": q.namespace,
+                "name": q.name,
+                "cluster_queue": q.cluster_queue,
+                "updated_at": at,
+            }
+            for q in queues
+        ]
+
+        async with self._write() as conn:
+            delete = sa.delete(local_queues).where(local_queues.c.cluster == cluster)
+            if namespaces:
+                delete = delete.where(local_queues.c.namespace.in_(list(namespaces)))
+            await conn.execute(delete)
+            if rows:
+                await conn.execute(sa.insert(local_queues), rows)
+
+    async def list_cluster_queues(self, cluster: str | None = None) -> list[ClusterQueueQuota]:
+        query = sa.select(cluster_queues.c.name, cluster_queues.c.nominal_gpus).order_by(
+            cluster_queues.c.name
+        )
+        if cluster is not None:
+            query = query.where(cluster_queues.c.cluster == cluster)
+        async with self._reader.connect() as conn:
+            return [ClusterQueueQuota(name, gpus) for name, gpus in await conn.execute(query)]
+
+    async def list_local_queues(self, cluster: str | None = None) -> list[LocalQueueRef]:
+        t = local_queues.c
+        query = sa.select(t.namespace, t.name, t.cluster_queue).order_by(t.namespace, t.name)
+        if cluster is not None:
+            query = query.where(t.cluster == cluster)
+        async with self._reader.connect() as conn:
+            return [LocalQueueRef(ns, name, cq) for ns, name, cq in await conn.execute(query)]
+
+    async def team_quota(self, team: str, cluster: str | None = None) -> float | None:
+        """The nominal GPU quota of the team's ClusterQueues, reached by its namespaces."""
+        async with self._reader.connect() as conn:
+            return await team_quota(conn, team, cluster)

@@ -1,0 +1,153 @@
+"""Weekly trends (domain/trends.py) summed by the database: `Store.trends`, a TrendRepository.
+
+A trend is one statement: the GPU jobs that finished in the trend's weeks, bucketed by a CASE over
+the week boundaries (computed in Python in the zone and bound as parameters, as the digest does
+with its days, so neither dialect needs zone support), grouped per team or cluster and week.
+
+It reads the jobs table alone: the GPU-minutes held, used and idle are the copies save_usage keeps
+on the job's row (tables.jobs `usage_*`), so no usage row is probed. For one team (the digest's
+trend line) the rows come from the (team, finished_at) index, which on Postgres INCLUDEs every
+column read here: twelve weeks of a team are one range of adjacent index entries. Every team or
+every cluster at once (the API, the admin digest) reads the weeks' jobs by finish time.
+
+The quotas a trend divides by come from the Kueue watch's tables (queue_quotas.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from inno_notify.adapters.db import queue_quotas
+from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.tables import UTCDateTime, jobs
+from inno_notify.domain.trends import TrendGroup, TrendRow, TrendSeries, build_series, trend_bounds
+
+
+def _at(name: str) -> sa.BindParameter[datetime]:
+    return sa.bindparam(name, type_=UTCDateTime())
+
+
+def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+@functools.cache
+def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool) -> sa.Select[Any]:
+    c = jobs.c
+    week = sa.case(*[(c.finished_at < _at(f"b{i + 1}"), i) for i in range(weeks - 1)], else_=weeks - 1)
+    group = c.team if group_by is TrendGroup.TEAM else c.cluster
+    rows = (
+        sa.select(
+            group.label("grp"),
+            week.label("week"),
+            c.gpu_minutes_held,
+            c.gpu_minutes_used,
+            c.gpu_minutes_idle,
+        )
+        .where(
+            c.finished_at >= _at("b0"),
+            c.finished_at < _at(f"b{weeks}"),
+            c.gpus_requested > 0,
+            *([c.team == sa.bindparam("team", type_=sa.String())] if by_team else []),
+            *([c.cluster == sa.bindparam("cluster", type_=sa.String())] if by_cluster else []),
+            *([c.team.is_not(None)] if group_by is TrendGroup.TEAM and not by_team else []),
+        )
+        .subquery("trend_jobs")
+    )
+    r = rows.c
+    return sa.select(
+        r.grp,
+        r.week,
+        sa.func.count().label("jobs"),
+        _count_if(r.gpu_minutes_held.is_(None)).label("jobs_unmeasured"),
+        sa.func.sum(r.gpu_minutes_held).label("gpu_minutes"),
+        sa.func.sum(r.gpu_minutes_used).label("used_gpu_minutes"),
+        sa.func.sum(sa.case((r.gpu_minutes_used.is_not(None), r.gpu_minutes_held))).label("used_basis"),
+        sa.func.sum(r.gpu_minutes_idle).label("idle_gpu_minutes"),
+    ).group_by(r.grp, r.week)
+
+
+async def trend_rows(
+    conn: AsyncConnection,
+    group_by: TrendGroup,
+    bounds: Sequence[datetime],
+    *,
+    team: str | None = None,
+    cluster: str | None = None,
+) -> list[TrendRow]:
+    """The sums per group and week of the GPU jobs that finished in [bounds[0], bounds[-1]),
+    week i being [bounds[i], bounds[i + 1])."""
+    weeks = len(bounds) - 1
+    if weeks < 1:
+        raise ValueError("a trend needs at least two week boundaries")
+    query = _statement(weeks, group_by, team is not None, cluster is not None)
+    params: dict[str, Any] = {f"b{i}": at for i, at in enumerate(bounds)}
+    if team is not None:
+        params["team"] = team
+    if cluster is not None:
+        params["cluster"] = cluster
+    return [
+        TrendRow(
+            group=row.grp,
+            week=int(row.week),
+            jobs=int(row.jobs),
+            jobs_unmeasured=int(row.jobs_unmeasured),
+            gpu_minutes=row.gpu_minutes,
+            used_gpu_minutes=row.used_gpu_minutes,
+            used_basis_gpu_minutes=row.used_basis,
+            idle_gpu_minutes=row.idle_gpu_minutes,
+        )
+        for row in await conn.execute(query, params)
+    ]
+
+
+async def trends(
+    conn: AsyncConnection,
+    group_by: TrendGroup,
+    weeks: Sequence[str],
+    tz: str,
+    *,
+    team: str | None = None,
+    cluster: str | None = None,
+) -> list[TrendSeries]:
+    """The weekly series of `weeks` (consecutive ISO weeks, oldest first) in zone `tz`, per team or
+    per cluster, with each group's share of its Kueue quota where one is known."""
+    rows = await trend_rows(conn, group_by, trend_bounds(weeks, tz), team=team, cluster=cluster)
+    if group_by is TrendGroup.TEAM:
+        quotas = await queue_quotas.team_quotas(conn, cluster)
+    else:
+        quotas = await queue_quotas.cluster_quotas(conn)
+    groups = (
+        [team]
+        if team is not None
+        else [cluster]
+        if cluster is not None and group_by is TrendGroup.CLUSTER
+        else []
+    )
+    return build_series(group_by, weeks, tz, rows, groups=groups, quotas=quotas)
+
+
+class TrendRepository:
+    """Reads weekly trends (`Store.trends`)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._reader = engine.execution_options(**READ_INTENT)
+
+    async def weekly(
+        self,
+        group_by: TrendGroup,
+        weeks: Sequence[str],
+        tz: str,
+        *,
+        team: str | None = None,
+        cluster: str | None = None,
+    ) -> list[TrendSeries]:
+        """Per team (or only `team`) or per cluster (or only `cluster`), one series over `weeks`."""
+        async with self._reader.connect() as conn:
+            return await trends(conn, group_by, weeks, tz, team=team, cluster=cluster)
