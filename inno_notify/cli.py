@@ -100,13 +100,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(path, os.environ)
     # Now the configured level, format and the secrets to mask are known.
     configure_logging(args.log_level or settings.log_level, settings.log_format, secret_values(settings))
-    from inno_notify.domain.rightsizing import RightsizingPolicy
-
-    # The rules check relations between thresholds that single fields cannot (e.g. warning < critical).
-    try:
-        RightsizingPolicy(**settings.rightsizing.model_dump())
-    except ValueError as exc:
-        raise ConfigError(f"{path or 'built-in defaults'}: {exc}") from None
     from inno_notify.domain.live import parse_quiet_hours
     from inno_notify.domain.parsing import parse_selectors
 

@@ -53,7 +53,6 @@ from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
-from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.service.digest import DigestScheduler, plan_digest
 from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
 from inno_notify.service.dispatcher import Dispatcher
@@ -98,10 +97,6 @@ def parse_config(settings: Settings) -> ParseConfig:
         workspace_selectors=parse_selectors(settings.live.workspace_selectors),
         user_aliases=directory_aliases(user.email for user in settings.directory.users),
     )
-
-
-def rightsizing_policy(settings: Settings) -> RightsizingPolicy:
-    return RightsizingPolicy(**settings.rightsizing.model_dump())
 
 
 def directory(settings: Settings) -> tuple[list[DirectoryUser], list[Team]]:
@@ -295,7 +290,7 @@ def build_pipeline(
     collector = UsageCollector(
         store,
         source,
-        rightsizing_policy(settings),
+        settings.rightsizing,
         workflows.planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,

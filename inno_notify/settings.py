@@ -11,8 +11,10 @@ that every command can print it and exit 2 without a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import typing
 import urllib.parse
 import zoneinfo
 from collections.abc import Mapping
@@ -33,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from inno_notify.domain.rightsizing import RightsizingPolicy
+
 ENV_PREFIX = "INNO_NOTIFY_"
 CONFIG_ENV = "INNO_NOTIFY_CONFIG"
 
@@ -42,7 +46,11 @@ class ConfigError(Exception):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # use_attribute_docstrings: sections that are domain dataclasses (`rightsizing`) describe their
+    # fields with attribute docstrings; the models here use Field(description=...).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=True
+    )
 
 
 def _read_secret_file(path: str, key: str) -> SecretStr:
@@ -118,104 +126,6 @@ class AccountingSettings(_Section):
         default_factory=lambda: {"nvidia.com/gpu": 1.0},
         description="Extended resource name -> GPU-equivalents per unit, e.g. "
         '"nvidia.com/mig-1g.10gb": 0.142857 or "nvidia.com/gpu.shared": 0.25.',
-    )
-
-
-class RightsizingSettings(_Section):
-    """Thresholds of the right-sizing rules; docs/rightsizing.md explains each rule.
-
-    The field names and defaults mirror `domain.rightsizing.RightsizingPolicy` (a test keeps them
-    equal); the runtime builds the policy from this section, and the CLI reports a policy the rules
-    reject as a configuration error.
-    """
-
-    idle_gpu_util_percent: float = Field(
-        5.0,
-        ge=0,
-        description="A GPU whose mean utilization over its held time is below this is idle (CONTRACT.md §4).",
-    )
-    headroom: float = Field(
-        1.2,
-        ge=0,
-        description="Safety factor on the observed peak (memory, GPU memory) or p95 (CPU) before suggesting it (jobstats: 1.2 × peak; KRR uses 1.15 for memory).",
-    )
-    min_memory_waste_gib: float = Field(
-        8.0,
-        ge=0,
-        description="A memory decrease is suggested only when the request exceeds the suggestion by at least this many GiB per pod.",
-    )
-    family_min_runs: int = Field(
-        3,
-        ge=0,
-        description="Runs of the job's family (the current one included) with a figure needed before the suggestion uses the family's p95 instead of this run alone.",
-    )
-    family_max_runs: int = Field(
-        20, ge=0, description="Only this many most recent runs of the family are considered."
-    )
-    family_window_days: float = Field(
-        30.0,
-        ge=0,
-        description="Only runs of the family that finished within this many days before ``now`` count.",
-    )
-    over_request_factor: float = Field(
-        2.0,
-        ge=0,
-        description="A decrease is suggested only when the current request is at least this multiple of the suggestion (jobstats: 2×).",
-    )
-    min_cpu_waste_cores: float = Field(
-        2.0,
-        ge=0,
-        description="A CPU decrease is suggested only when the request exceeds the suggestion by at least this many cores per pod.",
-    )
-    min_samples: int = Field(
-        10,
-        ge=0,
-        description="Fewest metric samples behind a figure before a rule acts on it (about 5 minutes at the 30 s DCGM interval). KRR asks for 100, but it sizes long-lived services, not batch jobs.",
-    )
-    min_waste_gpu_minutes: float = Field(
-        30.0, ge=0, description="GPU advice below this many wasted GPU-minutes is not reported (materiality)."
-    )
-    min_waste_gib_hours: float = Field(
-        8.0, ge=0, description="Memory advice below this many GiB-hours of unused request is not reported."
-    )
-    min_waste_core_hours: float = Field(
-        2.0, ge=0, description="CPU advice below this many core-hours of unused request is not reported."
-    )
-    warning_gpu_minutes: float = Field(
-        120.0, ge=0, description="Wasted GPU-minutes from which advice is a warning (below: info)."
-    )
-    critical_gpu_minutes: float = Field(
-        480.0, ge=0, description="Wasted GPU-minutes from which advice is critical."
-    )
-    warning_gib_hours: float = Field(
-        64.0, ge=0, description="Unused GiB-hours of memory request from which advice is a warning."
-    )
-    critical_gib_hours: float = Field(
-        512.0, ge=0, description="Unused GiB-hours of memory request from which advice is critical."
-    )
-    warning_core_hours: float = Field(
-        16.0, ge=0, description="Unused core-hours of CPU request from which advice is a warning."
-    )
-    critical_core_hours: float = Field(
-        128.0, ge=0, description="Unused core-hours of CPU request from which advice is critical."
-    )
-    low_util_percent: float = Field(
-        15.0,
-        ge=0,
-        description="``gpu_memory``: a single GPU used on average below this (but not idle) may move to a MIG slice or a time-sliced GPU (jobstats: 15 %).",
-    )
-    time_slicing_max_memory_fraction: float = Field(
-        0.5,
-        ge=0,
-        description="``gpu_memory`` on a GPU without MIG: time-slicing is suggested only when peak × headroom fits in this fraction of the GPU's memory, so that at least two jobs can share it.",
-    )
-    oom_limit_factor: float = Field(
-        1.5, ge=0, description="``memory_increase``: an OOM-killed container's limit is multiplied by this."
-    )
-    oom_peak_factor: float = Field(
-        1.25,
-        ge=0,
-        description="``memory_increase``: the observed peak is multiplied by this (KRR: 1.25 after an OOM).",
     )
 
 
@@ -718,7 +628,9 @@ class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     accounting: AccountingSettings = Field(default_factory=AccountingSettings)
-    rightsizing: RightsizingSettings = Field(default_factory=RightsizingSettings)  # type: ignore[arg-type]
+    # The domain's own dataclass: pydantic validates its fields and runs its __post_init__ (which
+    # checks relations such as warning <= critical); its attribute docstrings are the descriptions.
+    rightsizing: RightsizingPolicy = Field(default_factory=RightsizingPolicy)
     notify: NotifySettings = Field(default_factory=NotifySettings)  # type: ignore[arg-type]
     links: LinksSettings = Field(default_factory=LinksSettings)  # type: ignore[arg-type]
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
@@ -806,37 +718,48 @@ def _env_overrides(env: Mapping[str, str]) -> list[tuple[list[str], Any, str]]:
     return overrides
 
 
+def section_keys(annotation: Any) -> dict[str, Any] | None:
+    """A section's keys -> their types (a settings model or a domain dataclass); None: a scalar key."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {name: info.annotation for name, info in annotation.model_fields.items()}
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return typing.get_type_hints(annotation)
+    return None
+
+
 def _apply_override(data: dict[str, Any], path: list[str], value: Any, origin: str) -> None:
     node: Any = data
-    model: type[BaseModel] | None = Settings
+    keys = section_keys(Settings)
     for depth, key in enumerate(path):
-        fields = model.model_fields if model is not None else {}
-        if key not in fields:
+        if keys is None or key not in keys:
             raise ConfigError(f"{origin}: unknown key {'.'.join(path[: depth + 1])!r}")
-        annotation = fields[key].annotation
-        is_last = depth == len(path) - 1
-        if is_last:
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        sub_keys = section_keys(keys[key])
+        if depth == len(path) - 1:
+            if sub_keys is not None:
                 raise ConfigError(f"{origin}: {'.'.join(path)!r} is a section, not a scalar key")
             node[key] = value
             return
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        if sub_keys is None:
             raise ConfigError(f"{origin}: {'.'.join(path[: depth + 1])!r} has no sub-keys")
         child = node.get(key)
         if child is None:
             child = node[key] = {}
         elif not isinstance(child, dict):
             raise ConfigError(f"{origin}: {'.'.join(path[: depth + 1])!r} is not a mapping")
-        node, model = child, annotation
+        node, keys = child, sub_keys
 
 
 def _format_validation_error(exc: ValidationError, source: str) -> str:
     first = exc.errors()[0]
     key = ".".join(str(part) for part in first["loc"]) or "(top level)"
     message = first["msg"]
-    if first["type"] == "extra_forbidden":
+    # A model says extra_forbidden, a dataclass section (`rightsizing`) unexpected_keyword_argument.
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
     message = message.removeprefix("Value error, ")
+    if message.startswith((f"{key}.", f"{key}:")):
+        # The domain's checks name their section themselves ("rightsizing.headroom must be ...").
+        key, message = message.split(" ", 1)[0].rstrip(":"), message.split(" ", 1)[1]
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return f"{source}: {key}: {message}{suffix}"

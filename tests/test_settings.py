@@ -272,16 +272,36 @@ def test_configuration_reference_names_every_scalar_key() -> None:
     assert config_docs.env_name("prometheus.url") == "INNO_NOTIFY_PROMETHEUS__URL"
 
 
-def test_rightsizing_section_mirrors_the_policy() -> None:
-    from dataclasses import fields
-
+def test_rightsizing_section_is_the_domain_policy(tmp_path: Path) -> None:
     from inno_notify.domain.rightsizing import RightsizingPolicy
-    from inno_notify.settings import RightsizingSettings
 
-    policy_defaults = {f.name: f.default for f in fields(RightsizingPolicy)}
-    settings_defaults = RightsizingSettings().model_dump()
-    assert settings_defaults == policy_defaults
-    assert RightsizingPolicy(**settings_defaults) == RightsizingPolicy()
+    assert load_settings(None, {}).rightsizing == RightsizingPolicy()
+    path = tmp_path / "c.yaml"
+    path.write_text("rightsizing: {headroom: 1.5, min_samples: 20}\n")
+    policy = load_settings(path, {"INNO_NOTIFY_RIGHTSIZING__FAMILY_MIN_RUNS": "4"}).rightsizing
+    assert policy == RightsizingPolicy(headroom=1.5, min_samples=20, family_min_runs=4)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("rightsizing: {nope: 1}\n", "rightsizing.nope: unknown key"),
+        ("rightsizing: {headroom: x}\n", "rightsizing.headroom: Input should be a valid number"),
+        ("rightsizing: {min_samples: 1.5}\n", "rightsizing.min_samples: Input should be a valid integer"),
+        ("rightsizing: {headroom: 0.5}\n", "rightsizing.headroom: must be at least 1, got 0.5"),
+        ("rightsizing: {min_samples: -1}\n", "rightsizing.min_samples: must not be negative, got -1"),
+        ("rightsizing: {warning_gpu_minutes: 900}\n", "warning_gpu_minutes <= critical_gpu_minutes"),
+        ("rightsizing: 3\n", "rightsizing: "),
+    ],
+)
+def test_rightsizing_section_rejects(tmp_path: Path, yaml_text: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert str(caught.value).startswith(f"{path}: ")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 # --- settings for containers: probes, logging, database secrets from files, environment variables ---
