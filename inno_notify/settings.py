@@ -25,6 +25,7 @@ from urllib.parse import quote
 import yaml
 from croniter import croniter
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -45,6 +46,22 @@ class ConfigError(Exception):
     """Bad configuration: the message is one line that names the file and the key."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Fills:
+    """Marks a `*_file` key: the file it names (a Kubernetes Secret mount) holds the value of the
+    secret key `secret`, read once at load time: `token_file: Annotated[str | None, Fills("token")]`."""
+
+    secret: str
+
+
+def read_secret_file(path: str, key: str) -> SecretStr:
+    """The stripped content of a secret file; an unreadable one is a ValueError naming `key`."""
+    try:
+        return SecretStr(Path(path).read_text(encoding="utf-8").strip())
+    except OSError as exc:
+        raise ValueError(f"cannot read {key} {path!r}: {exc.strerror or exc}") from None
+
+
 class _Section(BaseModel):
     # use_attribute_docstrings: sections that are domain dataclasses (`rightsizing`) describe their
     # fields with attribute docstrings; the models here use Field(description=...).
@@ -52,17 +69,32 @@ class _Section(BaseModel):
         extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=True
     )
 
-
-def _read_secret_file(path: str, key: str) -> SecretStr:
-    try:
-        return SecretStr(Path(path).read_text(encoding="utf-8").strip())
-    except OSError as exc:
-        raise ValueError(f"cannot read {key} {path!r}: {exc.strerror or exc}") from None
+    @model_validator(mode="after")
+    def _secrets_from_files(self) -> Any:
+        # The one `*_file` mechanism: every key declared with SecretFile fills its secret. Runs
+        # before the sections' own after-validators, which then see the secret.
+        for name, info in type(self).model_fields.items():
+            path = getattr(self, name)
+            for mark in info.metadata:
+                if isinstance(mark, Fills) and path is not None:
+                    object.__setattr__(self, mark.secret, read_secret_file(path, name))
+        return self
 
 
 ListenAddress = Annotated[str, Field(pattern=r"^(|\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5})$")]
 # The probes have no off switch: kubelet needs them whether or not anything else listens.
 RequiredListenAddress = Annotated[str, Field(pattern=r"^\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5}$")]
+
+
+def _zone_name(value: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone: {value!r}") from None
+    return value
+
+
+ZoneName = Annotated[str, AfterValidator(_zone_name)]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -188,7 +220,7 @@ class LinksSettings(_Section):
     @model_validator(mode="after")
     def _key_from_file(self) -> LinksSettings:
         if self.secret_file is not None:
-            key = _read_secret_file(self.secret_file, "secret_file").get_secret_value().encode("utf-8")
+            key = read_secret_file(self.secret_file, "secret_file").get_secret_value().encode("utf-8")
             if len(key) < MIN_LINK_KEY_BYTES:
                 raise ValueError(
                     f"secret_file {self.secret_file!r}: the key has {len(key)} bytes, at least "
@@ -212,7 +244,9 @@ class LinksSettings(_Section):
 
 class TelegramSettings(_Section):
     token: SecretStr | None = Field(None, description="Bot token (secret).")
-    token_file: str | None = Field(None, description="File holding the bot token (Kubernetes Secret mount).")
+    token_file: Annotated[str | None, Fills("token")] = Field(
+        None, description="File holding the bot token (Kubernetes Secret mount)."
+    )
     api_url: str = Field(
         "https://api.telegram.org",
         description="Bot API server root; the service calls {api_url}/bot{token}/{method}.",
@@ -233,12 +267,16 @@ class TelegramSettings(_Section):
         None,
         description="`updates: webhook`: the secret token (1-256 characters of A-Za-z0-9_-) Telegram sends in the X-Telegram-Bot-Api-Secret-Token header; a request without it is refused. null: one derived from the bot token.",
     )
-    webhook_secret_file: str | None = Field(None, description="File holding webhook_secret.")
+    webhook_secret_file: Annotated[str | None, Fills("webhook_secret")] = Field(
+        None, description="File holding webhook_secret."
+    )
     link_secret: SecretStr | None = Field(
         None,
         description="Key that signs the linking tokens (32+ random characters advised); null: a key derived from the bot token (a new bot token then voids the links in flight).",
     )
-    link_secret_file: str | None = Field(None, description="File holding link_secret.")
+    link_secret_file: Annotated[str | None, Fills("link_secret")] = Field(
+        None, description="File holding link_secret."
+    )
     link_ttl_hours: float = Field(
         72,
         gt=0,
@@ -277,17 +315,7 @@ class TelegramSettings(_Section):
         return value
 
     @model_validator(mode="after")
-    def _token_from_file(self) -> TelegramSettings:
-        if self.token_file is not None:
-            object.__setattr__(self, "token", _read_secret_file(self.token_file, "token_file"))
-        if self.webhook_secret_file is not None:
-            object.__setattr__(
-                self, "webhook_secret", _read_secret_file(self.webhook_secret_file, "webhook_secret_file")
-            )
-        if self.link_secret_file is not None:
-            object.__setattr__(
-                self, "link_secret", _read_secret_file(self.link_secret_file, "link_secret_file")
-            )
+    def _secrets_are_usable(self) -> TelegramSettings:
         webhook_secret = secret_value(self.webhook_secret)
         if webhook_secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", webhook_secret):
             raise ValueError("webhook_secret must be 1-256 characters of A-Za-z0-9_-")
@@ -300,14 +328,10 @@ class TelegramSettings(_Section):
 
 class SlackSettings(_Section):
     token: SecretStr | None = Field(None, description="Bot token xoxb-… (secret).")
-    token_file: str | None = Field(None, description="File holding the Slack token.")
+    token_file: Annotated[str | None, Fills("token")] = Field(
+        None, description="File holding the Slack token."
+    )
     api_url: str = Field("https://slack.com/api/", description="Web API base, as slack-sdk's base_url.")
-
-    @model_validator(mode="after")
-    def _token_from_file(self) -> SlackSettings:
-        if self.token_file is not None:
-            object.__setattr__(self, "token", _read_secret_file(self.token_file, "token_file"))
-        return self
 
 
 class EmailSettings(_Section):
@@ -317,13 +341,13 @@ class EmailSettings(_Section):
     tls: bool = Field(False, description="Implicit TLS (port 465).")
     username: str | None = Field(None, description="SMTP user; null: no authentication.")
     password: SecretStr | None = Field(None, description="SMTP password (secret).")
-    password_file: str | None = Field(None, description="File holding the SMTP password.")
+    password_file: Annotated[str | None, Fills("password")] = Field(
+        None, description="File holding the SMTP password."
+    )
     sender: str | None = Field(None, description="From: address.")
 
     @model_validator(mode="after")
-    def _password_from_file(self) -> EmailSettings:
-        if self.password_file is not None:
-            object.__setattr__(self, "password", _read_secret_file(self.password_file, "password_file"))
+    def _tls_or_starttls(self) -> EmailSettings:
         if self.tls and self.starttls:
             # Implicit TLS already encrypts; STARTTLS on top is a misconfiguration the server rejects.
             object.__setattr__(self, "starttls", False)
@@ -386,22 +410,13 @@ class DirectorySettings(_Section):
 
 class DigestSettings(_Section):
     schedule: str = Field("0 8 * * MON", description="Cron expression of the weekly digest, in `timezone`.")
-    timezone: str = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
+    timezone: ZoneName = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
 
     @field_validator("schedule")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r}")
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_zone(cls, value: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone: {value!r}") from None
         return value
 
 
@@ -443,16 +458,9 @@ class LiveSettings(_Section):
         pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$",
         description='Daily period without nudges, e.g. "22:00-07:00" (in `timezone`); the first check after it nudges. null: none.',
     )
-    timezone: str = Field("UTC", description="IANA time zone of quiet_hours and of the times a nudge shows.")
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_zone(cls, value: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone: {value!r}") from None
-        return value
+    timezone: ZoneName = Field(
+        "UTC", description="IANA time zone of quiet_hours and of the times a nudge shows."
+    )
 
 
 class WorkflowsSettings(_Section):
@@ -676,13 +684,13 @@ class Settings(_Section):
     def _database_url_from_files(self) -> Settings:
         url = self.database_url
         if self.database_url_file is not None:
-            url = _read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
+            url = read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
             try:
                 url = self._supported_database(url)
             except ValueError as exc:
                 raise ValueError(f"database_url_file {self.database_url_file!r}: {exc}") from None
         if self.database_password_file is not None:
-            password = _read_secret_file(self.database_password_file, "database_password_file")
+            password = read_secret_file(self.database_password_file, "database_password_file")
             url = _with_password(url, password.get_secret_value())
         object.__setattr__(self, "database_url", url)
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, SecretStr
 
 from inno_notify import config_docs
 from inno_notify.runtime import _check_database
@@ -129,6 +130,49 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
     printed = repr(s) + str(s) + repr(s.channels) + s.database_url_redacted
     for secret in ("xoxb-very-secret", "smtp-secret", "tg-secret", "db-secret"):
         assert secret not in printed
+
+
+@pytest.mark.parametrize(
+    ("section", "file_key", "secret_key", "content"),
+    [
+        ("telegram", "token_file", "token", "123:tg-secret"),
+        ("telegram", "webhook_secret_file", "webhook_secret", "hook_secret-1"),
+        ("telegram", "link_secret_file", "link_secret", "a-long-link-signing-secret"),
+        ("slack", "token_file", "token", "xoxb-very-secret"),
+        ("email", "password_file", "password", "smtp-secret"),
+    ],
+)
+def test_every_secret_file_fills_its_secret(
+    tmp_path: Path, section: str, file_key: str, secret_key: str, content: str
+) -> None:
+    secret = write(tmp_path, f"{content}\n", "secret")
+    s = load_settings(write(tmp_path, f"channels: {{{section}: {{{file_key}: {secret}}}}}\n"), {})
+    value = getattr(getattr(s.channels, section), secret_key)
+    assert value is not None and value.get_secret_value() == content
+    assert content not in repr(s)
+
+
+def test_every_file_key_beside_a_secret_is_marked() -> None:
+    """A `*_file` key next to the secret key it fills must use the one mechanism (`Fills`); the
+    link key and the database URL and password post-process their files and are tested apart."""
+    from inno_notify.settings import Fills, Settings, section_keys
+
+    def sections(model: type[BaseModel]) -> list[type[BaseModel]]:
+        found = [model]
+        for info in model.model_fields.values():
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+                found += sections(info.annotation)
+        return found
+
+    marked = 0
+    for model in sections(Settings):
+        keys = section_keys(model) or {}
+        for name, info in model.model_fields.items():
+            target = name.removesuffix("_file")
+            if name.endswith("_file") and keys.get(target) == SecretStr | None:
+                assert [m for m in info.metadata if isinstance(m, Fills)] == [Fills(target)], name
+                marked += 1
+    assert marked == 5
 
 
 @pytest.mark.parametrize(
