@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import logging
 import os
-import re
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -159,11 +158,17 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 def _cmd_digest(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    from inno_notify.domain.weeks import NotAWeek, parse_week
     from inno_notify.runtime import digest_command
     from inno_notify.service.digest_pages import UnknownTeam
 
-    if args.week is not None and not re.fullmatch(r"\d{4}-W\d{2}", args.week):
-        raise ConfigError(f"digest: --week must look like 2026-W48, got {args.week!r}")
+    try:
+        if args.week is not None:
+            parse_week(args.week)
+    except NotAWeek:
+        raise ConfigError(f"digest: --week must look like 2026-W48, got {args.week!r}") from None
+    except ValueError as exc:
+        raise ConfigError(f"digest: --week: {exc}") from None
     try:
         print(asyncio.run(digest_command(settings, args.team, args.week, args.format, args.send)))
     except UnknownTeam as exc:

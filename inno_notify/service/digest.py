@@ -27,8 +27,9 @@ from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
-from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.digest import Digest
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
+from inno_notify.domain.weeks import last_complete_week
 from inno_notify.service.pausing import pause
 
 log = logging.getLogger(__name__)

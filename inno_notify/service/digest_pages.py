@@ -16,8 +16,9 @@ import orjson
 from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer, render_json
 from inno_notify.adapters.db.repository import Store
-from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.digest import Digest
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.domain.weeks import last_complete_week
 from inno_notify.service.digest import build_digest
 
 
