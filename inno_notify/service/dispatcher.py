@@ -43,10 +43,10 @@ from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
+from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
     DEFAULT_MAX_PER_MESSAGE,
-    Backoff,
     Fail,
     plan_batch,
 )
