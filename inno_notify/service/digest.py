@@ -41,19 +41,6 @@ def digest_dedup_key(team: str, week: str, channel: str, recipient: str) -> str:
     return f"digest/{team}/{week}/{channel}/{recipient}"
 
 
-async def build_digest(
-    store: Store,
-    team: str,
-    week: str,
-    tz: str,
-    *,
-    cluster: str | None = None,
-    quota_gpus: float | None = None,
-) -> Digest:
-    """One team's digest for ISO `week` in zone `tz` (`inno-notify digest`, the API)."""
-    return await store.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
-
-
 def last_firing(schedule: str, tz: str, now: datetime) -> datetime:
     """The newest time at or before `now` at which the cron `schedule` fires in zone `tz`."""
     # croniter's get_prev is strictly before its start: start a microsecond later so that a
@@ -190,7 +177,7 @@ class DigestMessages:
     async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
         key = (team, week, tz)
         if key not in self._built:
-            digest = await build_digest(self._store, team, week, tz, cluster=self._cluster)
+            digest = await self._store.team_digest(team, week, tz, cluster=self._cluster)
             # matplotlib is CPU-bound (~0.1-1 s): keep it off the event loop.
             chart = await asyncio.to_thread(render_chart, digest)
             self._built[key] = (digest, chart)

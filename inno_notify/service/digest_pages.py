@@ -19,7 +19,6 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.digest import Digest
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.weeks import last_complete_week
-from inno_notify.service.digest import build_digest
 
 
 class UnknownTeam(LookupError):
@@ -32,7 +31,7 @@ async def team_digest(store: Store, team: str, week: str | None, tz: str, now: d
     if team not in teams:
         known = ", ".join(sorted(teams)) or "none configured"
         raise UnknownTeam(f"unknown team {team!r} (teams: {known})")
-    return await build_digest(store, team, week or last_complete_week(now, tz), tz)
+    return await store.team_digest(team, week or last_complete_week(now, tz), tz)
 
 
 def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = None) -> str:
