@@ -131,7 +131,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    from inno_notify.runtime import check_dependencies
+    from inno_notify.commands.check import check_dependencies
 
     results = asyncio.run(check_dependencies(settings))
     for result in results:
@@ -158,8 +158,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 def _cmd_digest(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    from inno_notify.commands.digest import digest_command
     from inno_notify.domain.weeks import NotAWeek, parse_week
-    from inno_notify.runtime import digest_command
     from inno_notify.service.digest_pages import UnknownTeam
 
     try:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from inno_notify import config_docs
-from inno_notify.runtime import _check_database
+from inno_notify.commands.check import check_database
 from inno_notify.settings import (
     ConfigError,
     load_settings,
@@ -297,7 +297,7 @@ def test_redact_secrets_of_url(url: str, text: str, expected: str) -> None:
     ],
 )
 async def test_check_never_shows_a_database_password(url: str) -> None:
-    result = await _check_database(load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url}))
+    result = await check_database(load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url}))
     assert not result.ok
     for piece in ("s3cr", "et@", "%2Fet"):
         assert piece not in result.detail, result.detail
