@@ -8,7 +8,7 @@ demo and `inno-notify digest` all seed the store and parse through these.
 
 from __future__ import annotations
 
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
 from inno_notify.settings import Settings

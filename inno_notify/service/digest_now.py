@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Collection
 from datetime import datetime
 
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db import Store
 from inno_notify.service.digest import plan_digest
 from inno_notify.service.dispatcher import Dispatcher
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db import Store
 from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.telemetry import Telemetry
 
