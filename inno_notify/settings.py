@@ -71,7 +71,7 @@ class _Section(BaseModel):
 
     @model_validator(mode="after")
     def _secrets_from_files(self) -> Any:
-        # The one `*_file` mechanism: every key declared with SecretFile fills its secret. Runs
+        # The one `*_file` mechanism: every key marked `Fills(secret)` fills that secret. Runs
         # before the sections' own after-validators, which then see the secret.
         for name, info in type(self).model_fields.items():
             path = getattr(self, name)
