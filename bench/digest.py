@@ -48,9 +48,10 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.db import Store, migrate
-from inno_notify.domain.digest import NudgeEntry, week_bounds
+from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
 from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.domain.weeks import week_bounds
 from inno_notify.service.digest import build_cluster_digest
 
 DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"

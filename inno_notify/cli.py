@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import logging
 import os
-import re
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -100,13 +99,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(path, os.environ)
     # Now the configured level, format and the secrets to mask are known.
     configure_logging(args.log_level or settings.log_level, settings.log_format, secret_values(settings))
-    from inno_notify.domain.rightsizing import RightsizingPolicy
-
-    # The rules check relations between thresholds that single fields cannot (e.g. warning < critical).
-    try:
-        RightsizingPolicy(**settings.rightsizing.model_dump())
-    except ValueError as exc:
-        raise ConfigError(f"{path or 'built-in defaults'}: {exc}") from None
     from inno_notify.domain.live import parse_quiet_hours
     from inno_notify.domain.parsing import parse_selectors
 
@@ -139,7 +131,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    from inno_notify.runtime import check_dependencies
+    from inno_notify.commands.check import check_dependencies
 
     results = asyncio.run(check_dependencies(settings))
     for result in results:
@@ -166,11 +158,17 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 def _cmd_digest(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    from inno_notify.runtime import digest_command
+    from inno_notify.commands.digest import digest_command
+    from inno_notify.domain.weeks import NotAWeek, parse_week
     from inno_notify.service.digest_pages import UnknownTeam
 
-    if args.week is not None and not re.fullmatch(r"\d{4}-W\d{2}", args.week):
-        raise ConfigError(f"digest: --week must look like 2026-W48, got {args.week!r}")
+    try:
+        if args.week is not None:
+            parse_week(args.week)
+    except NotAWeek:
+        raise ConfigError(f"digest: --week must look like 2026-W48, got {args.week!r}") from None
+    except ValueError as exc:
+        raise ConfigError(f"digest: --week: {exc}") from None
     try:
         print(asyncio.run(digest_command(settings, args.team, args.week, args.format, args.send)))
     except UnknownTeam as exc:

@@ -6,6 +6,7 @@ with what this module renders.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 import typing
@@ -112,6 +113,19 @@ def _model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _dataclass_rows(cls: type[Any], prefix: str) -> list[str]:
+    """A section that is a domain dataclass: its attribute docstrings are the descriptions (pydantic
+    reads them into the settings' JSON schema; the domain itself cannot depend on pydantic)."""
+    properties = Settings.model_json_schema()["$defs"][cls.__name__]["properties"]
+    hints = typing.get_type_hints(cls)
+    rows = []
+    for item in dataclasses.fields(cls):
+        description = " ".join(properties[item.name].get("description", "").split())
+        default = f"`{json.dumps(item.default, ensure_ascii=False)}`"
+        rows.append(f"| `{prefix}{item.name}` | {_type_name(hints[item.name])} | {default} | {description} |")
+    return rows
+
+
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     rows = []
     for name, info in model.model_fields.items():
@@ -122,6 +136,8 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
             rows.extend(_rows(nested, f"{key}[]."))
         elif nested is not None:
             rows.extend(_rows(nested, f"{key}."))
+        elif isinstance(info.annotation, type) and dataclasses.is_dataclass(info.annotation):
+            rows.extend(_dataclass_rows(info.annotation, f"{key}."))
         else:
             rows.append(
                 f"| `{key}` | {_type_name(info.annotation)} | {_default(info)} | {info.description or ''} |"

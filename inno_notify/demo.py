@@ -32,11 +32,12 @@ from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
-from inno_notify.domain.digest import week_of
 from inno_notify.domain.model import DeliveryStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
+from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
-from inno_notify.runtime import build_pipeline, seed_directory
+from inno_notify.runtime import build_pipeline
+from inno_notify.service.configuration import seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live import LiveCheck, live_options
 from inno_notify.settings import Settings

@@ -14,7 +14,10 @@ Without it (SQLite, or `ha.enabled: false`) this instance leads from the start; 
 second `serve` on the same file refuses to start (service.single_instance).
 
 `build_pipeline` is shared with the demo, which runs the same pipeline against a simulated
-cluster. `check_dependencies` reaches each configured dependency once, for `inno-notify check`.
+cluster; the builders (`build_senders`, `service_store`, the renderers, `build_dispatcher`) with the
+one-shot commands (inno_notify.commands: `check`, `digest`). This module only composes: what the
+parts do lives in service/ (the telemetry sampler, the digest sent now, the settings as domain
+values in service.configuration) and in the commands.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -50,12 +53,10 @@ from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.api.keys import EventRouting, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
-from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.page_links import PageLinks
-from inno_notify.domain.parsing import ParseConfig, directory_aliases, parse_selectors
-from inno_notify.domain.rightsizing import RightsizingPolicy
-from inno_notify.service.digest import DigestScheduler, plan_digest
-from inno_notify.service.digest_pages import UnknownTeam, digest_provider, render_digest, team_digest
+from inno_notify.service.configuration import parse_config, seed_directory
+from inno_notify.service.digest import DigestScheduler
+from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_charts import JobCharts
@@ -66,14 +67,14 @@ from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.single_instance import single_instance
 from inno_notify.service.telegram_updates import TelegramBot, link_offer
+from inno_notify.service.telemetry_sampler import telemetry_component
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
 from inno_notify.service.workflows import WorkflowParts, build_workflows
-from inno_notify.settings import ConfigError, Settings, redact_secrets_of_url, secret_value
+from inno_notify.settings import ConfigError, Settings, secret_value
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger("inno_notify.runtime")
 
-CHECK_TIMEOUT_SECONDS = 10.0
 Clock = Callable[[], datetime]
 
 # A component runs until the stop event is set, then returns after finishing its in-flight work.
@@ -84,59 +85,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-# --- settings → domain and adapter configuration ----------------------------------------------------
-
-
-def parse_config(settings: Settings) -> ParseConfig:
-    namespace_teams = {ns: team.name for team in settings.directory.teams for ns in team.namespaces}
-    return ParseConfig(
-        cluster=settings.cluster,
-        gpu_resources=dict(settings.accounting.gpu_resources),
-        owner_keys=settings.directory.owner_keys,
-        namespace_teams=namespace_teams,
-        default_team=settings.directory.default_team,
-        mlflow_url=settings.workflows.mlflow_url,
-        workspace_selectors=parse_selectors(settings.live.workspace_selectors),
-        user_aliases=directory_aliases(user.email for user in settings.directory.users),
-    )
-
-
-def rightsizing_policy(settings: Settings) -> RightsizingPolicy:
-    return RightsizingPolicy(**settings.rightsizing.model_dump())
-
-
-def directory(settings: Settings) -> tuple[list[DirectoryUser], list[Team]]:
-    users = [
-        DirectoryUser(
-            email=u.email,
-            name=u.name,
-            slack_user_id=u.slack_user_id,
-            telegram_chat_id=u.telegram_chat_id,
-            channels=u.channels,
-        )
-        for u in settings.directory.users
-    ]
-    teams = [
-        Team(
-            name=t.name,
-            namespaces=t.namespaces,
-            leads=t.leads,
-            digest_channels=t.digest_channels,
-            slack_channel=t.slack_channel,
-            notify_unowned=t.notify_unowned,
-        )
-        for t in settings.directory.teams
-    ]
-    return users, teams
-
-
-async def seed_directory(store: Store, settings: Settings) -> None:
-    """The configured directory is written to the store, where the API can extend it."""
-    users, teams = directory(settings)
-    for user in users:
-        await store.upsert_user(user)
-    if teams:
-        await store.replace_teams(teams)
+# --- settings → adapters ----------------------------------------------------
 
 
 def configured_channels(settings: Settings) -> frozenset[str]:
@@ -235,6 +184,16 @@ def build_charts(settings: Settings, store: Store) -> JobCharts:
     return JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent)
 
 
+def service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
+    """The service's store, its statements limited by `database_statement_timeout_seconds`, its
+    leader-only writes checked by `fence` (when a leader is elected)."""
+    return Store.from_url(
+        settings.database_url,
+        fence,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
+    )
+
+
 # --- the pipeline -------------------------------------------------------------------------------------
 
 
@@ -306,7 +265,7 @@ def build_pipeline(
     collector = UsageCollector(
         store,
         source,
-        rightsizing_policy(settings),
+        settings.rightsizing,
         workflows.planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,
@@ -360,112 +319,6 @@ def watch_component(watcher: ClusterWatcher) -> Component:
             await task
 
     return run
-
-
-# --- inno-notify check ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    name: str
-    ok: bool
-    detail: str
-
-
-def _service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
-    """The service's store, its statements limited by `database_statement_timeout_seconds`, its
-    leader-only writes checked by `fence` (when a leader is elected)."""
-    return Store.from_url(
-        settings.database_url,
-        fence,
-        statement_timeout_seconds=settings.database_statement_timeout_seconds,
-    )
-
-
-def _one_line(exc: BaseException) -> str:
-    text_ = " ".join(str(exc).split()) or type(exc).__name__
-    return text_[:300]
-
-
-async def _check_database(settings: Settings) -> CheckResult:
-    where = settings.database_url_redacted
-    try:
-        store = _service_store(settings)
-    except Exception as exc:  # an unusable URL
-        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
-    try:
-        await store.ping()
-        return CheckResult("database", True, where)
-    except Exception as exc:  # any failure to reach it is the answer we report
-        return CheckResult("database", False, f"{where}: {_database_error(exc, settings)}")
-    finally:
-        await store.close()
-
-
-def _database_error(exc: BaseException, settings: Settings) -> str:
-    # A message may quote the URL, or name a host that holds the rest of a password with an `@`:
-    # redact before cutting, so that no cut leaves a password's beginning behind.
-    text_ = " ".join(redact_secrets_of_url(str(exc), settings.database_url).split())
-    return text_[:300] or type(exc).__name__
-
-
-async def _check_kubernetes(settings: Settings) -> CheckResult:
-    try:
-        api = await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
-    except KubeConfigError as exc:
-        return CheckResult("kubernetes", False, _one_line(exc))
-    try:
-        host = api.configuration.host
-        response = await api.call_api("/version", "GET", _preload_content=False, _request_timeout=10)
-        body = await response.json()
-        return CheckResult("kubernetes", True, f"{host} {body.get('gitVersion', '')}".strip())
-    except Exception as exc:
-        return CheckResult("kubernetes", False, _one_line(exc))
-    finally:
-        await api.close()
-
-
-async def _check_prometheus(settings: Settings) -> CheckResult:
-    meter = build_meter(settings.prometheus)
-    try:
-        await meter.client.query("vector(1)")
-        return CheckResult("prometheus", True, settings.prometheus.url)
-    except Exception as exc:
-        return CheckResult("prometheus", False, f"{settings.prometheus.url}: {_one_line(exc)}")
-    finally:
-        meter.client.close()
-
-
-async def _check_channels(settings: Settings) -> list[CheckResult]:
-    results = []
-    for name, sender in build_senders(settings).items():
-        try:
-            detail = await sender.check()  # type: ignore[attr-defined]
-            results.append(CheckResult(name, True, str(detail)))
-        except Exception as exc:
-            results.append(CheckResult(name, False, _one_line(exc)))
-        finally:
-            await sender.aclose()
-    return results
-
-
-async def check_dependencies(settings: Settings) -> list[CheckResult]:
-    """Reaches every configured dependency once; one result per dependency."""
-
-    async def bounded(name: str, check: Awaitable[CheckResult | list[CheckResult]]) -> list[CheckResult]:
-        try:
-            result = await asyncio.wait_for(check, CHECK_TIMEOUT_SECONDS)
-        except TimeoutError:
-            return [CheckResult(name, False, f"no answer within {CHECK_TIMEOUT_SECONDS:.0f} s")]
-        return result if isinstance(result, list) else [result]
-
-    groups = await asyncio.gather(
-        bounded("database", _check_database(settings)),
-        bounded("kubernetes", _check_kubernetes(settings)),
-        bounded("prometheus", _check_prometheus(settings)),
-        bounded("channels", _check_channels(settings)),
-    )
-    return [result for group in groups for result in group]
 
 
 # --- inno-notify serve -----------------------------------------------------------------------------------
@@ -586,55 +439,6 @@ def api_component(
     return run
 
 
-def telemetry_component(
-    store: Store,
-    telemetry: Telemetry,
-    watcher: ClusterWatcher | None,
-    interval: float = 15.0,
-    *,
-    sample_outbox: bool = True,
-) -> Component:
-    """Samples what the adapters count but do not export: the outbox's depth by status, the watch
-    restarts each resource watcher went through, and the watch lines it set aside (added to the
-    counters as they grow)."""
-    exported: dict[tuple[str, str, str], int] = {}
-
-    def grow(counter: str, kind: str, reason: str, total: int) -> int:
-        grown = total - exported.get((counter, kind, reason), 0)
-        if grown > 0:
-            exported[(counter, kind, reason)] = total
-        return grown
-
-    def export_watchers() -> None:
-        for kind, resource_watcher in (watcher.watchers if watcher is not None else {}).items():
-            stats = resource_watcher.stats
-            for reason, total in (
-                ("gone", stats.gone),
-                ("timeout", stats.inactivity_restarts),
-                ("error", stats.failures),
-                ("crash", stats.crashes),
-            ):
-                if (grown := grow("restarts", kind, reason, total)) > 0:
-                    telemetry.watch_restarts.labels(kind, reason).inc(grown)
-            for reason, total in list(stats.malformed.items()):
-                if (grown := grow("malformed", kind, reason, total)) > 0:
-                    telemetry.rejected_objects.labels(kind, reason).inc(grown)
-
-    async def run(stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            export_watchers()
-            try:
-                if sample_outbox:
-                    for status, count in (await store.outbox_depth()).items():
-                        telemetry.outbox_depth.labels(status).set(count)
-            except Exception as exc:  # the database is away: readiness says so, try again later
-                log.debug("outbox depth not sampled: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
-
-    return run
-
-
 def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sender]) -> Component:
     scheduler = DigestScheduler(
         store,
@@ -669,7 +473,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         )
     identity = replica_identity(settings.ha.identity, os.environ, socket.gethostname(), os.getpid())
     fence = LeaseFence(settings.cluster, identity) if election else None
-    store = _service_store(settings, fence or UNFENCED)
+    store = service_store(settings, fence or UNFENCED)
     leases = LeaseRepository.from_url(settings.database_url) if election else None
     telemetry = Telemetry.create(CollectorRegistry())
     meter = build_meter(settings.prometheus)
@@ -779,56 +583,3 @@ async def _lead_alone(stop: asyncio.Event, *, lead: Component, telemetry: Teleme
         await lead(stop)
     finally:
         telemetry.leader.set(0)
-
-
-# --- inno-notify digest ----------------------------------------------------------------------------------
-
-
-async def digest_command(settings: Settings, team: str, week: str | None, fmt: str, send: bool) -> str:
-    """Builds one team's digest; prints it (returned) or sends it through the team's channels now."""
-    await migrate(settings.database_url)
-    store = _service_store(settings)
-    try:
-        await seed_directory(store, settings)
-        digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())
-        if not send:
-            return render_digest(digest, fmt, build_digest_renderer(settings))
-        return await _send_digest(settings, store, team, digest.week)
-    finally:
-        await store.close()
-
-
-async def _send_digest(settings: Settings, store: Store, team_name: str, week: str) -> str:
-    senders = build_senders(settings)
-    try:
-        if not senders:
-            raise UnknownTeam("no channel is configured (channels.email.host, or a Slack/Telegram token)")
-        team = next(t for t in await store.list_teams() if t.name == team_name)
-        users = {u.email.lower(): u for u in await store.list_users()}
-        now = utc_now()
-        rows = plan_digest(
-            team,
-            week,
-            settings.digest.timezone,
-            due_at=now,
-            now=now,
-            users=users,
-            channels=frozenset(senders),
-        )
-        if not rows:
-            return f"{team_name} {week}: nobody to send to (leads and digest_channels of the team)"
-        await store.enqueue(rows)
-        dispatcher = build_dispatcher(settings, store, senders, utc_now)
-        keys = {row.dedup_key for row in rows}
-        deadline = asyncio.get_running_loop().time() + 60
-        while asyncio.get_running_loop().time() < deadline:
-            await dispatcher.run_once(utc_now())
-            states = await store.delivery_statuses(sorted(keys))
-            if all(state != "pending" for state in states.values()):
-                break
-            await asyncio.sleep(0.5)
-        states = await store.delivery_statuses(sorted(keys))
-        return "\n".join(f"{state} {key}" for key, state in sorted(states.items()))
-    finally:
-        for sender in senders.values():
-            await sender.aclose()

@@ -11,8 +11,10 @@ that every command can print it and exit 2 without a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import typing
 import urllib.parse
 import zoneinfo
 from collections.abc import Mapping
@@ -23,6 +25,7 @@ from urllib.parse import quote
 import yaml
 from croniter import croniter
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -33,6 +36,8 @@ from pydantic import (
     model_validator,
 )
 
+from inno_notify.domain.rightsizing import RightsizingPolicy
+
 ENV_PREFIX = "INNO_NOTIFY_"
 CONFIG_ENV = "INNO_NOTIFY_CONFIG"
 
@@ -41,20 +46,55 @@ class ConfigError(Exception):
     """Bad configuration: the message is one line that names the file and the key."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+@dataclasses.dataclass(frozen=True)
+class Fills:
+    """Marks a `*_file` key: the file it names (a Kubernetes Secret mount) holds the value of the
+    secret key `secret`, read once at load time: `token_file: Annotated[str | None, Fills("token")]`."""
+
+    secret: str
 
 
-def _read_secret_file(path: str, key: str) -> SecretStr:
+def read_secret_file(path: str, key: str) -> SecretStr:
+    """The stripped content of a secret file; an unreadable one is a ValueError naming `key`."""
     try:
         return SecretStr(Path(path).read_text(encoding="utf-8").strip())
     except OSError as exc:
         raise ValueError(f"cannot read {key} {path!r}: {exc.strerror or exc}") from None
 
 
+class _Section(BaseModel):
+    # use_attribute_docstrings: sections that are domain dataclasses (`rightsizing`) describe their
+    # fields with attribute docstrings; the models here use Field(description=...).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=True
+    )
+
+    @model_validator(mode="after")
+    def _secrets_from_files(self) -> Any:
+        # The one `*_file` mechanism: every key marked `Fills(secret)` fills that secret. Runs
+        # before the sections' own after-validators, which then see the secret.
+        for name, info in type(self).model_fields.items():
+            path = getattr(self, name)
+            for mark in info.metadata:
+                if isinstance(mark, Fills) and path is not None:
+                    object.__setattr__(self, mark.secret, read_secret_file(path, name))
+        return self
+
+
 ListenAddress = Annotated[str, Field(pattern=r"^(|\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5})$")]
 # The probes have no off switch: kubelet needs them whether or not anything else listens.
 RequiredListenAddress = Annotated[str, Field(pattern=r"^\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5}$")]
+
+
+def _zone_name(value: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone: {value!r}") from None
+    return value
+
+
+ZoneName = Annotated[str, AfterValidator(_zone_name)]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -121,104 +161,6 @@ class AccountingSettings(_Section):
     )
 
 
-class RightsizingSettings(_Section):
-    """Thresholds of the right-sizing rules; docs/rightsizing.md explains each rule.
-
-    The field names and defaults mirror `domain.rightsizing.RightsizingPolicy` (a test keeps them
-    equal); the runtime builds the policy from this section, and the CLI reports a policy the rules
-    reject as a configuration error.
-    """
-
-    idle_gpu_util_percent: float = Field(
-        5.0,
-        ge=0,
-        description="A GPU whose mean utilization over its held time is below this is idle (CONTRACT.md §4).",
-    )
-    headroom: float = Field(
-        1.2,
-        ge=0,
-        description="Safety factor on the observed peak (memory, GPU memory) or p95 (CPU) before suggesting it (jobstats: 1.2 × peak; KRR uses 1.15 for memory).",
-    )
-    min_memory_waste_gib: float = Field(
-        8.0,
-        ge=0,
-        description="A memory decrease is suggested only when the request exceeds the suggestion by at least this many GiB per pod.",
-    )
-    family_min_runs: int = Field(
-        3,
-        ge=0,
-        description="Runs of the job's family (the current one included) with a figure needed before the suggestion uses the family's p95 instead of this run alone.",
-    )
-    family_max_runs: int = Field(
-        20, ge=0, description="Only this many most recent runs of the family are considered."
-    )
-    family_window_days: float = Field(
-        30.0,
-        ge=0,
-        description="Only runs of the family that finished within this many days before ``now`` count.",
-    )
-    over_request_factor: float = Field(
-        2.0,
-        ge=0,
-        description="A decrease is suggested only when the current request is at least this multiple of the suggestion (jobstats: 2×).",
-    )
-    min_cpu_waste_cores: float = Field(
-        2.0,
-        ge=0,
-        description="A CPU decrease is suggested only when the request exceeds the suggestion by at least this many cores per pod.",
-    )
-    min_samples: int = Field(
-        10,
-        ge=0,
-        description="Fewest metric samples behind a figure before a rule acts on it (about 5 minutes at the 30 s DCGM interval). KRR asks for 100, but it sizes long-lived services, not batch jobs.",
-    )
-    min_waste_gpu_minutes: float = Field(
-        30.0, ge=0, description="GPU advice below this many wasted GPU-minutes is not reported (materiality)."
-    )
-    min_waste_gib_hours: float = Field(
-        8.0, ge=0, description="Memory advice below this many GiB-hours of unused request is not reported."
-    )
-    min_waste_core_hours: float = Field(
-        2.0, ge=0, description="CPU advice below this many core-hours of unused request is not reported."
-    )
-    warning_gpu_minutes: float = Field(
-        120.0, ge=0, description="Wasted GPU-minutes from which advice is a warning (below: info)."
-    )
-    critical_gpu_minutes: float = Field(
-        480.0, ge=0, description="Wasted GPU-minutes from which advice is critical."
-    )
-    warning_gib_hours: float = Field(
-        64.0, ge=0, description="Unused GiB-hours of memory request from which advice is a warning."
-    )
-    critical_gib_hours: float = Field(
-        512.0, ge=0, description="Unused GiB-hours of memory request from which advice is critical."
-    )
-    warning_core_hours: float = Field(
-        16.0, ge=0, description="Unused core-hours of CPU request from which advice is a warning."
-    )
-    critical_core_hours: float = Field(
-        128.0, ge=0, description="Unused core-hours of CPU request from which advice is critical."
-    )
-    low_util_percent: float = Field(
-        15.0,
-        ge=0,
-        description="``gpu_memory``: a single GPU used on average below this (but not idle) may move to a MIG slice or a time-sliced GPU (jobstats: 15 %).",
-    )
-    time_slicing_max_memory_fraction: float = Field(
-        0.5,
-        ge=0,
-        description="``gpu_memory`` on a GPU without MIG: time-slicing is suggested only when peak × headroom fits in this fraction of the GPU's memory, so that at least two jobs can share it.",
-    )
-    oom_limit_factor: float = Field(
-        1.5, ge=0, description="``memory_increase``: an OOM-killed container's limit is multiplied by this."
-    )
-    oom_peak_factor: float = Field(
-        1.25,
-        ge=0,
-        description="``memory_increase``: the observed peak is multiplied by this (KRR: 1.25 after an OOM).",
-    )
-
-
 class NotifySettings(_Section):
     group_wait_seconds: float = Field(
         30, ge=0, description="Summaries to one recipient within this window go out as one message."
@@ -278,7 +220,7 @@ class LinksSettings(_Section):
     @model_validator(mode="after")
     def _key_from_file(self) -> LinksSettings:
         if self.secret_file is not None:
-            key = _read_secret_file(self.secret_file, "secret_file").get_secret_value().encode("utf-8")
+            key = read_secret_file(self.secret_file, "secret_file").get_secret_value().encode("utf-8")
             if len(key) < MIN_LINK_KEY_BYTES:
                 raise ValueError(
                     f"secret_file {self.secret_file!r}: the key has {len(key)} bytes, at least "
@@ -302,7 +244,9 @@ class LinksSettings(_Section):
 
 class TelegramSettings(_Section):
     token: SecretStr | None = Field(None, description="Bot token (secret).")
-    token_file: str | None = Field(None, description="File holding the bot token (Kubernetes Secret mount).")
+    token_file: Annotated[str | None, Fills("token")] = Field(
+        None, description="File holding the bot token (Kubernetes Secret mount)."
+    )
     api_url: str = Field(
         "https://api.telegram.org",
         description="Bot API server root; the service calls {api_url}/bot{token}/{method}.",
@@ -323,12 +267,16 @@ class TelegramSettings(_Section):
         None,
         description="`updates: webhook`: the secret token (1-256 characters of A-Za-z0-9_-) Telegram sends in the X-Telegram-Bot-Api-Secret-Token header; a request without it is refused. null: one derived from the bot token.",
     )
-    webhook_secret_file: str | None = Field(None, description="File holding webhook_secret.")
+    webhook_secret_file: Annotated[str | None, Fills("webhook_secret")] = Field(
+        None, description="File holding webhook_secret."
+    )
     link_secret: SecretStr | None = Field(
         None,
         description="Key that signs the linking tokens (32+ random characters advised); null: a key derived from the bot token (a new bot token then voids the links in flight).",
     )
-    link_secret_file: str | None = Field(None, description="File holding link_secret.")
+    link_secret_file: Annotated[str | None, Fills("link_secret")] = Field(
+        None, description="File holding link_secret."
+    )
     link_ttl_hours: float = Field(
         72,
         gt=0,
@@ -367,17 +315,7 @@ class TelegramSettings(_Section):
         return value
 
     @model_validator(mode="after")
-    def _token_from_file(self) -> TelegramSettings:
-        if self.token_file is not None:
-            object.__setattr__(self, "token", _read_secret_file(self.token_file, "token_file"))
-        if self.webhook_secret_file is not None:
-            object.__setattr__(
-                self, "webhook_secret", _read_secret_file(self.webhook_secret_file, "webhook_secret_file")
-            )
-        if self.link_secret_file is not None:
-            object.__setattr__(
-                self, "link_secret", _read_secret_file(self.link_secret_file, "link_secret_file")
-            )
+    def _secrets_are_usable(self) -> TelegramSettings:
         webhook_secret = secret_value(self.webhook_secret)
         if webhook_secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", webhook_secret):
             raise ValueError("webhook_secret must be 1-256 characters of A-Za-z0-9_-")
@@ -390,14 +328,10 @@ class TelegramSettings(_Section):
 
 class SlackSettings(_Section):
     token: SecretStr | None = Field(None, description="Bot token xoxb-… (secret).")
-    token_file: str | None = Field(None, description="File holding the Slack token.")
+    token_file: Annotated[str | None, Fills("token")] = Field(
+        None, description="File holding the Slack token."
+    )
     api_url: str = Field("https://slack.com/api/", description="Web API base, as slack-sdk's base_url.")
-
-    @model_validator(mode="after")
-    def _token_from_file(self) -> SlackSettings:
-        if self.token_file is not None:
-            object.__setattr__(self, "token", _read_secret_file(self.token_file, "token_file"))
-        return self
 
 
 class EmailSettings(_Section):
@@ -407,13 +341,13 @@ class EmailSettings(_Section):
     tls: bool = Field(False, description="Implicit TLS (port 465).")
     username: str | None = Field(None, description="SMTP user; null: no authentication.")
     password: SecretStr | None = Field(None, description="SMTP password (secret).")
-    password_file: str | None = Field(None, description="File holding the SMTP password.")
+    password_file: Annotated[str | None, Fills("password")] = Field(
+        None, description="File holding the SMTP password."
+    )
     sender: str | None = Field(None, description="From: address.")
 
     @model_validator(mode="after")
-    def _password_from_file(self) -> EmailSettings:
-        if self.password_file is not None:
-            object.__setattr__(self, "password", _read_secret_file(self.password_file, "password_file"))
+    def _tls_or_starttls(self) -> EmailSettings:
         if self.tls and self.starttls:
             # Implicit TLS already encrypts; STARTTLS on top is a misconfiguration the server rejects.
             object.__setattr__(self, "starttls", False)
@@ -476,7 +410,7 @@ class DirectorySettings(_Section):
 
 class DigestSettings(_Section):
     schedule: str = Field("0 8 * * MON", description="Cron expression of the weekly digest, in `timezone`.")
-    timezone: str = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
+    timezone: ZoneName = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
     admin_recipients: tuple[str, ...] = Field(
         (),
         description="E-mails that get the admins' weekly cluster digest (teams ranked by idle GPU-hours, "
@@ -496,15 +430,6 @@ class DigestSettings(_Section):
     def _valid_cron(cls, value: str) -> str:
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r}")
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_zone(cls, value: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone: {value!r}") from None
         return value
 
 
@@ -546,16 +471,9 @@ class LiveSettings(_Section):
         pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$",
         description='Daily period without nudges, e.g. "22:00-07:00" (in `timezone`); the first check after it nudges. null: none.',
     )
-    timezone: str = Field("UTC", description="IANA time zone of quiet_hours and of the times a nudge shows.")
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_zone(cls, value: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone: {value!r}") from None
-        return value
+    timezone: ZoneName = Field(
+        "UTC", description="IANA time zone of quiet_hours and of the times a nudge shows."
+    )
 
 
 class WorkflowsSettings(_Section):
@@ -731,7 +649,9 @@ class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     accounting: AccountingSettings = Field(default_factory=AccountingSettings)
-    rightsizing: RightsizingSettings = Field(default_factory=RightsizingSettings)  # type: ignore[arg-type]
+    # The domain's own dataclass: pydantic validates its fields and runs its __post_init__ (which
+    # checks relations such as warning <= critical); its attribute docstrings are the descriptions.
+    rightsizing: RightsizingPolicy = Field(default_factory=RightsizingPolicy)
     notify: NotifySettings = Field(default_factory=NotifySettings)  # type: ignore[arg-type]
     links: LinksSettings = Field(default_factory=LinksSettings)  # type: ignore[arg-type]
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
@@ -777,13 +697,13 @@ class Settings(_Section):
     def _database_url_from_files(self) -> Settings:
         url = self.database_url
         if self.database_url_file is not None:
-            url = _read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
+            url = read_secret_file(self.database_url_file, "database_url_file").get_secret_value()
             try:
                 url = self._supported_database(url)
             except ValueError as exc:
                 raise ValueError(f"database_url_file {self.database_url_file!r}: {exc}") from None
         if self.database_password_file is not None:
-            password = _read_secret_file(self.database_password_file, "database_password_file")
+            password = read_secret_file(self.database_password_file, "database_password_file")
             url = _with_password(url, password.get_secret_value())
         object.__setattr__(self, "database_url", url)
         return self
@@ -819,37 +739,48 @@ def _env_overrides(env: Mapping[str, str]) -> list[tuple[list[str], Any, str]]:
     return overrides
 
 
+def section_keys(annotation: Any) -> dict[str, Any] | None:
+    """A section's keys -> their types (a settings model or a domain dataclass); None: a scalar key."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {name: info.annotation for name, info in annotation.model_fields.items()}
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return typing.get_type_hints(annotation)
+    return None
+
+
 def _apply_override(data: dict[str, Any], path: list[str], value: Any, origin: str) -> None:
     node: Any = data
-    model: type[BaseModel] | None = Settings
+    keys = section_keys(Settings)
     for depth, key in enumerate(path):
-        fields = model.model_fields if model is not None else {}
-        if key not in fields:
+        if keys is None or key not in keys:
             raise ConfigError(f"{origin}: unknown key {'.'.join(path[: depth + 1])!r}")
-        annotation = fields[key].annotation
-        is_last = depth == len(path) - 1
-        if is_last:
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        sub_keys = section_keys(keys[key])
+        if depth == len(path) - 1:
+            if sub_keys is not None:
                 raise ConfigError(f"{origin}: {'.'.join(path)!r} is a section, not a scalar key")
             node[key] = value
             return
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        if sub_keys is None:
             raise ConfigError(f"{origin}: {'.'.join(path[: depth + 1])!r} has no sub-keys")
         child = node.get(key)
         if child is None:
             child = node[key] = {}
         elif not isinstance(child, dict):
             raise ConfigError(f"{origin}: {'.'.join(path[: depth + 1])!r} is not a mapping")
-        node, model = child, annotation
+        node, keys = child, sub_keys
 
 
 def _format_validation_error(exc: ValidationError, source: str) -> str:
     first = exc.errors()[0]
     key = ".".join(str(part) for part in first["loc"]) or "(top level)"
     message = first["msg"]
-    if first["type"] == "extra_forbidden":
+    # A model says extra_forbidden, a dataclass section (`rightsizing`) unexpected_keyword_argument.
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
     message = message.removeprefix("Value error, ")
+    if message.startswith((f"{key}.", f"{key}:")):
+        # The domain's checks name their section themselves ("rightsizing.headroom must be ...").
+        key, message = message.split(" ", 1)[0].rstrip(":"), message.split(" ", 1)[1]
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return f"{source}: {key}: {message}{suffix}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inno_notify.runtime import digest_command
+from inno_notify.commands.digest import digest_command
 from inno_notify.settings import Settings
 from tests.adapters.channels import fake_smtp
 

@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher
-from inno_notify.runtime import serve, telemetry_component
+from inno_notify.runtime import serve
+from inno_notify.service.telemetry_sampler import telemetry_component
 from inno_notify.settings import Settings
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.telemetry import Telemetry

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, SecretStr
 
 from inno_notify import config_docs
-from inno_notify.runtime import _check_database
+from inno_notify.commands.check import check_database
 from inno_notify.settings import (
     ConfigError,
     load_settings,
@@ -132,6 +133,49 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("section", "file_key", "secret_key", "content"),
+    [
+        ("telegram", "token_file", "token", "123:tg-secret"),
+        ("telegram", "webhook_secret_file", "webhook_secret", "hook_secret-1"),
+        ("telegram", "link_secret_file", "link_secret", "a-long-link-signing-secret"),
+        ("slack", "token_file", "token", "xoxb-very-secret"),
+        ("email", "password_file", "password", "smtp-secret"),
+    ],
+)
+def test_every_secret_file_fills_its_secret(
+    tmp_path: Path, section: str, file_key: str, secret_key: str, content: str
+) -> None:
+    secret = write(tmp_path, f"{content}\n", "secret")
+    s = load_settings(write(tmp_path, f"channels: {{{section}: {{{file_key}: {secret}}}}}\n"), {})
+    value = getattr(getattr(s.channels, section), secret_key)
+    assert value is not None and value.get_secret_value() == content
+    assert content not in repr(s)
+
+
+def test_every_file_key_beside_a_secret_is_marked() -> None:
+    """A `*_file` key next to the secret key it fills must use the one mechanism (`Fills`); the
+    link key and the database URL and password post-process their files and are tested apart."""
+    from inno_notify.settings import Fills, Settings, section_keys
+
+    def sections(model: type[BaseModel]) -> list[type[BaseModel]]:
+        found = [model]
+        for info in model.model_fields.values():
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+                found += sections(info.annotation)
+        return found
+
+    marked = 0
+    for model in sections(Settings):
+        keys = section_keys(model) or {}
+        for name, info in model.model_fields.items():
+            target = name.removesuffix("_file")
+            if name.endswith("_file") and keys.get(target) == SecretStr | None:
+                assert [m for m in info.metadata if isinstance(m, Fills)] == [Fills(target)], name
+                marked += 1
+    assert marked == 5
+
+
+@pytest.mark.parametrize(
     ("yaml_text", "env", "expected"),
     [
         ("prometheus: {urll: x}\n", {}, "prometheus.urll: unknown key"),
@@ -253,7 +297,7 @@ def test_redact_secrets_of_url(url: str, text: str, expected: str) -> None:
     ],
 )
 async def test_check_never_shows_a_database_password(url: str) -> None:
-    result = await _check_database(load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url}))
+    result = await check_database(load_settings(None, {"INNO_NOTIFY_DATABASE_URL": url}))
     assert not result.ok
     for piece in ("s3cr", "et@", "%2Fet"):
         assert piece not in result.detail, result.detail
@@ -272,16 +316,36 @@ def test_configuration_reference_names_every_scalar_key() -> None:
     assert config_docs.env_name("prometheus.url") == "INNO_NOTIFY_PROMETHEUS__URL"
 
 
-def test_rightsizing_section_mirrors_the_policy() -> None:
-    from dataclasses import fields
-
+def test_rightsizing_section_is_the_domain_policy(tmp_path: Path) -> None:
     from inno_notify.domain.rightsizing import RightsizingPolicy
-    from inno_notify.settings import RightsizingSettings
 
-    policy_defaults = {f.name: f.default for f in fields(RightsizingPolicy)}
-    settings_defaults = RightsizingSettings().model_dump()
-    assert settings_defaults == policy_defaults
-    assert RightsizingPolicy(**settings_defaults) == RightsizingPolicy()
+    assert load_settings(None, {}).rightsizing == RightsizingPolicy()
+    path = tmp_path / "c.yaml"
+    path.write_text("rightsizing: {headroom: 1.5, min_samples: 20}\n")
+    policy = load_settings(path, {"INNO_NOTIFY_RIGHTSIZING__FAMILY_MIN_RUNS": "4"}).rightsizing
+    assert policy == RightsizingPolicy(headroom=1.5, min_samples=20, family_min_runs=4)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("rightsizing: {nope: 1}\n", "rightsizing.nope: unknown key"),
+        ("rightsizing: {headroom: x}\n", "rightsizing.headroom: Input should be a valid number"),
+        ("rightsizing: {min_samples: 1.5}\n", "rightsizing.min_samples: Input should be a valid integer"),
+        ("rightsizing: {headroom: 0.5}\n", "rightsizing.headroom: must be at least 1, got 0.5"),
+        ("rightsizing: {min_samples: -1}\n", "rightsizing.min_samples: must not be negative, got -1"),
+        ("rightsizing: {warning_gpu_minutes: 900}\n", "warning_gpu_minutes <= critical_gpu_minutes"),
+        ("rightsizing: 3\n", "rightsizing: "),
+    ],
+)
+def test_rightsizing_section_rejects(tmp_path: Path, yaml_text: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert str(caught.value).startswith(f"{path}: ")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 # --- settings for containers: probes, logging, database secrets from files, environment variables ---

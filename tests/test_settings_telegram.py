@@ -40,6 +40,22 @@ def test_bad_telegram_settings_are_one_line_errors(tmp_path: Path, yaml: str, er
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        ("webhook_secret_file", "has space", "webhook_secret must be"),
+        ("link_secret_file", "", "link_secret is empty"),
+    ],
+)
+def test_a_secret_from_a_file_is_checked_like_an_inline_one(
+    tmp_path: Path, name: str, content: str, error: str
+) -> None:
+    """The files are read before the section's own checks run (the one `*_file` mechanism)."""
+    (tmp_path / "secret").write_text(f"{content}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=error):
+        _load(tmp_path, f"    {name}: {tmp_path / 'secret'}\n")
+
+
 def test_secrets_come_from_files_or_from_the_bot_token(tmp_path: Path) -> None:
     (tmp_path / "webhook").write_text("hook_secret-1\n", encoding="utf-8")
     (tmp_path / "link").write_text("a long random link key\n", encoding="utf-8")

@@ -24,10 +24,12 @@ async def eventually(
     *,
     within: float = 10.0,
     what: str | None = None,
+    poll: float = POLL_SECONDS,
 ) -> None:
     """Returns as soon as `condition()` (plain or async) is true; fails the test after `within` s.
 
     The failure names what was waited for (`what`, or the condition's source line) and for how long.
+    `poll` is shorter where the test must act between two quick steps of the code under test.
     """
     deadline = time.monotonic() + within
     while True:
@@ -38,7 +40,7 @@ async def eventually(
             return
         if time.monotonic() >= deadline:
             raise AssertionError(f"not true within {within:g} s: {what or _describe(condition)}")
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(poll)
 
 
 def _describe(condition: Callable[..., object]) -> str:

@@ -29,8 +29,8 @@ from multidict import MultiMapping
 from pydantic import BaseModel, Field, ValidationError
 
 from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.domain.digest import parse_week
 from inno_notify.domain.trends import MAX_TREND_WEEKS
+from inno_notify.domain.weeks import WEEK_PATTERN, NoSuchWeek, NotAWeek, parse_week
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -45,11 +45,9 @@ SAFE_PATTERN = r"^[^\x00]*$"
 # ASCII whitespace spelled out: Python's \s also matches Unicode spaces, the schema's (ECMA) \s fewer.
 EMAIL_PATTERN = r"^[^@/\x00\x09-\x0d\x20]{1,64}@[^@/\x00\x09-\x0d\x20]{1,189}$"
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,1000}$"
-WEEK_PATTERN = r"^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$"
 _EMAIL = re.compile(EMAIL_PATTERN[1:-1])
 _CURSOR = re.compile(CURSOR_PATTERN[1:-1])
 _LIMIT = re.compile(r"[0-9]{1,4}")
-_WEEK = re.compile(r"[0-9]{4}-W[0-9]{2}")  # ASCII digits, as WEEK_PATTERN says
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})",
 )
@@ -136,11 +134,11 @@ def rfc3339(value: str, name: str) -> datetime:
 
 
 def iso_week(value: str, name: str) -> str:
-    if not _WEEK.fullmatch(value):
-        raise bad_request(f"{name} must be an ISO week like 2026-W48; got {value!r}")
     try:
         parse_week(value)
-    except ValueError:
+    except NotAWeek:
+        raise bad_request(f"{name} must be an ISO week like 2026-W48; got {value!r}") from None
+    except NoSuchWeek:
         raise bad_request(f"{name} {value} does not exist") from None
     return value
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from inno_notify.domain.digest import week_bounds
 from inno_notify.domain.trends import TrendPoint, TrendSeries
+from inno_notify.domain.weeks import week_bounds
 
 # A lead of a cluster with hundreds of teams reads the top of the list; the rest is summed.
 TOP_TEAMS = 20

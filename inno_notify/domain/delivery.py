@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.model import Notification, NotificationKind
 
 DEFAULT_CAP_FACTOR = 10.0
@@ -37,23 +38,6 @@ DEFAULT_MAX_PER_MESSAGE = 500
 MAX_RETRY_AFTER_SECONDS = 3600.0
 # Kinds a mute does not hold: the bot's answers to the person's own commands.
 UNHELD_KINDS = frozenset({NotificationKind.BOT_REPLY})
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff with proportional jitter: attempt n waits initial × factor^(n-1) ± jitter."""
-
-    initial: float = 0.5
-    factor: float = 1.5
-    maximum: float = 60.0
-    # 0.5: the wait is drawn uniformly from [0.5, 1.5] × the nominal delay (then capped).
-    jitter: float = 0.5
-
-    def delay(self, attempt: int, rand: Callable[[], float]) -> float:
-        """Seconds to wait after the `attempt`-th failed try (1-based); `rand` gives [0, 1)."""
-        nominal = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
-        spread = 1.0 + self.jitter * (2.0 * rand() - 1.0)
-        return min(self.maximum, nominal * spread)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,7 @@
-"""The weekly team digest: ISO weeks in a time zone, and the digest built from aggregated rows.
+"""The weekly team digest, built from aggregated rows (domain/weeks.py is its calendar).
 
 The database does the summing (adapters/db/digest_queries.py hands over a `DigestRows`); what is
-left here is pure: which instants a week spans in the digest's zone (a week with a DST change is
-167 or 169 hours long), the per-person lines, the five most wasteful jobs, the change against the
+left here is pure: the per-person lines, the five most wasteful jobs, the change against the
 previous week, the share of the team's quota, and the short "no GPU jobs" digest.
 
 Conventions, stated once so every figure means the same thing:
@@ -23,82 +22,18 @@ Conventions, stated once so every figure means the same thing:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
+from datetime import date, datetime, timedelta
+from typing import Any
 
 from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally, adoption_to_dict, combine
-
-if TYPE_CHECKING:  # trends.py builds on this module's weeks; only the type is needed here
-    from inno_notify.domain.trends import TrendPoint
+from inno_notify.domain.trends import TrendPoint
+from inno_notify.domain.weeks import week_bounds, week_monday
 
 TOP_WASTE = 5
 TOP_NUDGED = 10
 NO_OWNER = "(no owner)"
-_WEEK = re.compile(r"(\d{4})-W(\d{2})")
-
-
-# --- ISO weeks in a zone ----------------------------------------------------------------------
-
-
-def parse_week(week: str) -> tuple[int, int]:
-    """ "2026-W48" -> (2026, 48); raises ValueError for anything else, including week 53 of a
-    year that has only 52."""
-    match = _WEEK.fullmatch(week.strip())
-    if match is None:
-        raise ValueError(f"not an ISO week like 2026-W48: {week!r}")
-    year, number = int(match[1]), int(match[2])
-    try:
-        date.fromisocalendar(year, number, 1)
-    except ValueError:
-        raise ValueError(f"no such ISO week: {week!r}") from None
-    return year, number
-
-
-def format_week(year: int, number: int) -> str:
-    return f"{year:04d}-W{number:02d}"
-
-
-def week_monday(week: str) -> date:
-    year, number = parse_week(week)
-    return date.fromisocalendar(year, number, 1)
-
-
-def local_midnight_utc(day: date, tz: str) -> datetime:
-    """The instant a calendar day begins in `tz`, in UTC (zoneinfo resolves DST gaps forward)."""
-    local = datetime.combine(day, time(0), tzinfo=ZoneInfo(tz))
-    return local.astimezone(UTC)
-
-
-def week_bounds(week: str, tz: str) -> tuple[datetime, datetime]:
-    """[start, end) of the ISO week in zone `tz`, as UTC instants: Monday 00:00 to next Monday 00:00."""
-    monday = week_monday(week)
-    return local_midnight_utc(monday, tz), local_midnight_utc(monday + timedelta(days=7), tz)
-
-
-def day_bounds(week: str, tz: str) -> tuple[datetime, ...]:
-    """The eight UTC instants at which the week's seven local days begin and the last one ends."""
-    monday = week_monday(week)
-    return tuple(local_midnight_utc(monday + timedelta(days=i), tz) for i in range(8))
-
-
-def week_of(moment: datetime, tz: str) -> str:
-    """The ISO week that contains `moment` (aware) in zone `tz`."""
-    iso = moment.astimezone(ZoneInfo(tz)).isocalendar()
-    return format_week(iso.year, iso.week)
-
-
-def previous_week(week: str) -> str:
-    iso = (week_monday(week) - timedelta(days=7)).isocalendar()
-    return format_week(iso.year, iso.week)
-
-
-def last_complete_week(now: datetime, tz: str) -> str:
-    """The newest week that has wholly ended at `now`: the one before the week `now` falls in."""
-    return previous_week(week_of(now, tz))
 
 
 # --- what the database hands over -------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from inno_notify.domain.digest import format_week, week_bounds, week_monday
+from inno_notify.domain.weeks import format_week, week_bounds, week_monday
 
 TREND_WEEKS = 12
 MAX_TREND_WEEKS = 104

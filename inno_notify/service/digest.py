@@ -30,9 +30,10 @@ from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.cluster_digest import build_cluster_digest as build_cluster_view
-from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.digest import Digest
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
+from inno_notify.domain.weeks import last_complete_week
 from inno_notify.service.pausing import pause
 
 log = logging.getLogger(__name__)
@@ -42,19 +43,6 @@ DEFAULT_POLL_SECONDS = 300.0
 
 def digest_dedup_key(team: str, week: str, channel: str, recipient: str) -> str:
     return f"digest/{team}/{week}/{channel}/{recipient}"
-
-
-async def build_digest(
-    store: Store,
-    team: str,
-    week: str,
-    tz: str,
-    *,
-    cluster: str | None = None,
-    quota_gpus: float | None = None,
-) -> Digest:
-    """One team's digest for ISO `week` in zone `tz` (`inno-notify digest`, the API)."""
-    return await store.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
 
 
 # The admins' cluster digest: its payload's scope, and the dedup key's "team" part ("(" cannot
@@ -243,7 +231,7 @@ class DigestMessages:
     async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
         key = (team, week, tz)
         if key not in self._built:
-            digest = await build_digest(self._store, team, week, tz, cluster=self._cluster)
+            digest = await self._store.team_digest(team, week, tz, cluster=self._cluster)
             # matplotlib is CPU-bound (~0.1-1 s): keep it off the event loop.
             chart = await asyncio.to_thread(render_chart, digest)
             self._built[key] = (digest, chart)

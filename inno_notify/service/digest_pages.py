@@ -1,8 +1,9 @@
 """One team's digest as the reader asks for it: text, HTML page or JSON (CLI and API).
 
 The API may not import the channel renderers (import-linter keeps it on the store), so the
-runtime hands it `digest_provider`, built here, which returns the JSON document with the HTML page
-under "html". `inno-notify digest` uses `render_digest` for its three formats.
+runtime hands it `digest_provider`, built here, which returns the JSON-ready document (not yet
+encoded: the API encodes it once) with the HTML page under "html". `inno-notify digest` uses
+`render_digest` for its three formats.
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer, render_json
 from inno_notify.adapters.db.repository import Store
-from inno_notify.domain.digest import Digest, last_complete_week
+from inno_notify.domain.digest import Digest, digest_to_dict
 from inno_notify.domain.page_links import PageLinks
-from inno_notify.service.digest import build_digest
+from inno_notify.domain.weeks import last_complete_week
 
 
 class UnknownTeam(LookupError):
@@ -31,7 +30,7 @@ async def team_digest(store: Store, team: str, week: str | None, tz: str, now: d
     if team not in teams:
         known = ", ".join(sorted(teams)) or "none configured"
         raise UnknownTeam(f"unknown team {team!r} (teams: {known})")
-    return await build_digest(store, team, week or last_complete_week(now, tz), tz)
+    return await store.team_digest(team, week or last_complete_week(now, tz), tz)
 
 
 def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = None) -> str:
@@ -55,8 +54,7 @@ def digest_provider(
             digest = await team_digest(store, team, week, tz, clock())
         except UnknownTeam:
             return None
-        document: dict[str, Any] = orjson.loads(render_json(digest))
-        document["html"] = render_digest(digest, "html", renderer)
-        return document
+        # The API encodes this document once, when it answers (and caches the bytes).
+        return {**digest_to_dict(digest), "html": render_digest(digest, "html", renderer)}
 
     return provide

@@ -43,10 +43,10 @@ from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
+from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
     DEFAULT_MAX_PER_MESSAGE,
-    Backoff,
     Fail,
     plan_batch,
 )
@@ -83,8 +83,7 @@ DEFAULT_SEND_TIMEOUT = 60.0
 # Recording an outcome is tried this often, waiting 0.2, 0.4, 0.8 ... s (at most 5 s) in between:
 # about half a minute, enough for a database fail-over, well inside a lease.
 RECORD_ATTEMPTS = 8
-RECORD_RETRY_INITIAL = 0.2
-RECORD_RETRY_MAX = 5.0
+RECORD_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0, low=1.0, high=1.0)
 
 
 class DigestSource(Protocol):
@@ -389,7 +388,7 @@ class Dispatcher:
                         "could not record %s after %d tries: %s: %s", what, attempt, type(exc).__name__, exc
                     )
                     return None
-                delay = min(RECORD_RETRY_MAX, RECORD_RETRY_INITIAL * 2 ** (attempt - 1))
+                delay = RECORD_RETRY.ceiling(attempt)
                 log.warning(
                     "recording %s failed (%s: %s); trying again in %.1f s",
                     what,

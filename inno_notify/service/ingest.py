@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
+from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
 from inno_notify.domain.parsing import (
     ParseConfig,
@@ -227,6 +228,8 @@ class Ingestor:
         self.telemetry = telemetry
         self.cfg = parse_config
         self.options = options
+        # Database writes: 0.1 s doubling to the cap, no jitter (one writer, nothing to spread).
+        self._write_backoff = Backoff(0.1, 2.0, max(0.1, options.retry_cap_seconds), low=1.0, high=1.0)
         self.clock = clock
         self.started_at = started_at
         self.stats = IngestStats()
@@ -353,7 +356,6 @@ class Ingestor:
     async def _write_retrying(self, piece: _Piece, now: datetime) -> None:
         """One transaction for the piece, retried with capped backoff while the database itself fails;
         a failure due to the data is raised."""
-        delay = 0.1
         attempts = 0
         while True:
             try:
@@ -364,6 +366,7 @@ class Ingestor:
                 if not failures.is_transient(exc):
                     raise
                 attempts += 1
+                delay = self._write_backoff.ceiling(attempts)
                 self.stats.write_errors += 1
                 if attempts == 1:
                     self.stats.retried_writes += 1
@@ -374,7 +377,6 @@ class Ingestor:
                     delay,
                 )
                 await self._sleep(delay)
-                delay = min(delay * 2, self.options.retry_cap_seconds)
         self._pending_kueue = written.pending_kueue
         self.stats.terminal_marked += written.marked
         self.stats.relists += written.relists
@@ -616,7 +618,7 @@ class Ingestor:
         if not self._rejected:
             return
         rejected, self._rejected = self._rejected, []
-        delay = 0.1
+        attempts = 0
         while True:
             try:
                 await self.store.record_rejected(rejected, now)
@@ -629,8 +631,8 @@ class Ingestor:
                         "recording %d set-aside object(s) failed: %s", len(rejected), failures.describe(exc)
                     )
                     return
-                await self._sleep(delay)
-                delay = min(delay * 2, self.options.retry_cap_seconds)
+                attempts += 1
+                await self._sleep(self._write_backoff.ceiling(attempts))
 
     # --- reads, reconciliation, the terminal transition -------------------------------------------
 

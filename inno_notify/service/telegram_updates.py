@@ -37,12 +37,12 @@ from inno_notify.adapters.channels.telegram_updates import IncomingUpdate, Teleg
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.bot_replies import Reply, encode_reply
-from inno_notify.domain.digest import week_bounds, week_of
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.domain.preferences import Origin, Via
 from inno_notify.domain.routing import TELEGRAM_LINKABLE
 from inno_notify.domain.telegram_commands import decide, user_of_chat
 from inno_notify.domain.telegram_linking import deep_link, derive_key, derive_secret_token, mint
+from inno_notify.domain.weeks import week_bounds, week_of
 from inno_notify.service.pausing import pause
 from inno_notify.settings import Settings, secret_value
 from inno_notify.telemetry import Telemetry

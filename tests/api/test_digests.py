@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from inno_notify.adapters.channels.digest_views import render_json
 from inno_notify.adapters.db import Store
 from inno_notify.api import keys, openapi
 from inno_notify.api.app import DIGEST_FRESH_SECONDS, DIGEST_MAX_KEYS, DIGEST_MAX_STALE_SECONDS
@@ -92,7 +93,7 @@ CASES = {
 
 
 def document(case: str, week: str | None = None) -> dict[str, Any]:
-    """The digest as the service's provider hands it over: domain.digest's JSON, decoded."""
+    """The digest as a client reads it: domain.digest's document, through JSON (tuples become lists)."""
     case_week, tz, rows, previous, quota = CASES[case]
     built = build_digest("face", week or case_week, tz, rows, previous, quota_gpus=quota)
     decoded: dict[str, Any] = orjson.loads(orjson.dumps(digest_to_dict(built)))
@@ -207,6 +208,14 @@ class TestTheServicesDigests:
         status, body = await api.get("/api/v1/digests/face", params={"week": "2026-W49"})
         assert (status, body["no_gpu_jobs"], body["jobs"]["total"]) == (200, False, 3)
         assert {p["owner"] for p in body["people"]} == {"alice@example.com", "bob@example.com"}
+
+    async def test_the_body_is_the_document_digest_format_json_prints(self, api: Api, store: Store) -> None:
+        """The provider hands over the document unencoded and the API encodes it once: same JSON."""
+        await populate(store)
+        await store.replace_teams([Team("face")])
+        status, body = await api.get("/api/v1/digests/face", params={"week": "2026-W49"})
+        digest = await store.team_digest("face", "2026-W49", "Europe/Berlin")
+        assert status == 200 and body == orjson.loads(render_json(digest))
 
 
 class TestCaching:

@@ -1,4 +1,5 @@
-"""The dispatcher's pure decisions: backoff schedule, retry or fail, and which rows form one message."""
+"""The dispatcher's pure decisions: retry or fail, and which rows form one message (the schedule:
+tests/domain/test_backoff.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.delivery import (
     MAX_RETRY_AFTER_SECONDS,
-    Backoff,
     BatchPlan,
     Fail,
     Retry,
@@ -26,28 +27,6 @@ WAIT = 30.0
 
 def s(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
-
-
-# Alertmanager's schedule: 0.5 s × 1.5^(n-1), capped at 60 s; rand 0.5 is the no-jitter midpoint.
-BACKOFF_CASES = [
-    (1, 0.5, 0.5),
-    (2, 0.5, 0.75),
-    (3, 0.5, 1.125),
-    (10, 0.5, 0.5 * 1.5**9),
-    (12, 0.5, 0.5 * 1.5**11),
-    (13, 0.5, 60.0),
-    (50, 0.5, 60.0),
-    (1, 0.0, 0.25),
-    (1, 0.999999, 0.5 * 1.499999),
-    (4, 0.0, 0.5 * 1.5**3 * 0.5),
-    (20, 0.0, 30.0),
-    (20, 0.999999, 60.0),
-]
-
-
-@pytest.mark.parametrize(("attempt", "rand", "expected"), BACKOFF_CASES)
-def test_backoff_schedule(attempt: int, rand: float, expected: float) -> None:
-    assert Backoff().delay(attempt, lambda: rand) == pytest.approx(expected)
 
 
 def row(

@@ -1,4 +1,4 @@
-"""The digest's pure parts: ISO weeks in a zone (DST included) and the digest built from rows."""
+"""The digest's pure parts: the digest built from rows (tests/domain/test_weeks.py: its calendar)."""
 
 from __future__ import annotations
 
@@ -15,78 +15,13 @@ from inno_notify.domain.digest import (
     WasteRow,
     build_digest,
     change,
-    day_bounds,
     digest_to_dict,
-    last_complete_week,
-    parse_week,
     percentile,
-    previous_week,
-    week_bounds,
-    week_of,
 )
 
 
 def utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("week", "tz", "start", "end", "hours"),
-    [
-        ("2026-W48", "UTC", utc(2026, 11, 23), utc(2026, 11, 30), 168),
-        # Berlin: CET (UTC+1) in November.
-        ("2026-W48", "Europe/Berlin", utc(2026, 11, 22, 23), utc(2026, 11, 29, 23), 168),
-        # Summer time ends Sunday 25 October 2026: the week is an hour longer.
-        ("2026-W43", "Europe/Berlin", utc(2026, 10, 18, 22), utc(2026, 10, 25, 23), 169),
-        # Summer time begins Sunday 29 March 2026: an hour shorter.
-        ("2026-W13", "Europe/Berlin", utc(2026, 3, 22, 23), utc(2026, 3, 29, 22), 167),
-        # New York leaves DST on Sunday 1 November 2026, the last day of W44.
-        ("2026-W44", "America/New_York", utc(2026, 10, 26, 4), utc(2026, 11, 2, 5), 169),
-        # 2026 has 53 ISO weeks; W53 runs into January 2027.
-        ("2026-W53", "UTC", utc(2026, 12, 28), utc(2027, 1, 4), 168),
-    ],
-)
-def test_week_bounds(week: str, tz: str, start: datetime, end: datetime, hours: int) -> None:
-    assert week_bounds(week, tz) == (start, end)
-    assert (end - start).total_seconds() == hours * 3600
-
-
-def test_day_bounds_follow_the_clock_change() -> None:
-    days = day_bounds("2026-W43", "Europe/Berlin")
-    assert len(days) == 8
-    assert days[0] == utc(2026, 10, 18, 22)
-    assert days[6] == utc(2026, 10, 24, 22)  # Sunday begins in summer time ...
-    assert days[7] == utc(2026, 10, 25, 23)  # ... and lasts 25 hours
-
-
-@pytest.mark.parametrize(
-    ("week", "previous"),
-    [("2026-W48", "2026-W47"), ("2027-W01", "2026-W53"), ("2026-W01", "2025-W52"), ("2021-W01", "2020-W53")],
-)
-def test_previous_week(week: str, previous: str) -> None:
-    assert previous_week(week) == previous
-
-
-@pytest.mark.parametrize("text", ["2026-48", "2026-W4", "2025-W53", "2026-W00", "week 48", ""])
-def test_parse_week_refuses(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_week(text)
-
-
-@pytest.mark.parametrize(
-    ("now", "tz", "week", "last_complete"),
-    [
-        (utc(2026, 11, 30, 8), "UTC", "2026-W49", "2026-W48"),
-        # Sunday 23:30 UTC is already Monday in Berlin: the week just ended there ...
-        (utc(2026, 11, 29, 23, 30), "Europe/Berlin", "2026-W49", "2026-W48"),
-        # ... but not in UTC.
-        (utc(2026, 11, 29, 23, 30), "UTC", "2026-W48", "2026-W47"),
-        (utc(2027, 1, 4, 9), "UTC", "2027-W01", "2026-W53"),
-    ],
-)
-def test_week_of_and_last_complete_week(now: datetime, tz: str, week: str, last_complete: str) -> None:
-    assert week_of(now, tz) == week
-    assert last_complete_week(now, tz) == last_complete
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from inno_notify.adapters.db.repository import SummaryState, WorkflowState
 from inno_notify.domain.messages import decode_workflow
 from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, Team
 from inno_notify.domain.parsing import ParseConfig
-from inno_notify.runtime import Pipeline, build_pipeline, seed_directory
+from inno_notify.runtime import Pipeline, build_pipeline
+from inno_notify.service.configuration import seed_directory
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflows import WorkflowOptions, WorkflowTracker
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS

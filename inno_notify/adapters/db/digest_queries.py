@@ -45,13 +45,11 @@ from inno_notify.domain.digest import (
     TeamTotals,
     WasteRow,
     build_digest,
-    day_bounds,
     nudged_pod_rows,
-    previous_week,
-    week_bounds,
 )
 from inno_notify.domain.model import JobStatus
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
+from inno_notify.domain.weeks import day_bounds, previous_week, week_bounds
 
 GIB = float(1024**3)
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.adapters.kube.backoff import Backoff
 from inno_notify.adapters.kube.protocol import KUEUE_GROUP, KubeApiError, get_json
 from inno_notify.adapters.kube.watching import TRANSIENT, Sleep
+from inno_notify.domain.backoff import Streak
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _objects(value: object) -> list[dict[str, object]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-async def detect_kueue(api: ApiClient, backoff: Backoff, sleep: Sleep) -> str | None:
+async def detect_kueue(api: ApiClient, backoff: Streak, sleep: Sleep) -> str | None:
     """`kueue_workload_version`, retried through transient failures until it has an answer."""
     return await detect(api, "Kueue", KUEUE_GROUP, "workloads", KUEUE_VERSIONS_PREFERRED, backoff, sleep)
 
@@ -67,7 +67,7 @@ async def detect(
     group: str,
     plural: str,
     preferred: Sequence[str],
-    backoff: Backoff,
+    backoff: Streak,
     sleep: Sleep,
 ) -> str | None:
     """`served_version`, retried through transient failures until it has an answer."""

@@ -30,7 +30,6 @@ import aiohttp
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.adapters.kube.backoff import Backoff
 from inno_notify.adapters.kube.protocol import (
     JsonObj,
     KubeApiError,
@@ -39,6 +38,7 @@ from inno_notify.adapters.kube.protocol import (
     list_pages,
     open_watch,
 )
+from inno_notify.domain.backoff import Backoff, Streak
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,11 @@ class WatchOptions:
     def stale_seconds(self) -> float:
         return self.stale_after if self.stale_after is not None else 2 * self.inactivity_timeout
 
-    def backoff(self) -> Backoff:
-        return Backoff(self.backoff_base, self.backoff_factor, self.backoff_cap, self.rng)
+    def backoff(self) -> Streak:
+        """A fresh streak of reconnect delays: base × factor^n up to the cap, each drawn from [½, 1] of
+        its nominal delay, so replicas reconnecting at once spread out and none waits past the cap."""
+        schedule = Backoff(self.backoff_base, self.backoff_factor, self.backoff_cap, low=0.5, high=1.0)
+        return Streak(schedule, self.rng.random)
 
 
 @dataclass(slots=True)
@@ -316,7 +319,7 @@ class ResourceWatcher:
 
     # failures --------------------------------------------------------------------------------
 
-    async def _pause(self, backoff: Backoff, where: str, exc: BaseException) -> None:
+    async def _pause(self, backoff: Streak, where: str, exc: BaseException) -> None:
         self.stats.failures += 1
         delay = backoff.next_delay()
         # First failure of a streak is a warning; the repeats would only spam the log.

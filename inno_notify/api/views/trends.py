@@ -21,8 +21,9 @@ from inno_notify.api.negotiate import preferred
 from inno_notify.api.params import Text, Week, Weeks
 from inno_notify.api.serialize import dumps
 from inno_notify.api.views.usage import csv_cell
-from inno_notify.domain.digest import last_complete_week, trend_point_to_dict
+from inno_notify.domain.digest import trend_point_to_dict
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, TrendSeries, trend_bounds, trend_weeks
+from inno_notify.domain.weeks import last_complete_week
 
 FORMATS = ("application/json", "text/csv")
 CSV_COLUMNS = ("group", "quota_gpus", *resources.TrendWeek.__annotations__)

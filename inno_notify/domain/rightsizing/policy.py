@@ -1,7 +1,9 @@
 """Every threshold the right-sizing rules use, typed, with its default and why.
 
-The settings layer builds one ``RightsizingPolicy`` from the ``rightsizing:`` section of the
-configuration and passes it in; the rules never read configuration themselves. Defaults come
+This dataclass *is* the ``rightsizing:`` section of the configuration: the settings embed it, so
+pydantic validates each field's type and runs ``__post_init__``, and the attribute docstrings
+below are the descriptions in docs/configuration.md. The rules are passed the policy and never
+read configuration themselves. Defaults come
 from the tools we copy (KRR, jobstats, Job Defense Shield) where they publish one, and are
 marked as our own choice where they do not (docs/rightsizing.md lists each).
 """

@@ -13,7 +13,6 @@ from sqlalchemy.engine import Connection
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.digest_queries import load_digest, team_totals, team_week
 from inno_notify.adapters.db.tables import DIGEST_JOB_COLUMNS
-from inno_notify.domain.digest import day_bounds, week_bounds
 from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
@@ -24,6 +23,7 @@ from inno_notify.domain.model import (
     Unit,
     Usage,
 )
+from inno_notify.domain.weeks import day_bounds, week_bounds
 
 GIB = 1024**3
 TZ = "Europe/Berlin"

@@ -10,7 +10,7 @@ import pytest
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.digest_queries import load_digest, nudged_pods
-from inno_notify.domain.digest import NudgeEntry, week_bounds
+from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
 from inno_notify.domain.model import (
     Channel,
@@ -21,6 +21,7 @@ from inno_notify.domain.model import (
     PodRecord,
     WorkloadKind,
 )
+from inno_notify.domain.weeks import week_bounds
 from tests.adapters.db.records import job, pod
 
 WEEK = "2026-W48"

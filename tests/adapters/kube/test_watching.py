@@ -16,7 +16,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters import kube
 from inno_notify.adapters.kube import ResourceWatcher, WatchOptions, load_api_client
-from inno_notify.adapters.kube.backoff import Backoff
+from inno_notify.domain.backoff import Backoff
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS
 from tests.adapters.kube.support import (
@@ -203,8 +203,8 @@ async def test_500s_for_30_simulated_seconds_back_off_and_recover(tmp_path: Path
     # It kept trying until the failures ended, and not one pause longer.
     assert sum(delays) >= 30 > sum(delays[:-1])
     assert sim.stats.failed == len(delays)
-    reference = Backoff(0.5, 2.0, 30.0)
-    for attempt, delay in enumerate(delays):
+    reference = Backoff(0.5, 2.0, 30.0, low=0.5, high=1.0)
+    for attempt, delay in enumerate(delays, 1):
         assert reference.ceiling(attempt) / 2 <= delay <= reference.ceiling(attempt)
 
 

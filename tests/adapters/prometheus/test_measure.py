@@ -33,6 +33,7 @@ from tests.adapters.prometheus import scenario
 from tests.adapters.prometheus.conftest import Loaded
 from tests.adapters.prometheus.metricgen import PodTrace, PodTruth
 from tests.adapters.prometheus.promserver import PrometheusServer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.prometheus
 
@@ -284,8 +285,7 @@ async def test_prometheus_stopped_in_the_middle_of_a_round(exported_tsdb) -> Non
         client = PrometheusClient(ClientConfig(url=server.url, max_workers=1, timeout_seconds=5))
         task = asyncio.create_task(UsageMeter(client, config).measure_pods(targets))
         # The worker thread answers while the loop waits; stop Prometheus after the first answers.
-        while client.answers_received < 2:  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
+        await eventually(lambda: client.answers_received >= 2, poll=0.001, what="two answers received")
         assert not task.done()
         server.stop()
         with pytest.raises(PrometheusUnavailable):
