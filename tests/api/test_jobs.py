@@ -32,6 +32,8 @@ JOB_FIELDS = {
     "requested",
     "usage",
     "recommendations",
+    # Beyond CONTRACT.md §5's minimum (issue 17): what Kueue said about the job, or null.
+    "kueue",
 }
 USAGE_FIELDS = {
     "gpu_minutes",

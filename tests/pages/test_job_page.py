@@ -59,7 +59,8 @@ async def test_a_job_page_shows_figures_chart_advice_with_evidence_kueue_and_the
     assert page is not None
     figures = rows(page, "figures")
     assert figures["Exit code"] == "137 (OOMKilled)"
-    assert figures["Runtime"] == "3 h 12 min" and figures["Queue wait"] == "2 min"
+    # The wait ends at Kueue's admission (1 min 2 s), not at the pod's scheduling (2 min).
+    assert figures["Runtime"] == "3 h 12 min" and figures["Queue wait"] == "1 min"
     assert figures["GPU (used / held)"] == "353 / 768 GPU-min"
     assert figures["GPU utilization"] == "46 % mean, 2 idle GPUs"
     assert figures["Peak RAM"] == "63.9 GiB of 64 GiB"

@@ -89,8 +89,10 @@ _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
 }
 
 
-# Positions in a page row.
-CLUSTER, UID, SORT_AT, RECOMMENDATIONS = 0, 1, 17, 27
+# Positions in a page row: derived from PAGE_COLUMNS, so a column added there cannot shift them silently.
+CLUSTER, UID = 0, 1
+SORT_AT = [c.name for c in PAGE_COLUMNS].index("sort_at")
+RECOMMENDATIONS = len(PAGE_COLUMNS)
 
 Row = Sequence[Any]
 RecommendationItem = dict[str, Any]  # the RECOMMENDATION_FIELDS of one recommendation

@@ -123,13 +123,9 @@ async def trends(
         quotas = await queue_quotas.team_quotas(conn, cluster)
     else:
         quotas = await queue_quotas.cluster_quotas(conn)
-    groups = (
-        [team]
-        if team is not None
-        else [cluster]
-        if cluster is not None and group_by is TrendGroup.CLUSTER
-        else []
-    )
+    # The group asked for by name has a series even without jobs.
+    named = team if group_by is TrendGroup.TEAM else cluster
+    groups = [named] if named is not None else []
     return build_series(group_by, weeks, tz, rows, groups=groups, quotas=quotas)
 
 
