@@ -17,6 +17,7 @@ OPERATIONS = [
     ("GET", "/api/v1/jobs/face-research/train"),
     ("GET", "/api/v1/usage"),
     ("GET", "/api/v1/recommendations"),
+    ("GET", "/api/v1/adoption"),
     ("GET", "/api/v1/notifications"),
     ("POST", "/api/v1/notifications/1/retry"),
     ("GET", "/api/v1/digests/face"),
