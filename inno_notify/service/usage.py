@@ -41,7 +41,7 @@ from inno_notify.domain.accounting import (
     compute_usage,
     held_interval,
 )
-from inno_notify.domain.adoption import judge
+from inno_notify.domain.adoption import Adoption, judge
 from inno_notify.domain.gpu_sharing import requests_shared_gpu
 from inno_notify.domain.model import (
     JobRecord,
@@ -102,7 +102,7 @@ class CollectorStats:
     measurement_errors: int = 0
     failed_rounds: int = 0
     notifications_planned: int = 0
-    adoptions_recorded: int = 0
+    adoptions_judged: int = 0
     last_round_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -360,9 +360,9 @@ class UsageCollector:
         if figures is None:
             figures, missing = (_unmeasured(now), []), MissingReason.MEASUREMENT_ERROR
         usage, recs = figures
-        if not remeasured:
-            # No earlier measured run finished before this one ended: none before it was created.
-            await self._adopt(job, now, first_run=history == [])
+        # A job measured again was already judged; a family's first measured run has no previous run
+        # (none finished before it ended, so none before it was created).
+        adoption = None if remeasured else await self._adopt(job, now, first_run=history == [])
         # A job measured again was already summarized: its rows exist, planning again adds nothing.
         notifications = [] if remeasured else await self.plan(job, now)
         if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
@@ -381,7 +381,10 @@ class UsageCollector:
             remeasure_at,
             claim=self._claim,
             usage_series=series,
+            adoption=adoption,
         )
+        if adoption is not None:
+            self.stats.adoptions_judged += 1
         if added and self.charts is not None:
             self.charts.draw_ahead(job, series)
         self.stats.notifications_planned += added
@@ -392,14 +395,13 @@ class UsageCollector:
         if self.telemetry is not None:
             self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
 
-    async def _adopt(self, job: JobRecord, now: datetime, *, first_run: bool = False) -> None:
-        """Judges whether this run followed its family's previous advice (domain.adoption) and
-        records it once. It runs before the summary is stored, so a crash in between judges the
-        run again on its next claim and the second record changes nothing. A run that cannot be
-        judged is logged, never fatal to its summary; the store being away is (the job comes back).
-        `first_run`: the family's history is known to be empty, so there is no previous run to read."""
+    async def _adopt(self, job: JobRecord, now: datetime, *, first_run: bool = False) -> Adoption | None:
+        """Whether this run followed its family's previous advice (domain.adoption), to be stored
+        with its summary, in the same transaction and once. A run that cannot be judged is logged
+        and gets none, never fatal to its summary. `first_run`: the family's history is known to be
+        empty, so there is no previous run to read."""
         if not job.family:
-            return
+            return None
         before = job.created_at or job.started_at or job.finished_at or now
         found = None
         if not first_run:
@@ -408,12 +410,10 @@ class UsageCollector:
             )
         previous, advice = found if found is not None else (None, [])
         try:
-            adoption = judge(job, previous, advice, now)
+            return judge(job, previous, advice, now)
         except Exception:  # one job's odd requests: its summary still goes out
             log.exception("adoption of job %r (uid %r) could not be judged", job.name, job.uid)
-            return
-        if adoption is not None and await self.store.adoption.record(adoption):
-            self.stats.adoptions_recorded += 1
+            return None
 
     def _figures(
         self,

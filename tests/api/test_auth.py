@@ -19,6 +19,7 @@ OPERATIONS = [
     ("GET", "/api/v1/trends"),
     ("GET", "/api/v1/adoption"),
     ("GET", "/api/v1/recommendations"),
+    ("GET", "/api/v1/adoption"),
     ("GET", "/api/v1/notifications"),
     ("POST", "/api/v1/notifications/1/retry"),
     ("GET", "/api/v1/digests/face"),

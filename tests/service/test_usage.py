@@ -397,13 +397,10 @@ async def test_a_new_run_is_judged_against_its_familys_previous_advice_once(stor
     )
     # 2 GPUs fewer for the second run's 3601 s (started at +1 s, ended at 1 h + 2 s).
     assert adoption.gpu_hours_freed == pytest.approx(2 * 3601 / 3600)
-    assert coll.stats.adoptions_recorded == 1
-    # Judged again (a claim taken over after a crash): the first record stands.
-    job = await store.get_job("test", second)
-    assert job is not None
-    await coll._adopt(replace(job, requested=replace(job.requested, gpus=4.0)), later)
+    assert coll.stats.adoptions_judged == 1
+    # The run is summarized: no later round judges it again.
+    assert await coll.run_once(later + timedelta(hours=1)) == 0
     assert await store.adoption.get("test", second) == adoption
-    assert coll.stats.adoptions_recorded == 1
 
 
 @pytest.mark.parametrize(("max_runs", "expected"), [(30, 25), (21, 20), (5, 4)])

@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from inno_notify.adapters.db import adoption as adoption_queries
 from inno_notify.adapters.db import (
     digest_queries,
     directory,
@@ -60,6 +61,7 @@ from inno_notify.adapters.db.workflows import (
     WorkflowState,
     WorkflowTransaction,
 )
+from inno_notify.domain.adoption import Adoption
 from inno_notify.domain.digest import Digest, NudgeEntry
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -398,18 +400,22 @@ class Store:
         *,
         claim: str | None = None,
         usage_series: UsageSeries | None = None,
+        adoption: Adoption | None = None,
     ) -> int:
         """Stores a job's usage (with its series over time, if given) and advice, sets its summary
         state and enqueues its notifications, all in one transaction: a summary is either wholly
         planned or not at all. Returns how many notifications were new. With state REMEASURE the job
         is measured again from `remeasure_at`. With `claim`, nothing is stored unless that usage
-        claim still holds the job (ClaimLost)."""
+        claim still holds the job (ClaimLost). `adoption` (the run judged against its family's
+        previous advice) is stored with it, once (adoption.py)."""
         async with self._leader_write() as conn:
             # The claim first: a claim taken over stores nothing.
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
             await jobs.save_usage(conn, cluster, uid, usage)
             if usage_series is not None:
                 await series.save_series(conn, cluster, uid, usage_series)
+            if adoption is not None:
+                await adoption_queries.record(conn, adoption)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
             return await outbox.enqueue(conn, notifications)
 

@@ -62,6 +62,23 @@ async def test_an_adoption_is_recorded_once(store: Store) -> None:
     assert await store.adoption.get("default", "prev") is None
 
 
+async def test_an_adoption_is_stored_with_the_summary_once(store: Store) -> None:
+    """The usage collector hands the judged run to complete_summary: one transaction with the
+    summary, and a summary stored again (a claim taken over after a crash) keeps the first."""
+    await _finished(store, "new", T0 + DAY)
+    new = await store.get_job("default", "new")
+    assert new is not None
+    adoption = judge(new, None, [], T0 + 2 * DAY)
+    assert adoption is not None
+
+    await store.complete_summary("default", "new", usage(), [], [], adoption=adoption)
+    await store.complete_summary(
+        "default", "new", usage(), [], [], adoption=replace(adoption, outcome=Outcome.IGNORED)
+    )
+
+    assert await store.adoption.get("default", "new") == adoption
+
+
 async def _adopted(
     store: Store,
     uid: str,
