@@ -235,7 +235,7 @@ async def _progress(
 
 
 async def _sent(store: Store) -> list[Notification]:
-    rows, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    rows, _ = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=500)
     return rows
 
 
@@ -255,19 +255,19 @@ async def _settled(store: Store, workload: Workload) -> bool:
     workspace stopped, and no message is still waiting to be sent."""
     total = len(workload.jobs) + len(workload.workspaces)
     # Pipelines' GPU steps are workloads of their own too.
-    page, _ = await store.list_jobs(JobFilter(), limit=total + 100)
+    page, _ = await store.jobs.list_jobs(JobFilter(), limit=total + 100)
     if len(page) < total or any(not j.status.is_terminal for j in page):
         return False
     for uid in [w.uid for w in workload.workflows] + _run_uids(workload):
-        if await store.workflow_state(CLUSTER, uid) is not WorkflowState.SUMMARIZED:
+        if await store.workflows.workflow_state(CLUSTER, uid) is not WorkflowState.SUMMARIZED:
             return False
-    sent, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    sent, _ = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=500)
     if sum(1 for n in sent if n.kind is NotificationKind.MODEL_SERVING) < len(workload.services):
         return False
-    states = await store.summary_states(CLUSTER, [j.uid for j in page])
+    states = await store.jobs.summary_states(CLUSTER, [j.uid for j in page])
     if any(states.get(j.uid) in (None, SummaryState.NONE, SummaryState.AWAITING_USAGE) for j in page):
         return False
-    pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+    pending, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
     return not pending
 
 

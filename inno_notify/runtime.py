@@ -133,9 +133,9 @@ async def seed_directory(store: Store, settings: Settings) -> None:
     """The configured directory is written to the store, where the API can extend it."""
     users, teams = directory(settings)
     for user in users:
-        await store.upsert_user(user)
+        await store.directory.upsert_user(user)
     if teams:
-        await store.replace_teams(teams)
+        await store.directory.replace_teams(teams)
 
 
 def configured_channels(settings: Settings) -> frozenset[str]:
@@ -613,7 +613,7 @@ def telemetry_component(
             export_watchers()
             try:
                 if sample_outbox:
-                    for status, count in (await store.outbox_depth()).items():
+                    for status, count in (await store.outbox.outbox_depth()).items():
                         telemetry.outbox_depth.labels(status).set(count)
             except Exception as exc:  # the database is away: readiness says so, try again later
                 log.debug("outbox depth not sampled: %s", exc)
@@ -790,8 +790,8 @@ async def _send_digest(settings: Settings, store: Store, team_name: str, week: s
     try:
         if not senders:
             raise UnknownTeam("no channel is configured (channels.email.host, or a Slack/Telegram token)")
-        team = next(t for t in await store.list_teams() if t.name == team_name)
-        users = {u.email.lower(): u for u in await store.list_users()}
+        team = next(t for t in await store.directory.list_teams() if t.name == team_name)
+        users = {u.email.lower(): u for u in await store.directory.list_users()}
         now = utc_now()
         rows = plan_digest(
             team,
@@ -804,17 +804,17 @@ async def _send_digest(settings: Settings, store: Store, team_name: str, week: s
         )
         if not rows:
             return f"{team_name} {week}: nobody to send to (leads and digest_channels of the team)"
-        await store.enqueue(rows)
+        await store.outbox.enqueue(rows)
         dispatcher = build_dispatcher(settings, store, senders, utc_now)
         keys = {row.dedup_key for row in rows}
         deadline = asyncio.get_running_loop().time() + 60
         while asyncio.get_running_loop().time() < deadline:
             await dispatcher.run_once(utc_now())
-            states = await store.delivery_statuses(sorted(keys))
+            states = await store.outbox.delivery_statuses(sorted(keys))
             if all(state != "pending" for state in states.values()):
                 break
             await asyncio.sleep(0.5)
-        states = await store.delivery_statuses(sorted(keys))
+        states = await store.outbox.delivery_statuses(sorted(keys))
         return "\n".join(f"{state} {key}" for key, state in sorted(states.items()))
     finally:
         for sender in senders.values():

@@ -50,7 +50,7 @@ async def build_digest(
     quota_gpus: float | None = None,
 ) -> Digest:
     """One team's digest for ISO `week` in zone `tz` (`inno-notify digest`, the API)."""
-    return await store.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
+    return await store.digest.team_digest(team, week, tz, cluster=cluster, quota_gpus=quota_gpus)
 
 
 def last_firing(schedule: str, tz: str, now: datetime) -> datetime:
@@ -147,8 +147,8 @@ class DigestScheduler:
         """Enqueues the digests of the newest firing at or before `now`; returns how many rows were new."""
         fired = last_firing(self._schedule, self._tz, now)
         week = last_complete_week(fired, self._tz)
-        teams = self._teams if self._teams is not None else await self._store.list_teams()
-        users = {u.email.lower(): u for u in await self._store.list_users()}
+        teams = self._teams if self._teams is not None else await self._store.directory.list_teams()
+        users = {u.email.lower(): u for u in await self._store.directory.list_users()}
         rows = [
             row
             for team in teams
@@ -156,7 +156,7 @@ class DigestScheduler:
                 team, week, self._tz, due_at=fired, now=now, users=users, channels=self._channels
             )
         ]
-        new = await self._store.enqueue(rows) if rows else 0
+        new = await self._store.outbox.enqueue(rows) if rows else 0
         if new:
             log.info("planned %d digest message(s) for %s", new, week)
         return new

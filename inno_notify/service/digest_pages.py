@@ -27,7 +27,7 @@ class UnknownTeam(LookupError):
 
 async def team_digest(store: Store, team: str, week: str | None, tz: str, now: datetime) -> Digest:
     """The digest of `team` for `week` (default: the last complete week in `tz`)."""
-    teams = {t.name for t in await store.list_teams()}
+    teams = {t.name for t in await store.directory.list_teams()}
     if team not in teams:
         known = ", ".join(sorted(teams)) or "none configured"
         raise UnknownTeam(f"unknown team {team!r} (teams: {known})")

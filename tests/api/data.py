@@ -118,9 +118,9 @@ RECOMMENDATIONS = {
 
 async def populate(store: Store) -> list[JobRecord]:
     records = jobs()
-    await store.upsert_jobs(records)
+    await store.jobs.upsert_jobs(records)
     for uid, figures in USAGE.items():
-        await store.save_usage("default", uid, figures)
+        await store.usage.save_usage("default", uid, figures)
     for uid, recs in RECOMMENDATIONS.items():
-        await store.save_recommendations("default", uid, recs)
+        await store.usage.save_recommendations("default", uid, recs)
     return records

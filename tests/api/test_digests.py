@@ -189,7 +189,7 @@ class TestTheServicesDigests:
         self, api: Api, store: Store, team: str, week: str | None
     ) -> None:
         await populate(store)
-        await store.replace_teams([Team("face"), Team("speech")])
+        await store.directory.replace_teams([Team("face"), Team("speech")])
         status, body = await api.get(f"/api/v1/digests/{team}", params={} if week is None else {"week": week})
         assert status == 200
         assert schema_errors(openapi.build(), DIGEST, body) == []
@@ -203,7 +203,7 @@ class TestTheServicesDigests:
 
     async def test_a_week_with_jobs_has_its_figures(self, api: Api, store: Store) -> None:
         await populate(store)
-        await store.replace_teams([Team("face")])
+        await store.directory.replace_teams([Team("face")])
         status, body = await api.get("/api/v1/digests/face", params={"week": "2026-W49"})
         assert (status, body["no_gpu_jobs"], body["jobs"]["total"]) == (200, False, 3)
         assert {p["owner"] for p in body["people"]} == {"alice@example.com", "bob@example.com"}

@@ -112,9 +112,9 @@ async def test_full_pages_match_recommendations_to_their_own_jobs(api: Api, stor
         )
         for i in range(1200)
     ]
-    await store.upsert_jobs(many)
+    await store.jobs.upsert_jobs(many)
     for i in range(0, 1200, 7):
-        await store.save_recommendations("default", f"bulk-{i:04d}", RECOMMENDATIONS["b"])
+        await store.usage.save_recommendations("default", f"bulk-{i:04d}", RECOMMENDATIONS["b"])
     seen: list[str] = []
     cursor: str | None = None
     while True:

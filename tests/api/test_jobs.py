@@ -137,7 +137,7 @@ async def test_get_by_name_is_the_newest_and_uid_picks_an_older_one(api: Api, st
     older = replace(
         records[0], uid="a-old", created_at=T0 - timedelta(days=3), finished_at=T0 - timedelta(days=2)
     )
-    await store.upsert_jobs([older])
+    await store.jobs.upsert_jobs([older])
     status, body = await api.get("/api/v1/jobs/face-research/train-a")
     assert (status, body["uid"]) == (200, "a")
     status, body = await api.get("/api/v1/jobs/face-research/train-a", params={"uid": "a-old"})

@@ -198,9 +198,11 @@ def series() -> UsageSeries:
 
 async def store_job(store: Store, record: JobRecord | None = None, *, with_series: bool = True) -> JobRecord:
     record = record or job()
-    await store.upsert_jobs([record])
-    await store.upsert_pods([replace(p, job_uid=record.uid, uid=f"{record.uid}-{p.uid}") for p in pods()])
-    await store.complete_summary(
+    await store.jobs.upsert_jobs([record])
+    await store.jobs.upsert_pods(
+        [replace(p, job_uid=record.uid, uid=f"{record.uid}-{p.uid}") for p in pods()]
+    )
+    await store.jobs.complete_summary(
         record.cluster,
         record.uid,
         usage(),

@@ -60,11 +60,11 @@ async def finish(
     enabled: frozenset[str] = ALL_CHANNELS,
 ) -> list[Notification]:
     """Stores the jobs and routes their summaries into the outbox, as the summarizer does."""
-    await store.upsert_jobs(jobs)
+    await store.jobs.upsert_jobs(jobs)
     planned: list[Notification] = []
     for job in jobs:
         rows = route_summary(job, users, teams or {}, enabled, now, group_wait_seconds)
-        await store.summarize(job.cluster, job.uid, rows)
+        await store.jobs.summarize(job.cluster, job.uid, rows)
         planned.extend(rows)
     return planned
 
@@ -73,7 +73,7 @@ async def all_rows(store: Store) -> list[Notification]:
     rows: list[Notification] = []
     cursor: str | None = None
     while True:
-        page, cursor = await store.list_notifications(limit=500, cursor=cursor)
+        page, cursor = await store.outbox.list_notifications(limit=500, cursor=cursor)
         rows.extend(page)
         if cursor is None:
             return sorted(rows, key=lambda n: n.id or 0)

@@ -76,11 +76,11 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
     jobs = [finished_job(f"c{i:04d}", owner=f"u{i}@example.com") for i in range(SUMMARIES)]
     store = Store.from_url(url)
     try:
-        await store.upsert_jobs(jobs)
+        await store.jobs.upsert_jobs(jobs)
         # The worker reads the real clock: the summaries are due now.
         now = datetime.now(UTC)
         rows = [n for job in jobs for n in route_summary(job, users, {}, frozenset({"telegram"}), now, 0.0)]
-        assert await store.enqueue(rows) == SUMMARIES
+        assert await store.outbox.enqueue(rows) == SUMMARIES
 
         fake = FakeTelegram(token=TOKEN, chats=chats)
         server = await fake_telegram.start(fake)
@@ -110,7 +110,7 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
             worker = await _start(url, api_url, log)
 
             async def drained() -> bool:
-                pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+                pending, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
                 return not pending
 
             try:

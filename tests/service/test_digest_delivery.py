@@ -75,8 +75,8 @@ async def senders(
 
 async def seed_week(store: Store) -> None:
     """The team, its lead, and one 2-GPU job of the week: 4 GPU-hours held, 1 used, 2 idle."""
-    await store.replace_teams([FACE])
-    await store.upsert_user(LEAD)
+    await store.directory.replace_teams([FACE])
+    await store.directory.upsert_user(LEAD)
     job = JobRecord(
         cluster="default",
         uid="w48-1",
@@ -91,8 +91,8 @@ async def seed_week(store: Store) -> None:
         finished_at=datetime(2026, 11, 24, 11, tzinfo=UTC),
         requested=Requested(gpus=2),
     )
-    await store.upsert_jobs([job])
-    await store.save_usage(
+    await store.jobs.upsert_jobs([job])
+    await store.usage.save_usage(
         "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
     )
 
@@ -217,7 +217,7 @@ async def test_a_digest_row_that_cannot_be_rendered_fails_at_once(
     reason: str,
 ) -> None:
     clock = FakeClock(now=MONDAY)
-    await store.enqueue([digest_row(payload)])
+    await store.outbox.enqueue([digest_row(payload)])
     d = dispatcher(store, senders, clock)
 
     assert await d.run_once(MONDAY) == 1

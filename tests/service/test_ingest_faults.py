@@ -129,7 +129,7 @@ class Harness:
 
     async def settled(self) -> None:
         async def all_stored() -> bool:  # rows announce nothing: polled
-            stored = await self.store.get_jobs("faults", list(self.expected))
+            stored = await self.store.jobs.get_jobs("faults", list(self.expected))
             return all(uid in stored and stored[uid].status is st for uid, st in self.expected.items())
 
         await eventually(all_stored, within=15, what="every finished job stored with its final status")
@@ -139,7 +139,7 @@ class Harness:
         await asyncio.wait_for(self.ingestor.drained(), 5)
         assert sum(i.stats.terminal_marked for i in self.ingestors) == len(self.expected)
         for uid in self.expected:
-            assert await self.store.summary_state("faults", uid) is SummaryState.AWAITING_USAGE
+            assert await self.store.jobs.summary_state("faults", uid) is SummaryState.AWAITING_USAGE
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ async def test_history_compacted_past_the_client_version_relists(harness: Harnes
         harness.expected[uid] = JobStatus.DELETED
     await harness.start_service()
     await harness.check_exactly_once()
-    closed = await harness.store.get_jobs("faults", uids[40:])
+    closed = await harness.store.jobs.get_jobs("faults", uids[40:])
     assert all(job.finished_at is not None for job in closed.values())
 
 
@@ -195,7 +195,7 @@ async def test_server_errors_for_a_while(harness: Harness) -> None:
     uids = list(harness.jobs)
 
     async def all_recorded() -> bool:
-        return len(await harness.store.get_jobs("faults", uids)) == N_JOBS
+        return len(await harness.store.jobs.get_jobs("faults", uids)) == N_JOBS
 
     await eventually(all_recorded)
     harness.sim.fail_requests(500, seconds=30)
@@ -209,7 +209,7 @@ async def test_server_errors_for_a_while(harness: Harness) -> None:
         what="two refused reconnects per watcher",
     )
     await asyncio.wait_for(harness.ingestor.drained(), 5)
-    stored = await harness.store.get_jobs("faults", uids[:25])
+    stored = await harness.store.jobs.get_jobs("faults", uids[:25])
     assert {job.status for job in stored.values()} == {JobStatus.RUNNING}
     harness.time.now += 31  # 30 s of failures pass
     harness.finish(uids[25:])

@@ -59,5 +59,5 @@ async def test_hostile_objects_never_escape_and_whatever_parses_is_stored(
     await ingestor.apply(events)
     stats = ingestor.stats
     assert (stats.unstorable, stats.dropped_batches, stats.write_errors) == (0, 0, 0)
-    job = await store.get_job("prop", uid)
+    job = await store.jobs.get_job("prop", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED

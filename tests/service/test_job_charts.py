@@ -72,10 +72,10 @@ def series(busy: float = 80.0) -> UsageSeries:
 
 
 async def summarize(store: Store, job: JobRecord, with_series: UsageSeries | None, now=T0) -> None:  # type: ignore[no-untyped-def]
-    await store.upsert_jobs([job])
+    await store.jobs.upsert_jobs([job])
     rows = route_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0)
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)
-    await store.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
+    await store.jobs.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
 
 
 @pytest.fixture

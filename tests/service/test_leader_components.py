@@ -89,5 +89,5 @@ async def test_a_leader_component_ends_with_its_leadership(
     with pytest.raises(LostLeadership):
         await asyncio.wait_for(run(asyncio.Event()), 10)
     # Nothing written, and nothing set aside as if the objects were at fault.
-    assert (await deposed.list_jobs(JobFilter()))[0] == []
-    assert await deposed.rejected_objects() == []
+    assert (await deposed.jobs.list_jobs(JobFilter()))[0] == []
+    assert await deposed.jobs.rejected_objects() == []
