@@ -134,9 +134,12 @@ async def admin(sql: str) -> None:
         await conn.close()
 
 
+CLUSTER = "bench"
+
+
 def job(i: int, now: datetime) -> JobRecord:
     return JobRecord(
-        cluster="bench",
+        cluster=CLUSTER,
         uid=f"job-{i:07d}",
         namespace="research",
         name=f"train-{i}",
@@ -158,7 +161,8 @@ async def seed(store: Store, first: int, count: int, due: list[datetime], now: d
         for row in route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0):
             rows.append(replace(row, due_at=due[i], next_attempt_at=due[i]))
     for start in range(0, count, 1000):
-        await store.jobs.upsert_jobs(jobs[start : start + 1000])
+        async with store.jobs.ingest_transaction() as tx:
+            await tx.write(CLUSTER, jobs[start : start + 1000], [], [])
         await store.outbox.enqueue(rows[start : start + 1000])
 
 
@@ -202,7 +206,8 @@ async def seed_with_series(
     users = users_for(count, first)
     jobs = [job(first + i, now) for i in range(count)]
     for start in range(0, count, 1000):
-        await store.jobs.upsert_jobs(jobs[start : start + 1000])
+        async with store.jobs.ingest_transaction() as tx:
+            await tx.write(CLUSTER, jobs[start : start + 1000], [], [])
     stored = [(record, series_for(first + i, now)) for i, record in enumerate(jobs)]
     usage = Usage(gpu_minutes=240.0, used_gpu_minutes=120.0, gpus_idle=1, gpu_util_mean_percent=50.0)
     for i, record in enumerate(jobs):

@@ -8,6 +8,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus
+from tests import stored
 from tests.adapters.db.records import T0, notification
 
 from .support import NOW, Api
@@ -18,9 +19,9 @@ async def _outbox(store: Store) -> dict[str, int]:
     await store.outbox.enqueue([notification(f"n-{i}", due=T0 + timedelta(minutes=i)) for i in (1, 2, 3)])
     claim = await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)
     ids = {n.dedup_key: n.id for m in claim.messages for n in m if n.id is not None}
-    await store.outbox.mark_sent(claim, [(ids["n-1"], "msg-1", T0 + timedelta(hours=1))])
-    await store.outbox.mark_failed(
-        claim, [(ids["n-2"], "403 Forbidden: bot was blocked by the user")], T0 + timedelta(hours=1)
+    await stored.mark_sent(store, claim, [(ids["n-1"], "msg-1", T0 + timedelta(hours=1))])
+    await stored.mark_failed(
+        store, claim, [(ids["n-2"], "403 Forbidden: bot was blocked by the user")], T0 + timedelta(hours=1)
     )
     return ids
 

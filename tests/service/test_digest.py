@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
+from tests import stored
 
 BERLIN = "Europe/Berlin"
 MONDAY_8 = "0 8 * * MON"
@@ -176,9 +177,9 @@ async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> Non
         finished_at=utc(2026, 11, 24, 11),
         requested=Requested(gpus=2),
     )
-    await store.jobs.upsert_jobs([job])
-    await store.usage.save_usage(
-        "default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
+    await stored.upsert_jobs(store, [job])
+    await stored.save_usage(
+        store, "default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
     )
     team = Team(
         "face", leads=("lead@example.com",), digest_channels=("email", "slack"), slack_channel="#face"

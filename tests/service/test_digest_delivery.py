@@ -35,6 +35,7 @@ from inno_notify.domain.model import (
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ratelimit import UNLIMITED
+from tests import stored
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
@@ -91,9 +92,9 @@ async def seed_week(store: Store) -> None:
         finished_at=datetime(2026, 11, 24, 11, tzinfo=UTC),
         requested=Requested(gpus=2),
     )
-    await store.jobs.upsert_jobs([job])
-    await store.usage.save_usage(
-        "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
+    await stored.upsert_jobs(store, [job])
+    await stored.save_usage(
+        store, "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
     )
 
 

@@ -30,6 +30,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import LinkOffer, UpdateHandler, UpdatePoller, WebhookRegistration
 from inno_notify.telemetry import Telemetry
+from tests import stored
 from tests.adapters.channels.conftest import TELEGRAM_TOKEN
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -271,7 +272,7 @@ async def test_stop_unlinks_the_chat(harness: Harness) -> None:
 async def test_status_shows_running_jobs_and_the_week(harness: Harness) -> None:
     h = harness
     running = finished_job("r1", owner="bob@example.com", status=JobStatus.RUNNING, finished_at=None)
-    await h.store.jobs.upsert_jobs([running])
+    await stored.upsert_jobs(h.store, [running])
     await h.says(BOB_CHAT, "/status")
     answer = h.answers(BOB_CHAT)[-1]
     assert "face-research/train-r1" in answer and "running 1 h" in answer

@@ -26,6 +26,7 @@ from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS
 from inno_notify.sim.objects import JobSpec, job_object, pod_object, pod_running, pod_terminated
 from inno_notify.sim.pipelines import Change, SimArgoWorkflow, SimAttempt, SimStep, argo_changes
 from inno_notify.telemetry import Telemetry
+from tests import stored
 from tests.domain.parsing.hostile import KIND_OF, hostile_object
 
 from .workflow_support import T0, Clock, RecordingSender, StepMeter
@@ -123,9 +124,9 @@ async def test_hostile_objects_never_stop_anyone_elses_workflow(
     items = events(argo_changes(normal))
     await tracker.apply([*items[:position], *hostile, *items[position:]])
     assert tracker.stats.dropped_batches == 0
-    record = await store.workflows.get_workflow("test", normal.uid)
+    record = await stored.get_workflow(store, "test", normal.uid)
     assert record is not None and record.status is JobStatus.SUCCEEDED
-    rejected = await store.jobs.rejected_objects("test")
+    rejected = await stored.rejected_objects(store, "test")
     counted = sum(
         value
         for metric in registry.collect()
@@ -162,7 +163,7 @@ async def test_a_workflow_deleted_while_the_watch_was_away_is_closed_at_the_reli
     clock.now = T0 + timedelta(minutes=20)
     await pipeline.workflows.tracker.on_relist("Workflow", [])
     await pipeline.workflows.tracker.apply([("relist", "Workflow", [])])
-    record = await store.workflows.get_workflow("test", wf.uid)
+    record = await stored.get_workflow(store, "test", wf.uid)
     assert record is not None and (record.status, record.finished_at) == (JobStatus.DELETED, clock.now)
     await rounds(pipeline, clock, 22)
     [row] = (await store.outbox.list_notifications())[0]
@@ -230,12 +231,13 @@ async def test_an_unowned_gpu_pod_is_recorded_and_reaches_the_leads_only_if_aske
     loud, quiet = bare_gpu_pod("face-research"), bare_gpu_pod("quiet-ns")
     await pipeline.ingestor.apply([*loud, *quiet])
     for items in (loud, quiet):
-        record = await store.jobs.get_job("test", items[0][2]["metadata"]["uid"])
+        record = await stored.get_job(store, "test", items[0][2]["metadata"]["uid"])
         assert record is not None and (record.owner, record.status) == (None, JobStatus.SUCCEEDED)
     await rounds(pipeline, clock, 35)
     for items in (loud, quiet):
         assert (
-            await store.jobs.summary_state("test", items[0][2]["metadata"]["uid"]) is SummaryState.SUMMARIZED
+            await stored.summary_state(store, "test", items[0][2]["metadata"]["uid"])
+            is SummaryState.SUMMARIZED
         )
     rows = (await store.outbox.list_notifications())[0]
     assert [(r.kind, r.recipient, r.job_uid) for r in rows] == [

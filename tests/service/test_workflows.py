@@ -28,6 +28,7 @@ from inno_notify.sim.pipelines import (
     argo_changes,
 )
 from inno_notify.sim.workload import Behaviour
+from tests import stored
 
 from .workflow_support import T0, StepMeter, harness
 
@@ -67,11 +68,11 @@ async def test_an_argo_workflow_gives_one_summary_with_each_steps_figures(
 
         await h.until(ended)
         # The GPU step is a one-pod workload of its own, measured, and folded into the workflow.
-        step_job = await store.jobs.get_job("test", train.pod_uid)
+        step_job = await stored.get_job(store, "test", train.pod_uid)
         assert step_job is not None and step_job.requested.gpus == 2 and step_job.owner is None
         # Before the workflow is due, its step is measured and summarized: nothing is sent for it.
         await h.rounds(wf.end + timedelta(seconds=30))
-        assert await store.jobs.summary_state("test", train.pod_uid) is SummaryState.SUMMARIZED
+        assert await stored.summary_state(store, "test", train.pod_uid) is SummaryState.SUMMARIZED
         assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
         assert await h.outbox() == []
         await h.rounds(wf.end + timedelta(seconds=61))
@@ -230,6 +231,6 @@ async def test_an_airflow_dag_run_of_three_kpo_tasks_gives_one_summary_once_quie
             and abs(embed_figures.used_gpu_minutes - 0.7 * held) < 1e-6
         )
         for a in embed.attempts:  # each try measured on its own, neither summarized on its own
-            assert await store.jobs.summary_state("test", a.pod_uid) is SummaryState.SUMMARIZED
+            assert await stored.summary_state(store, "test", a.pod_uid) is SummaryState.SUMMARIZED
         await h.rounds(run.end + timedelta(hours=3))
         assert len(await h.outbox()) == 1 and len(h.sender.sent) == 1

@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-from inno_notify.adapters.db import (
-    digest_queries,
-)
+from inno_notify.adapters.db import digest_queries
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.digest import Digest
 

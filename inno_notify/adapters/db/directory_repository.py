@@ -11,16 +11,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from inno_notify.adapters.db import (
-    directory,
-    preferences,
-)
+from inno_notify.adapters.db import directory, preferences
 from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
 from inno_notify.adapters.db.transactions import Repository
-from inno_notify.domain.model import (
-    DirectoryUser,
-    Team,
-)
+from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.preferences import Origin, Preferences
 
 
@@ -42,12 +36,6 @@ class DirectoryRepository(Repository):
     async def delete_user(self, email: str) -> bool:
         async with self._write() as conn:
             return await directory.delete_user(conn, email)
-
-    async def directory_user(self, email: str) -> DirectoryUser | None:
-        """The directory entry as the YAML file or an admin wrote it, without the person's own
-        preferences (get_user applies them)."""
-        async with self.read() as conn:
-            return await directory.directory_user(conn, email)
 
     async def get_preferences(self, email: str) -> Preferences | None:
         async with self.read() as conn:
@@ -99,11 +87,3 @@ class DirectoryRepository(Repository):
     async def list_teams(self) -> list[Team]:
         async with self.read() as conn:
             return await directory.list_teams(conn)
-
-    async def get_checkpoint(self, key: str) -> str | None:
-        async with self.read() as conn:
-            return await directory.get_checkpoint(conn, key)
-
-    async def set_checkpoint(self, key: str, value: str) -> None:
-        async with self._write() as conn:
-            await directory.set_checkpoint(conn, key, value)

@@ -89,7 +89,7 @@ _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
 
 
 # Positions in a page row.
-CLUSTER, UID, SORT_AT, RECOMMENDATIONS = 0, 1, 17, 27
+CLUSTER, UID, STATUS, SORT_AT, RECOMMENDATIONS = 0, 1, 6, 17, 27
 
 Row = Sequence[Any]
 RecommendationItem = dict[str, Any]  # the RECOMMENDATION_FIELDS of one recommendation
@@ -241,8 +241,7 @@ def _filter_values(filters: JobFilter) -> dict[str, Any]:
 async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None) -> JobPage:
     """A page of jobs, newest first (by finish, else creation time), with usage and advice.
 
-    The same order and cursors as jobs.list_jobs. Raises InvalidCursor for a cursor this store did
-    not hand out.
+    Raises InvalidCursor for a cursor this store did not hand out.
     """
     values = _filter_values(filters)
     params = {f"f_{name}": value for name, value in values.items()}

@@ -16,21 +16,9 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db import (
-    job_details,
-    job_page,
-    jobs,
-    outbox,
-    rejected,
-    series,
-)
+from inno_notify.adapters.db import job_details, job_page, jobs, outbox, rejected, series
 from inno_notify.adapters.db.job_details import JobPage
-from inno_notify.adapters.db.jobs import (
-    JobFilter,
-    SummaryState,
-    TerminalMark,
-    UsageClaim,
-)
+from inno_notify.adapters.db.jobs import JobFilter, SummaryState, TerminalMark, UsageClaim
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
 from inno_notify.domain.model import (
     JobRecord,
@@ -88,22 +76,6 @@ class IngestTransaction:
 class JobRepository(Repository):
     """Jobs and pods of the watched clusters (see the module docstring)."""
 
-    async def upsert_jobs(self, records: Sequence[JobRecord]) -> None:
-        """Stores the records as given (the caller has merged them), one statement for the batch."""
-        async with self._leader_write() as conn:
-            await jobs.upsert_jobs(conn, records)
-
-    async def upsert_pods(self, records: Sequence[PodRecord]) -> None:
-        async with self._leader_write() as conn:
-            await jobs.upsert_pods(conn, records)
-
-    async def get_job(self, cluster: str, uid: str) -> JobRecord | None:
-        return (await self.get_jobs(cluster, [uid])).get(uid)
-
-    async def get_jobs(self, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
-        async with self.read() as conn:
-            return await jobs.get_jobs(conn, cluster, uids)
-
     async def find_job(
         self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
     ) -> JobRecord | None:
@@ -118,44 +90,15 @@ class JobRepository(Repository):
         async with self.read() as conn:
             return await job_page.job_page_data(conn, namespace, name, uid, cluster)
 
-    async def pods_of(self, cluster: str, job_uid: str) -> list[PodRecord]:
-        """The job's pods in creation order."""
-        async with self.read() as conn:
-            return await jobs.pods_of(conn, cluster, job_uid)
-
     async def pods_of_jobs(self, cluster: str, job_uids: Sequence[str]) -> dict[str, list[PodRecord]]:
         async with self.read() as conn:
             return await jobs.pods_of_jobs(conn, cluster, job_uids)
-
-    async def job_uids_of_pods(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
-        async with self.read() as conn:
-            return await jobs.job_uids_of_pods(conn, cluster, pod_uids)
-
-    async def open_jobs(
-        self, cluster: str, namespaces: Sequence[str] = (), *, kind: str | None = None
-    ) -> list[JobRecord]:
-        async with self.read() as conn:
-            return await jobs.open_jobs(conn, cluster, namespaces, kind)
 
     @contextlib.asynccontextmanager
     async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
         """One ingestion batch: commits when the block ends, rolls back if it raises."""
         async with self._leader_write() as conn:
             yield IngestTransaction(conn)
-
-    async def ingest(
-        self,
-        job_records: Sequence[JobRecord],
-        pod_records: Sequence[PodRecord],
-        marks: Sequence[TerminalMark],
-    ) -> int:
-        """One ingestion batch in one transaction: jobs, pods, and the jobs that ended.
-
-        Returns how many jobs were recorded as ended for the first time.
-        """
-        clusters = sorted({j.cluster for j in job_records} | {p.cluster for p in pod_records})
-        async with self.ingest_transaction() as tx:
-            return await tx.write(clusters[0] if clusters else "", job_records, pod_records, marks)
 
     async def record_rejected(self, rejections: Sequence[RejectedObject], at: datetime) -> None:
         """Records objects that could not be read or stored: one row per (cluster, kind, uid), its
@@ -164,21 +107,6 @@ class JobRepository(Repository):
             return
         async with self._leader_write() as conn:
             await rejected.record(conn, rejections, at)
-
-    async def rejected_objects(self, cluster: str | None = None, limit: int = 100) -> list[RejectedObject]:
-        """The objects set aside, most recently refused first."""
-        async with self.read() as conn:
-            return await rejected.list_recent(conn, cluster, limit)
-
-    async def list_jobs(
-        self, filters: JobFilter, limit: int = 50, cursor: str | None = None
-    ) -> tuple[list[JobRecord], str | None]:
-        """A page, newest finish (else creation) first, and the next page's cursor (None on the last).
-
-        Raises InvalidCursor for a cursor this store did not hand out.
-        """
-        async with self.read() as conn:
-            return await jobs.list_jobs(conn, filters, limit, cursor)
 
     async def job_page(self, filters: JobFilter, limit: int = 50, cursor: str | None = None) -> JobPage:
         """A page of job rows with their usage and recommendations (the API's job list), newest
@@ -190,27 +118,6 @@ class JobRepository(Repository):
         """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
         async with self.read() as conn:
             return await job_details.find_job_row(conn, namespace, name, uid)
-
-    async def mark_terminal(
-        self,
-        cluster: str,
-        uid: str,
-        at: datetime,
-        *,
-        state: SummaryState = SummaryState.AWAITING_USAGE,
-        usage_due_at: datetime | None = None,
-    ) -> bool:
-        """Records that the job ended; True only the first time, so its summary is planned once.
-
-        With `state` AWAITING_USAGE the job becomes claimable by claim_usage_due from
-        `usage_due_at` (default: `at`); SILENT records the end without a summary.
-        """
-        if state is SummaryState.AWAITING_USAGE and usage_due_at is None:
-            usage_due_at = at
-        elif state is not SummaryState.AWAITING_USAGE:
-            usage_due_at = None
-        async with self._leader_write() as conn:
-            return await jobs.mark_terminal(conn, cluster, uid, at, state, usage_due_at)
 
     async def claim_usage(
         self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
@@ -224,12 +131,6 @@ class JobRepository(Repository):
             term = await self._fence.check(conn)
             claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term)
         return UsageClaim(token, term, tuple(claimed))
-
-    async def claim_usage_due(
-        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
-    ) -> list[JobRecord]:
-        """The jobs of `claim_usage`, for callers that do not check the claim when settling."""
-        return list((await self.claim_usage(now, limit, lease_seconds)).jobs)
 
     async def reschedule_usage(
         self, cluster: str, uid: str, due_at: datetime, *, claim: str | None = None
@@ -249,25 +150,6 @@ class JobRepository(Repository):
     async def summary_states(self, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
         async with self.read() as conn:
             return await jobs.summary_states(conn, cluster, uids)
-
-    async def summary_state(self, cluster: str, uid: str) -> SummaryState | None:
-        async with self.read() as conn:
-            return await jobs.summary_state(conn, cluster, uid)
-
-    async def summarize(
-        self,
-        cluster: str,
-        uid: str,
-        notifications: Sequence[Notification],
-        state: SummaryState = SummaryState.SUMMARIZED,
-    ) -> int:
-        """Sets the job's summary state and enqueues its notifications in one transaction.
-
-        Returns how many notifications were new. Raises RecordNotFound if the job is not stored.
-        """
-        async with self._leader_write() as conn:
-            await jobs.set_summary_state(conn, cluster, uid, state)
-            return await outbox.enqueue(conn, notifications)
 
     async def complete_summary(
         self,

@@ -9,18 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from inno_notify.adapters.db import (
-    live_queries,
-    nudge_ledger,
-    outbox,
-)
+from inno_notify.adapters.db import live_queries, nudge_ledger, outbox
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.digest import NudgeEntry
-from inno_notify.domain.model import (
-    JobRecord,
-    Notification,
-    PodRecord,
-)
+from inno_notify.domain.model import JobRecord, Notification, PodRecord
 
 
 class LiveRepository(Repository):

@@ -185,19 +185,6 @@ class OutboxRepository(Repository):
         finally:
             await held.close()
 
-    async def mark_sent(self, claim: Claim | str, rows: Sequence[SentRecord]) -> int:
-        """Records accepted messages in a transaction of their own; returns the rows settled."""
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.sent(rows)
-
-    async def mark_retry(self, claim: Claim | str, rows: Sequence[RetryRecord]) -> int:
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.retry(rows)
-
-    async def mark_failed(self, claim: Claim | str, rows: Sequence[FailureRecord], at: datetime) -> int:
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.failed(rows, at)
-
     async def next_due(self, kinds: Collection[str] | None = None) -> datetime | None:
         """When the earliest pending row can next be claimed (the dispatcher sleeps until then)."""
         query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(outbox.c.status == _PENDING)

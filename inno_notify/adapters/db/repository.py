@@ -29,13 +29,7 @@ from inno_notify.adapters.db.digest_repository import DigestRepository
 from inno_notify.adapters.db.directory_repository import DirectoryRepository
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, READ_INTENT, create_engine
 from inno_notify.adapters.db.job_repository import IngestTransaction, JobRepository
-from inno_notify.adapters.db.jobs import (
-    JobFilter,
-    RecordNotFound,
-    SummaryState,
-    TerminalMark,
-    UsageClaim,
-)
+from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState, TerminalMark, UsageClaim
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.live_repository import LiveRepository
 from inno_notify.adapters.db.outbox_repository import OutboxRepository

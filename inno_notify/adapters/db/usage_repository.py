@@ -10,27 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from inno_notify.adapters.db import (
-    jobs,
-    recommendation_queries,
-    series,
-    usage_queries,
-)
+from inno_notify.adapters.db import jobs, recommendation_queries, series, usage_queries
 from inno_notify.adapters.db.transactions import Repository
-from inno_notify.domain.model import (
-    JobRecord,
-    Recommendation,
-    Usage,
-    UsageSeries,
-)
+from inno_notify.domain.model import JobRecord, Usage, UsageSeries
 
 
 class UsageRepository(Repository):
     """Usage, series and recommendations of jobs, and their aggregations."""
-
-    async def save_usage(self, cluster: str, uid: str, usage: Usage) -> None:
-        async with self._leader_write() as conn:
-            await jobs.save_usage(conn, cluster, uid, usage)
 
     async def get_usage(self, cluster: str, uid: str) -> Usage | None:
         async with self.read() as conn:
@@ -41,15 +27,6 @@ class UsageRepository(Repository):
         async with self.read() as conn:
             return await series.series_of(conn, cluster, uids)
 
-    async def save_recommendations(self, cluster: str, uid: str, recs: Sequence[Recommendation]) -> None:
-        """Replaces the job's recommendations with `recs` (kept in this order)."""
-        async with self._leader_write() as conn:
-            await jobs.save_recommendations(conn, cluster, uid, recs)
-
-    async def recommendations_of(self, cluster: str, uid: str) -> list[Recommendation]:
-        async with self.read() as conn:
-            return await jobs.recommendations_of(conn, cluster, uid)
-
     async def family_history(
         self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
     ) -> list[tuple[JobRecord, Usage]]:
@@ -57,22 +34,11 @@ class UsageRepository(Repository):
         async with self.read() as conn:
             return await jobs.family_history(conn, cluster, namespace, family, before, limit)
 
-    async def usage_by_group(
-        self,
-        group_by: usage_queries.GroupBy,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        cluster: str | None = None,
-    ) -> list[usage_queries.UsageGroup]:
-        """Usage per team, owner or namespace of the jobs finished in [since, until)."""
-        async with self.read() as conn:
-            return await usage_queries.usage_by_group(conn, group_by, since, until, cluster)
-
     async def usage_cells(
         self, since: datetime | None = None, until: datetime | None = None, cluster: str | None = None
     ) -> list[usage_queries.UsageCell]:
         """Usage per (team, owner, namespace) of the jobs finished in [since, until); every grouping
-        of usage_by_group is a sum of these (usage_queries.group_cells)."""
+        (by team, owner or namespace) is a sum of these (usage_queries.group_cells)."""
         async with self.read() as conn:
             return await usage_queries.usage_cells(conn, since, until, cluster)
 

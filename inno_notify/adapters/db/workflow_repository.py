@@ -11,9 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from inno_notify.adapters.db import (
-    workflows,
-)
+from inno_notify.adapters.db import workflows
 from inno_notify.adapters.db.outbox_repository import Summary
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
 from inno_notify.adapters.db.workflows import (
@@ -22,9 +20,7 @@ from inno_notify.adapters.db.workflows import (
     WorkflowState,
     WorkflowTransaction,
 )
-from inno_notify.domain.model import (
-    Notification,
-)
+from inno_notify.domain.model import Notification
 from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
 
 
@@ -69,10 +65,6 @@ class WorkflowRepository(Repository):
     async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
         async with self.read() as conn:
             return await workflows.summary_state(conn, cluster, uid)
-
-    async def get_workflow(self, cluster: str, uid: str) -> WorkflowRecord | None:
-        async with self.read() as conn:
-            return (await WorkflowTransaction(conn).get_workflows(cluster, [uid])).get(uid)
 
     async def find_workflow(self, cluster: str, namespace: str, name: str) -> WorkflowRecord | None:
         """The newest workflow of that name in the namespace."""

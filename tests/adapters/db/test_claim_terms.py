@@ -14,6 +14,7 @@ from inno_notify.adapters.db import Store, SummaryState
 from inno_notify.adapters.db.jobs import ClaimLost
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.domain.model import DeliveryStatus, RejectedObject
+from tests import stored
 
 from .records import T0, job, notification, recommendations, usage
 
@@ -81,10 +82,10 @@ async def test_a_new_leader_takes_the_rows_of_an_ended_term_at_once(
     (first, *_), *_ = old.messages
     assert first.id is not None
     # a's late outcome settles nothing; its fence refuses its next claim.
-    assert await a.store.outbox.mark_sent(old, [(first.id, "late", T0)]) == 0
+    assert await stored.mark_sent(a.store, old, [(first.id, "late", T0)]) == 0
     with pytest.raises(LostLeadership):
         await a.store.outbox.claim(T0, 10, LEASE)
-    assert await b.store.outbox.mark_sent(new, [(first.id, "new", T0)]) == 1
+    assert await stored.mark_sent(b.store, new, [(first.id, "new", T0)]) == 1
     sent = await store.outbox.get_notification(first.id)
     assert sent is not None and (sent.status, sent.provider_message_id) == (DeliveryStatus.SENT, "new")
 
@@ -110,7 +111,7 @@ async def test_claims_without_a_term_and_rows_waiting_for_a_retry_keep_their_tim
     retry_at = T0 + timedelta(minutes=2)  # before the claims' lease runs out
     retried = by_key["retried"].id
     assert retried is not None
-    assert await a.store.outbox.mark_retry(claim_a, [(retried, "429", retry_at)]) == 1
+    assert await stored.mark_retry(a.store, claim_a, [(retried, "429", retry_at)]) == 1
 
     assert await leases.release("default", "a", term_a)
     await b.lead(leases)
@@ -133,9 +134,9 @@ async def test_rows_given_back_are_due_at_once_without_a_counted_attempt(store: 
 
 
 async def _awaiting_usage(store: Store, *uids: str) -> None:
-    await store.jobs.upsert_jobs([job(uid) for uid in uids])
+    await stored.upsert_jobs(store, [job(uid) for uid in uids])
     for uid in uids:
-        await store.jobs.mark_terminal("default", uid, T0)
+        await stored.mark_terminal(store, "default", uid, T0)
 
 
 async def test_usage_writes_check_the_claim_token(store: Store) -> None:
@@ -163,7 +164,7 @@ async def test_usage_writes_check_the_claim_token(store: Store) -> None:
         )
         == 1
     )
-    assert await store.jobs.summary_state("default", "job-1") is SummaryState.SUMMARIZED
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.SUMMARIZED
 
 
 async def test_a_rescheduled_job_gives_its_claim_up(store: Store) -> None:
@@ -204,22 +205,16 @@ async def test_a_new_leader_takes_the_usage_jobs_of_an_ended_term_at_once(
 
 async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[str, Replica]) -> None:
     """A replica that does not lead (its fence disarmed) writes nothing of the leader's."""
-    await store.jobs.upsert_jobs([job()])
+    await stored.upsert_jobs(store, [job()])
     fenced = replicas["a"].store
     rejected = RejectedObject(cluster="default", kind="Job", uid="u", reason="malformed")
     writes: dict[str, Callable[[], Awaitable[object]]] = {
-        "upsert_jobs": lambda: fenced.jobs.upsert_jobs([job("other")]),
-        "upsert_pods": lambda: fenced.jobs.upsert_pods([]),
-        "mark_terminal": lambda: fenced.jobs.mark_terminal("default", "job-1", T0),
         "claim_usage": lambda: fenced.jobs.claim_usage(T0, 10),
         "reschedule_usage": lambda: fenced.jobs.reschedule_usage("default", "job-1", T0),
         "set_summary_state": lambda: fenced.jobs.set_summary_state("default", "job-1", SummaryState.SILENT),
-        "summarize": lambda: fenced.jobs.summarize("default", "job-1", [notification()]),
         "complete_summary": lambda: fenced.jobs.complete_summary(
             "default", "job-1", usage(), [], [notification()]
         ),
-        "save_usage": lambda: fenced.usage.save_usage("default", "job-1", usage()),
-        "save_recommendations": lambda: fenced.usage.save_recommendations("default", "job-1", []),
         "enqueue": lambda: fenced.outbox.enqueue([notification()]),
         "enqueue_nudges": lambda: fenced.live.enqueue_nudges([([notification()], None)]),
         "record_rejected": lambda: fenced.jobs.record_rejected([rejected], T0),
@@ -237,6 +232,5 @@ async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[st
         async with fenced.directory.bot_transaction(fenced=True):
             pytest.fail("a polled Telegram update's transaction began")
     # Nothing of it reached the database; reads and the unfenced store are not affected.
-    assert await fenced.jobs.get_job("default", "other") is None
     assert (await fenced.outbox.list_notifications(limit=5))[0] == []
-    assert await fenced.jobs.summary_state("default", "job-1") is SummaryState.NONE
+    assert await stored.summary_state(fenced, "default", "job-1") is SummaryState.NONE

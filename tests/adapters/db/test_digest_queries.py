@@ -24,6 +24,7 @@ from inno_notify.domain.model import (
     Unit,
     Usage,
 )
+from tests import stored
 
 GIB = 1024**3
 TZ = "Europe/Berlin"
@@ -137,12 +138,12 @@ JOBS: list[tuple[JobRecord, Usage | None, list[Recommendation]]] = [
 
 @pytest.fixture
 async def filled(store: Store) -> Store:
-    await store.jobs.upsert_jobs([j for j, _, _ in JOBS])
+    await stored.upsert_jobs(store, [j for j, _, _ in JOBS])
     for j, u, recs in JOBS:
         if u is not None:
-            await store.usage.save_usage(j.cluster, j.uid, u)
+            await stored.save_usage(store, j.cluster, j.uid, u)
         if recs:
-            await store.usage.save_recommendations(j.cluster, j.uid, recs)
+            await stored.save_recommendations(store, j.cluster, j.uid, recs)
     return store
 
 
@@ -227,9 +228,11 @@ async def test_ties_at_the_last_place_of_the_top_waste_are_broken_by_name(store:
     # database hands over every job tied at the fifth place, and the digest keeps the first by name.
     wastes = {"t1": 100, "t2": 90, "t3": 80, "t4": 70, "t7": 60, "t6": 60, "t5": 60}
     finished = utc(2026, 10, 21, 12)
-    await store.jobs.upsert_jobs([job(uid, finished, owner="dora@example.com", gpus=1) for uid in wastes])
+    await stored.upsert_jobs(store, [job(uid, finished, owner="dora@example.com", gpus=1) for uid in wastes])
     for uid, waste in wastes.items():
-        await store.usage.save_recommendations("default", uid, [rec(RecommendationKind.IDLE_GPU, waste, uid)])
+        await stored.save_recommendations(
+            store, "default", uid, [rec(RecommendationKind.IDLE_GPU, waste, uid)]
+        )
 
     start, end = week_bounds(WEEK, TZ)
     rows = await team_week(store.engine, None, "face", start, end, day_bounds(WEEK, TZ))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inno_notify.adapters.db import Store
+from tests import stored
 
 from .records import team, user
 
@@ -37,9 +38,9 @@ async def test_replace_teams_replaces_the_whole_set(store: Store) -> None:
 
 
 async def test_checkpoints(store: Store) -> None:
-    assert await store.directory.get_checkpoint("jobs.resourceVersion") is None
-    await store.directory.set_checkpoint("jobs.resourceVersion", "100")
-    await store.directory.set_checkpoint("jobs.resourceVersion", "205")
-    await store.directory.set_checkpoint("digest.last_week", "2026-W48")
-    assert await store.directory.get_checkpoint("jobs.resourceVersion") == "205"
-    assert await store.directory.get_checkpoint("digest.last_week") == "2026-W48"
+    assert await stored.get_checkpoint(store, "jobs.resourceVersion") is None
+    await stored.set_checkpoint(store, "jobs.resourceVersion", "100")
+    await stored.set_checkpoint(store, "jobs.resourceVersion", "205")
+    await stored.set_checkpoint(store, "digest.last_week", "2026-W48")
+    assert await stored.get_checkpoint(store, "jobs.resourceVersion") == "205"
+    assert await stored.get_checkpoint(store, "digest.last_week") == "2026-W48"

@@ -17,6 +17,7 @@ from inno_notify.adapters.db import Store, create_engine, migrate
 from inno_notify.adapters.db.engine import is_statement_timeout
 from inno_notify.adapters.db.migrate import _PG_MIGRATE_LOCK
 from inno_notify.adapters.db.tables import checkpoints
+from tests import stored
 
 from .records import job, user
 
@@ -151,20 +152,23 @@ async def test_sqlite_keeps_wal(store: Store, db_dialect: str) -> None:
 async def test_reads_run_beside_an_open_write_transaction(store: Store) -> None:
     """An ingest batch holds the write transaction (on SQLite, the database's one write lock);
     readiness and API reads go on meanwhile and see the last committed state."""
-    await store.jobs.upsert_jobs([job("committed")])
+    await stored.upsert_jobs(store, [job("committed")])
     async with store.jobs.ingest_transaction() as tx:
         await tx.write("default", [job("in-flight")], [], [])
         await store.ping()
-        seen = await store.jobs.get_jobs("default", ["committed", "in-flight"])
+        seen = await stored.get_jobs(store, "default", ["committed", "in-flight"])
         assert list(seen) == ["committed"]
         assert await store.directory.list_users() == []
-    assert set(await store.jobs.get_jobs("default", ["committed", "in-flight"])) == {"committed", "in-flight"}
+    assert set(await stored.get_jobs(store, "default", ["committed", "in-flight"])) == {
+        "committed",
+        "in-flight",
+    }
 
 
 async def test_read_merge_write_batches_still_serialise(store: Store) -> None:
     """Two batches that read, merge and write at once both commit: writes still take the write
     lock before their first read, so neither fails with "database is locked"."""
-    await store.jobs.upsert_jobs([job("shared", owner="first@example.com")])
+    await stored.upsert_jobs(store, [job("shared", owner="first@example.com")])
     gate = asyncio.Event()
 
     async def batch(owner: str) -> None:
@@ -178,5 +182,5 @@ async def test_read_merge_write_batches_still_serialise(store: Store) -> None:
     await asyncio.sleep(0)
     gate.set()
     await asyncio.gather(first, second)
-    stored = await store.jobs.get_job("default", "shared")
-    assert stored is not None and stored.owner in {"a@example.com", "b@example.com"}
+    shared = await stored.get_job(store, "default", "shared")
+    assert shared is not None and shared.owner in {"a@example.com", "b@example.com"}

@@ -21,6 +21,7 @@ from inno_notify.domain.model import (
     PodRecord,
     WorkloadKind,
 )
+from tests import stored
 from tests.adapters.db.records import job, pod
 
 WEEK = "2026-W48"
@@ -38,16 +39,18 @@ def running_pod(uid: str, job_uid: str, **changes: object) -> PodRecord:
 
 
 async def test_running_gpu_pods(store: Store) -> None:
-    await store.jobs.upsert_jobs(
+    await stored.upsert_jobs(
+        store,
         [
             running_job("j-run"),
             running_job("ws", kind=WorkloadKind.WORKSPACE, namespace="jhub"),
             running_job("j-other", cluster="other"),
             job("j-done"),
             replace(running_job("j-pending"), status=JobStatus.PENDING),
-        ]
+        ],
     )
-    await store.jobs.upsert_pods(
+    await stored.upsert_pods(
+        store,
         [
             running_pod("p-run", "j-run"),
             running_pod("p-cpu", "j-run", gpu_equivalents=0.0),
@@ -58,7 +61,7 @@ async def test_running_gpu_pods(store: Store) -> None:
             running_pod("p-done", "j-done"),
             running_pod("p-pend", "j-pending"),
             running_pod("p-other", "j-other", cluster="other"),
-        ]
+        ],
     )
     found = await store.live.running_gpu_pods("default")
     assert [(j.uid, p.uid) for j, p in found] == [("j-run", "p-run"), ("ws", "ws")]

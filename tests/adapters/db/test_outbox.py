@@ -15,6 +15,7 @@ from inno_notify.adapters.db import InvalidCursor, RecordNotFound, Store, Summar
 from inno_notify.adapters.db.tables import outbox
 from inno_notify.domain.delivery import plan_batch
 from inno_notify.domain.model import DeliveryStatus, Notification
+from tests import stored
 
 from .records import T0, job, notification
 
@@ -101,7 +102,7 @@ async def test_concurrent_claimers_with_the_dispatchers_planner_share_no_row(sto
 
 
 async def test_the_claim_reads_the_figures_of_its_jobs(store: Store) -> None:
-    await store.jobs.upsert_jobs([job()])
+    await stored.upsert_jobs(store, [job()])
     await store.outbox.enqueue(
         [notification("mine"), notification("ghost", job_uid="job-gone", recipient="b@x.org")]
     )
@@ -127,7 +128,7 @@ async def test_sent_rows_are_not_claimed_again(store: Store) -> None:
     ((claimed,),) = claim.messages
     assert claimed.id is not None
     assert (
-        await store.outbox.mark_sent(claim, [(claimed.id, "1700000000.123", T0 + timedelta(seconds=1))]) == 1
+        await stored.mark_sent(store, claim, [(claimed.id, "1700000000.123", T0 + timedelta(seconds=1))]) == 1
     )
 
     got = await store.outbox.get_notification(claimed.id)
@@ -151,14 +152,14 @@ async def test_a_late_outcome_of_an_expired_claim_changes_nothing(store: Store) 
     assert row.id is not None and first.token != second.token
 
     late = T0 + timedelta(seconds=61)
-    assert await store.outbox.mark_sent(first, [(row.id, "old", late)]) == 0
-    assert await store.outbox.mark_retry(first, [(row.id, "old", late)]) == 0
-    assert await store.outbox.mark_failed(first, [(row.id, "old")], late) == 0
+    assert await stored.mark_sent(store, first, [(row.id, "old", late)]) == 0
+    assert await stored.mark_retry(store, first, [(row.id, "old", late)]) == 0
+    assert await stored.mark_failed(store, first, [(row.id, "old")], late) == 0
     unchanged = await store.outbox.get_notification(row.id)
     assert unchanged is not None
     assert (unchanged.status, unchanged.last_error, unchanged.attempts) == (DeliveryStatus.PENDING, None, 2)
 
-    assert await store.outbox.mark_sent(second, [(row.id, "new", late)]) == 1
+    assert await stored.mark_sent(store, second, [(row.id, "new", late)]) == 1
     sent = await store.outbox.get_notification(row.id)
     assert sent is not None and (sent.status, sent.provider_message_id) == (DeliveryStatus.SENT, "new")
 
@@ -189,11 +190,11 @@ async def test_retry_sets_the_next_attempt_keeps_the_error_and_gives_the_claim_u
     claim = await store.outbox.claim(T0, 1, 60)
     ((claimed,),) = claim.messages
     assert claimed.id is not None
-    assert await store.outbox.mark_retry(
-        claim, [(claimed.id, "429 Retry-After 5", T0 + timedelta(seconds=5))]
+    assert await stored.mark_retry(
+        store, claim, [(claimed.id, "429 Retry-After 5", T0 + timedelta(seconds=5))]
     )
     # Released: a second outcome of the same claim no longer applies.
-    assert await store.outbox.mark_sent(claim, [(claimed.id, "late", T0)]) == 0
+    assert await stored.mark_sent(store, claim, [(claimed.id, "late", T0)]) == 0
 
     assert await _claim(store, T0 + timedelta(seconds=4)) == []
     (again,) = await _claim(store, T0 + timedelta(seconds=5))
@@ -205,10 +206,10 @@ async def test_failed_rows_stay_failed_until_an_admin_retries(store: Store) -> N
     claim = await store.outbox.claim(T0, 1, 60)
     ((claimed,),) = claim.messages
     assert claimed.id is not None
-    assert await store.outbox.mark_failed(claim, [(claimed.id, "403 Forbidden: bot was blocked")], T0) == 1
+    assert await stored.mark_failed(store, claim, [(claimed.id, "403 Forbidden: bot was blocked")], T0) == 1
     # Outcomes only apply to pending rows.
-    assert await store.outbox.mark_retry(claim, [(claimed.id, "late", T0)]) == 0
-    assert await store.outbox.mark_failed(claim, [(claimed.id, "again")], T0) == 0
+    assert await stored.mark_retry(store, claim, [(claimed.id, "late", T0)]) == 0
+    assert await stored.mark_failed(store, claim, [(claimed.id, "again")], T0) == 0
     failed = await store.outbox.get_notification(claimed.id)
     assert failed is not None
     assert (failed.status, failed.last_error) == (DeliveryStatus.FAILED, "403 Forbidden: bot was blocked")
@@ -228,7 +229,7 @@ async def test_failed_rows_stay_failed_until_an_admin_retries(store: Store) -> N
 
 async def test_unknown_ids(store: Store) -> None:
     assert await store.outbox.get_notification(12345) is None
-    assert await store.outbox.mark_sent("no-such-claim", [(12345, None, T0)]) == 0
+    assert await stored.mark_sent(store, "no-such-claim", [(12345, None, T0)]) == 0
     assert not await store.outbox.retry_notification(12345, T0)
 
 
@@ -268,7 +269,7 @@ async def test_delivery_log_pages_newest_first_by_status(store: Store) -> None:
     await store.outbox.enqueue([notification(f"n{i:02d}") for i in range(9)])
     claim = await store.outbox.claim(T0, 3, 60)
     claimed = [n for m in claim.messages for n in m]
-    await store.outbox.mark_sent(claim, [(n.id, None, T0) for n in claimed if n.id is not None])
+    await stored.mark_sent(store, claim, [(n.id, None, T0) for n in claimed if n.id is not None])
 
     seen: list[str] = []
     cursor: str | None = None
@@ -286,16 +287,16 @@ async def test_delivery_log_pages_newest_first_by_status(store: Store) -> None:
 
 
 async def test_summarize_sets_the_state_and_enqueues_in_one_transaction(store: Store) -> None:
-    await store.jobs.upsert_jobs([job()])
-    await store.jobs.mark_terminal("default", "job-1", T0)
+    await stored.upsert_jobs(store, [job()])
+    await stored.mark_terminal(store, "default", "job-1", T0)
 
-    assert await store.jobs.summarize("default", "job-1", [notification("s1"), notification("s2")]) == 2
+    assert await stored.summarize(store, "default", "job-1", [notification("s1"), notification("s2")]) == 2
     # A replay changes nothing.
-    assert await store.jobs.summarize("default", "job-1", [notification("s1")]) == 0
-    assert await store.jobs.summary_state("default", "job-1") is SummaryState.SUMMARIZED
+    assert await stored.summarize(store, "default", "job-1", [notification("s1")]) == 0
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.SUMMARIZED
 
 
 async def test_summarize_of_an_unknown_job_enqueues_nothing(store: Store) -> None:
     with pytest.raises(RecordNotFound):
-        await store.jobs.summarize("default", "missing", [notification()])
+        await stored.summarize(store, "default", "missing", [notification()])
     assert await store.outbox.list_notifications() == ([], None)

@@ -15,6 +15,7 @@ from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.delivery import plan_batch
 from inno_notify.domain.model import Channel, JobStatus, NotificationKind, NotifyMode
 from inno_notify.domain.preferences import Origin, Via
+from tests import stored
 
 from .records import T0, job, notification, usage, user
 
@@ -36,7 +37,7 @@ async def test_preferences_override_the_directory_and_survive_a_reseed(store: St
     assert await store.directory.get_user(entry.email) == linked
     assert await store.directory.list_users() == [linked]
     # The entry as written is untouched, and a restart re-seeding it from the YAML file changes nothing.
-    assert await store.directory.directory_user(entry.email) == entry
+    assert await stored.directory_user(store, entry.email) == entry
     await store.directory.upsert_user(entry)
     assert await store.directory.get_user(entry.email) == linked
 
@@ -82,7 +83,7 @@ async def test_a_muted_recipient_s_rows_are_held_then_go_out_as_one_message(stor
     assert {(n.next_attempt_at, n.due_at, n.attempts) for n in held.values()} == {(until, until, 0)}
     (sent,) = claim.messages[0]
     assert sent.id is not None
-    await store.outbox.mark_sent(claim, [(sent.id, "1", T0)])
+    await stored.mark_sent(store, claim, [(sent.id, "1", T0)])
     assert await store.outbox.next_due() == until
     # Nothing of alice's is due before the mute ends: a claim an hour later takes nothing.
     assert (await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)).rows == 0
@@ -188,9 +189,9 @@ async def test_owner_status_running_jobs_and_the_week_s_measured_gpu_hours(store
     unmeasured = job("bare", finished_at=T0 - timedelta(hours=2))
     last_week = job("old", finished_at=week - timedelta(hours=1))
     someone_else = job("bob", owner="bob@example.com", finished_at=T0 - timedelta(hours=1))
-    await store.jobs.upsert_jobs([*running, finished, unmeasured, last_week, someone_else])
+    await stored.upsert_jobs(store, [*running, finished, unmeasured, last_week, someone_else])
     for uid in ("done", "old", "bob"):
-        await store.usage.save_usage("default", uid, usage())
+        await stored.save_usage(store, "default", uid, usage())
 
     async with store.directory.bot_transaction(fenced=False) as tx:
         status = await tx.owner_status("alice@example.com", week, T0)

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from inno_notify.adapters.db import Store, SummaryState
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
+from tests import stored
 
 from .records import T0, job, usage
 
@@ -27,7 +28,7 @@ def series(**changes: object) -> UsageSeries:
 
 
 async def test_series_is_stored_with_the_summary_and_read_back_whole(store: Store) -> None:
-    await store.jobs.upsert_jobs([job("a"), job("b")])
+    await stored.upsert_jobs(store, [job("a"), job("b")])
     await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series())
     await store.jobs.complete_summary("default", "b", usage(), [], [], SummaryState.SUMMARIZED)
 
@@ -38,7 +39,7 @@ async def test_series_is_stored_with_the_summary_and_read_back_whole(store: Stor
 
 
 async def test_measuring_again_replaces_the_series(store: Store) -> None:
-    await store.jobs.upsert_jobs([job("a")])
+    await stored.upsert_jobs(store, [job("a")])
     await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series())
     unmeasured = UsageSeries(pods=(SeriesPod("train-0", "gpu-node-0"),))
     await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=unmeasured)
@@ -46,7 +47,7 @@ async def test_measuring_again_replaces_the_series(store: Store) -> None:
 
 
 async def test_hostile_labels_and_values_are_stored_on_both_databases(store: Store) -> None:
-    await store.jobs.upsert_jobs([job("a")])
+    await stored.upsert_jobs(store, [job("a")])
     hostile = series(
         gpu_util=(SeriesLine("node\x00/0", "pod\ud800", (float("nan"), float("inf"), 1.0)),),
         pods=(SeriesPod("pod\x00", "node\ud800"),),

@@ -49,7 +49,7 @@ def finished_job(name: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 async def recorded(store: Store, uid: str, status: JobStatus = JobStatus.SUCCEEDED) -> None:
     async def stored() -> bool:  # rows announce nothing: polled
-        job = await store.jobs.get_job("w", uid)
+        job = await stored.get_job(store, "w", uid)
         return job is not None and job.status is status
 
     await eventually(stored, what=f"job {uid} stored as {status}")

@@ -39,6 +39,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import stored
 from tests.adapters.prometheus import agentgen, metricgen
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 
@@ -244,7 +245,7 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
     try:
         # Round 1: A, C and D have ended; B still runs on A's GPU.
         assert await collector.run_once(clock.now) == 3
-        assert await store.jobs.summary_state("test", B.uid) is SummaryState.AWAITING_USAGE
+        assert await stored.summary_state(store, "test", B.uid) is SummaryState.AWAITING_USAGE
         assert meter.last_queries_by_kind["agent"] == 1 and meter.last_queries_by_kind["agent_window"] == 1
         # Round 2, an hour later: B.
         clock.now = T0 + timedelta(seconds=7200 + 150)
