@@ -211,7 +211,7 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"jobs={jobs_count}", flush=True)
 
     started = time.perf_counter()
-    await store.usage_cells()
+    await store.usage.usage_cells()
     print(f"usage_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
 
     app = create_app(store, settings, close_store=True, warm_usage=True)

@@ -447,7 +447,7 @@ async def fill(
         store = Store.from_url(url)
         try:
             for start in range(0, len(all_nudges), 500):
-                await store.enqueue_nudges(all_nudges[start : start + 500])
+                await store.live.enqueue_nudges(all_nudges[start : start + 500])
         finally:
             await store.close()
         # What autovacuum does after a bulk of inserts: statistics for the planner, and the
@@ -469,7 +469,7 @@ async def explain(store: Store, team: str) -> list[str]:
 
     event.listen(store.engine.sync_engine, "before_cursor_execute", capture)
     try:
-        await store.team_digest(team, WEEK, "UTC")
+        await store.digest.team_digest(team, WEEK, "UTC")
     finally:
         event.remove(store.engine.sync_engine, "before_cursor_execute", capture)
     plans = []
@@ -487,16 +487,16 @@ def load() -> str:
 
 async def build_all(store: Store, teams: list[str]) -> tuple[float, float, list[Any]]:
     """Seconds to build every team's digest one after another, and four at a time."""
-    await store.team_digest(teams[0], WEEK, "UTC")  # connection and statement warm-up
+    await store.digest.team_digest(teams[0], WEEK, "UTC")  # connection and statement warm-up
     began = time.perf_counter()
-    digests = [await store.team_digest(team, WEEK, "UTC") for team in teams]
+    digests = [await store.digest.team_digest(team, WEEK, "UTC") for team in teams]
     sequential = time.perf_counter() - began
     # The same digests built 4 at a time (the engine's pool has 5 connections).
     seats = asyncio.Semaphore(4)
 
     async def one(team: str) -> None:
         async with seats:
-            await store.team_digest(team, WEEK, "UTC")
+            await store.digest.team_digest(team, WEEK, "UTC")
 
     began = time.perf_counter()
     await asyncio.gather(*(one(team) for team in teams))

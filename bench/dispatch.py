@@ -134,9 +134,12 @@ async def admin(sql: str) -> None:
         await conn.close()
 
 
+CLUSTER = "bench"
+
+
 def job(i: int, now: datetime) -> JobRecord:
     return JobRecord(
-        cluster="bench",
+        cluster=CLUSTER,
         uid=f"job-{i:07d}",
         namespace="research",
         name=f"train-{i}",
@@ -158,8 +161,9 @@ async def seed(store: Store, first: int, count: int, due: list[datetime], now: d
         for row in route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0):
             rows.append(replace(row, due_at=due[i], next_attempt_at=due[i]))
     for start in range(0, count, 1000):
-        await store.upsert_jobs(jobs[start : start + 1000])
-        await store.enqueue(rows[start : start + 1000])
+        async with store.jobs.ingest_transaction() as tx:
+            await tx.write(CLUSTER, jobs[start : start + 1000], [], [])
+        await store.outbox.enqueue(rows[start : start + 1000])
 
 
 def series_for(i: int, now: datetime) -> UsageSeries:
@@ -202,13 +206,16 @@ async def seed_with_series(
     users = users_for(count, first)
     jobs = [job(first + i, now) for i in range(count)]
     for start in range(0, count, 1000):
-        await store.upsert_jobs(jobs[start : start + 1000])
+        async with store.jobs.ingest_transaction() as tx:
+            await tx.write(CLUSTER, jobs[start : start + 1000], [], [])
     stored = [(record, series_for(first + i, now)) for i, record in enumerate(jobs)]
     usage = Usage(gpu_minutes=240.0, used_gpu_minutes=120.0, gpus_idle=1, gpu_util_mean_percent=50.0)
     for i, record in enumerate(jobs):
         owner = {record.owner: users[record.owner]} if record.owner else {}
         rows = route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0)
-        await store.complete_summary(record.cluster, record.uid, usage, [], rows, usage_series=stored[i][1])
+        await store.jobs.complete_summary(
+            record.cluster, record.uid, usage, [], rows, usage_series=stored[i][1]
+        )
     return stored
 
 
@@ -225,7 +232,7 @@ async def burst(dispatcher: Dispatcher) -> tuple[int, float, float]:
 
 
 async def pending(store: Store) -> int:
-    page, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+    page, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
     return len(page)
 
 
@@ -233,7 +240,7 @@ async def sent_rows(store: Store) -> list[Notification]:
     rows: list[Notification] = []
     cursor: str | None = None
     while True:
-        page, cursor = await store.list_notifications(DeliveryStatus.SENT, limit=500, cursor=cursor)
+        page, cursor = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=500, cursor=cursor)
         rows.extend(page)
         if cursor is None:
             return rows

@@ -105,10 +105,14 @@ class NaiveConsumer:
     async def on_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         if kind == "Job":
             new = parse_job(obj, CFG)
-            old = await self.store.get_job(CFG.cluster, new.uid)
-            await self.store.upsert_jobs([merge_job(old, new)])
+            # The read and the write each in a transaction of their own, as a naive consumer has it.
+            async with self.store.jobs.ingest_transaction() as tx:
+                old = (await tx.get_jobs(CFG.cluster, [new.uid])).get(new.uid)
+            async with self.store.jobs.ingest_transaction() as tx:
+                await tx.write(CFG.cluster, [merge_job(old, new)], [], [])
         elif kind == "Pod":
-            await self.store.upsert_pods([parse_pod(obj, CFG)])
+            async with self.store.jobs.ingest_transaction() as tx:
+                await tx.write(CFG.cluster, [], [parse_pod(obj, CFG)], [])
         self.events += 1
 
     async def on_relist(self, kind: str, objects: list[dict[str, Any]]) -> None:
@@ -173,7 +177,8 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     await stop(api, watch)
     consumer_task.cancel()
     await sim.stop()
-    ended = await store.open_jobs(CFG.cluster)
+    async with store.jobs.ingest_transaction() as tx:
+        ended = await tx.open_jobs(CFG.cluster)
     assert not ended, f"{len(ended)} jobs still open after the run"
     await store.close()
     return len(writes) / elapsed, len(writes)

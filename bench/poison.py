@@ -233,9 +233,10 @@ async def run(url: str, jobs: int, hostile_count: int, drain_within: float, fold
         for w in writes
         if w[0] is JOBS and w[2] and w[1]["metadata"]["name"].startswith("normal-")
     ]
-    stored = await store.get_jobs(CFG.cluster, job_uids)
+    async with store.jobs.ingest_transaction() as tx:
+        stored = await tx.get_jobs(CFG.cluster, job_uids)
     jobs_ok = sum(1 for job in stored.values() if job.status.value == "succeeded")
-    pods = await store.pods_of_jobs(CFG.cluster, job_uids)
+    pods = await store.jobs.pods_of_jobs(CFG.cluster, job_uids)
     pods_ok = sum(1 for group in pods.values() for pod in group if pod.finished_at is not None)
     await store.close()
 

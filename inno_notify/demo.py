@@ -28,11 +28,12 @@ from rich.text import Text
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.nudge_views import NudgeView
+from inno_notify.adapters.db.job_details import STATUS, UID
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
-from inno_notify.domain.model import DeliveryStatus, Notification, NotificationKind
+from inno_notify.domain.model import DeliveryStatus, JobStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
@@ -242,7 +243,7 @@ async def _progress(
 
 
 async def _sent(store: Store) -> list[Notification]:
-    rows, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    rows, _ = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=500)
     return rows
 
 
@@ -262,19 +263,20 @@ async def _settled(store: Store, workload: Workload) -> bool:
     workspace stopped, and no message is still waiting to be sent."""
     total = len(workload.jobs) + len(workload.workspaces)
     # Pipelines' GPU steps are workloads of their own too.
-    page, _ = await store.list_jobs(JobFilter(), limit=total + 100)
-    if len(page) < total or any(not j.status.is_terminal for j in page):
+    page = (await store.jobs.job_page(JobFilter(), limit=total + 100)).rows
+    if len(page) < total or any(not JobStatus(row[STATUS]).is_terminal for row in page):
         return False
+    uids = [row[UID] for row in page]
     for uid in [w.uid for w in workload.workflows] + _run_uids(workload):
-        if await store.workflow_state(CLUSTER, uid) is not WorkflowState.SUMMARIZED:
+        if await store.workflows.workflow_state(CLUSTER, uid) is not WorkflowState.SUMMARIZED:
             return False
-    sent, _ = await store.list_notifications(DeliveryStatus.SENT, limit=500)
+    sent, _ = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=500)
     if sum(1 for n in sent if n.kind is NotificationKind.MODEL_SERVING) < len(workload.services):
         return False
-    states = await store.summary_states(CLUSTER, [j.uid for j in page])
-    if any(states.get(j.uid) in (None, SummaryState.NONE, SummaryState.AWAITING_USAGE) for j in page):
+    states = await store.jobs.summary_states(CLUSTER, uids)
+    if any(states.get(uid) in (None, SummaryState.NONE, SummaryState.AWAITING_USAGE) for uid in uids):
         return False
-    pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+    pending, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
     return not pending
 
 

@@ -15,6 +15,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.demo import run_demo
 from inno_notify.sim.objects import JobSpec
 from inno_notify.sim.workload import GIB, PEOPLE, Behaviour, SimJob, Workload
+from tests import stored
 from tests.api.conftest import serve_api
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
@@ -58,7 +59,7 @@ async def test_the_second_run_followed_the_advice(tmp_path: Path) -> None:
 
     store = Store.from_url(result.database_url)
     try:
-        advice = await store.recommendations_of("demo", first.spec.uid)
+        advice = await stored.recommendations_of(store, "demo", first.spec.uid)
         assert [(r.kind.value, r.current, r.suggested) for r in advice] == [("gpu_count", 4, 2)]
         judged = await store.adoption.get("demo", second.spec.uid)
         assert judged is not None and judged.outcome.value == "followed"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
 from inno_notify.sim.pipelines import SimArgoWorkflow
+from tests import stored
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 
@@ -40,11 +40,11 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     steps = [s for w in workload.workflows for s in w.steps] + [t for r in workload.dag_runs for t in r.tasks]
     gpu_attempts = {a.pod_uid: s for s in steps if s.gpus for a in s.attempts}
     try:
-        records, _ = await store.list_jobs(JobFilter(), limit=100)
+        records = await stored.all_jobs(store)
         jobs = [j for j in records if j.kind is WorkloadKind.JOB]
         # A pipeline's GPU attempts are workloads of their own, measured, their summaries folded away.
         assert {j.uid for j in records if j.kind is WorkloadKind.POD} == set(gpu_attempts)
-        sent, _ = await store.list_notifications(limit=500)
+        sent, _ = await store.outbox.list_notifications(limit=500)
         assert not {n.job_uid for n in sent if n.kind is not NotificationKind.IDLE_NUDGE} & set(gpu_attempts)
         # The notebook server was recorded as a workspace of its JupyterHub user, stopped, measured,
         # and got no summary.
@@ -55,13 +55,13 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
             workspace.person.email,
             JobStatus.DELETED,
         )
-        usage = await store.get_usage("demo", workspace.pod_uid)
+        usage = await store.usage.get_usage("demo", workspace.pod_uid)
         assert usage is not None and usage.gpus_idle == 1
         assert not [
             n for n in sent if n.job_uid == workspace.pod_uid and n.kind is NotificationKind.JOB_SUMMARY
         ]
         for uid in gpu_attempts:
-            assert await store.summary_state("demo", uid) is SummaryState.SUMMARIZED
+            assert await stored.summary_state(store, "demo", uid) is SummaryState.SUMMARIZED
         by_uid = {j.uid: j for j in jobs}
         # Every generated job was recorded with its owner and ended in the state the cluster showed.
         assert set(by_uid) == {j.spec.uid for j in workload.jobs}
@@ -71,7 +71,7 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
             assert record.exit_code == sim.exit_code
             expected_status = "succeeded" if sim.outcome == "succeeded" else "failed"
             assert record.status.value == expected_status
-            recs = await store.recommendations_of("demo", sim.spec.uid)
+            recs = await stored.recommendations_of(store, "demo", sim.spec.uid)
             if sim.over_requested and sim.outcome == "succeeded":
                 assert recs, f"{sim.spec.name} over-requested but got no advice"
             if sim.outcome == "oom":

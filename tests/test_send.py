@@ -22,7 +22,7 @@ from tests.api.support import NOW, PIPELINE_TOKEN, SETTINGS, VIEWER_TOKEN
 
 @pytest.fixture
 async def service(store: Store) -> AsyncIterator[str]:
-    await store.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
+    await store.directory.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
     app = create_app(store, SETTINGS, clock=lambda: NOW)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -68,7 +68,7 @@ async def test_send_exits_0_when_accepted_and_sends_once_per_key(
     assert "accepted: alice@example.com (email)" in capsys.readouterr().out
     assert await send(*argv) == 0
     assert "already sent under this key" in capsys.readouterr().out
-    [row] = (await store.list_notifications())[0]
+    [row] = (await store.outbox.list_notifications())[0]
     assert row.kind is NotificationKind.PIPELINE_EVENT
     message = decode_pipeline(row.payload)
     assert (message.title, message.text, message.key, message.sender) == (
@@ -91,7 +91,7 @@ async def test_send_reads_the_text_from_stdin(
         "--to", "alice@example.com", "--title", "t", "--text", "-",
     )  # fmt: skip
     assert code == 0
-    [row] = (await store.list_notifications())[0]
+    [row] = (await store.outbox.list_notifications())[0]
     assert decode_pipeline(row.payload).text == "line one\nline two\n"
 
 
@@ -116,7 +116,7 @@ async def test_send_exits_1_when_refused(
     code = await send("--api", service, "--token-file", token_file(tmp_path, token), *whom, "--title", "t")
     assert code == 1
     assert expected in capsys.readouterr().err
-    assert (await store.list_notifications())[0] == []
+    assert (await store.outbox.list_notifications())[0] == []
 
 
 async def test_send_exits_1_when_the_service_cannot_be_reached(

@@ -78,7 +78,7 @@ async def test_serve_links_a_chat_by_deep_link_on_the_leader(
 
     store = Store.from_url(database)
     try:
-        alice = await store.get_user("alice@example.com")
+        alice = await store.directory.get_user("alice@example.com")
         assert alice is not None and alice.telegram_chat_id == 111 and "telegram" in alice.channels
     finally:
         await store.close()

@@ -39,6 +39,6 @@ async def seed_directory(store: Store, settings: Settings) -> None:
     """The configured directory is written to the store, where the API can extend it."""
     users, teams = directory(settings)
     for user in users:
-        await store.upsert_user(user)
+        await store.directory.upsert_user(user)
     if teams:
-        await store.replace_teams(teams)
+        await store.directory.replace_teams(teams)

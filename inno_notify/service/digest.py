@@ -185,8 +185,8 @@ class DigestScheduler:
         """Enqueues the digests of the newest firing at or before `now`; returns how many rows were new."""
         fired = last_firing(self._schedule, self._tz, now)
         week = last_complete_week(fired, self._tz)
-        teams = self._teams if self._teams is not None else await self._store.list_teams()
-        users = {u.email.lower(): u for u in await self._store.list_users()}
+        teams = self._teams if self._teams is not None else await self._store.directory.list_teams()
+        users = {u.email.lower(): u for u in await self._store.directory.list_users()}
         rows = [
             row
             for team in teams
@@ -197,7 +197,7 @@ class DigestScheduler:
         rows += plan_cluster_digest(
             week, self._tz, due_at=fired, now=now, recipients=self._admins, channels=self._channels
         )
-        new = await self._store.enqueue(rows) if rows else 0
+        new = await self._store.outbox.enqueue(rows) if rows else 0
         if new:
             log.info("planned %d digest message(s) for %s", new, week)
         return new
@@ -231,7 +231,7 @@ class DigestMessages:
     async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
         key = (team, week, tz)
         if key not in self._built:
-            digest = await self._store.team_digest(team, week, tz, cluster=self._cluster)
+            digest = await self._store.digest.team_digest(team, week, tz, cluster=self._cluster)
             # matplotlib is CPU-bound (~0.1-1 s): keep it off the event loop.
             chart = await asyncio.to_thread(render_chart, digest)
             self._built[key] = (digest, chart)

@@ -33,20 +33,20 @@ async def send_digest_now(
 ) -> dict[str, str]:
     """The delivery state of each of the team's digest rows for `week` by dedup key; {} when the
     team has nobody to send to (no leads or no configured digest channel)."""
-    team = next(t for t in await store.list_teams() if t.name == team_name)
-    users = {u.email.lower(): u for u in await store.list_users()}
+    team = next(t for t in await store.directory.list_teams() if t.name == team_name)
+    users = {u.email.lower(): u for u in await store.directory.list_users()}
     now = clock()
     rows = plan_digest(team, week, tz, due_at=now, now=now, users=users, channels=frozenset(channels))
     if not rows:
         return {}
-    await store.enqueue(rows)
+    await store.outbox.enqueue(rows)
     keys = sorted({row.dedup_key for row in rows})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
     while loop.time() < deadline:
         await dispatcher.run_once(clock())
-        states = await store.delivery_statuses(keys)
+        states = await store.outbox.delivery_statuses(keys)
         if all(state != "pending" for state in states.values()):
             break
         await asyncio.sleep(POLL_SECONDS)
-    return await store.delivery_statuses(keys)
+    return await store.outbox.delivery_statuses(keys)

@@ -26,11 +26,11 @@ class UnknownTeam(LookupError):
 
 async def team_digest(store: Store, team: str, week: str | None, tz: str, now: datetime) -> Digest:
     """The digest of `team` for `week` (default: the last complete week in `tz`)."""
-    teams = {t.name for t in await store.list_teams()}
+    teams = {t.name for t in await store.directory.list_teams()}
     if team not in teams:
         known = ", ".join(sorted(teams)) or "none configured"
         raise UnknownTeam(f"unknown team {team!r} (teams: {known})")
-    return await store.team_digest(team, week or last_complete_week(now, tz), tz)
+    return await store.digest.team_digest(team, week or last_complete_week(now, tz), tz)
 
 
 def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = None) -> str:

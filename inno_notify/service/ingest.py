@@ -359,7 +359,7 @@ class Ingestor:
         attempts = 0
         while True:
             try:
-                async with self.store.ingest_transaction() as tx:
+                async with self.store.jobs.ingest_transaction() as tx:
                     written = await self._merge_and_write(tx, piece, now)
                 break
             except Exception as exc:
@@ -621,7 +621,7 @@ class Ingestor:
         attempts = 0
         while True:
             try:
-                await self.store.record_rejected(rejected, now)
+                await self.store.jobs.record_rejected(rejected, now)
                 return
             except LostLeadership:
                 raise

@@ -145,7 +145,7 @@ class JobCharts:
         found: dict[JobKey, UsageSeries] = {}
         for cluster in sorted({c for c, _ in keys}):
             uids = [uid for c, uid in keys if c == cluster]
-            for uid, series in (await self._store.series_of(cluster, uids)).items():
+            for uid, series in (await self._store.usage.series_of(cluster, uids)).items():
                 found[(cluster, uid)] = series
         return found
 

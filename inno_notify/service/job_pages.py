@@ -20,7 +20,7 @@ JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
 
 def job_page_provider(store: Store, renderer: JobPageRenderer) -> JobPageProvider:
     async def provide(namespace: str, name: str, uid: str | None) -> str | None:
-        data = await store.job_page_data(namespace, name, uid)
+        data = await store.jobs.job_page_data(namespace, name, uid)
         if data is None:
             return None
         return await asyncio.to_thread(

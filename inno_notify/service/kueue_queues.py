@@ -133,6 +133,6 @@ class QueueTracker:
             log.warning("set aside %s %s/%s: %s (%s)", kind, namespace, name, exc.reason, str(exc)[:200])
         rejection = RejectedObject(self.cluster, kind, uid or "", exc.reason, namespace, name, str(exc)[:500])
         try:
-            await self.store.record_rejected([rejection], self.clock())
+            await self.store.jobs.record_rejected([rejection], self.clock())
         except Exception as error:  # bookkeeping must not stop tracking
             log.error("recording a set-aside %s failed: %r", kind, error)

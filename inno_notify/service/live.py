@@ -168,13 +168,13 @@ class LiveCheck:
         if in_quiet_hours(now, options.quiet_hours):
             return LiveRound(quiet=True)
         window = options.idle_minutes * 60
-        running = await self.store.running_gpu_pods(options.cluster, options.namespaces)
+        running = await self.store.live.running_gpu_pods(options.cluster, options.namespaces)
         # A pod held for less than the window cannot have idled all of it; a pod whose owner opted
         # out, or that was nudged within `repeat_hours`, is not nudged: none is worth a question to
         # Prometheus.
         candidates = [(job, pod) for job, pod in running if _held_since(pod, now, window)]
         old_enough = [(job, pod) for job, pod in candidates if job.notify is not NotifyMode.NEVER]
-        last = await self.store.last_nudges(options.cluster, [pod.uid for _, pod in old_enough])
+        last = await self.store.live.last_nudges(options.cluster, [pod.uid for _, pod in old_enough])
         due = [
             (job, pod) for job, pod in old_enough if nudge_due(last.get(pod.uid), now, options.repeat_hours)
         ]
@@ -221,7 +221,7 @@ class LiveCheck:
             else:
                 silent += 1
                 log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
-        written = await self.store.enqueue_nudges(planned) if planned else 0
+        written = await self.store.live.enqueue_nudges(planned) if planned else 0
         self.stats.nudges += len(nudged)
         if self.telemetry is not None:
             self.telemetry.nudges.inc(len(nudged))
@@ -248,8 +248,8 @@ class LiveCheck:
 
     async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
         # Read each round (every few minutes): edits made through the API apply at once.
-        users = {u.email.lower(): u for u in await self.store.list_users()}
-        teams = {t.name: t for t in await self.store.list_teams()}
+        users = {u.email.lower(): u for u in await self.store.directory.list_users()}
+        teams = {t.name: t for t in await self.store.directory.list_teams()}
         return users, teams
 
 

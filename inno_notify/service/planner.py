@@ -62,8 +62,8 @@ class DirectoryPlanner:
     async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
         now = self.clock()
         if self._loaded_at is None or (now - self._loaded_at).total_seconds() >= self.refresh_seconds:
-            self._users = {u.email.lower(): u for u in await self.store.list_users()}
-            self._teams = {t.name: t for t in await self.store.list_teams()}
+            self._users = {u.email.lower(): u for u in await self.store.directory.list_users()}
+            self._teams = {t.name: t for t in await self.store.directory.list_teams()}
             self._loaded_at = now
         return self._users, self._teams
 

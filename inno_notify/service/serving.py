@@ -47,7 +47,7 @@ class ServingAnnouncer:
 
     async def observe(self, record: ServingRecord, now: datetime) -> bool:
         """Records what the service shows; True when it was announced."""
-        async with self.store.workflow_transaction() as tx:
+        async with self.store.workflows.workflow_transaction() as tx:
             known, recorded = await tx.served_model(record.cluster, record.uid)
         decision = announce(record, recorded, known, self.horizon)
         if decision is None:
@@ -75,7 +75,7 @@ class ServingAnnouncer:
         now: datetime,
         rows: list[Notification],
     ) -> int:
-        async with self.store.workflow_transaction() as tx:
+        async with self.store.workflows.workflow_transaction() as tx:
             return await tx.record_served_model(
                 record.cluster, record.uid, record.namespace, record.name, revision, announced, now, rows
             )
@@ -87,14 +87,14 @@ class ServingAnnouncer:
             return None, None
         kind, name = ref
         if kind in (None, "job"):
-            job = await self.store.find_job(record.namespace, name, cluster=record.cluster)
+            job = await self.store.jobs.find_job(record.namespace, name, cluster=record.cluster)
             if job is not None:
-                usage = await self.store.get_usage(job.cluster, job.uid)
+                usage = await self.store.usage.get_usage(job.cluster, job.uid)
                 held = usage.gpu_minutes if usage is not None else None
                 found = TrainedBy("job", job.namespace, job.name, job.status.value, job.finished_at, held)
                 return found, job.owner
         if kind in (None, "workflow"):
-            workflow = await self.store.find_workflow(record.cluster, record.namespace, name)
+            workflow = await self.store.workflows.find_workflow(record.cluster, record.namespace, name)
             if workflow is not None:
                 status = workflow.status.value
                 found = TrainedBy("workflow", workflow.namespace, workflow.name, status, workflow.finished_at)

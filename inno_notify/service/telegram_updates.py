@@ -150,10 +150,10 @@ class UpdateHandler:
             self.set_aside(update.update_id, "unreadable", update.unreadable)
         if message is None:
             if polled and update.update_id >= 0:
-                await self._store.set_telegram_offset(self.bot_id, update.update_id + 1)
+                await self._store.directory.set_telegram_offset(self.bot_id, update.update_id + 1)
             return
         now = self._clock()
-        async with self._store.bot_transaction(fenced=polled) as tx:
+        async with self._store.directory.bot_transaction(fenced=polled) as tx:
             key = reply_key(self.bot_id, update.update_id)
             if await tx.handled(key):
                 log.info("telegram update %d was handled before; nothing to do", update.update_id)
@@ -194,7 +194,7 @@ class UpdateHandler:
 
     async def stored_offset(self) -> int:
         """The first update id not handled yet, as stored."""
-        return await self._store.telegram_offset(self.bot_id)
+        return await self._store.directory.telegram_offset(self.bot_id)
 
     def set_aside(self, update_id: int, reason: str, detail: str) -> None:
         log.warning("telegram update %d set aside (%s): %s", update_id, reason, detail)

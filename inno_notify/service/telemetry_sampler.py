@@ -60,7 +60,7 @@ def telemetry_component(
             export_watchers()
             try:
                 if sample_outbox:
-                    for status, count in (await store.outbox_depth()).items():
+                    for status, count in (await store.outbox.outbox_depth()).items():
                         telemetry.outbox_depth.labels(status).set(count)
             except Exception as exc:  # the database is away: readiness says so, try again later
                 log.debug("outbox depth not sampled: %s", exc)

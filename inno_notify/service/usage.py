@@ -179,7 +179,7 @@ class UsageCollector:
 
     async def run_once(self, now: datetime) -> int:
         """One round over the jobs due at `now`; returns how many jobs it settled."""
-        claim = await self.store.claim_usage(now, self.options.batch_size)
+        claim = await self.store.jobs.claim_usage(now, self.options.batch_size)
         self._claim, jobs = claim.token, list(claim.jobs)
         if not jobs:
             return 0
@@ -192,8 +192,8 @@ class UsageCollector:
         return settled
 
     async def _round(self, cluster: str, jobs: list[JobRecord], now: datetime) -> int:
-        pods = await self.store.pods_of_jobs(cluster, [j.uid for j in jobs])
-        states = await self.store.summary_states(cluster, [j.uid for j in jobs])
+        pods = await self.store.jobs.pods_of_jobs(cluster, [j.uid for j in jobs])
+        states = await self.store.jobs.summary_states(cluster, [j.uid for j in jobs])
         again = {uid for uid, state in states.items() if state is SummaryState.REMEASURE}
         windows: dict[str, list[PodWindow]] = {}
         broken: set[str] = set()
@@ -315,19 +315,19 @@ class UsageCollector:
             if job.uid in again:
                 # Already summarized with figures missing: try later, or stop trying.
                 if age >= self.options.remeasure_for_seconds or not exc.retryable:
-                    await self.store.set_summary_state(
+                    await self.store.jobs.set_summary_state(
                         job.cluster, job.uid, SummaryState.SUMMARIZED, claim=self._claim
                     )
                 else:
                     later = now + timedelta(seconds=self.options.remeasure_every_seconds)
-                    await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
+                    await self.store.jobs.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
                 continue
             if age >= self.options.give_up_after_seconds or not exc.retryable:
                 give_up.append(job)
             else:
                 delay = min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
                 later = now + timedelta(seconds=delay)
-                await self.store.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
+                await self.store.jobs.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
         return await self._settle_all(
             give_up, set(), pods, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
         )
@@ -371,7 +371,7 @@ class UsageCollector:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
         series = _series(job, pods, measured, usage)
-        added = await self.store.complete_summary(
+        added = await self.store.jobs.complete_summary(
             job.cluster,
             job.uid,
             usage,
@@ -448,10 +448,10 @@ class UsageCollector:
         if not job.family or earlier <= 0:
             return []
         before = job.finished_at or now
-        runs = await self.store.family_history(job.cluster, job.namespace, job.family, before, earlier)
+        runs = await self.store.usage.family_history(job.cluster, job.namespace, job.family, before, earlier)
         if not runs:
             return []
-        pods = await self.store.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
+        pods = await self.store.jobs.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
         return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
 
 

@@ -172,7 +172,7 @@ class _Rejections:
             return
         pending, self.pending = self.pending, []
         try:
-            await store.record_rejected(pending, now)
+            await store.jobs.record_rejected(pending, now)
         except Exception as exc:  # bookkeeping must not stop tracking
             log.error("recording %d set-aside object(s) failed: %s", len(pending), failures.describe(exc))
 
@@ -364,7 +364,7 @@ class WorkflowTracker:
         delay = 0.1
         while True:
             try:
-                async with self.store.workflow_transaction() as tx:
+                async with self.store.workflows.workflow_transaction() as tx:
                     self.stats.workflows_ended += await self._merge_and_write(tx, units, relists, now)
                 return
             except Exception as exc:
@@ -510,7 +510,7 @@ class WorkflowSummarizer:
     async def run_once(self, now: datetime) -> int:
         """One round at `now`; returns how many workflows it closed or summarized."""
         closed = await self._close_quiet_runs(now)
-        due = await self.store.claim_workflows_due(now, self.options.batch_max, self.lease_seconds)
+        due = await self.store.workflows.claim_workflows_due(now, self.options.batch_max, self.lease_seconds)
         summarized = 0
         for workflow in due:
             try:
@@ -525,7 +525,9 @@ class WorkflowSummarizer:
     async def _close_quiet_runs(self, now: datetime) -> int:
         quiet_before = now - timedelta(seconds=self.options.airflow_quiet_seconds)
         closed = 0
-        for record, pods in await self.store.quiet_airflow_runs(quiet_before, self.options.batch_max):
+        for record, pods in await self.store.workflows.quiet_airflow_runs(
+            quiet_before, self.options.batch_max
+        ):
             if not pods:
                 continue
             finished = airflow_run(record.cluster, pods, finished=True)
@@ -536,7 +538,7 @@ class WorkflowSummarizer:
             else:
                 due = max(now, ended + timedelta(seconds=self.options.metrics_delay_seconds))
                 end = TerminalWorkflow(record.uid, now, WorkflowState.AWAITING, due)
-            if await self.store.close_airflow_run(finished, end):
+            if await self.store.workflows.close_airflow_run(finished, end):
                 closed += 1
                 log.info(
                     "Airflow run %s %s ended (%s)",
@@ -548,11 +550,11 @@ class WorkflowSummarizer:
 
     async def _summarize(self, workflow: WorkflowRecord, now: datetime) -> int:
         cluster = workflow.cluster
-        pods = await self.store.workflow_pods(cluster, workflow.uid)
+        pods = await self.store.workflows.workflow_pods(cluster, workflow.uid)
         keys = {attempt.key for step in workflow.steps for attempt in step.attempts}
         by_step = workflow.kind is WorkflowKind.ARGO
         gpu_pods = [p for p in pods if p.gpus > 0 and (p.step_key if by_step else p.uid) in keys]
-        figures, states = await self.store.step_figures(cluster, [p.uid for p in gpu_pods])
+        figures, states = await self.store.workflows.step_figures(cluster, [p.uid for p in gpu_pods])
         waiting = [p.uid for p in gpu_pods if states.get(p.uid) not in _SETTLED]
         ended = workflow.finished_at or now
         give_up_at = ended + timedelta(
@@ -560,7 +562,7 @@ class WorkflowSummarizer:
         )
         if waiting and now < give_up_at:
             later = min(give_up_at, now + timedelta(seconds=self.options.retry_seconds))
-            await self.store.reschedule_workflow(cluster, workflow.uid, later)
+            await self.store.workflows.reschedule_workflow(cluster, workflow.uid, later)
             return 0
         summary = summarize_workflow(workflow, pods, figures, steps_shown=self.options.steps_shown)
         users, teams = await self.directory()
@@ -592,7 +594,7 @@ class WorkflowSummarizer:
                 _shown(f"{workflow.namespace}/{workflow.name}"),
                 plan.silent_reason,
             )
-        await self.store.complete_workflow(cluster, workflow.uid, plan.notifications)
+        await self.store.workflows.complete_workflow(cluster, workflow.uid, plan.notifications)
         self.summarized += 1
         return 1
 
@@ -616,7 +618,7 @@ class FoldingPlanner:
             return []
         if kind is WorkflowKind.ARGO:
             name = job.labels.get(ARGO_WORKFLOW_LABEL, "")
-            if await self.store.find_workflow(job.cluster, job.namespace, name) is not None:
+            if await self.store.workflows.find_workflow(job.cluster, job.namespace, name) is not None:
                 return []
         return await self.inner(job, now)
 

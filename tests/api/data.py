@@ -18,6 +18,7 @@ from inno_notify.domain.model import (
     Unit,
     Usage,
 )
+from tests import stored
 from tests.adapters.db.records import T0, job
 
 GIB = 1024**3
@@ -118,9 +119,9 @@ RECOMMENDATIONS = {
 
 async def populate(store: Store) -> list[JobRecord]:
     records = jobs()
-    await store.upsert_jobs(records)
+    await stored.upsert_jobs(store, records)
     for uid, figures in USAGE.items():
-        await store.save_usage("default", uid, figures)
+        await stored.save_usage(store, "default", uid, figures)
     for uid, recs in RECOMMENDATIONS.items():
-        await store.save_recommendations("default", uid, recs)
+        await stored.save_recommendations(store, "default", uid, recs)
     return records

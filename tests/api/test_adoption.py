@@ -11,6 +11,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.adoption import Outcome, judge
+from tests import stored
 from tests.adapters.db.records import T0, job
 
 from .support import Api
@@ -31,7 +32,7 @@ async def seed(store: Store) -> None:
     ]
     for uid, owner, team, outcome, gpu, memory, days in rows:
         record = job(uid, owner=owner, team=team, finished_at=T0 + timedelta(days=days))
-        await store.upsert_jobs([record])
+        await stored.upsert_jobs(store, [record])
         adoption = judge(record, None, [], T0)
         assert adoption is not None
         await store.adoption.record(

@@ -190,7 +190,7 @@ class TestTheServicesDigests:
         self, api: Api, store: Store, team: str, week: str | None
     ) -> None:
         await populate(store)
-        await store.replace_teams([Team("face"), Team("speech")])
+        await store.directory.replace_teams([Team("face"), Team("speech")])
         status, body = await api.get(f"/api/v1/digests/{team}", params={} if week is None else {"week": week})
         assert status == 200
         assert schema_errors(openapi.build(), DIGEST, body) == []
@@ -204,7 +204,7 @@ class TestTheServicesDigests:
 
     async def test_a_week_with_jobs_has_its_figures(self, api: Api, store: Store) -> None:
         await populate(store)
-        await store.replace_teams([Team("face")])
+        await store.directory.replace_teams([Team("face")])
         status, body = await api.get("/api/v1/digests/face", params={"week": "2026-W49"})
         assert (status, body["no_gpu_jobs"], body["jobs"]["total"]) == (200, False, 3)
         assert {p["owner"] for p in body["people"]} == {"alice@example.com", "bob@example.com"}
@@ -212,9 +212,9 @@ class TestTheServicesDigests:
     async def test_the_body_is_the_document_digest_format_json_prints(self, api: Api, store: Store) -> None:
         """The provider hands over the document unencoded and the API encodes it once: same JSON."""
         await populate(store)
-        await store.replace_teams([Team("face")])
+        await store.directory.replace_teams([Team("face")])
         status, body = await api.get("/api/v1/digests/face", params={"week": "2026-W49"})
-        digest = await store.team_digest("face", "2026-W49", "Europe/Berlin")
+        digest = await store.digest.team_digest("face", "2026-W49", "Europe/Berlin")
         assert status == 200 and body == orjson.loads(render_json(digest))
 
 

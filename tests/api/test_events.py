@@ -44,9 +44,9 @@ class RecordingSender:
 
 
 async def directory(store: Store) -> None:
-    await store.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
-    await store.upsert_user(DirectoryUser("lead@example.com", "Lead", channels=("email",)))
-    await store.replace_teams(
+    await store.directory.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
+    await store.directory.upsert_user(DirectoryUser("lead@example.com", "Lead", channels=("email",)))
+    await store.directory.replace_teams(
         [
             Team("face", namespaces=("face-research",), leads=("lead@example.com",)),
             Team("nlp", leads=(), slack_channel="#nlp-gpu"),
@@ -62,7 +62,7 @@ async def test_the_same_key_twice_sends_once(api: Api, store: Store) -> None:
     assert first[1]["recipients"] == [{"recipient": "alice@example.com", "channel": "email"}]
     assert (first[1]["duplicate"], again[1]["duplicate"]) == (False, True)
     assert first[1]["id"] == again[1]["id"] and first[1]["key"] == EVENT["key"]
-    rows, _ = await store.list_notifications()
+    rows, _ = await store.outbox.list_notifications()
     assert [(r.kind, r.recipient, r.status) for r in rows] == [
         (NotificationKind.PIPELINE_EVENT, "alice@example.com", DeliveryStatus.PENDING)
     ]
@@ -94,7 +94,7 @@ async def test_to_a_team_and_without_a_key(api: Api, store: Store) -> None:
     assert first[0] == second[0] == 202
     assert first[1]["recipients"] == [{"recipient": "lead@example.com", "channel": "email"}]
     assert first[1]["key"] != second[1]["key"]  # no key: each post is a message of its own
-    rows, _ = await store.list_notifications()
+    rows, _ = await store.outbox.list_notifications()
     assert len(rows) == 2
 
 
@@ -120,21 +120,21 @@ async def test_bad_posts_are_refused_with_a_reason(
     await directory(store)
     got, answer, _ = await api.call("POST", "/api/v1/events", "pipeline", json=body)
     assert (got, answer["error"]["code"]) == (status, code)
-    assert (await store.list_notifications())[0] == []
+    assert (await store.outbox.list_notifications())[0] == []
 
 
 async def test_a_team_with_a_slack_channel_gets_a_channel_post(api: Api, store: Store) -> None:
     await directory(store)
     status, body, _ = await api.call("POST", "/api/v1/events", "pipeline", json={"team": "nlp", "title": "t"})
     assert (status, body["recipients"]) == (202, [{"recipient": "#nlp-gpu", "channel": "slack"}])
-    [row] = (await store.list_notifications())[0]
+    [row] = (await store.outbox.list_notifications())[0]
     assert row.payload["slack_channel"] == "#nlp-gpu"
 
 
 async def test_viewers_may_not_post_events(api: Api, store: Store) -> None:
     status, body, _ = await api.call("POST", "/api/v1/events", "viewer", json=EVENT)
     assert (status, body["error"]) == (403, {"code": "forbidden", "message": "role viewer may only read"})
-    assert (await store.list_notifications())[0] == []
+    assert (await store.outbox.list_notifications())[0] == []
 
 
 @pytest.mark.parametrize(("method", "path"), [op for op in OPERATIONS if op != ("POST", "/api/v1/events")])

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from inno_notify.adapters.db import Store, create_engine
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.domain.model import JobRecord
+from tests import stored
 
 from .data import RECOMMENDATIONS, USAGE, populate
 from .support import NOW, SETTINGS, TOKENS, Api
@@ -112,9 +113,9 @@ async def test_full_pages_match_recommendations_to_their_own_jobs(api: Api, stor
         )
         for i in range(1200)
     ]
-    await store.upsert_jobs(many)
+    await stored.upsert_jobs(store, many)
     for i in range(0, 1200, 7):
-        await store.save_recommendations("default", f"bulk-{i:04d}", RECOMMENDATIONS["b"])
+        await stored.save_recommendations(store, "default", f"bulk-{i:04d}", RECOMMENDATIONS["b"])
     seen: list[str] = []
     cursor: str | None = None
     while True:

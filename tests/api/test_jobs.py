@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from inno_notify.adapters.db import Store
+from tests import stored
 from tests.adapters.db.records import T0
 
 from .data import EVIDENCE, GIB, populate
@@ -139,7 +140,7 @@ async def test_get_by_name_is_the_newest_and_uid_picks_an_older_one(api: Api, st
     older = replace(
         records[0], uid="a-old", created_at=T0 - timedelta(days=3), finished_at=T0 - timedelta(days=2)
     )
-    await store.upsert_jobs([older])
+    await stored.upsert_jobs(store, [older])
     status, body = await api.get("/api/v1/jobs/face-research/train-a")
     assert (status, body["uid"]) == (200, "a")
     status, body = await api.get("/api/v1/jobs/face-research/train-a", params={"uid": "a-old"})

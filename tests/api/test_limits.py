@@ -14,10 +14,13 @@ import aiohttp
 import pytest
 import sqlalchemy as sa
 from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inno_notify.adapters.db import JobFilter, Store, create_engine
 from inno_notify.adapters.db.job_details import JobPage
+from inno_notify.adapters.db.job_repository import JobRepository
 from inno_notify.adapters.db.usage_queries import UsageCell
+from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.api import keys, openapi
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.cache import MAX_INFLIGHT
@@ -30,11 +33,11 @@ from .support import NOW, SETTINGS, TOKENS, Recorder, check_conforms
 CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=15)
 
 
-class SlowJobsStore(Store):
-    """The real store whose job list first runs a statement that takes seconds."""
+class SlowJobs(JobRepository):
+    """The real job repository whose job list first runs a statement that takes seconds."""
 
-    def __init__(self, store: Store, dialect: str) -> None:
-        super().__init__(store.engine)
+    def __init__(self, engine: AsyncEngine, dialect: str) -> None:
+        super().__init__(engine)
         self.dialect = dialect
 
     async def job_page(self, filters: JobFilter, limit: int = 50, cursor: str | None = None) -> JobPage:
@@ -43,11 +46,19 @@ class SlowJobsStore(Store):
         return await super().job_page(filters, limit, cursor)
 
 
-class GatedUsageStore(Store):
-    """The real store whose usage aggregations wait until the test opens the gate."""
+class SlowJobsStore(Store):
+    """The real store whose job list first runs a statement that takes seconds."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, dialect: str) -> None:
         super().__init__(store.engine)
+        self.jobs = SlowJobs(store.engine, dialect)
+
+
+class GatedUsage(UsageRepository):
+    """The real usage repository whose aggregations wait until the test opens the gate."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
         self.gate = asyncio.Event()
         self.started = 0
 
@@ -57,6 +68,16 @@ class GatedUsageStore(Store):
         self.started += 1
         await self.gate.wait()
         return await super().usage_cells(since, until, cluster)
+
+
+class GatedUsageStore(Store):
+    """The real store whose usage aggregations wait until the test opens the gate."""
+
+    usage: GatedUsage
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.engine)
+        self.usage = GatedUsage(store.engine)
 
 
 @contextlib.asynccontextmanager
@@ -153,14 +174,14 @@ async def test_many_windows_at_once_are_refused_not_queued(store: Store) -> None
         windows = [f"2026-11-{day:02d}T00:00:00Z" for day in range(1, MAX_INFLIGHT + 1)]
         waiting = [asyncio.create_task(_get(client, "/api/v1/usage", since=since)) for since in windows]
         cache = client.app[keys.USAGE_CACHE]
-        await eventually(lambda: gated.started == MAX_INFLIGHT)
+        await eventually(lambda: gated.usage.started == MAX_INFLIGHT)
         assert cache.inflight == MAX_INFLIGHT
 
         status, body, headers = await _get(client, "/api/v1/usage", since="2026-10-01T00:00:00Z")
         assert (status, body["error"]["code"], headers["Retry-After"]) == (503, "busy", "5")
-        assert gated.started == MAX_INFLIGHT  # refused without starting a computation
+        assert gated.usage.started == MAX_INFLIGHT  # refused without starting a computation
 
-        gated.gate.set()
+        gated.usage.gate.set()
         answers: Sequence[tuple[int, Any, Any]] = await asyncio.gather(*waiting)
         assert [status for status, _, _ in answers] == [200] * MAX_INFLIGHT
         assert cache.inflight == 0

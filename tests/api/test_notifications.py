@@ -8,6 +8,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus
+from tests import stored
 from tests.adapters.db.records import T0, notification
 
 from .support import NOW, Api
@@ -15,12 +16,12 @@ from .support import NOW, Api
 
 async def _outbox(store: Store) -> dict[str, int]:
     """n-1 sent, n-2 failed, n-3 pending; returns their ids by dedup key."""
-    await store.enqueue([notification(f"n-{i}", due=T0 + timedelta(minutes=i)) for i in (1, 2, 3)])
+    await store.outbox.enqueue([notification(f"n-{i}", due=T0 + timedelta(minutes=i)) for i in (1, 2, 3)])
     claim = await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)
     ids = {n.dedup_key: n.id for m in claim.messages for n in m if n.id is not None}
-    await store.outbox.mark_sent(claim, [(ids["n-1"], "msg-1", T0 + timedelta(hours=1))])
-    await store.outbox.mark_failed(
-        claim, [(ids["n-2"], "403 Forbidden: bot was blocked by the user")], T0 + timedelta(hours=1)
+    await stored.mark_sent(store, claim, [(ids["n-1"], "msg-1", T0 + timedelta(hours=1))])
+    await stored.mark_failed(
+        store, claim, [(ids["n-2"], "403 Forbidden: bot was blocked by the user")], T0 + timedelta(hours=1)
     )
     return ids
 
@@ -62,7 +63,7 @@ async def test_admin_retries_a_failed_send(api: Api, store: Store) -> None:
     status, body, _ = await api.call("POST", f"/api/v1/notifications/{ids['n-2']}/retry")
     assert status == 200
     assert (body["status"], body["attempts"], body["due_at"]) == ("pending", 0, "2026-12-01T12:00:00Z")
-    stored = await store.get_notification(ids["n-2"])
+    stored = await store.outbox.get_notification(ids["n-2"])
     assert stored is not None and stored.status is DeliveryStatus.PENDING and stored.next_attempt_at == NOW
 
 
@@ -87,7 +88,7 @@ async def test_viewer_may_not_retry(api: Api, store: Store) -> None:
     ids = await _outbox(store)
     status, body, _ = await api.call("POST", f"/api/v1/notifications/{ids['n-2']}/retry", "viewer")
     assert (status, body["error"]["code"]) == (403, "forbidden")
-    stored = await store.get_notification(ids["n-2"])
+    stored = await store.outbox.get_notification(ids["n-2"])
     assert stored is not None and stored.status is DeliveryStatus.FAILED
 
 

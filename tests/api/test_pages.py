@@ -36,7 +36,7 @@ PUBLIC = "https://inno.example.org"
 @pytest.fixture
 async def pages(store: Store) -> AsyncIterator[Api]:
     await sample.store_job(store)
-    await store.replace_teams([Team("face")])
+    await store.directory.replace_teams([Team("face")])
     links = PageLinks(PUBLIC, KEY)
     renderer = Renderer(links=links, clock=lambda: NOW)
     async with serve_api(

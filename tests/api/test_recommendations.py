@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from inno_notify.adapters.db import Store
+from tests import stored
 
 from .data import populate
 from .support import Api
@@ -42,7 +43,7 @@ async def test_a_newer_run_of_the_family_closes_the_advice(api: Api, store: Stor
     other_namespace = replace(
         a, uid="a3", namespace="elsewhere", finished_at=a.finished_at + timedelta(days=2)
     )
-    await store.upsert_jobs([rerun, other_namespace])
+    await stored.upsert_jobs(store, [rerun, other_namespace])
     status, body = await api.get("/api/v1/recommendations")
     assert status == 200
     assert [r["job"]["uid"] for r in body["items"]] == ["b", "d"]

@@ -39,7 +39,7 @@ MAX_EXAMPLES = 8
 @pytest.mark.skipif(not SCHEMATHESIS.exists(), reason="schemathesis is not installed in this environment")
 async def test_schemathesis_finds_no_failure(store: Store, tmp_path: Path) -> None:
     await populate(store)
-    await store.replace_teams([Team("face"), Team("speech")])
+    await store.directory.replace_teams([Team("face"), Team("speech")])
     app = create_app(
         store,
         SETTINGS,

@@ -48,7 +48,7 @@ class Hooked:
 @pytest.fixture
 async def hooked(store: Store, telegram_api: tuple[FakeTelegram, str]) -> AsyncIterator[Hooked]:
     fake, api_url = telegram_api
-    await store.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
+    await store.directory.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
     handler = UpdateHandler(store, KEY, bot_id_of(TELEGRAM_TOKEN), lambda: NOW)
     reader = TelegramUpdates(TELEGRAM_TOKEN, api_url)
 
@@ -79,7 +79,7 @@ def _token() -> str:
 
 
 async def _replies(store: Store) -> int:
-    page, _ = await store.list_notifications(limit=50)
+    page, _ = await store.outbox.list_notifications(limit=50)
     return sum(1 for row in page if row.kind is NotificationKind.BOT_REPLY)
 
 
@@ -88,7 +88,7 @@ async def test_telegram_s_delivery_with_the_secret_links_the_chat_once(hooked: H
     await hooked.fake.deliver()
 
     assert hooked.fake.deliveries == [(update["update_id"], 200)]
-    alice = await hooked.store.get_user("alice@example.com")
+    alice = await hooked.store.directory.get_user("alice@example.com")
     assert alice is not None and alice.telegram_chat_id == 111
     assert await _replies(hooked.store) == 1
 
@@ -121,7 +121,7 @@ async def test_a_request_without_the_secret_is_refused_and_changes_nothing(
     ):
         assert response.status == 401
         assert (await response.json())["error"]["code"] == "unauthorized"
-    alice = await hooked.store.get_user("alice@example.com")
+    alice = await hooked.store.directory.get_user("alice@example.com")
     assert alice is not None and alice.telegram_chat_id is None
     assert await _replies(hooked.store) == 0
 

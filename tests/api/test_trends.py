@@ -11,6 +11,7 @@ import pytest
 from inno_notify.adapters.db import Store
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.model import Requested, Team, Usage
+from tests import stored
 from tests.adapters.db.records import job
 
 from .support import Api
@@ -21,7 +22,9 @@ W48 = datetime(2026, 11, 25, 12, tzinfo=UTC)
 
 
 async def populate(store: Store) -> None:
-    await store.replace_teams([Team(name="face", namespaces=("face-research",), leads=("lead@example.com",))])
+    await store.directory.replace_teams(
+        [Team(name="face", namespaces=("face-research",), leads=("lead@example.com",))]
+    )
     rows = [
         # uid, team, finished, gpus, usage (held, used, idle) or None
         ("f47", "face", W47, 2.0, (240.0, 240.0, 0.0)),
@@ -30,17 +33,18 @@ async def populate(store: Store) -> None:
         ("s48", "speech", W48, 1.0, (60.0, 30.0, 0.0)),
         ("cpu48", "face", W48, 0.0, (0.0, 0.0, 0.0)),  # no GPU: not counted
     ]
-    await store.upsert_jobs(
+    await stored.upsert_jobs(
+        store,
         [
             job(uid, team=team, namespace=f"{team}-research", finished_at=at, requested=Requested(gpus=gpus))
             for uid, team, at, gpus, _ in rows
-        ]
+        ],
     )
     for uid, _, _, _, figures in rows:
         if figures is not None:
             held, used, idle = figures
-            await store.save_usage(
-                "default", uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
+            await stored.save_usage(
+                store, "default", uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
             )
     now = W48
     await store.queues.replace_cluster_queues("default", [ClusterQueueQuota("cq-face", 2.0)], now)

@@ -8,6 +8,7 @@ import io
 import pytest
 
 from inno_notify.adapters.db import Store
+from tests import stored
 from tests.adapters.db.records import job
 
 from .data import GIB, populate
@@ -141,7 +142,7 @@ async def test_usage_per_group(
 
 async def test_csv_export_with_formula_cells_defused(api: Api, store: Store) -> None:
     await populate(store)
-    await store.upsert_jobs([job("x", owner='=HYPERLINK("http://evil")', team="face")])
+    await stored.upsert_jobs(store, [job("x", owner='=HYPERLINK("http://evil")', team="face")])
     status, text, headers = await api.call(
         "GET", "/api/v1/usage", "viewer", params={"group_by": "owner"}, headers={"Accept": "text/csv"}
     )
@@ -216,7 +217,7 @@ async def test_bad_usage_parameters_are_400(api: Api, query: dict[str, str]) -> 
 async def test_results_are_cached_until_stale_then_recomputed(api: Api, store: Store) -> None:
     await populate(store)
     _, first = await api.get("/api/v1/usage")
-    await store.upsert_jobs([job("late", team="speech")])
+    await stored.upsert_jobs(store, [job("late", team="speech")])
     api.monotonic[0] += 29
     _, cached = await api.get("/api/v1/usage")
     assert cached == first

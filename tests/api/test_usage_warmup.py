@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.usage_queries import UsageCell
+from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.api import keys
 from inno_notify.api.app import create_app
 
@@ -20,11 +22,11 @@ from .data import populate
 from .support import NOW, SETTINGS, TOKENS
 
 
-class CountingStore(Store):
-    """The real store, counting (and on demand failing) its usage aggregations."""
+class CountingUsage(UsageRepository):
+    """The real usage repository, counting (and on demand failing) its usage aggregations."""
 
-    def __init__(self, store: Store, fail: bool = False) -> None:
-        super().__init__(store.engine)
+    def __init__(self, engine: AsyncEngine, fail: bool = False) -> None:
+        super().__init__(engine)
         self.windows: list[tuple[datetime | None, datetime | None]] = []
         self.fail = fail
 
@@ -35,6 +37,16 @@ class CountingStore(Store):
         if self.fail:
             raise ConnectionError("database went away")
         return await super().usage_cells(since, until, cluster)
+
+
+class CountingStore(Store):
+    """The real store with a counting usage repository."""
+
+    usage: CountingUsage
+
+    def __init__(self, store: Store, fail: bool = False) -> None:
+        super().__init__(store.engine)
+        self.usage = CountingUsage(store.engine, fail)
 
 
 @pytest.fixture
@@ -72,7 +84,10 @@ async def test_one_aggregation_serves_every_grouping_and_format(counting: Counti
         # Asked again: the same bytes, no new aggregation.
         assert await _get(client, "/api/v1/usage?group_by=team") == (200, bodies["team"])
         await _get(client, "/api/v1/usage?since=2026-11-30T13:00:00Z")
-    assert counting.windows == [(None, None), (datetime.fromisoformat("2026-11-30T13:00:00+00:00"), None)]
+    assert counting.usage.windows == [
+        (None, None),
+        (datetime.fromisoformat("2026-11-30T13:00:00+00:00"), None),
+    ]
     assert [g["group"] for g in bodies["team"]["groups"]] == ["speech", "face", None]
     assert sum(g["jobs"] for g in bodies["owner"]["groups"]) == 5  # every finished job, once
 
@@ -81,10 +96,10 @@ async def test_warm_usage_computes_the_report_before_the_first_request(counting:
     app = create_app(counting, SETTINGS, clock=lambda: NOW, monotonic=lambda: 0.0, warm_usage=True)
     async for client in _client(app):
         await app[keys.USAGE_WARMUP]
-        assert counting.windows == [(None, None)]
+        assert counting.usage.windows == [(None, None)]
         status, body = await _get(client, "/api/v1/usage?group_by=owner")
         assert status == 200 and body["groups"][0]["group"] == "carol@example.com"
-        assert counting.windows == [(None, None)]  # served from the warm report
+        assert counting.usage.windows == [(None, None)]  # served from the warm report
 
 
 async def test_a_failed_warm_up_leaves_the_api_serving(
@@ -98,6 +113,6 @@ async def test_a_failed_warm_up_leaves_the_api_serving(
             assert "usage warm-up failed" in caplog.text
             status, _ = await _get(client, "/api/v1/jobs")
             assert status == 200
-            failing.fail = False
+            failing.usage.fail = False
             status, body = await _get(client, "/api/v1/usage")
             assert status == 200 and body["groups"] == []  # computed on demand now

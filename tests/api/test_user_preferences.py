@@ -19,9 +19,9 @@ ALICE = DirectoryUser("alice@example.com", "Alice", telegram_chat_id=None, chann
 async def test_a_user_shows_what_they_set_in_their_chat_and_where_it_came_from(
     api: Api, store: Store
 ) -> None:
-    await store.upsert_user(ALICE)
+    await store.directory.upsert_user(ALICE)
     chat = Origin(Via.TELEGRAM, NOW - timedelta(hours=1), "555")
-    await store.change_preferences(
+    await store.directory.change_preferences(
         ALICE.email,
         NOW,
         changes={"telegram_chat_id": 555, "channels": ("email", "telegram"), "notify": NotifyMode.FAILURE},
@@ -48,8 +48,8 @@ async def test_a_user_shows_what_they_set_in_their_chat_and_where_it_came_from(
 
 
 async def test_put_sets_and_drops_preferences_as_the_token_s_holder(api: Api, store: Store) -> None:
-    await store.upsert_user(ALICE)
-    await store.change_preferences(
+    await store.directory.upsert_user(ALICE)
+    await store.directory.change_preferences(
         ALICE.email, NOW, changes={"telegram_chat_id": 555}, origin=Origin(Via.TELEGRAM, NOW, "555")
     )
     until = NOW + timedelta(hours=3)
@@ -76,17 +76,17 @@ async def test_put_sets_and_drops_preferences_as_the_token_s_holder(api: Api, st
     assert status == 200
     assert (shown["telegram_chat_id"], shown["muted_until"], shown["notify"]) == (None, None, "failure")
     assert set(shown["preferences"]) == {"notify"}
-    prefs = await store.get_preferences(ALICE.email)
+    prefs = await store.directory.get_preferences(ALICE.email)
     assert prefs is not None and prefs.muted_until is None
 
 
 async def test_viewers_may_not_change_preferences(api: Api, store: Store) -> None:
-    await store.upsert_user(ALICE)
+    await store.directory.upsert_user(ALICE)
     status, body, _ = await api.call(
         "PUT", "/api/v1/users/alice@example.com", "viewer", json={"preferences": {"notify": "failure"}}
     )
     assert (status, body["error"]["code"]) == (403, "forbidden")
-    assert await store.get_preferences(ALICE.email) is None
+    assert await store.directory.get_preferences(ALICE.email) is None
 
 
 @pytest.mark.parametrize(
@@ -108,10 +108,10 @@ async def test_viewers_may_not_change_preferences(api: Api, store: Store) -> Non
 async def test_bad_preferences_are_refused_and_change_nothing(
     api: Api, store: Store, preferences: object
 ) -> None:
-    await store.upsert_user(ALICE)
+    await store.directory.upsert_user(ALICE)
     status, body, _ = await api.call(
         "PUT", "/api/v1/users/alice@example.com", json={"channels": ["slack"], "preferences": preferences}
     )
     assert (status, body["error"]["code"]) == (400, "invalid_body")
-    assert await store.get_user(ALICE.email) == ALICE
-    assert await store.get_preferences(ALICE.email) is None
+    assert await store.directory.get_user(ALICE.email) == ALICE
+    assert await store.directory.get_preferences(ALICE.email) is None

@@ -23,7 +23,7 @@ async def test_create_read_replace_delete(api: Api, store: Store) -> None:
         201,
         {"email": "alice@example.com", **ALICE, "notify": "always", "muted_until": None, "preferences": {}},
     )
-    assert await store.get_user("alice@example.com") == DirectoryUser(
+    assert await store.directory.get_user("alice@example.com") == DirectoryUser(
         "alice@example.com", "Alice", "U0123", 123456789, ("slack", "email")
     )
     status, body = await api.get("/api/v1/users/alice@example.com", "viewer")
@@ -44,7 +44,7 @@ async def test_create_read_replace_delete(api: Api, store: Store) -> None:
 
 async def test_list_is_paginated_by_email(api: Api, store: Store) -> None:
     for name in ("dave", "alice", "carol", "bob", "erin"):
-        await store.upsert_user(DirectoryUser(f"{name}@example.com"))
+        await store.directory.upsert_user(DirectoryUser(f"{name}@example.com"))
     seen: list[str] = []
     query = {"limit": "2"}
     while True:
@@ -77,7 +77,7 @@ async def test_bad_bodies_are_400(api: Api, store: Store, body: bytes, mentions:
     )
     assert (status, answer["error"]["code"]) == (400, "invalid_body")
     assert mentions in answer["error"]["message"]
-    assert await store.get_user("alice@example.com") is None
+    assert await store.directory.get_user("alice@example.com") is None
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
+from tests import stored
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 GIB = 1024**3
@@ -198,9 +199,11 @@ def series() -> UsageSeries:
 
 async def store_job(store: Store, record: JobRecord | None = None, *, with_series: bool = True) -> JobRecord:
     record = record or job()
-    await store.upsert_jobs([record])
-    await store.upsert_pods([replace(p, job_uid=record.uid, uid=f"{record.uid}-{p.uid}") for p in pods()])
-    await store.complete_summary(
+    await stored.upsert_jobs(store, [record])
+    await stored.upsert_pods(
+        store, [replace(p, job_uid=record.uid, uid=f"{record.uid}-{p.uid}") for p in pods()]
+    )
+    await store.jobs.complete_summary(
         record.cluster,
         record.uid,
         usage(),

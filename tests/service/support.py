@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Team
 from inno_notify.domain.routing import route_summary
+from tests import stored
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ALL_CHANNELS = frozenset({"telegram", "slack", "email"})
@@ -60,11 +61,11 @@ async def finish(
     enabled: frozenset[str] = ALL_CHANNELS,
 ) -> list[Notification]:
     """Stores the jobs and routes their summaries into the outbox, as the summarizer does."""
-    await store.upsert_jobs(jobs)
+    await stored.upsert_jobs(store, jobs)
     planned: list[Notification] = []
     for job in jobs:
         rows = route_summary(job, users, teams or {}, enabled, now, group_wait_seconds)
-        await store.summarize(job.cluster, job.uid, rows)
+        await stored.summarize(store, job.cluster, job.uid, rows)
         planned.extend(rows)
     return planned
 
@@ -73,7 +74,7 @@ async def all_rows(store: Store) -> list[Notification]:
     rows: list[Notification] = []
     cursor: str | None = None
     while True:
-        page, cursor = await store.list_notifications(limit=500, cursor=cursor)
+        page, cursor = await store.outbox.list_notifications(limit=500, cursor=cursor)
         rows.extend(page)
         if cursor is None:
             return sorted(rows, key=lambda n: n.id or 0)

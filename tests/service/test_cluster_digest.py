@@ -12,6 +12,7 @@ from inno_notify.adapters.db import Store
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.model import Channel, JobRecord, NotificationKind, Requested, Team, Usage
 from inno_notify.service.digest import DigestMessages, DigestScheduler, build_cluster_digest
+from tests import stored
 
 # Monday 30 Nov 2026 08:00 UTC: the digest of 2026-W48 (23-29 Nov) is due.
 FIRED = datetime(2026, 11, 30, 8, tzinfo=UTC)
@@ -20,7 +21,7 @@ IN_W47 = datetime(2026, 11, 18, 12, tzinfo=UTC)
 
 
 async def fill(store: Store) -> None:
-    await store.replace_teams(
+    await store.directory.replace_teams(
         [Team("face", ("face-research",), ("lead@example.com",)), Team("speech", ("speech-research",))]
     )
     jobs = {
@@ -30,7 +31,8 @@ async def fill(store: Store) -> None:
         "v1": ("vision", IN_W48, 120.0, None, None),
         "f0": ("face", IN_W47, 300.0, 300.0, 0.0),
     }
-    await store.upsert_jobs(
+    await stored.upsert_jobs(
+        store,
         [
             JobRecord(
                 cluster="default",
@@ -42,11 +44,11 @@ async def fill(store: Store) -> None:
                 requested=Requested(gpus=1.0),
             )
             for uid, (team, at, *_) in jobs.items()
-        ]
+        ],
     )
     for uid, (_, _, held, used, idle) in jobs.items():
-        await store.save_usage(
-            "default", uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
+        await stored.save_usage(
+            store, "default", uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
         )
     await store.queues.replace_cluster_queues("default", [ClusterQueueQuota("cq-face", 4.0)], FIRED)
     await store.queues.replace_local_queues(
@@ -93,7 +95,7 @@ async def test_planned_once_per_admin_and_rendered_for_the_dispatcher(store: Sto
     )
     assert await scheduler.run_once(FIRED) == 2
     assert await scheduler.run_once(FIRED + timedelta(hours=1)) == 0  # a later round adds nothing
-    rows, _ = await store.list_notifications(None, 10, None)
+    rows, _ = await store.outbox.list_notifications(None, 10, None)
     assert sorted((r.recipient, r.kind, r.channel) for r in rows) == [
         ("ops@example.com", NotificationKind.DIGEST, Channel.EMAIL),
         ("sre@example.com", NotificationKind.DIGEST, Channel.EMAIL),

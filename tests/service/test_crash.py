@@ -22,6 +22,7 @@ import pytest
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
 from inno_notify.domain.routing import route_summary
+from tests import stored
 from tests.adapters.channels import fake_telegram
 from tests.adapters.channels.fake_telegram import FakeTelegram
 from tests.db_support import truncate_all
@@ -76,11 +77,11 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
     jobs = [finished_job(f"c{i:04d}", owner=f"u{i}@example.com") for i in range(SUMMARIES)]
     store = Store.from_url(url)
     try:
-        await store.upsert_jobs(jobs)
+        await stored.upsert_jobs(store, jobs)
         # The worker reads the real clock: the summaries are due now.
         now = datetime.now(UTC)
         rows = [n for job in jobs for n in route_summary(job, users, {}, frozenset({"telegram"}), now, 0.0)]
-        assert await store.enqueue(rows) == SUMMARIES
+        assert await store.outbox.enqueue(rows) == SUMMARIES
 
         fake = FakeTelegram(token=TOKEN, chats=chats)
         server = await fake_telegram.start(fake)
@@ -110,7 +111,7 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
             worker = await _start(url, api_url, log)
 
             async def drained() -> bool:
-                pending, _ = await store.list_notifications(DeliveryStatus.PENDING, limit=1)
+                pending, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
                 return not pending
 
             try:
@@ -130,8 +131,8 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
         )
         assert set(deliveries) == chats, f"lost: {sorted(chats - set(deliveries))[:10]} (seed {seed})"
         assert duplicates <= KILLS, f"seed {seed}"
-        stored = await all_rows(store)
-        assert len(stored) == SUMMARIES
-        assert {r.status for r in stored} == {DeliveryStatus.SENT}
+        rows = await all_rows(store)
+        assert len(rows) == SUMMARIES
+        assert {r.status for r in rows} == {DeliveryStatus.SENT}
     finally:
         await store.close()

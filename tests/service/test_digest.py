@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
+from tests import stored
 
 BERLIN = "Europe/Berlin"
 MONDAY_8 = "0 8 * * MON"
@@ -104,14 +105,14 @@ def test_plan_digest_rows(team: Team, channels: frozenset[str], expected: set[tu
 
 
 async def digest_rows(store: Store) -> list[tuple[str, str, datetime]]:
-    page, _ = await store.list_notifications(limit=500)
+    page, _ = await store.outbox.list_notifications(limit=500)
     return sorted((n.dedup_key, n.kind.value, n.due_at) for n in page)
 
 
 async def test_exactly_once_per_team_and_week_across_rounds_restarts_and_replicas(store: Store) -> None:
-    await store.replace_teams([FACE, Team("vision", leads=("v@example.com",))])
+    await store.directory.replace_teams([FACE, Team("vision", leads=("v@example.com",))])
     for user in USERS.values():
-        await store.upsert_user(user)
+        await store.directory.upsert_user(user)
 
     def scheduler() -> DigestScheduler:
         return DigestScheduler(
@@ -136,7 +137,7 @@ async def test_exactly_once_per_team_and_week_across_rounds_restarts_and_replica
 
 
 async def test_run_plans_at_the_firing_and_stops(store: Store) -> None:
-    await store.replace_teams([Team("face", leads=("lead@example.com",))])
+    await store.directory.replace_teams([Team("face", leads=("lead@example.com",))])
     now = [utc(2026, 11, 30, 6)]  # an hour before the firing
     sleeps: list[float] = []
 
@@ -176,8 +177,10 @@ async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> Non
         finished_at=utc(2026, 11, 24, 11),
         requested=Requested(gpus=2),
     )
-    await store.upsert_jobs([job])
-    await store.save_usage("default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120))
+    await stored.upsert_jobs(store, [job])
+    await stored.save_usage(
+        store, "default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
+    )
     team = Team(
         "face", leads=("lead@example.com",), digest_channels=("email", "slack"), slack_channel="#face"
     )

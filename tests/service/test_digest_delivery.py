@@ -35,6 +35,7 @@ from inno_notify.domain.model import (
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ratelimit import UNLIMITED
+from tests import stored
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
@@ -75,8 +76,8 @@ async def senders(
 
 async def seed_week(store: Store) -> None:
     """The team, its lead, and one 2-GPU job of the week: 4 GPU-hours held, 1 used, 2 idle."""
-    await store.replace_teams([FACE])
-    await store.upsert_user(LEAD)
+    await store.directory.replace_teams([FACE])
+    await store.directory.upsert_user(LEAD)
     job = JobRecord(
         cluster="default",
         uid="w48-1",
@@ -91,9 +92,9 @@ async def seed_week(store: Store) -> None:
         finished_at=datetime(2026, 11, 24, 11, tzinfo=UTC),
         requested=Requested(gpus=2),
     )
-    await store.upsert_jobs([job])
-    await store.save_usage(
-        "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
+    await stored.upsert_jobs(store, [job])
+    await stored.save_usage(
+        store, "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
     )
 
 
@@ -217,7 +218,7 @@ async def test_a_digest_row_that_cannot_be_rendered_fails_at_once(
     reason: str,
 ) -> None:
     clock = FakeClock(now=MONDAY)
-    await store.enqueue([digest_row(payload)])
+    await store.outbox.enqueue([digest_row(payload)])
     d = dispatcher(store, senders, clock)
 
     assert await d.run_once(MONDAY) == 1

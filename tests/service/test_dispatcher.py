@@ -303,7 +303,7 @@ async def test_rows_without_a_sender_or_a_job_fail_with_a_reason(
     orphan = route_summary(
         finished_job("ghost", owner="bob@example.com"), USERS, {}, frozenset({"telegram"}), T0, 0
     )
-    await store.enqueue(orphan)
+    await store.outbox.enqueue(orphan)
     d = dispatcher(store, {"email": senders["email"]}, clock)
 
     assert await d.run_once(T0) == 2
@@ -313,7 +313,7 @@ async def test_rows_without_a_sender_or_a_job_fail_with_a_reason(
     d = dispatcher(store, senders, clock)
     for row in await all_rows(store):
         assert row.id is not None
-        await store.retry_notification(row.id, clock.now)
+        await store.outbox.retry_notification(row.id, clock.now)
     assert await d.run_once(clock.now) == 2
     by_job = {r.job_uid: (r.status, r.last_error) for r in await all_rows(store)}
     assert by_job["a1"] == (DeliveryStatus.SENT, "channel telegram is not configured")

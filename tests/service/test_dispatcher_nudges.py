@@ -53,7 +53,7 @@ async def test_nudges_go_out_on_every_channel_of_the_owner(
     telegram, slack, smtp = servers
     rows = nudge_rows("jupyter-alice")
     assert len(rows) == 3
-    await store.enqueue(rows)
+    await store.outbox.enqueue(rows)
     clock = FakeClock(T0)
     dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
 
@@ -70,7 +70,7 @@ async def test_a_payload_that_cannot_be_rendered_fails_for_good(
     store: Store, senders: dict[str, Sender]
 ) -> None:
     (row, *_) = nudge_rows("p")
-    await store.enqueue([replace(row, payload={"nudge": {"pod": "p"}})])
+    await store.outbox.enqueue([replace(row, payload={"nudge": {"pod": "p"}})])
     clock = FakeClock(T0)
     dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
     await dispatcher.run_once(T0)

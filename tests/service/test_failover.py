@@ -36,6 +36,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import stored
 from tests.db_support import create_postgres_database, drop_postgres_database
 from tests.waiting import eventually
 
@@ -89,12 +90,12 @@ async def enqueue_due(store: Store, first: int, count: int) -> set[Recipient]:
         finished_job(f"due-{i:05d}", owner=email)
         for i, email in zip(range(first, first + count), users, strict=True)
     ]
-    await store.upsert_jobs(jobs)
+    await stored.upsert_jobs(store, jobs)
     now = datetime.now(UTC)
     rows: list[Notification] = [
         n for job in jobs for n in route_summary(job, users, {}, frozenset({"telegram", "slack"}), now, 0.0)
     ]
-    assert await store.enqueue(rows) == count
+    assert await store.outbox.enqueue(rows) == count
     return {recipient_of(user) for user in users.values()}
 
 

@@ -20,6 +20,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import stored
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 CFG = ParseConfig(cluster="test", namespace_teams={"face-research": "face"})
@@ -72,7 +73,7 @@ async def test_a_job_lifecycle_is_recorded_with_its_figures(store: Store) -> Non
     await ing.apply(events)
 
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None
     assert job.status is JobStatus.FAILED
     assert job.reason == "BackoffLimitExceeded"
@@ -82,9 +83,9 @@ async def test_a_job_lifecycle_is_recorded_with_its_figures(store: Store) -> Non
     assert job.first_scheduled_at == T0 + timedelta(seconds=30)
     assert job.queue_seconds == 30
     assert job.finished_at == T0 + timedelta(hours=1, seconds=2)
-    pods = await store.pods_of("test", uid)
+    pods = await stored.pods_of(store, "test", uid)
     assert [p.name for p in pods] == ["train-resnet-7-x7k2p"]
-    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert await stored.summary_state(store, "test", uid) is SummaryState.AWAITING_USAGE
     assert ing.stats.terminal_marked == 1
 
 
@@ -95,7 +96,7 @@ async def test_events_one_by_one_equal_one_batch(store: Store) -> None:
     for event in events:
         await ing.apply([event])
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.exit_code == 0
     assert ing.stats.terminal_marked == 1
 
@@ -110,7 +111,7 @@ async def test_replays_and_relists_never_mark_a_job_ended_twice(store: Store) ->
     await second.apply(events)
     await second.apply([events[2]])
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED
     assert (first.stats.terminal_marked, second.stats.terminal_marked) == (1, 0)
 
@@ -124,8 +125,8 @@ async def test_jobs_that_ended_before_the_catch_up_window_stay_silent(store: Sto
     await ing.apply(old_events + new_events)
     old_uid = old_events[0][2]["metadata"]["uid"]
     new_uid = new_events[0][2]["metadata"]["uid"]
-    assert await store.summary_state("test", old_uid) is SummaryState.SILENT
-    assert await store.summary_state("test", new_uid) is SummaryState.AWAITING_USAGE
+    assert await stored.summary_state(store, "test", old_uid) is SummaryState.SILENT
+    assert await stored.summary_state(store, "test", new_uid) is SummaryState.AWAITING_USAGE
 
 
 async def test_a_job_deleted_during_a_gap_is_closed_out_at_the_relist(store: Store) -> None:
@@ -135,16 +136,16 @@ async def test_a_job_deleted_during_a_gap_is_closed_out_at_the_relist(store: Sto
     # We saw it start and its pod run, then lost the watch; the job and pods were deleted meanwhile.
     await ing.apply(events[:4])
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.RUNNING
     await ing.on_relist("Job", [])
     await ing.apply([("relist", "Job", [])])
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None
     assert job.status is JobStatus.DELETED
     assert job.finished_at == clock.now
     assert ing.stats.closed_in_gap == 1
-    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert await stored.summary_state(store, "test", uid) is SummaryState.AWAITING_USAGE
 
 
 async def test_deleted_event_keeps_the_last_known_state(store: Store) -> None:
@@ -155,9 +156,9 @@ async def test_deleted_event_keeps_the_last_known_state(store: Store) -> None:
     # TTL controller deletes the finished job and its pods: DELETED events carry the last state.
     await ing.apply([("Job", "DELETED", events[-1][2]), ("Pod", "DELETED", events[-2][2])])
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED
-    pods = await store.pods_of("test", uid)
+    pods = await stored.pods_of(store, "test", uid)
     assert pods[0].deleted_at == clock.now
 
 
@@ -168,7 +169,7 @@ async def test_running_job_deleted_by_the_user(store: Store) -> None:
     await ing.apply(events[:4])
     await ing.apply([("Job", "DELETED", events[2][2])])
     uid = events[0][2]["metadata"]["uid"]
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.DELETED
     assert ing.stats.terminal_marked == 1
 
@@ -182,7 +183,7 @@ async def test_pods_of_other_workloads_are_not_stored(store: Store) -> None:
     stray["metadata"]["labels"] = {"app": "web"}
     ing = ingestor(store, Clock(T0))
     await ing.apply([("Pod", "ADDED", stray)])
-    assert await store.job_uids_of_pods("test", [stray["metadata"]["uid"]]) == {}
+    assert await stored.job_uids_of_pods(store, "test", [stray["metadata"]["uid"]]) == {}
 
 
 async def test_bare_gpu_pod_with_an_owner_is_a_one_pod_workload(store: Store) -> None:
@@ -195,7 +196,7 @@ async def test_bare_gpu_pod_with_an_owner_is_a_one_pod_workload(store: Store) ->
     done = pod_terminated(running, T0 + timedelta(minutes=30), 1)
     ing = ingestor(store, Clock(T0 + timedelta(minutes=31)))
     await ing.apply([("Pod", "ADDED", pod), ("Pod", "MODIFIED", running), ("Pod", "MODIFIED", done)])
-    record = await store.get_job("test", pod["metadata"]["uid"])
+    record = await stored.get_job(store, "test", pod["metadata"]["uid"])
     assert record is not None
     assert record.kind is WorkloadKind.POD
     assert record.owner == "bob@example.com"
@@ -248,14 +249,14 @@ async def test_kueue_workload_before_its_job_and_events_are_kept(store: Store) -
     ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
     await ing.apply([("Workload", "ADDED", workload)])
     await ing.apply([*events, ("Event", "ADDED", event)])
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.kueue is not None
     assert job.kueue.cluster_queue == "gpu-cq"
     assert job.kueue.admitted_at == T0 + timedelta(seconds=20)
     assert job.event_counts == {"BackoffLimitExceeded": 1}
     # The same event replayed after a relist does not count twice.
     await ing.apply([("Event", "MODIFIED", event)])
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.event_counts == {"BackoffLimitExceeded": 1}
 
 
@@ -263,7 +264,7 @@ async def test_kueue_workload_before_its_job_and_events_are_kept(store: Store) -
 async def test_requested_gpus(store: Store, gpus: int) -> None:
     events = lifecycle(f"gpus-{gpus}", gpus=gpus)
     await ingestor(store, Clock(T0 + timedelta(hours=2))).apply(events)
-    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    job = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
     assert job is not None and job.requested.gpus == gpus
 
 
@@ -273,7 +274,7 @@ async def test_a_job_whose_pods_succeeded_before_the_gap_is_closed_out_as_succee
     ing = ingestor(store, clock)
     await ing.apply(events[:5])  # the pod's success was seen, the Job's Complete condition was not
     await ing.apply([("relist", "Job", [])])
-    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    job = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.reason, job.exit_code) == (JobStatus.SUCCEEDED, "SucceededPerPods", 0)
     assert job.finished_at == T0 + timedelta(hours=1)  # the pod's end, not when we noticed
@@ -284,6 +285,6 @@ async def test_a_job_whose_pod_failed_before_the_gap_is_not_guessed(store: Store
     ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
     await ing.apply(events[:5])
     await ing.apply([("relist", "Job", [])])
-    job = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    job = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.exit_code) == (JobStatus.DELETED, 1)

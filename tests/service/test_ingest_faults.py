@@ -33,6 +33,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import stored
 from tests.waiting import eventually
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -129,8 +130,8 @@ class Harness:
 
     async def settled(self) -> None:
         async def all_stored() -> bool:  # rows announce nothing: polled
-            stored = await self.store.get_jobs("faults", list(self.expected))
-            return all(uid in stored and stored[uid].status is st for uid, st in self.expected.items())
+            found = await stored.get_jobs(self.store, "faults", list(self.expected))
+            return all(uid in found and found[uid].status is st for uid, st in self.expected.items())
 
         await eventually(all_stored, within=15, what="every finished job stored with its final status")
 
@@ -139,7 +140,7 @@ class Harness:
         await asyncio.wait_for(self.ingestor.drained(), 5)
         assert sum(i.stats.terminal_marked for i in self.ingestors) == len(self.expected)
         for uid in self.expected:
-            assert await self.store.summary_state("faults", uid) is SummaryState.AWAITING_USAGE
+            assert await stored.summary_state(self.store, "faults", uid) is SummaryState.AWAITING_USAGE
 
 
 @pytest.fixture
@@ -181,7 +182,7 @@ async def test_history_compacted_past_the_client_version_relists(harness: Harnes
         harness.expected[uid] = JobStatus.DELETED
     await harness.start_service()
     await harness.check_exactly_once()
-    closed = await harness.store.get_jobs("faults", uids[40:])
+    closed = await stored.get_jobs(harness.store, "faults", uids[40:])
     assert all(job.finished_at is not None for job in closed.values())
 
 
@@ -195,7 +196,7 @@ async def test_server_errors_for_a_while(harness: Harness) -> None:
     uids = list(harness.jobs)
 
     async def all_recorded() -> bool:
-        return len(await harness.store.get_jobs("faults", uids)) == N_JOBS
+        return len(await stored.get_jobs(harness.store, "faults", uids)) == N_JOBS
 
     await eventually(all_recorded)
     harness.sim.fail_requests(500, seconds=30)
@@ -209,8 +210,8 @@ async def test_server_errors_for_a_while(harness: Harness) -> None:
         what="two refused reconnects per watcher",
     )
     await asyncio.wait_for(harness.ingestor.drained(), 5)
-    stored = await harness.store.get_jobs("faults", uids[:25])
-    assert {job.status for job in stored.values()} == {JobStatus.RUNNING}
+    found = await stored.get_jobs(harness.store, "faults", uids[:25])
+    assert {job.status for job in found.values()} == {JobStatus.RUNNING}
     harness.time.now += 31  # 30 s of failures pass
     harness.finish(uids[25:])
     await harness.check_exactly_once()

@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from inno_notify.adapters.db.job_repository import JobRepository
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState
 from inno_notify.domain.model import JobStatus
 from inno_notify.domain.parsing import ParseConfig
@@ -35,6 +37,7 @@ from inno_notify.sim.objects import (
     pod_terminated,
 )
 from inno_notify.telemetry import Telemetry
+from tests import stored
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 CFG = ParseConfig(cluster="test")
@@ -131,12 +134,12 @@ async def test_a_completion_index_that_is_no_number_costs_only_the_index(store: 
     hostile_uid, hostile = lifecycle("indexed", pod_annotations={INDEX: index})
     normal_uid, normal = lifecycle("normal")
     await apply(ingestor, hostile + normal)
-    jobs = await store.get_jobs("test", [hostile_uid, normal_uid])
+    jobs = await stored.get_jobs(store, "test", [hostile_uid, normal_uid])
     assert {uid: job.status for uid, job in jobs.items()} == {
         hostile_uid: JobStatus.SUCCEEDED,
         normal_uid: JobStatus.SUCCEEDED,
     }
-    [pod] = await store.pods_of("test", hostile_uid)
+    [pod] = await stored.pods_of(store, "test", hostile_uid)
     assert pod.completion_index is None
     assert values_total(registry, "Pod", "completion_index", "out_of_range") >= 1
 
@@ -147,7 +150,7 @@ async def test_an_indexed_annotation_over_2_7_kb_is_capped_or_refused(store: Sto
     uid, events = lifecycle("long", annotations={key: random_text(3000)})
     normal_uid, normal = lifecycle("normal")
     await apply(ingestor, events + normal)
-    jobs = await store.get_jobs("test", [uid, normal_uid])
+    jobs = await stored.get_jobs(store, "test", [uid, normal_uid])
     assert len(jobs) == 2 and ingestor.stats.rejected == 0
     job = jobs[uid]
     if key == "inno-notify/owner":
@@ -156,7 +159,7 @@ async def test_an_indexed_annotation_over_2_7_kb_is_capped_or_refused(store: Sto
         value = job.team if key == "inno-notify/team" else job.family
         assert value is not None and value.endswith(TRUNCATION_MARK)
         assert len(value.encode()) <= INDEXED_MAX_BYTES
-    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert await stored.summary_state(store, "test", uid) is SummaryState.AWAITING_USAGE
 
 
 async def test_nul_in_annotations_is_removed(store: Store) -> None:
@@ -165,7 +168,7 @@ async def test_nul_in_annotations_is_removed(store: Store) -> None:
         "nul", annotations={"inno-notify/group": "sweep\x00-7", "inno-notify/team": "\x00face", "x": "a\x00"}
     )
     await apply(ingestor, events)
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None
     assert (job.group_key, job.team) == ("sweep-7", "face")
 
@@ -174,7 +177,7 @@ async def test_nul_in_a_termination_message_is_removed(store: Store) -> None:
     ingestor, _, _ = make_ingestor(store)
     uid, events = lifecycle("nul-message", message="Traceback\x00 (most recent call last)", exit_code=1)
     await apply(ingestor, events)
-    [pod] = await store.pods_of("test", uid)
+    [pod] = await stored.pods_of(store, "test", uid)
     terminated = pod.containers[0].terminated
     assert terminated is not None and terminated.message == "Traceback (most recent call last)"
 
@@ -186,7 +189,7 @@ async def test_an_owner_of_two_addresses_is_no_owner(store: Store) -> None:
     )
     events[0][2]["metadata"]["annotations"]["inno-notify/owner"] = "attacker@evil.example,victim@corp.example"
     await apply(ingestor, events)
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.owner is None
     assert values_total(registry, "Job", "owner", "not_one_address") >= 1
 
@@ -233,12 +236,12 @@ async def test_a_batch_the_database_refuses_is_split_until_the_object_is_found(
     async with refusing_jobs_named(store, "refused"):
         await apply(ingestor, events)
         await apply(ingestor, refused)  # seen again: counted again, logged once
-    stored = await store.get_jobs("test", [first_uid, refused_uid, *(uid for uid, _ in lifecycles)])
-    assert refused_uid not in stored
-    assert len(stored) == 21 and all(job.status is JobStatus.SUCCEEDED for job in stored.values())
+    found = await stored.get_jobs(store, "test", [first_uid, refused_uid, *(uid for uid, _ in lifecycles)])
+    assert refused_uid not in found
+    assert len(found) == 21 and all(job.status is JobStatus.SUCCEEDED for job in found.values())
     assert ingestor.stats.terminal_marked == 21  # every end recorded once, none twice
     assert (ingestor.stats.write_errors, sleeps.delays) == (0, [])  # refused data is never retried
-    [record] = await store.rejected_objects("test")
+    [record] = await stored.rejected_objects(store, "test")
     assert (record.kind, record.uid, record.name, record.reason, record.count) == (
         "Job",
         refused_uid,
@@ -289,10 +292,10 @@ async def test_an_object_that_cannot_be_parsed_is_set_aside(
     ingestor, registry, _ = make_ingestor(store)
     normal_uid, normal = lifecycle("normal")
     await apply(ingestor, [(kind, "ADDED", obj), *normal])
-    assert (await store.get_job("test", normal_uid)) is not None
+    assert (await stored.get_job(store, "test", normal_uid)) is not None
     assert ingestor.stats.parse_errors == 1
     assert rejected_total(registry, kind, reason) == 1
-    [record] = await store.rejected_objects("test")
+    [record] = await stored.rejected_objects(store, "test")
     assert (record.kind, record.reason, record.count) == (kind, reason, 1)
 
 
@@ -314,11 +317,12 @@ async def test_the_logged_once_memory_is_bounded(store: Store, caplog: pytest.Lo
     assert all(len(m) < 1200 and "\x00" not in m for m in logged)  # repr, capped
 
 
-class FlakyStore(Store):
-    """The real store, whose ingest transactions fail `failures` times as a lost connection does."""
+class FlakyJobs(JobRepository):
+    """The real job repository, whose ingest transactions fail `failures` times as a lost
+    connection does."""
 
-    def __init__(self, store: Store, failures: int) -> None:
-        super().__init__(store.engine)
+    def __init__(self, engine: AsyncEngine, failures: int) -> None:
+        super().__init__(engine)
         self.failures = failures
 
     @asynccontextmanager
@@ -330,6 +334,14 @@ class FlakyStore(Store):
             yield tx
 
 
+class FlakyStore(Store):
+    """The real store, whose ingest transactions fail `failures` times."""
+
+    def __init__(self, store: Store, failures: int) -> None:
+        super().__init__(store.engine)
+        self.jobs = FlakyJobs(store.engine, failures)
+
+
 async def test_a_database_that_fails_for_a_while_is_waited_for_with_capped_backoff(store: Store) -> None:
     flaky = FlakyStore(store, failures=6)
     ingestor, _, sleeps = make_ingestor(flaky, retry_cap_seconds=0.5)
@@ -337,7 +349,7 @@ async def test_a_database_that_fails_for_a_while_is_waited_for_with_capped_backo
     await apply(ingestor, events)
     assert sleeps.delays == [0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
     assert (ingestor.stats.write_errors, ingestor.stats.retried_writes, ingestor.stats.rejected) == (6, 1, 0)
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED
 
 
@@ -347,7 +359,7 @@ async def test_relisted_objects_of_odd_shape_do_not_stop_reconciliation(store: S
     await apply(ingestor, events[:2])
     odd: Sequence[Any] = [{"metadata": "x"}, {"metadata": {"uid": ["list"]}}]
     await apply(ingestor, [("relist", "Job", list(odd))])
-    job = await store.get_job("test", uid)
+    job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.DELETED  # not in the relist: closed out
     async with store.engine.connect() as conn:
         assert await conn.scalar(sa.text("SELECT count(*) FROM jobs")) == 1

@@ -16,6 +16,7 @@ from inno_notify.domain.model import JobStatus
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.objects import JobSpec, job_object, job_started, job_succeeded
+from tests import stored
 from tests.domain.parsing.hostile import KIND_OF, TEMPLATES, hostile_object
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -59,5 +60,5 @@ async def test_hostile_objects_never_escape_and_whatever_parses_is_stored(
     await ingestor.apply(events)
     stats = ingestor.stats
     assert (stats.unstorable, stats.dropped_batches, stats.write_errors) == (0, 0, 0)
-    job = await store.get_job("prop", uid)
+    job = await stored.get_job(store, "prop", uid)
     assert job is not None and job.status is JobStatus.SUCCEEDED

@@ -33,6 +33,7 @@ from inno_notify.domain.routing import route_summary
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
+from tests import stored
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
@@ -72,10 +73,10 @@ def series(busy: float = 80.0) -> UsageSeries:
 
 
 async def summarize(store: Store, job: JobRecord, with_series: UsageSeries | None, now=T0) -> None:  # type: ignore[no-untyped-def]
-    await store.upsert_jobs([job])
+    await stored.upsert_jobs(store, [job])
     rows = route_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0)
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)
-    await store.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
+    await store.jobs.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
 
 
 @pytest.fixture

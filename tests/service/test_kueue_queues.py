@@ -20,6 +20,7 @@ from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.service.kueue_queues import QueueTracker
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import CLUSTER_QUEUES, LOCAL_QUEUES
+from tests import stored
 from tests.adapters.kube.support import running
 from tests.waiting import eventually
 
@@ -90,7 +91,7 @@ async def test_queues_follow_the_cluster(sim: tuple[SimKubeServer, ApiClient], s
         ]}]}}  # fmt: skip
         server.create(cq_type, bad)
         await eventually(lambda: tracker.rejected == 1)
-        rejected = await store.rejected_objects()
+        rejected = await stored.rejected_objects(store)
         assert [(r.kind, r.name, r.reason) for r in rejected] == [("ClusterQueue", "cq-bad", "bad_quantity")]
         assert [q.name for q in await cqs()] == ["cq-40", "cq-all-resources"]
 

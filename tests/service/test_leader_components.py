@@ -21,6 +21,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.usage import CollectorOptions, UsageCollector
 from inno_notify.sim.objects import JobSpec, job_object
+from tests import stored
 
 from .support import T0, FakeClock
 
@@ -89,5 +90,5 @@ async def test_a_leader_component_ends_with_its_leadership(
     with pytest.raises(LostLeadership):
         await asyncio.wait_for(run(asyncio.Event()), 10)
     # Nothing written, and nothing set aside as if the objects were at fault.
-    assert (await deposed.list_jobs(JobFilter()))[0] == []
-    assert await deposed.rejected_objects() == []
+    assert (await deposed.jobs.job_page(JobFilter())).rows == []
+    assert await stored.rejected_objects(deposed) == []

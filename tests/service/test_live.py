@@ -200,7 +200,7 @@ def expected_idle() -> dict[str, scenario.LivePod]:
 
 
 async def test_workspaces_are_recorded_with_their_platform_owners(ingested: Store) -> None:
-    running = {pod.name: job for job, pod in await ingested.running_gpu_pods("lab")}
+    running = {pod.name: job for job, pod in await ingested.live.running_gpu_pods("lab")}
     assert running["coder-ws-gpu"].kind is WorkloadKind.WORKSPACE
     assert running["coder-ws-gpu"].owner == CODER_OWNER  # com.coder.user.username "bob" via the directory
     assert running["jupyter-j51000101"].kind is WorkloadKind.WORKSPACE
@@ -296,7 +296,9 @@ async def test_the_dispatcher_sends_the_nudges(
 
 async def test_a_directory_user_added_later_is_reached(ingested: Store, meter: LiveMeter) -> None:
     """The directory is read each round: a user added through the API gets her channels at once."""
-    await ingested.upsert_user(DirectoryUser(POD_OWNER, channels=("email", "slack"), slack_user_id="U1"))
+    await ingested.directory.upsert_user(
+        DirectoryUser(POD_OWNER, channels=("email", "slack"), slack_user_id="U1")
+    )
     live = LiveCheck(ingested, meter, options(), FakeClock(NOW), {"email", "slack"})
     await live.run_once(NOW)
     channels = {r.channel.value for r in await all_rows(ingested) if r.recipient == POD_OWNER}

@@ -126,7 +126,7 @@ async def run_instance(
 
 async def all_sent(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) -> None:
     async def done() -> bool:
-        depth = await store.outbox_depth()
+        depth = await store.outbox.outbox_depth()
         return depth["sent"] == N_JOBS and depth["pending"] == 0
 
     await eventually(done, within=60, what=f"{N_JOBS} summaries sent")
@@ -141,9 +141,13 @@ def nothing_left_to_send(uids: list[str]) -> Settle:
 
     async def check(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) -> None:
         assert pipeline.ingestor.stats.terminal_marked == 0
-        states = await store.summary_states("replay", uids)
+        states = await store.jobs.summary_states("replay", uids)
         assert list(states.values()) == [SummaryState.SUMMARIZED] * N_JOBS
-        assert await store.outbox_depth() == {DeliveryStatus.SENT.value: N_JOBS, "pending": 0, "failed": 0}
+        assert await store.outbox.outbox_depth() == {
+            DeliveryStatus.SENT.value: N_JOBS,
+            "pending": 0,
+            "failed": 0,
+        }
         assert pipeline.collector.stats.notifications_planned == 0
 
     return check

@@ -19,7 +19,7 @@ ALICE = DirectoryUser("alice@example.com", "Alice", slack_user_id="U0ALICE", cha
 
 @pytest.fixture
 async def planner(store: Store) -> DirectoryPlanner:
-    await store.upsert_user(ALICE)
+    await store.directory.upsert_user(ALICE)
     return DirectoryPlanner(store, ALL_CHANNELS, 30.0, FakeClock(), logged_once_limit=3)
 
 
@@ -28,7 +28,7 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def test_routes_with_the_stored_directory_and_allowed_domains(store: Store) -> None:
-    await store.upsert_user(ALICE)
+    await store.directory.upsert_user(ALICE)
     planner = DirectoryPlanner(store, ALL_CHANNELS, 30.0, FakeClock(), allowed_email_domains=["corp.example"])
 
     rows = await planner(finished_job("j1"), T0)

@@ -151,7 +151,7 @@ async def test_a_model_serving_since_before_we_looked_is_no_news(
         )
 
         async def recorded() -> bool:
-            async with store.workflow_transaction() as tx:
+            async with store.workflows.workflow_transaction() as tx:
                 return (await tx.served_model("test", old.uid))[0]
 
         await h.until(recorded)

@@ -30,6 +30,7 @@ from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import LinkOffer, UpdateHandler, UpdatePoller, WebhookRegistration
 from inno_notify.telemetry import Telemetry
+from tests import stored
 from tests.adapters.channels.conftest import TELEGRAM_TOKEN
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -67,7 +68,7 @@ class Harness:
         async def handled() -> bool:
             if until is not None:
                 return await until()
-            return await self.store.telegram_offset(self.handler.bot_id) > last
+            return await self.store.directory.telegram_offset(self.handler.bot_id) > last
 
         client = TelegramUpdates(TELEGRAM_TOKEN, self.api_url, timeout=5.0)
         stop = asyncio.Event()
@@ -89,12 +90,12 @@ class Harness:
         return [text for chat_id, text in self.fake.sent() if chat_id == chat]
 
     async def user(self, email: str = "alice@example.com") -> DirectoryUser:
-        found = await self.store.get_user(email)
+        found = await self.store.directory.get_user(email)
         assert found is not None
         return found
 
     async def summarize(self, *uids: str, status: JobStatus = JobStatus.SUCCEEDED) -> None:
-        users = {u.email: u for u in await self.store.list_users()}
+        users = {u.email: u for u in await self.store.directory.list_users()}
         jobs = [finished_job(uid, status=status) for uid in uids]
         await finish(self.store, jobs, users, self.clock(), enabled=ENABLED)
 
@@ -104,8 +105,8 @@ async def harness(
     store: Store, telegram_api: tuple[FakeTelegram, str], smtp_server: tuple[RecordingHandler, int]
 ) -> AsyncIterator[Harness]:
     fake, api_url = telegram_api
-    await store.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
-    await store.upsert_user(
+    await store.directory.upsert_user(DirectoryUser("alice@example.com", "Alice", channels=("email",)))
+    await store.directory.upsert_user(
         DirectoryUser("bob@example.com", "Bob", telegram_chat_id=BOB_CHAT, channels=("telegram", "email"))
     )
     clock = FakeClock()
@@ -154,7 +155,7 @@ async def test_a_deep_link_from_an_e_mail_summary_links_the_chat(harness: Harnes
     assert (alice.telegram_chat_id, alice.channels) == (ALICE_CHAT, ("email", "telegram"))
     (answer,) = h.answers(ALICE_CHAT)
     assert "linked to <b>Alice</b>" in answer and "/mute" in answer
-    prefs = await h.store.get_preferences("alice@example.com")
+    prefs = await h.store.directory.get_preferences("alice@example.com")
     assert prefs is not None and prefs.origins["telegram_chat_id"].by == str(ALICE_CHAT)
 
     # Her next summary goes to the chat as well, and the e-mail offers no more link.
@@ -201,7 +202,7 @@ async def test_mute_holds_summaries_and_releases_them_as_one_message_without_los
     await h.says(BOB_CHAT, "/mute 2", first_name="Bob")
     assert "Muted until" in h.answers(BOB_CHAT)[-1]
 
-    users = {u.email: u for u in await h.store.list_users()}
+    users = {u.email: u for u in await h.store.directory.list_users()}
     jobs = [finished_job(f"m{i}", owner="bob@example.com") for i in range(3)]
     await finish(h.store, jobs, users, h.clock(), enabled=ENABLED)
     for _ in range(4):  # group waits pass, the dispatcher runs: nothing reaches Bob
@@ -224,7 +225,7 @@ async def test_mute_holds_summaries_and_releases_them_as_one_message_without_los
 async def test_unmute_sends_what_waited_at_once(harness: Harness) -> None:
     h = harness
     await h.says(BOB_CHAT, "/mute 8")
-    users = {u.email: u for u in await h.store.list_users()}
+    users = {u.email: u for u in await h.store.directory.list_users()}
     await finish(h.store, [finished_job("u1", owner="bob@example.com")], users, h.clock(), enabled=ENABLED)
     h.clock.advance(60)
     await h.dispatcher.run_once(h.clock())
@@ -239,7 +240,7 @@ async def test_unmute_sends_what_waited_at_once(harness: Harness) -> None:
 async def test_failures_only_from_now_on(harness: Harness) -> None:
     h = harness
     await h.says(BOB_CHAT, "/failures")
-    users = {u.email: u for u in await h.store.list_users()}
+    users = {u.email: u for u in await h.store.directory.list_users()}
     ok = finished_job("ok1", owner="bob@example.com")
     failed = finished_job("bad1", owner="bob@example.com", status=JobStatus.FAILED)
     await finish(h.store, [ok, failed], users, h.clock(), enabled=ENABLED)
@@ -259,7 +260,7 @@ async def test_stop_unlinks_the_chat(harness: Harness) -> None:
     # The chat no longer answers to Bob's commands, and his summaries go by e-mail only, without a link.
     await h.says(BOB_CHAT, "/status")
     assert "not linked" in h.answers(BOB_CHAT)[-1]
-    users = {u.email: u for u in await h.store.list_users()}
+    users = {u.email: u for u in await h.store.directory.list_users()}
     await finish(h.store, [finished_job("s1", owner="bob@example.com")], users, h.clock(), enabled=ENABLED)
     h.clock.advance(30)
     await h.dispatcher.run_once(h.clock())
@@ -271,7 +272,7 @@ async def test_stop_unlinks_the_chat(harness: Harness) -> None:
 async def test_status_shows_running_jobs_and_the_week(harness: Harness) -> None:
     h = harness
     running = finished_job("r1", owner="bob@example.com", status=JobStatus.RUNNING, finished_at=None)
-    await h.store.upsert_jobs([running])
+    await stored.upsert_jobs(h.store, [running])
     await h.says(BOB_CHAT, "/status")
     answer = h.answers(BOB_CHAT)[-1]
     assert "face-research/train-r1" in answer and "running 1 h" in answer
@@ -424,9 +425,9 @@ async def test_a_deposed_leader_s_poller_ends_with_its_leadership(
     try:
         with pytest.raises(LostLeadership):
             await asyncio.wait_for(UpdatePoller(client, handler, poll_seconds=1).run(asyncio.Event()), 10)
-        assert await deposed.telegram_offset(handler.bot_id) == 0
+        assert await deposed.directory.telegram_offset(handler.bot_id) == 0
         assert (
-            await deposed.delivery_statuses(
+            await deposed.outbox.delivery_statuses(
                 [f"telegram/{handler.bot_id}/update/{fake.updates[0]['update_id']}"]
             )
             == {}

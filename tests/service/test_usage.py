@@ -29,6 +29,7 @@ from inno_notify.domain.series import PodPoints
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.usage import CollectorOptions, UsageCollector
+from tests import stored
 from tests.service.test_ingest import Clock, lifecycle
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -133,16 +134,16 @@ async def test_one_round_measures_every_due_job_at_once(store: Store) -> None:
     assert len(source.calls) == 1 and len(source.calls[0]) == 3  # one batched call, not one per job
 
     for uid in uids:
-        usage = await store.get_usage("test", uid)
+        usage = await store.usage.get_usage("test", uid)
         assert usage is not None
         # One pod with 4 GPUs held from scheduling (T0+30 s) to its end (T0+1 h): 59.5 min each.
         assert usage.gpu_minutes == 4 * 59.5
         assert usage.gpus_idle == 2
         assert usage.used_gpu_minutes == pytest.approx((0.80 + 0.75) * 59.5)
         assert usage.memory_peak_bytes == 6 * GIB
-        kinds = {r.kind for r in await store.recommendations_of("test", uid)}
+        kinds = {r.kind for r in await stored.recommendations_of(store, "test", uid)}
         assert RecommendationKind.GPU_COUNT in kinds or RecommendationKind.IDLE_GPU in kinds
-        assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+        assert await stored.summary_state(store, "test", uid) is SummaryState.SUMMARIZED
     assert coll.stats.notifications_planned == 3
     assert await coll.run_once(now) == 0  # nothing due any more
 
@@ -162,30 +163,30 @@ async def test_outage_is_retried_then_given_up_with_the_reason(store: Store) -> 
     first = end + timedelta(minutes=2)
     coll = collector(store, down, first)
     assert await coll.run_once(first) == 0
-    assert await store.summary_state("test", uid) is SummaryState.AWAITING_USAGE
+    assert await stored.summary_state(store, "test", uid) is SummaryState.AWAITING_USAGE
     assert coll.stats.failed_rounds == 1
 
     # Still down past give_up_after_seconds (1800 s): the summary goes out, figures missing.
     late = end + timedelta(seconds=1801)
     assert await coll.run_once(late) == 1
-    usage = await store.get_usage("test", uid)
+    usage = await store.usage.get_usage("test", uid)
     assert usage is not None
     assert usage.gpu_util_mean_percent is None and usage.memory_peak_bytes is None
     assert usage.reason_for("memory_peak_bytes") is MissingReason.PROMETHEUS_UNAVAILABLE
     assert usage.gpu_minutes == 4 * 59.5  # held time comes from timestamps, not from Prometheus
-    assert await store.recommendations_of("test", uid) == []
-    assert await store.summary_state("test", uid) is SummaryState.REMEASURE
+    assert await stored.recommendations_of(store, "test", uid) == []
+    assert await stored.summary_state(store, "test", uid) is SummaryState.REMEASURE
     assert coll.stats.notifications_planned == 1
 
     # Prometheus is back: the next re-measure fills the figures in and advises; nothing is re-sent.
     coll.source = FakeSource([80.0, 70.0, 0.0, 0.0], 6 * GIB)
     assert await coll.run_once(late + timedelta(minutes=10)) == 0  # not due yet (every 15 min)
     assert await coll.run_once(late + timedelta(minutes=16)) == 1
-    usage = await store.get_usage("test", uid)
+    usage = await store.usage.get_usage("test", uid)
     assert usage is not None and usage.gpus_idle == 2 and usage.memory_peak_bytes == 6 * GIB
     assert usage.missing == ()
-    assert await store.recommendations_of("test", uid) != []
-    assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+    assert await stored.recommendations_of(store, "test", uid) != []
+    assert await stored.summary_state(store, "test", uid) is SummaryState.SUMMARIZED
     assert coll.stats.notifications_planned == 1
 
 
@@ -194,13 +195,13 @@ async def test_remeasuring_stops_after_a_day(store: Store) -> None:
     end = T0 + timedelta(hours=1, seconds=2)
     coll = collector(store, FakeSource([50.0], GIB, fail=True), end)
     assert await coll.run_once(end + timedelta(seconds=1801)) == 1
-    assert await store.summary_state("test", uid) is SummaryState.REMEASURE
+    assert await stored.summary_state(store, "test", uid) is SummaryState.REMEASURE
     assert await coll.run_once(end + timedelta(days=1, minutes=1)) == 0
-    assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+    assert await stored.summary_state(store, "test", uid) is SummaryState.SUMMARIZED
 
 
 async def pod_uid(store: Store, job_uid: str) -> str:
-    (pod,) = await store.pods_of("test", job_uid)
+    (pod,) = await stored.pods_of(store, "test", job_uid)
     return pod.uid
 
 
@@ -211,26 +212,28 @@ async def test_one_poison_job_does_not_hold_up_the_round(store: Store) -> None:
     source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
     now = T0 + timedelta(hours=1, minutes=5)
     coll = collector(store, source, now)
-    first = await store.claim_usage_due(now, 1, lease_seconds=0)  # what the round will hand over first
+    first = await stored.claim_usage_due(
+        store, now, 1, lease_seconds=0
+    )  # what the round will hand over first
     poison = first[0].uid
     source.poison = {await pod_uid(store, poison)}
 
     assert await coll.run_once(now) == 7
     good = [uid for uid in uids if uid != poison]
     for uid in good:
-        usage = await store.get_usage("test", uid)
+        usage = await store.usage.get_usage("test", uid)
         assert usage is not None and usage.gpus_idle == 2 and usage.memory_peak_bytes == 6 * GIB
-        assert await store.summary_state("test", uid) is SummaryState.SUMMARIZED
+        assert await stored.summary_state(store, "test", uid) is SummaryState.SUMMARIZED
     measured_ok = {pod for call in source.calls if not source.poison & set(call) for pod in call}
     assert measured_ok == {await pod_uid(store, uid) for uid in good}
 
-    usage = await store.get_usage("test", poison)
+    usage = await store.usage.get_usage("test", poison)
     assert usage is not None
     assert (usage.gpu_minutes, usage.gpu_util_mean_percent, usage.memory_peak_bytes) == (None, None, None)
     assert {m.reason for m in usage.missing} == {MissingReason.MEASUREMENT_ERROR}
     assert {m.figure for m in usage.missing} >= {"gpu_minutes", "gpu_util_mean_percent", "memory_peak_bytes"}
-    assert await store.recommendations_of("test", poison) == []
-    assert await store.summary_state("test", poison) is SummaryState.SUMMARIZED
+    assert await stored.recommendations_of(store, "test", poison) == []
+    assert await stored.summary_state(store, "test", poison) is SummaryState.SUMMARIZED
     assert coll.stats.notifications_planned == 7  # its summary goes out, saying why figures are missing
     assert coll.stats.measurement_errors == 1
 
@@ -256,11 +259,11 @@ async def test_a_job_whose_figures_cannot_be_computed_is_summarized_without_them
 
     coll = collector(store, OddSource([50.0, 50.0, 50.0, 50.0], 6 * GIB), now)
     assert await coll.run_once(now) == 2
-    fine, odd = [await store.get_usage("test", uid) for uid in uids]
+    fine, odd = [await store.usage.get_usage("test", uid) for uid in uids]
     assert fine is not None and fine.missing == ()
     assert odd is not None and {m.reason for m in odd.missing} == {MissingReason.MEASUREMENT_ERROR}
     assert odd.gpu_minutes is None
-    assert await store.summary_state("test", uids[1]) is SummaryState.SUMMARIZED
+    assert await stored.summary_state(store, "test", uids[1]) is SummaryState.SUMMARIZED
 
 
 async def test_a_summary_that_cannot_be_planned_waits_for_its_lease_alone(store: Store) -> None:
@@ -278,13 +281,15 @@ async def test_a_summary_that_cannot_be_planned_waits_for_its_lease_alone(store:
     source = FakeSource([50.0], GIB)
     coll = UsageCollector(store, source, RightsizingPolicy(), plan, CollectorOptions(), Clock(now))
     assert await coll.run_once(now) == 3
-    assert await store.summary_state("test", uids[0]) is SummaryState.AWAITING_USAGE
-    assert [await store.summary_state("test", uid) for uid in uids[1:]] == [SummaryState.SUMMARIZED] * 3
+    assert await stored.summary_state(store, "test", uids[0]) is SummaryState.AWAITING_USAGE
+    assert [await stored.summary_state(store, "test", uid) for uid in uids[1:]] == [
+        SummaryState.SUMMARIZED
+    ] * 3
     assert await coll.run_once(now + timedelta(minutes=1)) == 0  # leased: not retried at once
 
     broken_for.clear()
     assert await coll.run_once(now + timedelta(minutes=6)) == 1  # back after the lease, and fine now
-    assert await store.summary_state("test", uids[0]) is SummaryState.SUMMARIZED
+    assert await stored.summary_state(store, "test", uids[0]) is SummaryState.SUMMARIZED
 
 
 async def test_several_unsettled_jobs_in_a_row_fail_the_round(store: Store) -> None:
@@ -309,22 +314,22 @@ async def test_the_series_is_kept_with_the_usage_and_the_pods_even_when_nothing_
     now = T0 + timedelta(hours=1, minutes=5)
     # The first job is measured; the second only after Prometheus stays away past the give-up time.
     coll = collector(store, source, now)
-    await store.reschedule_usage("test", unmeasured_uid, now + timedelta(days=1))
+    await store.jobs.reschedule_usage("test", unmeasured_uid, now + timedelta(days=1))
     assert await coll.run_once(now) == 1
     source.fail = True
     later = now + timedelta(days=1)
     assert await collector(store, source, later).run_once(later) == 1
 
-    found = await store.series_of("test", [measured_uid, unmeasured_uid])
+    found = await store.usage.series_of("test", [measured_uid, unmeasured_uid])
     series = found[measured_uid]
     assert series.step_seconds == 60 and series.measured
     assert [(line.label, line.values) for line in series.gpu_util] == [("0", (80.0,) * 3), ("1", (0.0,) * 3)]
     assert [line.values for line in series.memory] == [(6.0 * GIB, None, None)]
-    pods = await store.pods_of("test", measured_uid)
+    pods = await stored.pods_of(store, "test", measured_uid)
     assert [(p.name, p.node) for p in series.pods] == [(p.name, p.node) for p in pods]
     given_up = found[unmeasured_uid]
     assert not given_up.measured and [p.name for p in given_up.pods] == [
-        p.name for p in await store.pods_of("test", unmeasured_uid)
+        p.name for p in await stored.pods_of(store, "test", unmeasured_uid)
     ]
 
 
@@ -333,8 +338,8 @@ async def test_each_recommendation_carries_the_window_its_figures_were_measured_
     source = FakeSource(util_by_gpu=[80.0, 75.0, 0.0, 0.0], memory_peak=6 * GIB)
     now = T0 + timedelta(hours=1, minutes=5)
     assert await collector(store, source, now).run_once(now) == 1
-    (pod,) = await store.pods_of("test", uid)
-    recs = await store.recommendations_of("test", uid)
+    (pod,) = await stored.pods_of(store, "test", uid)
+    recs = await stored.recommendations_of(store, "test", uid)
     assert recs, "two idle GPUs of four: advice expected"
     for rec in recs:
         # The pod's held time (CONTRACT.md §4): scheduled at T0 + 30 s, last container ended at T0 + 1 h.
@@ -373,7 +378,7 @@ async def test_a_new_run_is_judged_against_its_familys_previous_advice_once(stor
     now = T0 + timedelta(hours=1, minutes=5)
     coll = collector(store, source, now)
     assert await coll.run_once(now) == 1
-    advice = await store.recommendations_of("test", first)
+    advice = await stored.recommendations_of(store, "test", first)
     assert (advice[0].kind, advice[0].current, advice[0].suggested) == (RecommendationKind.GPU_COUNT, 4, 2)
     judged_first = await store.adoption.get("test", first)
     assert judged_first is not None and judged_first.outcome.value == "no_prior_advice"
@@ -413,9 +418,9 @@ async def test_family_history_honours_family_max_runs(store: Store, max_runs: in
         records.job(f"run-{i:02d}", cluster="test", finished_at=T0 - timedelta(hours=i + 1))
         for i in range(25)
     ]
-    await store.upsert_jobs(earlier)
+    await stored.upsert_jobs(store, earlier)
     for run in earlier:
-        await store.save_usage("test", run.uid, records.usage())
+        await stored.save_usage(store, "test", run.uid, records.usage())
     this = records.job("this", cluster="test", finished_at=T0)
     policy = RightsizingPolicy(family_max_runs=max_runs)
     coll = UsageCollector(store, FakeSource([], 0), policy, plan_one_email, CollectorOptions(), Clock(T0))

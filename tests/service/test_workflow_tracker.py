@@ -27,6 +27,7 @@ from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS
 from inno_notify.sim.objects import JobSpec, job_object, pod_object, pod_running, pod_terminated
 from inno_notify.sim.pipelines import Change, SimArgoWorkflow, SimAttempt, SimStep, argo_changes
 from inno_notify.telemetry import Telemetry
+from tests import stored
 from tests.domain.parsing.hostile import KIND_OF, hostile_object
 
 from .workflow_support import T0, Clock, RecordingSender, StepMeter
@@ -69,7 +70,7 @@ async def pipeline_on(
     config = make_settings(database_url)
     await seed_directory(store, config)
     if teams:
-        await store.replace_teams([Team(name, **spec) for name, spec in teams.items()])
+        await store.directory.replace_teams([Team(name, **spec) for name, spec in teams.items()])
     clock = Clock(T0)
     sender = RecordingSender()
     pipeline = build_pipeline(
@@ -124,9 +125,9 @@ async def test_hostile_objects_never_stop_anyone_elses_workflow(
     items = events(argo_changes(normal))
     await tracker.apply([*items[:position], *hostile, *items[position:]])
     assert tracker.stats.dropped_batches == 0
-    record = await store.get_workflow("test", normal.uid)
+    record = await stored.get_workflow(store, "test", normal.uid)
     assert record is not None and record.status is JobStatus.SUCCEEDED
-    rejected = await store.rejected_objects("test")
+    rejected = await stored.rejected_objects(store, "test")
     counted = sum(
         value
         for metric in registry.collect()
@@ -159,14 +160,14 @@ async def test_a_workflow_deleted_while_the_watch_was_away_is_closed_at_the_reli
     wf = simple_workflow(gpus=0)
     running = [e for e in events(argo_changes(wf)) if e[0] == "Workflow"][:3]
     await feed(pipeline, running)
-    assert await store.workflow_state("test", wf.uid) is WorkflowState.OPEN
+    assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.OPEN
     clock.now = T0 + timedelta(minutes=20)
     await pipeline.workflows.tracker.on_relist("Workflow", [])
     await pipeline.workflows.tracker.apply([("relist", "Workflow", [])])
-    record = await store.get_workflow("test", wf.uid)
+    record = await stored.get_workflow(store, "test", wf.uid)
     assert record is not None and (record.status, record.finished_at) == (JobStatus.DELETED, clock.now)
     await rounds(pipeline, clock, 22)
-    [row] = (await store.list_notifications())[0]
+    [row] = (await store.outbox.list_notifications())[0]
     assert (
         row.kind is NotificationKind.WORKFLOW_SUMMARY
         and decode_workflow(row.payload).status is JobStatus.DELETED
@@ -184,12 +185,12 @@ async def test_a_summary_waits_for_its_gpu_steps_figures_then_gives_up(
     # No usage round ran: the GPU step is not measured, so the summary waits ...
     clock.now = wf.end + timedelta(minutes=5)
     await pipeline.workflows.summarizer.run_once(clock.now)
-    assert await store.workflow_state("test", wf.uid) is WorkflowState.AWAITING
-    assert (await store.list_notifications())[0] == []
+    assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
+    assert (await store.outbox.list_notifications())[0] == []
     # ... until prometheus.give_up_after_seconds after it was due, then goes out saying so.
     clock.now = wf.end + timedelta(seconds=60 + 1800 + 1)
     await pipeline.workflows.summarizer.run_once(clock.now)
-    [row] = (await store.list_notifications())[0]
+    [row] = (await store.outbox.list_notifications())[0]
     train = decode_workflow(row.payload).steps[1]
     assert (train.name, train.gpus, train.gpu_minutes, train.missing) == ("train", 1.0, None, "not measured")
     assert end_minutes > 30
@@ -205,7 +206,7 @@ async def test_an_argo_step_whose_workflow_is_not_tracked_keeps_its_own_summary(
         pod["metadata"]["annotations"]["inno-notify/owner"] = "alice@example.com"
     await pipeline.ingestor.apply(pods)  # no Workflow seen: Argo is not watched here
     await rounds(pipeline, clock, (wf.end - T0).total_seconds() / 60 + 2)
-    rows = (await store.list_notifications())[0]
+    rows = (await store.outbox.list_notifications())[0]
     assert [(r.kind, r.recipient) for r in rows] == [(NotificationKind.JOB_SUMMARY, "alice@example.com")]
 
 
@@ -231,12 +232,15 @@ async def test_an_unowned_gpu_pod_is_recorded_and_reaches_the_leads_only_if_aske
     loud, quiet = bare_gpu_pod("face-research"), bare_gpu_pod("quiet-ns")
     await pipeline.ingestor.apply([*loud, *quiet])
     for items in (loud, quiet):
-        record = await store.get_job("test", items[0][2]["metadata"]["uid"])
+        record = await stored.get_job(store, "test", items[0][2]["metadata"]["uid"])
         assert record is not None and (record.owner, record.status) == (None, JobStatus.SUCCEEDED)
     await rounds(pipeline, clock, 35)
     for items in (loud, quiet):
-        assert await store.summary_state("test", items[0][2]["metadata"]["uid"]) is SummaryState.SUMMARIZED
-    rows = (await store.list_notifications())[0]
+        assert (
+            await stored.summary_state(store, "test", items[0][2]["metadata"]["uid"])
+            is SummaryState.SUMMARIZED
+        )
+    rows = (await store.outbox.list_notifications())[0]
     assert [(r.kind, r.recipient, r.job_uid) for r in rows] == [
         (NotificationKind.JOB_SUMMARY, "lead@example.com", loud[0][2]["metadata"]["uid"])
     ]

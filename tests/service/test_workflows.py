@@ -28,6 +28,7 @@ from inno_notify.sim.pipelines import (
     argo_changes,
 )
 from inno_notify.sim.workload import Behaviour
+from tests import stored
 
 from .workflow_support import T0, StepMeter, harness
 
@@ -63,19 +64,19 @@ async def test_an_argo_workflow_gives_one_summary_with_each_steps_figures(
         h.apply(argo_changes(wf))
 
         async def ended() -> bool:
-            return await store.workflow_state("test", wf.uid) is WorkflowState.AWAITING
+            return await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
 
         await h.until(ended)
         # The GPU step is a one-pod workload of its own, measured, and folded into the workflow.
-        step_job = await store.get_job("test", train.pod_uid)
+        step_job = await stored.get_job(store, "test", train.pod_uid)
         assert step_job is not None and step_job.requested.gpus == 2 and step_job.owner is None
         # Before the workflow is due, its step is measured and summarized: nothing is sent for it.
         await h.rounds(wf.end + timedelta(seconds=30))
-        assert await store.summary_state("test", train.pod_uid) is SummaryState.SUMMARIZED
-        assert await store.workflow_state("test", wf.uid) is WorkflowState.AWAITING
+        assert await stored.summary_state(store, "test", train.pod_uid) is SummaryState.SUMMARIZED
+        assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
         assert await h.outbox() == []
         await h.rounds(wf.end + timedelta(seconds=61))
-        assert await store.workflow_state("test", wf.uid) is WorkflowState.SUMMARIZED
+        assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.SUMMARIZED
         rows = await h.outbox()
         assert [(r.kind, r.recipient, r.status) for r in rows] == [
             (NotificationKind.WORKFLOW_SUMMARY, "alice@example.com", DeliveryStatus.SENT)
@@ -100,7 +101,7 @@ async def test_an_argo_workflow_gives_one_summary_with_each_steps_figures(
         assert figures["train"].gpu_minutes is not None and abs(figures["train"].gpu_minutes - held) < 1e-6
         assert figures["train"].used_gpu_minutes is not None
         assert abs(figures["train"].used_gpu_minutes - held / 2) < 1e-6
-        usage = await store.get_usage("test", train.pod_uid)
+        usage = await store.usage.get_usage("test", train.pod_uid)
         assert usage is not None and usage.gpu_minutes == figures["train"].gpu_minutes
         assert (summary.gpu_minutes, summary.used_gpu_minutes) == (
             figures["train"].gpu_minutes,
@@ -140,7 +141,7 @@ async def test_a_failed_workflow_and_a_restart_send_once(
         h.apply(argo_changes(wf))
 
         async def ended() -> bool:
-            return await store.workflow_state("test", wf.uid) is WorkflowState.AWAITING
+            return await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
 
         await h.until(ended)
         await h.rounds(wf.end + timedelta(minutes=2))
@@ -167,7 +168,7 @@ async def test_a_failed_workflow_and_a_restart_send_once(
 
 
 async def harness_outbox(store: Store) -> list[Notification]:
-    rows, _ = await store.list_notifications(limit=500)
+    rows, _ = await store.outbox.list_notifications(limit=500)
     return rows
 
 
@@ -199,7 +200,7 @@ async def test_an_airflow_dag_run_of_three_kpo_tasks_gives_one_summary_once_quie
             return not h.sim.store.objects(PODS)
 
         await h.until(all_pods_gone)
-        [(record, pods)] = await store.quiet_airflow_runs(run.end, 10)
+        [(record, pods)] = await store.workflows.quiet_airflow_runs(run.end, 10)
         assert record.kind is WorkflowKind.AIRFLOW and record.status is JobStatus.RUNNING
         assert len(pods) == 4 and record.uid == run_uid
         # Not quiet long enough: nothing closes, nothing is sent.
@@ -230,6 +231,6 @@ async def test_an_airflow_dag_run_of_three_kpo_tasks_gives_one_summary_once_quie
             and abs(embed_figures.used_gpu_minutes - 0.7 * held) < 1e-6
         )
         for a in embed.attempts:  # each try measured on its own, neither summarized on its own
-            assert await store.summary_state("test", a.pod_uid) is SummaryState.SUMMARIZED
+            assert await stored.summary_state(store, "test", a.pod_uid) is SummaryState.SUMMARIZED
         await h.rounds(run.end + timedelta(hours=3))
         assert len(await h.outbox()) == 1 and len(h.sender.sent) == 1

@@ -145,7 +145,7 @@ class Harness:
         await self.pipeline.dispatcher.run_once(now)
 
     async def outbox(self) -> list[Notification]:
-        rows, _ = await self.store.list_notifications(limit=500)
+        rows, _ = await self.store.outbox.list_notifications(limit=500)
         return sorted(rows, key=lambda n: n.id or 0)
 
 

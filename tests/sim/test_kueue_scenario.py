@@ -39,6 +39,7 @@ from inno_notify.sim.objects import (
     pod_terminated,
     ts,
 )
+from tests import stored
 from tests.api.conftest import serve_api
 from tests.waiting import eventually
 
@@ -155,7 +156,7 @@ async def test_quota_share_trend_and_preemption_reach_the_digest_and_the_api(
     cluster: SimKubeServer, store: Store
 ) -> None:
     server = cluster
-    await store.replace_teams([Team("face", ("face-research",), ("lead@example.com",))])
+    await store.directory.replace_teams([Team("face", ("face-research",), ("lead@example.com",))])
     # The ClusterQueue of the real capture: nvidia.com/gpu 8 (gpu-a40) + 4 (gpu-a100) = 12 GPUs.
     server.create(CLUSTER_QUEUES["v1beta2"], fixture("clusterqueue-gpu-flavors-v0.5.2.json"))
     local = copy.deepcopy(fixture("localqueue-v0.5.2.json"))
@@ -165,7 +166,7 @@ async def test_quota_share_trend_and_preemption_reach_the_digest_and_the_api(
     late = run_job(server, "train-late", LATE, 3.0, preempted=1)
 
     async def ready() -> bool:
-        jobs = await store.get_jobs("default", [early, late])
+        jobs = await stored.get_jobs(store, "default", [early, late])
         done = [
             j for j in jobs.values() if j.status is JobStatus.SUCCEEDED and j.kueue and j.kueue.admitted_at
         ]
@@ -175,11 +176,14 @@ async def test_quota_share_trend_and_preemption_reach_the_digest_and_the_api(
     # What the usage collector writes once Prometheus answered: 2 GPUs held over the run, half used.
     for uid, hours in ((early, 4.0), (late, 3.0)):
         held = 2 * hours * 60
-        await store.save_usage(
-            "default", uid, Usage(gpu_minutes=held, used_gpu_minutes=held / 2, idle_gpu_minutes=held / 4)
+        await stored.save_usage(
+            store,
+            "default",
+            uid,
+            Usage(gpu_minutes=held, used_gpu_minutes=held / 2, idle_gpu_minutes=held / 4),
         )
 
-    job = (await store.get_jobs("default", [late]))[late]
+    job = (await stored.get_jobs(store, "default", [late]))[late]
     assert job.kueue is not None and (job.kueue.preemptions, job.kueue.cluster_queue) == (
         1,
         "cq-all-resources",
@@ -187,7 +191,7 @@ async def test_quota_share_trend_and_preemption_reach_the_digest_and_the_api(
     assert job.queue_seconds == 20 * 60  # created → admitted, not → the pod's scheduling
     assert SummaryView.from_records(job, None).evictions == "preempted 1× by Kueue (last: Preempted)"
 
-    digest = await store.team_digest("face", "2026-W48", "UTC")
+    digest = await store.digest.team_digest("face", "2026-W48", "UTC")
     assert (digest.quota_gpus, digest.gpu_hours) == (12.0, 6.0)
     assert digest.quota_share == pytest.approx(6.0 / (12.0 * 168))
     assert [p.gpu_hours for p in digest.trend[-3:]] == [0.0, 8.0, 6.0]

@@ -91,6 +91,7 @@ _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
 
 # Positions in a page row: derived from PAGE_COLUMNS, so a column added there cannot shift them silently.
 CLUSTER, UID = 0, 1
+STATUS = [c.name for c in PAGE_COLUMNS].index("status")
 SORT_AT = [c.name for c in PAGE_COLUMNS].index("sort_at")
 RECOMMENDATIONS = len(PAGE_COLUMNS)
 
@@ -244,8 +245,7 @@ def _filter_values(filters: JobFilter) -> dict[str, Any]:
 async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None) -> JobPage:
     """A page of jobs, newest first (by finish, else creation time), with usage and advice.
 
-    The same order and cursors as jobs.list_jobs. Raises InvalidCursor for a cursor this store did
-    not hand out.
+    Raises InvalidCursor for a cursor this store did not hand out.
     """
     values = _filter_values(filters)
     params = {f"f_{name}": value for name, value in values.items()}

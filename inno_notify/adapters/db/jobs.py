@@ -17,10 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut, taken_over
 from inno_notify.adapters.db.sql import (
-    InvalidCursor,
     chunks,
-    decode_cursor,
-    encode_cursor,
     last_per_key,
     upsert,
 )
@@ -206,46 +203,6 @@ async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[Te
     return len(fresh)
 
 
-async def list_jobs(
-    conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None
-) -> tuple[list[JobRecord], str | None]:
-    """A page of jobs, newest first (by finish, else creation time), and the cursor of the next page."""
-    key = sa.tuple_(jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
-    query = sa.select(jobs).where(*_job_conditions(filters))
-    if cursor is not None:
-        at, uid, cluster = decode_cursor(cursor, (str, str, str))
-        try:
-            after = codec.parse_iso(at)
-        except ValueError as exc:
-            raise InvalidCursor("invalid cursor") from exc
-        query = query.where(key < sa.tuple_(sa.literal(after, jobs.c.sort_at.type), uid, cluster))
-    query = query.order_by(jobs.c.sort_at.desc(), jobs.c.uid.desc(), jobs.c.cluster.desc()).limit(limit + 1)
-    rows = (await conn.execute(query)).mappings().all()
-    page = [codec.job_from_row(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return page, None
-    last = rows[limit - 1]
-    return page, encode_cursor([last["sort_at"].isoformat(), last["uid"], last["cluster"]])
-
-
-def _job_conditions(f: JobFilter) -> list[sa.ColumnElement[bool]]:
-    conds: list[sa.ColumnElement[bool]] = []
-    for column, value in (
-        (jobs.c.cluster, f.cluster),
-        (jobs.c.namespace, f.namespace),
-        (jobs.c.owner, f.owner),
-        (jobs.c.team, f.team),
-        (jobs.c.status, None if f.status is None else f.status.value),
-    ):
-        if value is not None:
-            conds.append(column == value)
-    if f.since is not None:
-        conds.append(jobs.c.sort_at >= f.since)
-    if f.until is not None:
-        conds.append(jobs.c.sort_at < f.until)
-    return conds
-
-
 async def mark_terminal(
     conn: AsyncConnection,
     cluster: str,
@@ -367,13 +324,6 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
         )
         found.update({row.uid: SummaryState(row.summary_state) for row in result})
     return found
-
-
-async def summary_state(conn: AsyncConnection, cluster: str, uid: str) -> SummaryState | None:
-    value = await conn.scalar(
-        sa.select(jobs.c.summary_state).where(jobs.c.cluster == cluster, jobs.c.uid == uid)
-    )
-    return None if value is None else SummaryState(value)
 
 
 async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:

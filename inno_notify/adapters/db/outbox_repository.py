@@ -1,4 +1,5 @@
-"""The outbox as a dispatcher works it: claim a round's rows under a token, then settle each one.
+"""The outbox (`Store.outbox`): enqueueing rows, the delivery log the API reads and retries, and
+the dispatcher's side: claim a round's rows under a token, then settle each one.
 
 There is one implementation of claiming and settling, the one the dispatcher uses and the
 concurrency tests exercise:
@@ -47,11 +48,12 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import codec, preferences
-from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db import outbox as outbox_queries
 from inno_notify.adapters.db.jobs import get_jobs
-from inno_notify.adapters.db.leases import UNFENCED, Fence, taken_over
+from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.sql import chunks
 from inno_notify.adapters.db.tables import outbox, recommendations, usage
+from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.delivery import BatchPlan, hold_muted
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -135,12 +137,9 @@ class Outcomes:
         return await self._run(lambda conn: mark_given_back(conn, self.token, ids, at))
 
 
-class OutboxRepository:
-    """Claiming and settling outbox rows over an engine (Postgres or SQLite)."""
-
-    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
-        self._engine = engine
-        self._fence = fence
+class OutboxRepository(Repository):
+    """The outbox over an engine (Postgres or SQLite): enqueueing, claiming and settling rows,
+    and the delivery log the API reads."""
 
     async def claim(
         self,
@@ -186,28 +185,45 @@ class OutboxRepository:
         finally:
             await held.close()
 
-    async def mark_sent(self, claim: Claim | str, rows: Sequence[SentRecord]) -> int:
-        """Records accepted messages in a transaction of their own; returns the rows settled."""
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.sent(rows)
-
-    async def mark_retry(self, claim: Claim | str, rows: Sequence[RetryRecord]) -> int:
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.retry(rows)
-
-    async def mark_failed(self, claim: Claim | str, rows: Sequence[FailureRecord], at: datetime) -> int:
-        async with self.recorder(claim) as outcomes:
-            return await outcomes.failed(rows, at)
-
     async def next_due(self, kinds: Collection[str] | None = None) -> datetime | None:
         """When the earliest pending row can next be claimed (the dispatcher sleeps until then)."""
         query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(outbox.c.status == _PENDING)
         if kinds is not None:
             query = query.where(outbox.c.kind.in_(sorted(kinds)))
-        # A read: on SQLite it must not take the write lock (engine.py, READ_INTENT).
-        async with self._engine.execution_options(**READ_INTENT).connect() as conn:
+        async with self.read() as conn:
             value = (await conn.execute(query)).scalar()
         return value if isinstance(value, datetime) else None
+
+    async def enqueue(self, notifications: Sequence[Notification]) -> int:
+        """Inserts those whose dedup key is new; returns how many. `id` of the inputs is ignored."""
+        async with self._leader_write() as conn:
+            return await outbox_queries.enqueue(conn, notifications)
+
+    async def delivery_statuses(self, dedup_keys: Sequence[str]) -> dict[str, str]:
+        """Where the given outbox rows stand (pending, sent, failed), by dedup key."""
+        async with self.read() as conn:
+            return await outbox_queries.statuses(conn, dedup_keys)
+
+    async def outbox_depth(self) -> dict[str, int]:
+        """Notifications per delivery status."""
+        async with self.read() as conn:
+            return await outbox_queries.depth(conn)
+
+    async def get_notification(self, id: int) -> Notification | None:
+        async with self.read() as conn:
+            return await outbox_queries.get(conn, id)
+
+    async def list_notifications(
+        self, status: DeliveryStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[Notification], str | None]:
+        """The delivery log, newest first, and the next page's cursor (None on the last page)."""
+        async with self.read() as conn:
+            return await outbox_queries.list_page(conn, status, limit, cursor)
+
+    async def retry_notification(self, id: int, now: datetime) -> bool:
+        """Re-queues a failed notification, due now with attempts reset; False unless it had failed."""
+        async with self._write() as conn:
+            return await outbox_queries.retry(conn, id, now)
 
 
 # --- running a round's statements ---------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A job's usage series in the `usage_series` table: the row codec and its two statements.
 
-Written in the transaction that stores the job's usage (Store.complete_summary), read per
+Written in the transaction that stores the job's usage (store.jobs.complete_summary), read per
 dispatch round for the charts of the messages in it, and per page for the job page. Labels come
 from the cluster and the exporters, so on the way in they lose what Postgres' JSONB refuses and
 SQLite would keep (NUL, unpaired surrogates); values are finite numbers or null.

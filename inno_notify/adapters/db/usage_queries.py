@@ -207,14 +207,3 @@ def group_cells(cells: Sequence[UsageCell], group_by: GroupBy) -> list[UsageGrou
         )
     )
     return groups
-
-
-async def usage_by_group(
-    conn: AsyncConnection,
-    group_by: GroupBy,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    cluster: str | None = None,
-) -> list[UsageGroup]:
-    """The groups with any job finished in [since, until), most GPU-minutes first."""
-    return group_cells(await usage_cells(conn, since, until, cluster), group_by)

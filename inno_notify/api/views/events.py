@@ -60,12 +60,12 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
     key = body.key or f"anonymous-{secrets.token_hex(16)}"
     principal = request[PRINCIPAL]
     now = request.app[keys.CLOCK]()
-    earlier = await store.get_event(key) if body.key is not None else None
+    earlier = await store.workflows.get_event(key) if body.key is not None else None
     if earlier is not None:
         return json(serialize.event_receipt(earlier, duplicate=True), status=202)
     routing = request.app[keys.EVENT_ROUTING]
-    users = {u.email.lower(): u for u in await store.list_users()}
-    teams = {t.name: t for t in await store.list_teams()}
+    users = {u.email.lower(): u for u in await store.directory.list_users()}
+    teams = {t.name: t for t in await store.directory.list_teams()}
     message = PipelineMessage(
         key=key, title=body.title, text=body.text, links=links, sender=principal.name, created_at=now
     )
@@ -84,5 +84,5 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
         reasons = [plan.silent_reason] if plan.silent_reason else []
         reasons += [f"{s.channel} for {s.recipient}: {s.reason}" for s in plan.skipped]
         raise ApiError(422, "no_recipients", "nobody to send to: " + "; ".join(reasons or ["no channel"]))
-    event = await store.record_event(key, principal.name, body.title, plan.notifications, now)
+    event = await store.workflows.record_event(key, principal.name, body.title, plan.notifications, now)
     return json(serialize.event_receipt(event, duplicate=not event.created), status=202)

@@ -64,12 +64,12 @@ async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
         since=given.since,
         until=given.until,
     )
-    page = await request.app[keys.STORE].job_page(filters, given.limit, given.cursor)
+    page = await request.app[keys.STORE].jobs.job_page(filters, given.limit, given.cursor)
     return json(resources.JobPage(items=_items(page), next_cursor=page.next_cursor))
 
 
 async def get_job(request: web.Request, given: JobName) -> web.Response:
-    page = await request.app[keys.STORE].find_job_row(given.namespace, given.name, given.uid)
+    page = await request.app[keys.STORE].jobs.find_job_row(given.namespace, given.name, given.uid)
     if not page.rows:
         which = f" with uid {given.uid}" if given.uid else ""
         raise not_found(f"no job {given.namespace}/{given.name}{which}", code="job_not_found")

@@ -38,7 +38,7 @@ class NotificationId:
 
 
 async def list_notifications(request: web.Request, given: LogFilters) -> web.Response:
-    page, next_cursor = await request.app[keys.STORE].list_notifications(
+    page, next_cursor = await request.app[keys.STORE].outbox.list_notifications(
         given.status, given.limit, given.cursor
     )
     items = [serialize.notification(n) for n in page]
@@ -49,14 +49,14 @@ async def retry_notification(request: web.Request, given: NotificationId) -> web
     """Re-queues a failed notification, due now; the dispatcher sends it (the API never sends)."""
     store = request.app[keys.STORE]
     ident = given.id
-    if not await store.retry_notification(ident, request.app[keys.CLOCK]()):
-        current = await store.get_notification(ident)
+    if not await store.outbox.retry_notification(ident, request.app[keys.CLOCK]()):
+        current = await store.outbox.get_notification(ident)
         if current is None:
             raise not_found(f"no notification {ident}", code="notification_not_found")
         raise ApiError(
             409, "not_failed", f"notification {ident} is {current.status.value}; only failed ones are retried"
         )
-    retried = await store.get_notification(ident)
+    retried = await store.outbox.get_notification(ident)
     if retried is None:  # deleted between the two statements
         raise not_found(f"no notification {ident}", code="notification_not_found")
     return json(serialize.notification(retried))

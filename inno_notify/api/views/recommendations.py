@@ -23,7 +23,7 @@ class RecommendationFilters:
 
 
 async def list_recommendations(request: web.Request, given: RecommendationFilters) -> web.Response:
-    page, next_cursor = await request.app[keys.STORE].open_recommendations(
+    page, next_cursor = await request.app[keys.STORE].usage.open_recommendations(
         team=given.team, owner=given.owner, since=given.since, limit=given.limit, cursor=given.cursor
     )
     items = [serialize.job_recommendation(r) for r in page]

@@ -56,7 +56,7 @@ def compute(store: Store, window: Window) -> Callable[[], Awaitable[UsageReport]
     """The cache's computation of one window's report."""
 
     async def run() -> UsageReport:
-        return UsageReport(await store.usage_cells(*window))
+        return UsageReport(await store.usage.usage_cells(*window))
 
     return run
 

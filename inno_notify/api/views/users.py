@@ -48,7 +48,7 @@ class UserWrite:
 async def list_users(request: web.Request, given: UserPageRequest) -> web.Response:
     # The directory is small (people, not jobs): page over the sorted list in memory.
     store = request.app[keys.STORE]
-    users = await store.list_users()
+    users = await store.directory.list_users()
     start = 0
     if given.cursor is not None:
         (after,) = decode_cursor(given.cursor, (str,))
@@ -56,17 +56,17 @@ async def list_users(request: web.Request, given: UserPageRequest) -> web.Respon
     page = users[start : start + given.limit]
     more = start + given.limit < len(users)
     next_cursor = encode_cursor([page[-1].email]) if more and page else None
-    prefs = await store.all_preferences() if page else {}
+    prefs = await store.directory.all_preferences() if page else {}
     items = [serialize.user(u, prefs.get(u.email)) for u in page]
     return json(resources.UserPage(items=items, next_cursor=next_cursor))
 
 
 async def get_user(request: web.Request, given: UserAddress) -> web.Response:
     store = request.app[keys.STORE]
-    user = await store.get_user(given.email)
+    user = await store.directory.get_user(given.email)
     if user is None:
         raise not_found(f"no user {given.email}", code="user_not_found")
-    return json(serialize.user(user, await store.get_preferences(user.email)))
+    return json(serialize.user(user, await store.directory.get_preferences(user.email)))
 
 
 async def put_user(request: web.Request, given: UserWrite) -> web.Response:
@@ -89,13 +89,15 @@ async def put_user(request: web.Request, given: UserWrite) -> web.Response:
         channels=tuple(dict.fromkeys(c.value for c in body.channels)),
     )
     store = request.app[keys.STORE]
-    existed = await store.get_user(email) is not None
-    await store.upsert_user(user)
+    existed = await store.directory.get_user(email) is not None
+    await store.directory.upsert_user(user)
     if wanted is not None:
         await _change_preferences(request, email, wanted, now)
-    shown = await store.get_user(email)
+    shown = await store.directory.get_user(email)
     assert shown is not None  # just written
-    return json(serialize.user(shown, await store.get_preferences(email)), status=200 if existed else 201)
+    return json(
+        serialize.user(shown, await store.directory.get_preferences(email)), status=200 if existed else 201
+    )
 
 
 async def _change_preferences(
@@ -109,10 +111,12 @@ async def _change_preferences(
         changes["channels"] = tuple(c.value for c in changes["channels"])
     reset = tuple(sorted(name for name in given if getattr(wanted, name) is None))
     origin = Origin(Via.API, now, request[PRINCIPAL].name)
-    await request.app[keys.STORE].change_preferences(email, now, changes=changes, origin=origin, reset=reset)
+    await request.app[keys.STORE].directory.change_preferences(
+        email, now, changes=changes, origin=origin, reset=reset
+    )
 
 
 async def delete_user(request: web.Request, given: UserAddress) -> web.Response:
-    if not await request.app[keys.STORE].delete_user(given.email):
+    if not await request.app[keys.STORE].directory.delete_user(given.email):
         raise not_found(f"no user {given.email}", code="user_not_found")
     return web.Response(status=204)

@@ -10,6 +10,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.adoption import AdoptionTally, Outcome, judge
+from tests import stored
 
 from .records import T0, job, recommendations, usage
 
@@ -19,18 +20,18 @@ DAY = timedelta(days=1)
 async def _finished(store: Store, uid: str, finished: datetime, **changes: object) -> None:
     """A measured run of the train-resnet family that finished at `finished`."""
     record = job(uid, created_at=finished - timedelta(hours=2), finished_at=finished, **changes)
-    await store.upsert_jobs([record])
-    await store.save_usage("default", uid, usage())
+    await stored.upsert_jobs(store, [record])
+    await stored.save_usage(store, "default", uid, usage())
 
 
 async def test_previous_advice_is_the_newest_measured_run_finished_before(store: Store) -> None:
     await _finished(store, "old", T0)
     await _finished(store, "prev", T0 + DAY)
-    await store.save_recommendations("default", "prev", recommendations())
+    await stored.save_recommendations(store, "default", "prev", recommendations())
     await _finished(store, "later", T0 + 3 * DAY)  # finished after the new run was created
     await _finished(store, "elsewhere", T0 + 2 * DAY - timedelta(hours=1), namespace="other")
     # Finished, never measured: it was given no advice yet.
-    await store.upsert_jobs([job("unmeasured", finished_at=T0 + 2 * DAY - timedelta(hours=2))])
+    await stored.upsert_jobs(store, [job("unmeasured", finished_at=T0 + 2 * DAY - timedelta(hours=2))])
 
     found = await store.adoption.previous_advice(
         "default", "face-research", "train-resnet", T0 + 2 * DAY, "new"
@@ -48,8 +49,8 @@ async def test_previous_advice_is_the_newest_measured_run_finished_before(store:
 async def test_an_adoption_is_recorded_once(store: Store) -> None:
     await _finished(store, "prev", T0)
     await _finished(store, "new", T0 + DAY)
-    previous = await store.get_job("default", "prev")
-    new = await store.get_job("default", "new")
+    previous = await stored.get_job(store, "default", "prev")
+    new = await stored.get_job(store, "default", "new")
     assert previous is not None and new is not None
     new = replace(new, requested=replace(new.requested, extended={"nvidia.com/gpu": 2}, gpus=2.0))
     adoption = judge(new, previous, recommendations(), T0 + 2 * DAY)
@@ -66,13 +67,13 @@ async def test_an_adoption_is_stored_with_the_summary_once(store: Store) -> None
     """The usage collector hands the judged run to complete_summary: one transaction with the
     summary, and a summary stored again (a claim taken over after a crash) keeps the first."""
     await _finished(store, "new", T0 + DAY)
-    new = await store.get_job("default", "new")
+    new = await stored.get_job(store, "default", "new")
     assert new is not None
     adoption = judge(new, None, [], T0 + 2 * DAY)
     assert adoption is not None
 
-    await store.complete_summary("default", "new", usage(), [], [], adoption=adoption)
-    await store.complete_summary(
+    await store.jobs.complete_summary("default", "new", usage(), [], [], adoption=adoption)
+    await store.jobs.complete_summary(
         "default", "new", usage(), [], [], adoption=replace(adoption, outcome=Outcome.IGNORED)
     )
 
@@ -91,7 +92,7 @@ async def _adopted(
     memory: float | None = 0.0,
 ) -> None:
     record = job(uid, owner=owner, team=team, finished_at=finished)
-    await store.upsert_jobs([record])
+    await stored.upsert_jobs(store, [record])
     adoption = judge(record, None, [], finished)
     assert adoption is not None
     await store.adoption.record(

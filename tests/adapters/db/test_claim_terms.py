@@ -14,6 +14,7 @@ from inno_notify.adapters.db import Store, SummaryState
 from inno_notify.adapters.db.jobs import ClaimLost
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.domain.model import DeliveryStatus, RejectedObject
+from tests import stored
 
 from .records import T0, job, notification, recommendations, usage
 
@@ -64,7 +65,7 @@ async def test_a_new_leader_takes_the_rows_of_an_ended_term_at_once(
     store: Store, leases: LeaseRepository, replicas: dict[str, Replica]
 ) -> None:
     a, b = replicas["a"], replicas["b"]
-    await store.enqueue([notification(f"n{i}", recipient=f"u{i}@example.com") for i in range(3)])
+    await store.outbox.enqueue([notification(f"n{i}", recipient=f"u{i}@example.com") for i in range(3)])
     term_a = await a.lead(leases)
     old = await a.store.outbox.claim(T0, 10, LEASE)
     assert old.term == term_a and old.rows == 3
@@ -81,11 +82,11 @@ async def test_a_new_leader_takes_the_rows_of_an_ended_term_at_once(
     (first, *_), *_ = old.messages
     assert first.id is not None
     # a's late outcome settles nothing; its fence refuses its next claim.
-    assert await a.store.outbox.mark_sent(old, [(first.id, "late", T0)]) == 0
+    assert await stored.mark_sent(a.store, old, [(first.id, "late", T0)]) == 0
     with pytest.raises(LostLeadership):
         await a.store.outbox.claim(T0, 10, LEASE)
-    assert await b.store.outbox.mark_sent(new, [(first.id, "new", T0)]) == 1
-    sent = await store.get_notification(first.id)
+    assert await stored.mark_sent(b.store, new, [(first.id, "new", T0)]) == 1
+    sent = await store.outbox.get_notification(first.id)
     assert sent is not None and (sent.status, sent.provider_message_id) == (DeliveryStatus.SENT, "new")
 
 
@@ -94,7 +95,7 @@ async def test_claims_without_a_term_and_rows_waiting_for_a_retry_keep_their_tim
 ) -> None:
     """Rows claimed with election off (`inno-notify digest --send`: a process that may be alive)
     wait for their lease; a retried row gave its claim up and waits for its retry time."""
-    await store.enqueue(
+    await store.outbox.enqueue(
         [
             notification("untermed"),
             notification("leased", recipient="bob@example.com"),
@@ -110,7 +111,7 @@ async def test_claims_without_a_term_and_rows_waiting_for_a_retry_keep_their_tim
     retry_at = T0 + timedelta(minutes=2)  # before the claims' lease runs out
     retried = by_key["retried"].id
     assert retried is not None
-    assert await a.store.outbox.mark_retry(claim_a, [(retried, "429", retry_at)]) == 1
+    assert await stored.mark_retry(a.store, claim_a, [(retried, "429", retry_at)]) == 1
 
     assert await leases.release("default", "a", term_a)
     await b.lead(leases)
@@ -121,7 +122,7 @@ async def test_claims_without_a_term_and_rows_waiting_for_a_retry_keep_their_tim
 
 
 async def test_rows_given_back_are_due_at_once_without_a_counted_attempt(store: Store) -> None:
-    await store.enqueue([notification("n0"), notification("n1", recipient="bob@example.com")])
+    await store.outbox.enqueue([notification("n0"), notification("n1", recipient="bob@example.com")])
     claim = await store.outbox.claim(T0, 10, LEASE)
     ids = [row.id for message in claim.messages for row in message if row.id is not None]
     async with store.outbox.recorder(claim) as outcomes:
@@ -133,45 +134,47 @@ async def test_rows_given_back_are_due_at_once_without_a_counted_attempt(store: 
 
 
 async def _awaiting_usage(store: Store, *uids: str) -> None:
-    await store.upsert_jobs([job(uid) for uid in uids])
+    await stored.upsert_jobs(store, [job(uid) for uid in uids])
     for uid in uids:
-        await store.mark_terminal("default", uid, T0)
+        await stored.mark_terminal(store, "default", uid, T0)
 
 
 async def test_usage_writes_check_the_claim_token(store: Store) -> None:
     """A collector whose usage lease ran out and was taken by another stores nothing: the whole
     summary (usage, advice, state, notifications) is refused; the new claimer's goes through."""
     await _awaiting_usage(store, "job-1")
-    first = await store.claim_usage(T0, 10, lease_seconds=60)
-    second = await store.claim_usage(T0 + timedelta(seconds=60), 10, lease_seconds=60)
+    first = await store.jobs.claim_usage(T0, 10, lease_seconds=60)
+    second = await store.jobs.claim_usage(T0 + timedelta(seconds=60), 10, lease_seconds=60)
     assert [j.uid for j in first.jobs] == [j.uid for j in second.jobs] == ["job-1"]
     assert first.token != second.token
 
     with pytest.raises(ClaimLost):
-        await store.complete_summary(
+        await store.jobs.complete_summary(
             "default", "job-1", usage(), recommendations(), [notification()], claim=first.token
         )
-    assert await store.get_usage("default", "job-1") is None
-    assert (await store.list_notifications(limit=5))[0] == []
-    assert not await store.reschedule_usage("default", "job-1", T0, claim=first.token)
+    assert await store.usage.get_usage("default", "job-1") is None
+    assert (await store.outbox.list_notifications(limit=5))[0] == []
+    assert not await store.jobs.reschedule_usage("default", "job-1", T0, claim=first.token)
     with pytest.raises(ClaimLost):
-        await store.set_summary_state("default", "job-1", SummaryState.SUMMARIZED, claim=first.token)
+        await store.jobs.set_summary_state("default", "job-1", SummaryState.SUMMARIZED, claim=first.token)
 
     assert (
-        await store.complete_summary("default", "job-1", usage(), [], [notification()], claim=second.token)
+        await store.jobs.complete_summary(
+            "default", "job-1", usage(), [], [notification()], claim=second.token
+        )
         == 1
     )
-    assert await store.summary_state("default", "job-1") is SummaryState.SUMMARIZED
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.SUMMARIZED
 
 
 async def test_a_rescheduled_job_gives_its_claim_up(store: Store) -> None:
     await _awaiting_usage(store, "job-1")
-    claim = await store.claim_usage(T0, 10, lease_seconds=60)
+    claim = await store.jobs.claim_usage(T0, 10, lease_seconds=60)
     later = T0 + timedelta(minutes=5)
-    assert await store.reschedule_usage("default", "job-1", later, claim=claim.token)
-    assert not await store.reschedule_usage("default", "job-1", later, claim=claim.token)
-    assert (await store.claim_usage(later - timedelta(seconds=1), 10)).jobs == ()
-    assert [j.uid for j in (await store.claim_usage(later, 10)).jobs] == ["job-1"]
+    assert await store.jobs.reschedule_usage("default", "job-1", later, claim=claim.token)
+    assert not await store.jobs.reschedule_usage("default", "job-1", later, claim=claim.token)
+    assert (await store.jobs.claim_usage(later - timedelta(seconds=1), 10)).jobs == ()
+    assert [j.uid for j in (await store.jobs.claim_usage(later, 10)).jobs] == ["job-1"]
 
 
 async def test_a_new_leader_takes_the_usage_jobs_of_an_ended_term_at_once(
@@ -180,61 +183,54 @@ async def test_a_new_leader_takes_the_usage_jobs_of_an_ended_term_at_once(
     a, b = replicas["a"], replicas["b"]
     await _awaiting_usage(store, "job-1", "job-2")
     term_a = await a.lead(leases)
-    old = await a.store.claim_usage(T0, 10, LEASE)
+    old = await a.store.jobs.claim_usage(T0, 10, LEASE)
     assert old.term == term_a and len(old.jobs) == 2
     await replicas["other-cluster"].lead(leases)
-    assert (await replicas["other-cluster"].store.claim_usage(T0, 10, LEASE)).jobs == ()
+    assert (await replicas["other-cluster"].store.jobs.claim_usage(T0, 10, LEASE)).jobs == ()
     # b cannot lead while a holds the lease; a's writes pass its fence.
     assert await leases.acquire("default", "b", 60) is None
 
     assert await leases.release("default", "a", term_a)
     with pytest.raises(LostLeadership):
-        await a.store.complete_summary("default", "job-1", usage(), [], [], claim=old.token)
+        await a.store.jobs.complete_summary("default", "job-1", usage(), [], [], claim=old.token)
     await b.lead(leases)
-    new = await b.store.claim_usage(T0, 10, LEASE)
+    new = await b.store.jobs.claim_usage(T0, 10, LEASE)
     assert sorted(j.uid for j in new.jobs) == ["job-1", "job-2"]
     a.fence.disarm()  # what the elector does the moment it stops leading
     with pytest.raises(LostLeadership):
-        await a.store.set_summary_state("default", "job-2", SummaryState.SUMMARIZED, claim=old.token)
-    assert await b.store.complete_summary("default", "job-1", usage(), [], [], claim=new.token) == 0
-    assert await store.get_usage("default", "job-1") == usage()
+        await a.store.jobs.set_summary_state("default", "job-2", SummaryState.SUMMARIZED, claim=old.token)
+    assert await b.store.jobs.complete_summary("default", "job-1", usage(), [], [], claim=new.token) == 0
+    assert await store.usage.get_usage("default", "job-1") == usage()
 
 
 async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[str, Replica]) -> None:
     """A replica that does not lead (its fence disarmed) writes nothing of the leader's."""
-    await store.upsert_jobs([job()])
+    await stored.upsert_jobs(store, [job()])
     fenced = replicas["a"].store
     rejected = RejectedObject(cluster="default", kind="Job", uid="u", reason="malformed")
     writes: dict[str, Callable[[], Awaitable[object]]] = {
-        "upsert_jobs": lambda: fenced.upsert_jobs([job("other")]),
-        "upsert_pods": lambda: fenced.upsert_pods([]),
-        "mark_terminal": lambda: fenced.mark_terminal("default", "job-1", T0),
-        "claim_usage": lambda: fenced.claim_usage(T0, 10),
-        "reschedule_usage": lambda: fenced.reschedule_usage("default", "job-1", T0),
-        "set_summary_state": lambda: fenced.set_summary_state("default", "job-1", SummaryState.SILENT),
-        "summarize": lambda: fenced.summarize("default", "job-1", [notification()]),
-        "complete_summary": lambda: fenced.complete_summary(
+        "claim_usage": lambda: fenced.jobs.claim_usage(T0, 10),
+        "reschedule_usage": lambda: fenced.jobs.reschedule_usage("default", "job-1", T0),
+        "set_summary_state": lambda: fenced.jobs.set_summary_state("default", "job-1", SummaryState.SILENT),
+        "complete_summary": lambda: fenced.jobs.complete_summary(
             "default", "job-1", usage(), [], [notification()]
         ),
-        "save_usage": lambda: fenced.save_usage("default", "job-1", usage()),
-        "save_recommendations": lambda: fenced.save_recommendations("default", "job-1", []),
-        "enqueue": lambda: fenced.enqueue([notification()]),
-        "enqueue_nudges": lambda: fenced.enqueue_nudges([([notification()], None)]),
-        "record_rejected": lambda: fenced.record_rejected([rejected], T0),
+        "enqueue": lambda: fenced.outbox.enqueue([notification()]),
+        "enqueue_nudges": lambda: fenced.live.enqueue_nudges([([notification()], None)]),
+        "record_rejected": lambda: fenced.jobs.record_rejected([rejected], T0),
         "outbox.claim": lambda: fenced.outbox.claim(T0, 10, LEASE),
-        "set_telegram_offset": lambda: fenced.set_telegram_offset("4242", 5),
+        "set_telegram_offset": lambda: fenced.directory.set_telegram_offset("4242", 5),
     }
     for name, write in writes.items():
         with pytest.raises(LostLeadership):
             await write()
             pytest.fail(f"{name} was not fenced")
     with pytest.raises(LostLeadership):
-        async with fenced.ingest_transaction():
+        async with fenced.jobs.ingest_transaction():
             pytest.fail("an ingest transaction began")
     with pytest.raises(LostLeadership):
-        async with fenced.bot_transaction(fenced=True):
+        async with fenced.directory.bot_transaction(fenced=True):
             pytest.fail("a polled Telegram update's transaction began")
     # Nothing of it reached the database; reads and the unfenced store are not affected.
-    assert await fenced.get_job("default", "other") is None
-    assert (await fenced.list_notifications(limit=5))[0] == []
-    assert await fenced.summary_state("default", "job-1") is SummaryState.NONE
+    assert (await fenced.outbox.list_notifications(limit=5))[0] == []
+    assert await stored.summary_state(fenced, "default", "job-1") is SummaryState.NONE

@@ -24,6 +24,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 from inno_notify.domain.weeks import day_bounds, week_bounds
+from tests import stored
 
 GIB = 1024**3
 TZ = "Europe/Berlin"
@@ -137,12 +138,12 @@ JOBS: list[tuple[JobRecord, Usage | None, list[Recommendation]]] = [
 
 @pytest.fixture
 async def filled(store: Store) -> Store:
-    await store.upsert_jobs([j for j, _, _ in JOBS])
+    await stored.upsert_jobs(store, [j for j, _, _ in JOBS])
     for j, u, recs in JOBS:
         if u is not None:
-            await store.save_usage(j.cluster, j.uid, u)
+            await stored.save_usage(store, j.cluster, j.uid, u)
         if recs:
-            await store.save_recommendations(j.cluster, j.uid, recs)
+            await stored.save_recommendations(store, j.cluster, j.uid, recs)
     return store
 
 
@@ -205,7 +206,7 @@ async def test_team_week_rows(filled: Store) -> None:
 
 
 async def test_the_whole_digest(filled: Store) -> None:
-    d = await filled.team_digest("face", WEEK, TZ, cluster="default", quota_gpus=4)
+    d = await filled.digest.team_digest("face", WEEK, TZ, cluster="default", quota_gpus=4)
     assert d.week_hours == 169
     assert d.gpu_hours == pytest.approx(9)
     assert d.efficiency == pytest.approx(250 / 480)
@@ -217,7 +218,7 @@ async def test_the_whole_digest(filled: Store) -> None:
 
 
 async def test_a_week_without_gpu_jobs(filled: Store) -> None:
-    d = await filled.team_digest("face", "2026-W45", TZ)
+    d = await filled.digest.team_digest("face", "2026-W45", TZ)
     assert d.no_gpu_jobs and d.people == () and d.gpu_hours is None
     assert d.change_gpu_hours.previous == pytest.approx(999 / 60)  # j3 finished in W44
 
@@ -227,13 +228,15 @@ async def test_ties_at_the_last_place_of_the_top_waste_are_broken_by_name(store:
     # database hands over every job tied at the fifth place, and the digest keeps the first by name.
     wastes = {"t1": 100, "t2": 90, "t3": 80, "t4": 70, "t7": 60, "t6": 60, "t5": 60}
     finished = utc(2026, 10, 21, 12)
-    await store.upsert_jobs([job(uid, finished, owner="dora@example.com", gpus=1) for uid in wastes])
+    await stored.upsert_jobs(store, [job(uid, finished, owner="dora@example.com", gpus=1) for uid in wastes])
     for uid, waste in wastes.items():
-        await store.save_recommendations("default", uid, [rec(RecommendationKind.IDLE_GPU, waste, uid)])
+        await stored.save_recommendations(
+            store, "default", uid, [rec(RecommendationKind.IDLE_GPU, waste, uid)]
+        )
 
     start, end = week_bounds(WEEK, TZ)
     rows = await team_week(store.engine, None, "face", start, end, day_bounds(WEEK, TZ))
-    digest = await store.team_digest("face", WEEK, TZ)
+    digest = await store.digest.team_digest("face", WEEK, TZ)
 
     assert sorted(w.uid for w in rows.top_waste) == sorted(wastes)
     assert [w.uid for w in digest.top_waste] == ["t1", "t2", "t3", "t4", "t5"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inno_notify.adapters.db import Store
+from tests import stored
 
 from .records import team, user
 
@@ -10,36 +11,36 @@ from .records import team, user
 async def test_users_round_trip_update_and_delete(store: Store) -> None:
     alice = user()
     bob = user("bob@example.com", name=None, slack_user_id=None, telegram_chat_id=None, channels=("email",))
-    await store.upsert_user(bob)
-    await store.upsert_user(alice)
-    assert await store.get_user("alice@example.com") == alice
-    assert await store.list_users() == [alice, bob]
+    await store.directory.upsert_user(bob)
+    await store.directory.upsert_user(alice)
+    assert await store.directory.get_user("alice@example.com") == alice
+    assert await store.directory.list_users() == [alice, bob]
 
     moved = user(channels=("telegram",), telegram_chat_id=42)
-    await store.upsert_user(moved)
-    assert await store.get_user("alice@example.com") == moved
+    await store.directory.upsert_user(moved)
+    assert await store.directory.get_user("alice@example.com") == moved
 
-    assert await store.delete_user("alice@example.com")
-    assert not await store.delete_user("alice@example.com")
-    assert await store.get_user("alice@example.com") is None
-    assert await store.list_users() == [bob]
+    assert await store.directory.delete_user("alice@example.com")
+    assert not await store.directory.delete_user("alice@example.com")
+    assert await store.directory.get_user("alice@example.com") is None
+    assert await store.directory.list_users() == [bob]
 
 
 async def test_replace_teams_replaces_the_whole_set(store: Store) -> None:
     voice = team("voice", namespaces=(), leads=(), slack_channel=None, notify_unowned=False)
-    await store.replace_teams([voice, team()])
-    assert await store.list_teams() == [team(), voice]
+    await store.directory.replace_teams([voice, team()])
+    assert await store.directory.list_teams() == [team(), voice]
 
-    await store.replace_teams([team("face", leads=("new@example.com",))])
-    assert await store.list_teams() == [team("face", leads=("new@example.com",))]
-    await store.replace_teams([])
-    assert await store.list_teams() == []
+    await store.directory.replace_teams([team("face", leads=("new@example.com",))])
+    assert await store.directory.list_teams() == [team("face", leads=("new@example.com",))]
+    await store.directory.replace_teams([])
+    assert await store.directory.list_teams() == []
 
 
 async def test_checkpoints(store: Store) -> None:
-    assert await store.get_checkpoint("jobs.resourceVersion") is None
-    await store.set_checkpoint("jobs.resourceVersion", "100")
-    await store.set_checkpoint("jobs.resourceVersion", "205")
-    await store.set_checkpoint("digest.last_week", "2026-W48")
-    assert await store.get_checkpoint("jobs.resourceVersion") == "205"
-    assert await store.get_checkpoint("digest.last_week") == "2026-W48"
+    assert await stored.get_checkpoint(store, "jobs.resourceVersion") is None
+    await stored.set_checkpoint(store, "jobs.resourceVersion", "100")
+    await stored.set_checkpoint(store, "jobs.resourceVersion", "205")
+    await stored.set_checkpoint(store, "digest.last_week", "2026-W48")
+    assert await stored.get_checkpoint(store, "jobs.resourceVersion") == "205"
+    assert await stored.get_checkpoint(store, "digest.last_week") == "2026-W48"

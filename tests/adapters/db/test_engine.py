@@ -17,6 +17,7 @@ from inno_notify.adapters.db import Store, create_engine, migrate
 from inno_notify.adapters.db.engine import is_statement_timeout
 from inno_notify.adapters.db.migrate import _PG_MIGRATE_LOCK
 from inno_notify.adapters.db.tables import checkpoints
+from tests import stored
 
 from .records import job, user
 
@@ -66,8 +67,8 @@ async def test_the_store_goes_on_after_a_statement_is_cut(database_url: str, db_
             async with store.read() as conn:
                 await conn.execute(sa.text(SLOW[db_dialect]))
         assert is_statement_timeout(cut.value)
-        await store.upsert_user(user("after@example.com"))
-        assert [u.email for u in await store.list_users()] == ["after@example.com"]
+        await store.directory.upsert_user(user("after@example.com"))
+        assert [u.email for u in await store.directory.list_users()] == ["after@example.com"]
     finally:
         await store.close()
 
@@ -151,24 +152,27 @@ async def test_sqlite_keeps_wal(store: Store, db_dialect: str) -> None:
 async def test_reads_run_beside_an_open_write_transaction(store: Store) -> None:
     """An ingest batch holds the write transaction (on SQLite, the database's one write lock);
     readiness and API reads go on meanwhile and see the last committed state."""
-    await store.upsert_jobs([job("committed")])
-    async with store.ingest_transaction() as tx:
+    await stored.upsert_jobs(store, [job("committed")])
+    async with store.jobs.ingest_transaction() as tx:
         await tx.write("default", [job("in-flight")], [], [])
         await store.ping()
-        seen = await store.get_jobs("default", ["committed", "in-flight"])
+        seen = await stored.get_jobs(store, "default", ["committed", "in-flight"])
         assert list(seen) == ["committed"]
-        assert await store.list_users() == []
-    assert set(await store.get_jobs("default", ["committed", "in-flight"])) == {"committed", "in-flight"}
+        assert await store.directory.list_users() == []
+    assert set(await stored.get_jobs(store, "default", ["committed", "in-flight"])) == {
+        "committed",
+        "in-flight",
+    }
 
 
 async def test_read_merge_write_batches_still_serialise(store: Store) -> None:
     """Two batches that read, merge and write at once both commit: writes still take the write
     lock before their first read, so neither fails with "database is locked"."""
-    await store.upsert_jobs([job("shared", owner="first@example.com")])
+    await stored.upsert_jobs(store, [job("shared", owner="first@example.com")])
     gate = asyncio.Event()
 
     async def batch(owner: str) -> None:
-        async with store.ingest_transaction() as tx:
+        async with store.jobs.ingest_transaction() as tx:
             current = (await tx.get_jobs("default", ["shared"]))["shared"]
             await gate.wait()
             await tx.write("default", [job("shared", owner=owner, name=current.name)], [], [])
@@ -178,5 +182,5 @@ async def test_read_merge_write_batches_still_serialise(store: Store) -> None:
     await asyncio.sleep(0)
     gate.set()
     await asyncio.gather(first, second)
-    stored = await store.get_job("default", "shared")
-    assert stored is not None and stored.owner in {"a@example.com", "b@example.com"}
+    shared = await stored.get_job(store, "default", "shared")
+    assert shared is not None and shared.owner in {"a@example.com", "b@example.com"}

@@ -8,16 +8,18 @@ from datetime import UTC, timedelta
 import pytest
 
 from inno_notify.adapters.db import InvalidCursor, JobFilter, Store, SummaryState
+from inno_notify.adapters.db.job_details import CLUSTER, UID
 from inno_notify.domain.model import JobStatus, Usage
+from tests import stored
 
 from .records import PLUS3, T0, job, pod, recommendations, usage
 
 
 async def test_job_round_trip_keeps_every_field_and_comes_back_in_utc(store: Store) -> None:
     record = job()
-    await store.upsert_jobs([record])
+    await stored.upsert_jobs(store, [record])
 
-    got = await store.get_job("default", record.uid)
+    got = await stored.get_job(store, "default", record.uid)
 
     assert got == record
     assert got is not None
@@ -34,40 +36,40 @@ async def test_minimal_job_round_trip(store: Store) -> None:
     record = replace(
         record, requested=replace(record.requested, cpu_cores=None, memory_bytes=None, extended={})
     )
-    await store.upsert_jobs([record])
-    assert await store.get_job("default", record.uid) == record
+    await stored.upsert_jobs(store, [record])
+    assert await stored.get_job(store, "default", record.uid) == record
 
 
 async def test_upsert_is_idempotent_and_later_versions_overwrite(store: Store) -> None:
     first = job("a", status=JobStatus.RUNNING, finished_at=None, exit_code=None)
-    await store.upsert_jobs([first, job("b")])
-    await store.upsert_jobs([first])
-    assert await store.get_job("default", "a") == first
+    await stored.upsert_jobs(store, [first, job("b")])
+    await stored.upsert_jobs(store, [first])
+    assert await stored.get_job(store, "default", "a") == first
 
     done = replace(first, status=JobStatus.SUCCEEDED, finished_at=T0 + timedelta(hours=2), exit_code=0)
     # The last version of a key in one batch wins.
-    await store.upsert_jobs([first, done])
-    assert await store.get_jobs("default", ["a", "b", "missing"]) == {"a": done, "b": job("b")}
+    await stored.upsert_jobs(store, [first, done])
+    assert await stored.get_jobs(store, "default", ["a", "b", "missing"]) == {"a": done, "b": job("b")}
 
 
 async def test_upsert_keeps_the_store_owned_summary_columns(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    assert await store.mark_terminal("default", "job-1", T0, usage_due_at=T0 + timedelta(minutes=1))
-    await store.upsert_jobs([job()])
-    assert await store.summary_state("default", "job-1") is SummaryState.AWAITING_USAGE
+    await stored.upsert_jobs(store, [job()])
+    assert await stored.mark_terminal(store, "default", "job-1", T0, usage_due_at=T0 + timedelta(minutes=1))
+    await stored.upsert_jobs(store, [job()])
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.AWAITING_USAGE
 
 
 async def test_same_uid_in_two_clusters_are_two_jobs(store: Store) -> None:
-    await store.upsert_jobs([job(), job(cluster="other", name="elsewhere")])
-    got = await store.get_job("other", "job-1")
+    await stored.upsert_jobs(store, [job(), job(cluster="other", name="elsewhere")])
+    got = await stored.get_job(store, "other", "job-1")
     assert got is not None and got.name == "elsewhere"
-    assert (await store.get_job("default", "job-1")) == job()
+    assert (await stored.get_job(store, "default", "job-1")) == job()
 
 
 async def test_get_jobs_in_batches_larger_than_one_statement(store: Store) -> None:
     records = [job(f"u{i:05d}") for i in range(2500)]
-    await store.upsert_jobs(records)
-    got = await store.get_jobs("default", [r.uid for r in records])
+    await stored.upsert_jobs(store, records)
+    got = await stored.get_jobs(store, "default", [r.uid for r in records])
     assert got == {r.uid: r for r in records}
 
 
@@ -75,12 +77,12 @@ async def test_find_job_returns_the_newest_of_a_name_or_the_one_with_the_uid(sto
     old = job("old", name="train", created_at=T0)
     new = job("new", name="train", created_at=T0 + timedelta(days=1))
     never_seen_created = job("null", name="train", created_at=None)
-    await store.upsert_jobs([old, new, never_seen_created, job("x", name="other")])
+    await stored.upsert_jobs(store, [old, new, never_seen_created, job("x", name="other")])
 
-    assert await store.find_job("face-research", "train") == new
-    assert await store.find_job("face-research", "train", "old") == old
-    assert await store.find_job("face-research", "train", "x") is None
-    assert await store.find_job("elsewhere", "train") is None
+    assert await store.jobs.find_job("face-research", "train") == new
+    assert await store.jobs.find_job("face-research", "train", "old") == old
+    assert await store.jobs.find_job("face-research", "train", "x") is None
+    assert await store.jobs.find_job("elsewhere", "train") is None
 
 
 async def test_pods_round_trip_in_creation_order(store: Store) -> None:
@@ -88,46 +90,48 @@ async def test_pods_round_trip_in_creation_order(store: Store) -> None:
     first = pod("p1")
     unknown = pod("p0", created_at=None, containers=())
     other_job = pod("p3", job_uid="job-2")
-    await store.upsert_pods([later, first, unknown, other_job])
-    await store.upsert_pods([later])
+    await stored.upsert_pods(store, [later, first, unknown, other_job])
+    await stored.upsert_pods(store, [later])
 
-    assert await store.pods_of("default", "job-1") == [first, later, unknown]
-    assert await store.pods_of("default", "job-2") == [other_job]
-    assert await store.pods_of("default", "none") == []
+    assert await stored.pods_of(store, "default", "job-1") == [first, later, unknown]
+    assert await stored.pods_of(store, "default", "job-2") == [other_job]
+    assert await stored.pods_of(store, "default", "none") == []
 
 
 async def test_pod_update_overwrites(store: Store) -> None:
-    await store.upsert_pods([pod(phase="Running", finished_at=None)])
-    await store.upsert_pods([pod()])
-    assert await store.pods_of("default", "job-1") == [pod()]
+    await stored.upsert_pods(store, [pod(phase="Running", finished_at=None)])
+    await stored.upsert_pods(store, [pod()])
+    assert await stored.pods_of(store, "default", "job-1") == [pod()]
 
 
 async def test_mark_terminal_is_true_exactly_once(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    results = [await store.mark_terminal("default", "job-1", T0 + timedelta(seconds=i)) for i in range(3)]
+    await stored.upsert_jobs(store, [job()])
+    results = [
+        await stored.mark_terminal(store, "default", "job-1", T0 + timedelta(seconds=i)) for i in range(3)
+    ]
     assert results == [True, False, False]
-    assert await store.mark_terminal("default", "unknown", T0) is False
+    assert await stored.mark_terminal(store, "default", "unknown", T0) is False
 
 
 async def test_silent_terminal_jobs_are_never_claimed_for_usage(store: Store) -> None:
-    await store.upsert_jobs([job("quiet"), job("loud")])
-    await store.mark_terminal("default", "quiet", T0, state=SummaryState.SILENT)
-    await store.mark_terminal("default", "loud", T0)
+    await stored.upsert_jobs(store, [job("quiet"), job("loud")])
+    await stored.mark_terminal(store, "default", "quiet", T0, state=SummaryState.SILENT)
+    await stored.mark_terminal(store, "default", "loud", T0)
 
-    claimed = await store.claim_usage_due(T0 + timedelta(days=1), limit=10)
+    claimed = await stored.claim_usage_due(store, T0 + timedelta(days=1), limit=10)
     assert [j.uid for j in claimed] == ["loud"]
-    assert await store.summary_state("default", "quiet") is SummaryState.SILENT
+    assert await stored.summary_state(store, "default", "quiet") is SummaryState.SILENT
 
 
 async def test_claim_usage_due_takes_due_jobs_and_leases_them(store: Store) -> None:
-    await store.upsert_jobs([job(f"j{i}") for i in range(4)])
+    await stored.upsert_jobs(store, [job(f"j{i}") for i in range(4)])
     for i in range(4):
-        await store.mark_terminal("default", f"j{i}", T0, usage_due_at=T0 + timedelta(minutes=i))
+        await stored.mark_terminal(store, "default", f"j{i}", T0, usage_due_at=T0 + timedelta(minutes=i))
     now = T0 + timedelta(minutes=2)
 
-    first = await store.claim_usage_due(now, limit=2, lease_seconds=60)
-    second = await store.claim_usage_due(now, limit=10, lease_seconds=60)
-    after_lease = await store.claim_usage_due(now + timedelta(seconds=60), limit=10, lease_seconds=60)
+    first = await stored.claim_usage_due(store, now, limit=2, lease_seconds=60)
+    second = await stored.claim_usage_due(store, now, limit=10, lease_seconds=60)
+    after_lease = await stored.claim_usage_due(store, now + timedelta(seconds=60), limit=10, lease_seconds=60)
 
     assert sorted(j.uid for j in first) == ["j0", "j1"]
     assert first[0] == job(first[0].uid)
@@ -137,50 +141,51 @@ async def test_claim_usage_due_takes_due_jobs_and_leases_them(store: Store) -> N
 
 
 async def test_reschedule_and_summarize_end_the_wait(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    await store.mark_terminal("default", "job-1", T0)
-    assert await store.reschedule_usage("default", "job-1", T0 + timedelta(hours=1))
-    assert await store.claim_usage_due(T0 + timedelta(minutes=59), limit=5) == []
-    assert len(await store.claim_usage_due(T0 + timedelta(hours=1), limit=5)) == 1
+    await stored.upsert_jobs(store, [job()])
+    await stored.mark_terminal(store, "default", "job-1", T0)
+    assert await store.jobs.reschedule_usage("default", "job-1", T0 + timedelta(hours=1))
+    assert await stored.claim_usage_due(store, T0 + timedelta(minutes=59), limit=5) == []
+    assert len(await stored.claim_usage_due(store, T0 + timedelta(hours=1), limit=5)) == 1
 
-    assert await store.summarize("default", "job-1", []) == 0
-    assert await store.summary_state("default", "job-1") is SummaryState.SUMMARIZED
-    assert await store.claim_usage_due(T0 + timedelta(days=9), limit=5) == []
-    assert not await store.reschedule_usage("default", "job-1", T0)
+    assert await stored.summarize(store, "default", "job-1", []) == 0
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.SUMMARIZED
+    assert await stored.claim_usage_due(store, T0 + timedelta(days=9), limit=5) == []
+    assert not await store.jobs.reschedule_usage("default", "job-1", T0)
 
 
 async def test_usage_round_trip_and_replace(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    assert await store.get_usage("default", "job-1") is None
+    await stored.upsert_jobs(store, [job()])
+    assert await store.usage.get_usage("default", "job-1") is None
 
-    await store.save_usage("default", "job-1", usage())
-    assert await store.get_usage("default", "job-1") == usage()
+    await stored.save_usage(store, "default", "job-1", usage())
+    assert await store.usage.get_usage("default", "job-1") == usage()
 
     unmeasured = Usage(missing=usage().missing)
-    await store.save_usage("default", "job-1", unmeasured)
-    assert await store.get_usage("default", "job-1") == unmeasured
+    await stored.save_usage(store, "default", "job-1", unmeasured)
+    assert await store.usage.get_usage("default", "job-1") == unmeasured
 
 
 async def test_recommendations_are_replaced_as_a_set_and_keep_their_order(store: Store) -> None:
-    await store.upsert_jobs([job(), job("job-2")])
+    await stored.upsert_jobs(store, [job(), job("job-2")])
     recs = recommendations()
-    await store.save_recommendations("default", "job-1", recs)
-    await store.save_recommendations("default", "job-2", recs[:1])
-    assert await store.recommendations_of("default", "job-1") == list(recs)
+    await stored.save_recommendations(store, "default", "job-1", recs)
+    await stored.save_recommendations(store, "default", "job-2", recs[:1])
+    assert await stored.recommendations_of(store, "default", "job-1") == list(recs)
 
-    await store.save_recommendations("default", "job-1", recs[1:])
-    assert await store.recommendations_of("default", "job-1") == list(recs[1:])
-    await store.save_recommendations("default", "job-1", [])
-    assert await store.recommendations_of("default", "job-1") == []
-    assert await store.recommendations_of("default", "job-2") == list(recs[:1])
+    await stored.save_recommendations(store, "default", "job-1", recs[1:])
+    assert await stored.recommendations_of(store, "default", "job-1") == list(recs[1:])
+    await stored.save_recommendations(store, "default", "job-1", [])
+    assert await stored.recommendations_of(store, "default", "job-1") == []
+    assert await stored.recommendations_of(store, "default", "job-2") == list(recs[:1])
 
 
 async def _all_pages(store: Store, filters: JobFilter, limit: int) -> list[list[tuple[str, str]]]:
     pages: list[list[tuple[str, str]]] = []
     cursor: str | None = None
     while True:
-        page, cursor = await store.list_jobs(filters, limit=limit, cursor=cursor)
-        pages.append([(j.cluster, j.uid) for j in page])
+        page = await store.jobs.job_page(filters, limit=limit, cursor=cursor)
+        pages.append([(row[CLUSTER], row[UID]) for row in page.rows])
+        cursor = page.next_cursor
         if cursor is None:
             return pages
 
@@ -192,7 +197,7 @@ async def test_keyset_pagination_over_ties_has_no_duplicates_or_gaps(store: Stor
     records += [job("tie-00", cluster="other", finished_at=T0)]
     records += [job(f"run-{i}", finished_at=None, created_at=T0 + timedelta(minutes=i + 1)) for i in range(3)]
     records += [job(f"old-{i}", finished_at=None, created_at=None) for i in range(2)]
-    await store.upsert_jobs(records)
+    await stored.upsert_jobs(store, records)
     keys = {(r.cluster, r.uid) for r in records}
 
     for limit in (1, 2, 3, 5, 12, 13, 50):
@@ -209,13 +214,14 @@ async def test_keyset_pagination_over_ties_has_no_duplicates_or_gaps(store: Stor
 
 
 async def test_list_jobs_filters(store: Store) -> None:
-    await store.upsert_jobs(
+    await stored.upsert_jobs(
+        store,
         [
             job("a", owner="alice@example.com", team="face", status=JobStatus.FAILED),
             job("b", owner="bob@example.com", team="face", status=JobStatus.SUCCEEDED),
             job("c", owner="bob@example.com", team="voice", namespace="voice", status=JobStatus.SUCCEEDED),
             job("d", finished_at=T0 + timedelta(days=3)),
-        ]
+        ],
     )
     cases = [
         (JobFilter(owner="bob@example.com"), {"b", "c"}),
@@ -226,23 +232,23 @@ async def test_list_jobs_filters(store: Store) -> None:
         (JobFilter(cluster="other"), set()),
     ]
     for filters, expected in cases:
-        page, cursor = await store.list_jobs(filters, limit=10)
-        assert {j.uid for j in page} == expected, filters
-        assert cursor is None
+        page = await store.jobs.job_page(filters, limit=10)
+        assert {row[UID] for row in page.rows} == expected, filters
+        assert page.next_cursor is None
 
 
 @pytest.mark.parametrize("cursor", ["", "not-base64!!", "WzEsMl0", "WyJ4IiwiYSIsImIiXQ"])
 async def test_list_jobs_rejects_foreign_cursors(store: Store, cursor: str) -> None:
     with pytest.raises(InvalidCursor):
-        await store.list_jobs(JobFilter(), limit=5, cursor=cursor)
+        await store.jobs.job_page(JobFilter(), limit=5, cursor=cursor)
 
 
 async def test_naive_datetimes_are_refused(store: Store) -> None:
     with pytest.raises(Exception, match="naive datetime"):
-        await store.upsert_jobs([job(created_at=T0.replace(tzinfo=None))])
+        await stored.upsert_jobs(store, [job(created_at=T0.replace(tzinfo=None))])
 
 
 async def test_times_in_other_zones_are_the_same_instant(store: Store) -> None:
-    await store.upsert_jobs([job(created_at=T0.astimezone(PLUS3))])
-    got = await store.get_job("default", "job-1")
+    await stored.upsert_jobs(store, [job(created_at=T0.astimezone(PLUS3))])
+    got = await stored.get_job(store, "default", "job-1")
     assert got is not None and got.created_at == T0 and got.created_at.tzinfo is UTC

@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     WorkloadKind,
 )
 from inno_notify.domain.weeks import week_bounds
+from tests import stored
 from tests.adapters.db.records import job, pod
 
 WEEK = "2026-W48"
@@ -39,16 +40,18 @@ def running_pod(uid: str, job_uid: str, **changes: object) -> PodRecord:
 
 
 async def test_running_gpu_pods(store: Store) -> None:
-    await store.upsert_jobs(
+    await stored.upsert_jobs(
+        store,
         [
             running_job("j-run"),
             running_job("ws", kind=WorkloadKind.WORKSPACE, namespace="jhub"),
             running_job("j-other", cluster="other"),
             job("j-done"),
             replace(running_job("j-pending"), status=JobStatus.PENDING),
-        ]
+        ],
     )
-    await store.upsert_pods(
+    await stored.upsert_pods(
+        store,
         [
             running_pod("p-run", "j-run"),
             running_pod("p-cpu", "j-run", gpu_equivalents=0.0),
@@ -59,13 +62,13 @@ async def test_running_gpu_pods(store: Store) -> None:
             running_pod("p-done", "j-done"),
             running_pod("p-pend", "j-pending"),
             running_pod("p-other", "j-other", cluster="other"),
-        ]
+        ],
     )
-    found = await store.running_gpu_pods("default")
+    found = await store.live.running_gpu_pods("default")
     assert [(j.uid, p.uid) for j, p in found] == [("j-run", "p-run"), ("ws", "ws")]
     assert found[1][0].kind is WorkloadKind.WORKSPACE
-    assert [p.uid for _, p in await store.running_gpu_pods("default", ["jhub"])] == ["ws"]
-    assert [p.uid for _, p in await store.running_gpu_pods("other")] == ["p-other"]
+    assert [p.uid for _, p in await store.live.running_gpu_pods("default", ["jhub"])] == ["ws"]
+    assert [p.uid for _, p in await store.live.running_gpu_pods("other")] == ["p-other"]
 
 
 def nudge_finding(
@@ -123,7 +126,7 @@ async def test_last_nudges_reads_only_nudges(store: Store) -> None:
     summary = replace(
         nudge("p1", t, t + 5 * H), kind=NotificationKind.JOB_SUMMARY, dedup_key="s1", payload={}
     )
-    await store.enqueue(
+    await store.outbox.enqueue(
         [
             nudge("p1", t - H, t),
             nudge("p1", t - H, t + H, channel=Channel.SLACK),
@@ -131,9 +134,9 @@ async def test_last_nudges_reads_only_nudges(store: Store) -> None:
             nudge("p2", t, t + 2 * H),
         ]
     )
-    last = await store.last_nudges("default", ["p1", "p2", "p3"])
+    last = await store.live.last_nudges("default", ["p1", "p2", "p3"])
     assert last == {"p1": t + H, "p2": t + 2 * H}
-    assert await store.last_nudges("other", ["p1"]) == {}
+    assert await store.live.last_nudges("other", ["p1"]) == {}
 
 
 def planned(
@@ -177,9 +180,9 @@ async def nudged(store: Store) -> Store:
         planned("p-old", START - 10 * H, START - 3 * H),  # before the week
         planned("p-a", END + H, END + 2 * H),  # after it
     ]
-    assert await store.enqueue_nudges(nudges) == 10
+    assert await store.live.enqueue_nudges(nudges) == 10
     # A replayed round adds nothing, to the outbox or the ledger.
-    assert await store.enqueue_nudges(nudges[:1]) == 0
+    assert await store.live.enqueue_nudges(nudges[:1]) == 0
     return store
 
 

@@ -15,30 +15,31 @@ from inno_notify.adapters.db import InvalidCursor, RecordNotFound, Store, Summar
 from inno_notify.adapters.db.tables import outbox
 from inno_notify.domain.delivery import plan_batch
 from inno_notify.domain.model import DeliveryStatus, Notification
+from tests import stored
 
 from .records import T0, job, notification
 
 
 async def _only(store: Store) -> Notification:
-    page, _ = await store.list_notifications(limit=10)
+    page, _ = await store.outbox.list_notifications(limit=10)
     assert len(page) == 1
     return page[0]
 
 
 async def test_enqueue_round_trip(store: Store) -> None:
-    assert await store.enqueue([notification()]) == 1
+    assert await store.outbox.enqueue([notification()]) == 1
     got = await _only(store)
     assert got.id is not None
     # next_attempt_at of a new pending row starts at its due time.
     assert got == replace(notification(), id=got.id, next_attempt_at=notification().due_at)
-    assert await store.get_notification(got.id) == got
+    assert await store.outbox.get_notification(got.id) == got
 
 
 async def test_enqueue_deduplicates_across_and_within_batches(store: Store) -> None:
-    assert await store.enqueue([notification("a"), notification("b"), notification("a")]) == 2
-    assert await store.enqueue([notification("b"), notification("c")]) == 1
-    assert await store.enqueue([]) == 0
-    page, _ = await store.list_notifications(limit=10)
+    assert await store.outbox.enqueue([notification("a"), notification("b"), notification("a")]) == 2
+    assert await store.outbox.enqueue([notification("b"), notification("c")]) == 1
+    assert await store.outbox.enqueue([]) == 0
+    page, _ = await store.outbox.list_notifications(limit=10)
     assert sorted(n.dedup_key for n in page) == ["a", "b", "c"]
 
 
@@ -49,7 +50,7 @@ async def _claim(store: Store, now: datetime, limit: int = 10, lease: float = 60
 
 
 async def test_claim_takes_only_due_rows_oldest_first_and_counts_an_attempt(store: Store) -> None:
-    await store.enqueue([notification(f"n{i}", due=T0 + timedelta(minutes=i)) for i in range(4)])
+    await store.outbox.enqueue([notification(f"n{i}", due=T0 + timedelta(minutes=i)) for i in range(4)])
 
     claim = await store.outbox.claim(T0 + timedelta(minutes=2), limit=2, lease_seconds=30)
 
@@ -62,7 +63,7 @@ async def test_claim_takes_only_due_rows_oldest_first_and_counts_an_attempt(stor
 
 
 async def test_a_claimed_row_comes_back_when_its_lease_runs_out(store: Store) -> None:
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     now = T0
     assert len(await _claim(store, now)) == 1
     # Still leased: nobody else gets it.
@@ -73,7 +74,7 @@ async def test_a_claimed_row_comes_back_when_its_lease_runs_out(store: Store) ->
 
 
 async def test_concurrent_claimers_never_get_the_same_row(store: Store) -> None:
-    await store.enqueue([notification(f"n{i:03d}", recipient=f"u{i}@example.com") for i in range(60)])
+    await store.outbox.enqueue([notification(f"n{i:03d}", recipient=f"u{i}@example.com") for i in range(60)])
     claims = await asyncio.gather(*(store.outbox.claim(T0, 15, 60) for _ in range(6)))
     ids = [n.id for claim in claims for message in claim.messages for n in message]
     assert len(ids) == len(set(ids)) == 60
@@ -90,7 +91,7 @@ async def test_concurrent_claimers_with_the_dispatchers_planner_share_no_row(sto
         )
         for i in range(20)
     ]
-    await store.enqueue([*due, *waiting])
+    await store.outbox.enqueue([*due, *waiting])
     planner = partial(plan_batch, now=T0, group_wait_seconds=30.0)
 
     claims = await asyncio.gather(*(store.outbox.claim(T0, 8, 60, planner) for _ in range(6)))
@@ -101,8 +102,8 @@ async def test_concurrent_claimers_with_the_dispatchers_planner_share_no_row(sto
 
 
 async def test_the_claim_reads_the_figures_of_its_jobs(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    await store.enqueue(
+    await stored.upsert_jobs(store, [job()])
+    await store.outbox.enqueue(
         [notification("mine"), notification("ghost", job_uid="job-gone", recipient="b@x.org")]
     )
 
@@ -114,7 +115,7 @@ async def test_the_claim_reads_the_figures_of_its_jobs(store: Store) -> None:
 
 
 async def test_a_claim_stores_its_token_and_term(store: Store) -> None:
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     claim = await store.outbox.claim(T0, 10, 60, term=7)
     async with store.engine.connect() as conn:
         row = (await conn.execute(sa.select(outbox.c.claim_token, outbox.c.claim_term))).one()
@@ -122,15 +123,15 @@ async def test_a_claim_stores_its_token_and_term(store: Store) -> None:
 
 
 async def test_sent_rows_are_not_claimed_again(store: Store) -> None:
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     claim = await store.outbox.claim(T0, 1, 60)
     ((claimed,),) = claim.messages
     assert claimed.id is not None
     assert (
-        await store.outbox.mark_sent(claim, [(claimed.id, "1700000000.123", T0 + timedelta(seconds=1))]) == 1
+        await stored.mark_sent(store, claim, [(claimed.id, "1700000000.123", T0 + timedelta(seconds=1))]) == 1
     )
 
-    got = await store.get_notification(claimed.id)
+    got = await store.outbox.get_notification(claimed.id)
     assert got is not None
     assert (got.status, got.provider_message_id, got.sent_at) == (
         DeliveryStatus.SENT,
@@ -144,27 +145,27 @@ async def test_sent_rows_are_not_claimed_again(store: Store) -> None:
 async def test_a_late_outcome_of_an_expired_claim_changes_nothing(store: Store) -> None:
     """The first claimer's lease ran out and a second claimer took the row: the first one's
     sent, retry and failed marks all miss; the second one's mark settles it."""
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     first = await store.outbox.claim(T0, 1, 60)
     second = await store.outbox.claim(T0 + timedelta(seconds=60), 1, 60)
     ((row,),) = second.messages
     assert row.id is not None and first.token != second.token
 
     late = T0 + timedelta(seconds=61)
-    assert await store.outbox.mark_sent(first, [(row.id, "old", late)]) == 0
-    assert await store.outbox.mark_retry(first, [(row.id, "old", late)]) == 0
-    assert await store.outbox.mark_failed(first, [(row.id, "old")], late) == 0
-    unchanged = await store.get_notification(row.id)
+    assert await stored.mark_sent(store, first, [(row.id, "old", late)]) == 0
+    assert await stored.mark_retry(store, first, [(row.id, "old", late)]) == 0
+    assert await stored.mark_failed(store, first, [(row.id, "old")], late) == 0
+    unchanged = await store.outbox.get_notification(row.id)
     assert unchanged is not None
     assert (unchanged.status, unchanged.last_error, unchanged.attempts) == (DeliveryStatus.PENDING, None, 2)
 
-    assert await store.outbox.mark_sent(second, [(row.id, "new", late)]) == 1
-    sent = await store.get_notification(row.id)
+    assert await stored.mark_sent(store, second, [(row.id, "new", late)]) == 1
+    sent = await store.outbox.get_notification(row.id)
     assert sent is not None and (sent.status, sent.provider_message_id) == (DeliveryStatus.SENT, "new")
 
 
 async def test_one_recorder_settles_many_rows_and_counts_them(store: Store) -> None:
-    await store.enqueue([notification(f"n{i}", recipient=f"u{i}@example.com") for i in range(5)])
+    await store.outbox.enqueue([notification(f"n{i}", recipient=f"u{i}@example.com") for i in range(5)])
     claim = await store.outbox.claim(T0, 10, 60)
     ids = [n.id for m in claim.messages for n in m if n.id is not None]
     async with store.outbox.recorder(claim) as outcomes:
@@ -173,7 +174,7 @@ async def test_one_recorder_settles_many_rows_and_counts_them(store: Store) -> N
         assert await outcomes.retry([(ids[2], "429", T0 + timedelta(seconds=5))]) == 1
         assert await outcomes.failed([(ids[3], "403"), (ids[4], "550")], T0) == 2
         assert await outcomes.sent([]) == 0
-    by_id = {n.id: n for n in (await store.list_notifications(limit=10))[0]}
+    by_id = {n.id: n for n in (await store.outbox.list_notifications(limit=10))[0]}
     assert [by_id[i].status for i in ids] == [
         DeliveryStatus.SENT,
         DeliveryStatus.SENT,
@@ -185,15 +186,15 @@ async def test_one_recorder_settles_many_rows_and_counts_them(store: Store) -> N
 
 
 async def test_retry_sets_the_next_attempt_keeps_the_error_and_gives_the_claim_up(store: Store) -> None:
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     claim = await store.outbox.claim(T0, 1, 60)
     ((claimed,),) = claim.messages
     assert claimed.id is not None
-    assert await store.outbox.mark_retry(
-        claim, [(claimed.id, "429 Retry-After 5", T0 + timedelta(seconds=5))]
+    assert await stored.mark_retry(
+        store, claim, [(claimed.id, "429 Retry-After 5", T0 + timedelta(seconds=5))]
     )
     # Released: a second outcome of the same claim no longer applies.
-    assert await store.outbox.mark_sent(claim, [(claimed.id, "late", T0)]) == 0
+    assert await stored.mark_sent(store, claim, [(claimed.id, "late", T0)]) == 0
 
     assert await _claim(store, T0 + timedelta(seconds=4)) == []
     (again,) = await _claim(store, T0 + timedelta(seconds=5))
@@ -201,22 +202,22 @@ async def test_retry_sets_the_next_attempt_keeps_the_error_and_gives_the_claim_u
 
 
 async def test_failed_rows_stay_failed_until_an_admin_retries(store: Store) -> None:
-    await store.enqueue([notification()])
+    await store.outbox.enqueue([notification()])
     claim = await store.outbox.claim(T0, 1, 60)
     ((claimed,),) = claim.messages
     assert claimed.id is not None
-    assert await store.outbox.mark_failed(claim, [(claimed.id, "403 Forbidden: bot was blocked")], T0) == 1
+    assert await stored.mark_failed(store, claim, [(claimed.id, "403 Forbidden: bot was blocked")], T0) == 1
     # Outcomes only apply to pending rows.
-    assert await store.outbox.mark_retry(claim, [(claimed.id, "late", T0)]) == 0
-    assert await store.outbox.mark_failed(claim, [(claimed.id, "again")], T0) == 0
-    failed = await store.get_notification(claimed.id)
+    assert await stored.mark_retry(store, claim, [(claimed.id, "late", T0)]) == 0
+    assert await stored.mark_failed(store, claim, [(claimed.id, "again")], T0) == 0
+    failed = await store.outbox.get_notification(claimed.id)
     assert failed is not None
     assert (failed.status, failed.last_error) == (DeliveryStatus.FAILED, "403 Forbidden: bot was blocked")
     assert await _claim(store, T0 + timedelta(days=1)) == []
 
     later = T0 + timedelta(hours=2)
-    assert await store.retry_notification(claimed.id, later)
-    assert not await store.retry_notification(claimed.id, later)  # pending now, nothing to retry
+    assert await store.outbox.retry_notification(claimed.id, later)
+    assert not await store.outbox.retry_notification(claimed.id, later)  # pending now, nothing to retry
     (retried,) = await _claim(store, later)
     assert (retried.id, retried.status, retried.attempts, retried.due_at) == (
         claimed.id,
@@ -227,9 +228,9 @@ async def test_failed_rows_stay_failed_until_an_admin_retries(store: Store) -> N
 
 
 async def test_unknown_ids(store: Store) -> None:
-    assert await store.get_notification(12345) is None
-    assert await store.outbox.mark_sent("no-such-claim", [(12345, None, T0)]) == 0
-    assert not await store.retry_notification(12345, T0)
+    assert await store.outbox.get_notification(12345) is None
+    assert await stored.mark_sent(store, "no-such-claim", [(12345, None, T0)]) == 0
+    assert not await store.outbox.retry_notification(12345, T0)
 
 
 async def test_companions_ride_along_and_waiting_groups_are_deferred(store: Store) -> None:
@@ -241,14 +242,14 @@ async def test_companions_ride_along_and_waiting_groups_are_deferred(store: Stor
     elsewhere = notification(
         "elsewhere", recipient="bob@example.com", due=T0 + timedelta(seconds=10), group_key=None
     )
-    await store.enqueue([due, rider, first, last, elsewhere])
+    await store.outbox.enqueue([due, rider, first, last, elsewhere])
     planner = partial(plan_batch, now=T0, group_wait_seconds=30.0)
 
     claim = await store.outbox.claim(T0, 10, 60, planner)
 
     assert [[n.dedup_key for n in m] for m in claim.messages] == [["due", "rider"]]
     assert [(n.dedup_key, at) for n, at in claim.deferred] == [("first", T0 + timedelta(seconds=25))]
-    rows = {n.dedup_key: n for n in (await store.list_notifications(limit=10))[0]}
+    rows = {n.dedup_key: n for n in (await store.outbox.list_notifications(limit=10))[0]}
     assert rows["rider"].attempts == 1 and rows["rider"].next_attempt_at == claim.lease_until
     # Deferred is not attempted; a row of another recipient is no companion.
     assert (rows["first"].attempts, rows["first"].next_attempt_at) == (0, T0 + timedelta(seconds=25))
@@ -257,7 +258,7 @@ async def test_companions_ride_along_and_waiting_groups_are_deferred(store: Stor
 
 async def test_next_due_is_the_earliest_pending_time(store: Store) -> None:
     assert await store.outbox.next_due() is None
-    await store.enqueue([notification("a", due=T0 + timedelta(minutes=5)), notification("b", due=T0)])
+    await store.outbox.enqueue([notification("a", due=T0 + timedelta(minutes=5)), notification("b", due=T0)])
     assert await store.outbox.next_due() == T0
     await _claim(store, T0, lease=60)
     assert await store.outbox.next_due() == T0 + timedelta(seconds=60)
@@ -265,37 +266,37 @@ async def test_next_due_is_the_earliest_pending_time(store: Store) -> None:
 
 
 async def test_delivery_log_pages_newest_first_by_status(store: Store) -> None:
-    await store.enqueue([notification(f"n{i:02d}") for i in range(9)])
+    await store.outbox.enqueue([notification(f"n{i:02d}") for i in range(9)])
     claim = await store.outbox.claim(T0, 3, 60)
     claimed = [n for m in claim.messages for n in m]
-    await store.outbox.mark_sent(claim, [(n.id, None, T0) for n in claimed if n.id is not None])
+    await stored.mark_sent(store, claim, [(n.id, None, T0) for n in claimed if n.id is not None])
 
     seen: list[str] = []
     cursor: str | None = None
     while True:
-        page, cursor = await store.list_notifications(DeliveryStatus.PENDING, limit=4, cursor=cursor)
+        page, cursor = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=4, cursor=cursor)
         seen += [n.dedup_key for n in page]
         if cursor is None:
             break
     pending = sorted({f"n{i:02d}" for i in range(9)} - {n.dedup_key for n in claimed}, reverse=True)
     assert seen == pending
-    sent, cursor = await store.list_notifications(DeliveryStatus.SENT, limit=10)
+    sent, cursor = await store.outbox.list_notifications(DeliveryStatus.SENT, limit=10)
     assert (sorted(n.dedup_key for n in sent), cursor) == (sorted(n.dedup_key for n in claimed), None)
     with pytest.raises(InvalidCursor):
-        await store.list_notifications(limit=4, cursor="WyJ4Il0")
+        await store.outbox.list_notifications(limit=4, cursor="WyJ4Il0")
 
 
 async def test_summarize_sets_the_state_and_enqueues_in_one_transaction(store: Store) -> None:
-    await store.upsert_jobs([job()])
-    await store.mark_terminal("default", "job-1", T0)
+    await stored.upsert_jobs(store, [job()])
+    await stored.mark_terminal(store, "default", "job-1", T0)
 
-    assert await store.summarize("default", "job-1", [notification("s1"), notification("s2")]) == 2
+    assert await stored.summarize(store, "default", "job-1", [notification("s1"), notification("s2")]) == 2
     # A replay changes nothing.
-    assert await store.summarize("default", "job-1", [notification("s1")]) == 0
-    assert await store.summary_state("default", "job-1") is SummaryState.SUMMARIZED
+    assert await stored.summarize(store, "default", "job-1", [notification("s1")]) == 0
+    assert await stored.summary_state(store, "default", "job-1") is SummaryState.SUMMARIZED
 
 
 async def test_summarize_of_an_unknown_job_enqueues_nothing(store: Store) -> None:
     with pytest.raises(RecordNotFound):
-        await store.summarize("default", "missing", [notification()])
-    assert await store.list_notifications() == ([], None)
+        await stored.summarize(store, "default", "missing", [notification()])
+    assert await store.outbox.list_notifications() == ([], None)

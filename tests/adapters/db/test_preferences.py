@@ -15,6 +15,7 @@ from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.delivery import plan_batch
 from inno_notify.domain.model import Channel, JobStatus, NotificationKind, NotifyMode
 from inno_notify.domain.preferences import Origin, Via
+from tests import stored
 
 from .records import T0, job, notification, usage, user
 
@@ -24,8 +25,8 @@ BY_API = Origin(Via.API, T0, "ops")
 
 async def test_preferences_override_the_directory_and_survive_a_reseed(store: Store) -> None:
     entry = user(telegram_chat_id=None, channels=("slack", "email"))
-    await store.upsert_user(entry)
-    await store.change_preferences(
+    await store.directory.upsert_user(entry)
+    await store.directory.change_preferences(
         entry.email,
         T0,
         changes={"telegram_chat_id": 555, "channels": ("slack", "email", "telegram")},
@@ -33,52 +34,56 @@ async def test_preferences_override_the_directory_and_survive_a_reseed(store: St
     )
 
     linked = replace(entry, telegram_chat_id=555, channels=("slack", "email", "telegram"))
-    assert await store.get_user(entry.email) == linked
-    assert await store.list_users() == [linked]
+    assert await store.directory.get_user(entry.email) == linked
+    assert await store.directory.list_users() == [linked]
     # The entry as written is untouched, and a restart re-seeding it from the YAML file changes nothing.
-    assert await store.directory_user(entry.email) == entry
-    await store.upsert_user(entry)
-    assert await store.get_user(entry.email) == linked
+    assert await stored.directory_user(store, entry.email) == entry
+    await store.directory.upsert_user(entry)
+    assert await store.directory.get_user(entry.email) == linked
 
-    prefs = await store.get_preferences(entry.email)
+    prefs = await store.directory.get_preferences(entry.email)
     assert prefs is not None
     assert prefs.origins == {"telegram_chat_id": BY_CHAT, "channels": BY_CHAT}
 
 
 async def test_an_unlinked_chat_overrides_the_directory_chat_and_a_reset_restores_it(store: Store) -> None:
     entry = user(telegram_chat_id=42, channels=("telegram", "email"))
-    await store.upsert_user(entry)
-    await store.change_preferences(
+    await store.directory.upsert_user(entry)
+    await store.directory.change_preferences(
         entry.email, T0, changes={"telegram_chat_id": None, "channels": ("email",)}, origin=BY_CHAT
     )
-    assert await store.get_user(entry.email) == replace(
+    assert await store.directory.get_user(entry.email) == replace(
         entry, telegram_chat_id=None, channels=("email",), telegram_stopped=True
     )
 
-    await store.change_preferences(entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API)
-    await store.change_preferences(entry.email, T0, reset=("telegram_chat_id", "channels"))
-    assert await store.get_user(entry.email) == replace(entry, notify=NotifyMode.FAILURE)
-    prefs = await store.get_preferences(entry.email)
+    await store.directory.change_preferences(
+        entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API
+    )
+    await store.directory.change_preferences(entry.email, T0, reset=("telegram_chat_id", "channels"))
+    assert await store.directory.get_user(entry.email) == replace(entry, notify=NotifyMode.FAILURE)
+    prefs = await store.directory.get_preferences(entry.email)
     assert prefs is not None and prefs.origins == {"notify": BY_API}
 
 
 async def test_a_muted_recipient_s_rows_are_held_then_go_out_as_one_message(store: Store) -> None:
     until = T0 + timedelta(hours=2)
-    await store.change_preferences("alice@example.com", T0, changes={"muted_until": until}, origin=BY_CHAT)
+    await store.directory.change_preferences(
+        "alice@example.com", T0, changes={"muted_until": until}, origin=BY_CHAT
+    )
     alice = [notification(f"a{i}", due=T0 + timedelta(minutes=i), group_key=None) for i in range(3)]
     bob = notification("b", recipient="bob@example.com", group_key=None)
-    await store.enqueue([*alice, bob])
+    await store.outbox.enqueue([*alice, bob])
     planner = partial(plan_batch, now=T0 + timedelta(minutes=5), group_wait_seconds=30)
 
     claim = await store.outbox.claim(T0 + timedelta(minutes=5), 10, 60, planner)
 
     assert [[r.dedup_key for r in m] for m in claim.messages] == [["b"]]
-    page, _ = await store.list_notifications(limit=10)
+    page, _ = await store.outbox.list_notifications(limit=10)
     held = {n.dedup_key: n for n in page if n.recipient == "alice@example.com"}
     assert {(n.next_attempt_at, n.due_at, n.attempts) for n in held.values()} == {(until, until, 0)}
     (sent,) = claim.messages[0]
     assert sent.id is not None
-    await store.outbox.mark_sent(claim, [(sent.id, "1", T0)])
+    await stored.mark_sent(store, claim, [(sent.id, "1", T0)])
     assert await store.outbox.next_due() == until
     # Nothing of alice's is due before the mute ends: a claim an hour later takes nothing.
     assert (await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)).rows == 0
@@ -90,60 +95,68 @@ async def test_a_muted_recipient_s_rows_are_held_then_go_out_as_one_message(stor
 
 async def test_unmute_releases_what_waited_and_a_shorter_mute_is_not_held_to_the_longer(store: Store) -> None:
     long = T0 + timedelta(hours=8)
-    await store.change_preferences("alice@example.com", T0, changes={"muted_until": long}, origin=BY_CHAT)
-    await store.enqueue([notification("a", group_key=None), notification("d", kind=NotificationKind.DIGEST)])
+    await store.directory.change_preferences(
+        "alice@example.com", T0, changes={"muted_until": long}, origin=BY_CHAT
+    )
+    await store.outbox.enqueue(
+        [notification("a", group_key=None), notification("d", kind=NotificationKind.DIGEST)]
+    )
     assert (await store.outbox.claim(T0, 10, 60)).rows == 0
 
     short = T0 + timedelta(hours=1)
     now = T0 + timedelta(minutes=10)
-    await store.change_preferences("alice@example.com", now, changes={"muted_until": short}, origin=BY_CHAT)
+    await store.directory.change_preferences(
+        "alice@example.com", now, changes={"muted_until": short}, origin=BY_CHAT
+    )
     assert (await store.outbox.claim(now, 10, 60)).rows == 0  # held again, to the new end
     assert await store.outbox.next_due() == short
 
     later = T0 + timedelta(minutes=20)
-    await store.change_preferences("alice@example.com", later, changes={"muted_until": None}, origin=BY_CHAT)
+    await store.directory.change_preferences(
+        "alice@example.com", later, changes={"muted_until": None}, origin=BY_CHAT
+    )
     claim = await store.outbox.claim(later, 10, 60)
     assert sorted(r.dedup_key for m in claim.messages for r in m) == ["a", "d"]
 
 
 async def test_bot_replies_are_never_held(store: Store) -> None:
-    await store.change_preferences(
+    await store.directory.change_preferences(
         "alice@example.com", T0, changes={"muted_until": T0 + timedelta(hours=1)}, origin=BY_CHAT
     )
     reply = notification(
         "r", kind=NotificationKind.BOT_REPLY, channel=Channel.TELEGRAM, recipient="alice@example.com"
     )
-    await store.enqueue([reply])
+    await store.outbox.enqueue([reply])
     assert (await store.outbox.claim(T0, 10, 60)).rows == 1
 
 
 async def test_a_linking_token_is_used_once_and_expired_uses_are_pruned(store: Store) -> None:
     expires = T0 + timedelta(hours=1)
-    async with store.bot_transaction(fenced=True) as tx:
+    async with store.directory.bot_transaction(fenced=True) as tx:
         assert await tx.use_link_token("tok-1", "alice@example.com", 555, T0, expires)
-    async with store.bot_transaction(fenced=True) as tx:
+    async with store.directory.bot_transaction(fenced=True) as tx:
         assert not await tx.use_link_token("tok-1", "alice@example.com", 666, T0, expires)
     # Once tok-1 has expired its row goes: an expired token is refused for that before any look-up.
-    async with store.bot_transaction(fenced=True) as tx:
+    async with store.directory.bot_transaction(fenced=True) as tx:
         assert await tx.use_link_token("tok-2", "bob@example.com", 777, expires, expires + timedelta(hours=1))
         assert await tx.use_link_token("tok-1", "alice@example.com", 555, expires, expires)
 
 
 async def test_the_update_offset_only_moves_forward_and_rolls_back_with_its_update(store: Store) -> None:
-    assert await store.telegram_offset("4242") == 0
-    async with store.bot_transaction(fenced=True) as tx:
+    assert await store.directory.telegram_offset("4242") == 0
+    async with store.directory.bot_transaction(fenced=True) as tx:
         await tx.set_offset("4242", 10)
-    await store.set_telegram_offset("4242", 7)
-    assert await store.telegram_offset("4242") == 10
-    assert await store.telegram_offset("999") == 0
+    await store.directory.set_telegram_offset("4242", 7)
+    assert await store.directory.telegram_offset("4242") == 10
+    assert await store.directory.telegram_offset("999") == 0
 
     with pytest.raises(RuntimeError):
-        async with store.bot_transaction(fenced=True) as tx:
+        async with store.directory.bot_transaction(fenced=True) as tx:
             await tx.set_offset("4242", 11)
             await tx.enqueue([notification("reply-11", kind=NotificationKind.BOT_REPLY)])
             raise RuntimeError("the handling failed")
-    assert await store.telegram_offset("4242") == 10
-    assert await store.delivery_statuses(["reply-11"]) == {}
+    assert await store.directory.telegram_offset("4242") == 10
+    assert await store.outbox.delivery_statuses(["reply-11"]) == {}
 
 
 class _Deposed:
@@ -155,13 +168,13 @@ async def test_the_poller_s_writes_are_fenced_and_a_webhook_s_are_not(database_u
     deposed = Store.from_url(database_url, _Deposed())
     try:
         with pytest.raises(LostLeadership):
-            async with deposed.bot_transaction(fenced=True) as tx:
+            async with deposed.directory.bot_transaction(fenced=True) as tx:
                 await tx.set_offset("4242", 5)
         with pytest.raises(LostLeadership):
-            await deposed.set_telegram_offset("4242", 5)
-        async with deposed.bot_transaction(fenced=False) as tx:
+            await deposed.directory.set_telegram_offset("4242", 5)
+        async with deposed.directory.bot_transaction(fenced=False) as tx:
             assert await tx.use_link_token("tok", "alice@example.com", 1, T0, T0 + timedelta(hours=1))
-        assert await deposed.telegram_offset("4242") == 0
+        assert await deposed.directory.telegram_offset("4242") == 0
     finally:
         await deposed.close()
 
@@ -176,11 +189,11 @@ async def test_owner_status_running_jobs_and_the_week_s_measured_gpu_hours(store
     unmeasured = job("bare", finished_at=T0 - timedelta(hours=2))
     last_week = job("old", finished_at=week - timedelta(hours=1))
     someone_else = job("bob", owner="bob@example.com", finished_at=T0 - timedelta(hours=1))
-    await store.upsert_jobs([*running, finished, unmeasured, last_week, someone_else])
+    await stored.upsert_jobs(store, [*running, finished, unmeasured, last_week, someone_else])
     for uid in ("done", "old", "bob"):
-        await store.save_usage("default", uid, usage())
+        await stored.save_usage(store, "default", uid, usage())
 
-    async with store.bot_transaction(fenced=False) as tx:
+    async with store.directory.bot_transaction(fenced=False) as tx:
         status = await tx.owner_status("alice@example.com", week, T0)
 
     assert status.running_total == 12
@@ -189,16 +202,18 @@ async def test_owner_status_running_jobs_and_the_week_s_measured_gpu_hours(store
     assert status.gpu_hours_held == pytest.approx(4.0)
     assert status.gpu_hours_used == pytest.approx(110.5 / 60)
 
-    async with store.bot_transaction(fenced=False) as tx:
+    async with store.directory.bot_transaction(fenced=False) as tx:
         nothing = await tx.owner_status("carol@example.com", week, T0)
     # Nothing measured is no figure, not zero.
     assert (nothing.finished_jobs, nothing.gpu_hours_held, nothing.gpu_hours_used) == (0, None, None)
 
 
 async def test_deleting_a_user_forgets_their_preferences(store: Store) -> None:
-    await store.upsert_user(user(telegram_chat_id=None))
-    await store.change_preferences("alice@example.com", T0, changes={"telegram_chat_id": 5}, origin=BY_CHAT)
-    assert await store.delete_user("alice@example.com")
-    await store.upsert_user(user(telegram_chat_id=None))
-    assert await store.get_preferences("alice@example.com") is None
-    assert (await store.get_user("alice@example.com")) == user(telegram_chat_id=None)
+    await store.directory.upsert_user(user(telegram_chat_id=None))
+    await store.directory.change_preferences(
+        "alice@example.com", T0, changes={"telegram_chat_id": 5}, origin=BY_CHAT
+    )
+    assert await store.directory.delete_user("alice@example.com")
+    await store.directory.upsert_user(user(telegram_chat_id=None))
+    assert await store.directory.get_preferences("alice@example.com") is None
+    assert (await store.directory.get_user("alice@example.com")) == user(telegram_chat_id=None)

@@ -12,22 +12,23 @@ from sqlalchemy import exc as sa_exc
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.failures import describe, is_database_error, is_transient, sqlstate
 from inno_notify.domain.model import JobRecord, RejectedObject
+from tests import stored
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 async def test_a_rejected_object_is_one_row_whose_count_grows(store: Store) -> None:
     first = RejectedObject(cluster="c", kind="Job", uid="u1", reason="wrong_type", namespace="ns", name="a")
-    await store.record_rejected([first], T0)
+    await store.jobs.record_rejected([first], T0)
     again = dataclasses.replace(first, reason="unstorable", detail="DataError [22021]: invalid byte sequence")
-    await store.record_rejected([again, again], T0 + timedelta(minutes=5))
+    await store.jobs.record_rejected([again, again], T0 + timedelta(minutes=5))
     other = RejectedObject(cluster="c", kind="Pod", uid="u1", reason="bad_time")
-    await store.record_rejected([other], T0 + timedelta(minutes=1))
-    job, pod = await store.rejected_objects("c")  # most recently refused first
+    await store.jobs.record_rejected([other], T0 + timedelta(minutes=1))
+    job, pod = await stored.rejected_objects(store, "c")  # most recently refused first
     assert (job.kind, job.reason, job.detail, job.count) == ("Job", "unstorable", again.detail, 3)
     assert (job.first_seen_at, job.last_seen_at) == (T0, T0 + timedelta(minutes=5))
     assert (pod.kind, pod.count) == ("Pod", 1)
-    assert await store.rejected_objects("other-cluster") == []
+    assert await stored.rejected_objects(store, "other-cluster") == []
 
 
 async def test_what_a_rejected_record_holds_is_made_storable(store: Store) -> None:
@@ -40,8 +41,8 @@ async def test_what_a_rejected_record_holds_is_made_storable(store: Store) -> No
         name="日" * 2000,
         detail="x\x00" * 5000,
     )
-    await store.record_rejected([hostile], T0)
-    [record] = await store.rejected_objects()
+    await store.jobs.record_rejected([hostile], T0)
+    [record] = await stored.rejected_objects(store)
     assert record.namespace == "ns"
     assert record.name is not None and len(record.name.encode()) <= 256
     assert record.detail is not None and "\x00" not in record.detail and len(record.detail) <= 1024
@@ -49,7 +50,7 @@ async def test_what_a_rejected_record_holds_is_made_storable(store: Store) -> No
 
 async def _refusal(store: Store, record: JobRecord) -> BaseException:
     with pytest.raises(Exception) as raised:
-        await store.upsert_jobs([record])
+        await stored.upsert_jobs(store, [record])
     return raised.value
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from inno_notify.adapters.db import Store, SummaryState
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
+from tests import stored
 
 from .records import T0, job, usage
 
@@ -27,32 +28,32 @@ def series(**changes: object) -> UsageSeries:
 
 
 async def test_series_is_stored_with_the_summary_and_read_back_whole(store: Store) -> None:
-    await store.upsert_jobs([job("a"), job("b")])
-    await store.complete_summary("default", "a", usage(), [], [], usage_series=series())
-    await store.complete_summary("default", "b", usage(), [], [], SummaryState.SUMMARIZED)
+    await stored.upsert_jobs(store, [job("a"), job("b")])
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series())
+    await store.jobs.complete_summary("default", "b", usage(), [], [], SummaryState.SUMMARIZED)
 
-    found = await store.series_of("default", ["a", "b", "missing"])
+    found = await store.usage.series_of("default", ["a", "b", "missing"])
 
     assert found == {"a": series()}
     assert found["a"].start is not None and found["a"].start.tzinfo is not None
 
 
 async def test_measuring_again_replaces_the_series(store: Store) -> None:
-    await store.upsert_jobs([job("a")])
-    await store.complete_summary("default", "a", usage(), [], [], usage_series=series())
+    await stored.upsert_jobs(store, [job("a")])
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series())
     unmeasured = UsageSeries(pods=(SeriesPod("train-0", "gpu-node-0"),))
-    await store.complete_summary("default", "a", usage(), [], [], usage_series=unmeasured)
-    assert await store.series_of("default", ["a"]) == {"a": unmeasured}
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=unmeasured)
+    assert await store.usage.series_of("default", ["a"]) == {"a": unmeasured}
 
 
 async def test_hostile_labels_and_values_are_stored_on_both_databases(store: Store) -> None:
-    await store.upsert_jobs([job("a")])
+    await stored.upsert_jobs(store, [job("a")])
     hostile = series(
         gpu_util=(SeriesLine("node\x00/0", "pod\ud800", (float("nan"), float("inf"), 1.0)),),
         pods=(SeriesPod("pod\x00", "node\ud800"),),
     )
-    await store.complete_summary("default", "a", usage(), [], [], usage_series=hostile)
-    (line,) = (await store.series_of("default", ["a"]))["a"].gpu_util
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=hostile)
+    (line,) = (await store.usage.series_of("default", ["a"]))["a"].gpu_util
     assert line.values == (None, None, 1.0)
     assert "\x00" not in line.label and line.label.startswith("node")
-    assert (await store.series_of("default", ["a"]))["a"].pods[0].name.startswith("pod")
+    assert (await store.usage.series_of("default", ["a"]))["a"].pods[0].name.startswith("pod")

@@ -10,6 +10,7 @@ from inno_notify.adapters.db.digest_queries import load_digest
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.model import JobRecord, KueueInfo, Requested, Team, Usage
 from inno_notify.domain.trends import TrendGroup
+from tests import stored
 
 TZ = "Europe/Berlin"
 WEEKS = ("2026-W42", "2026-W43")  # W43 ends Mon 26 Oct 00:00 CET = 25 Oct 23:00 UTC (169 hours)
@@ -49,7 +50,7 @@ async def fill(store: Store) -> None:
         job("speech", utc(2026, 10, 20), team="speech"),
         job("other-cluster", utc(2026, 10, 20), cluster="east"),
     ]
-    await store.upsert_jobs(jobs)
+    await stored.upsert_jobs(store, jobs)
     figures = {
         "before": (999.0, 999.0, 999.0),
         "w42-first": (60.0, 30.0, 0.0),
@@ -63,8 +64,8 @@ async def fill(store: Store) -> None:
     }
     for uid, (held, used, idle) in figures.items():
         cluster = "east" if uid == "other-cluster" else "default"
-        await store.save_usage(
-            cluster, uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
+        await stored.save_usage(
+            store, cluster, uid, Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle)
         )
 
 
@@ -95,10 +96,10 @@ async def test_one_team_one_cluster_and_per_cluster(store: Store) -> None:
 
 async def test_a_later_usage_save_replaces_the_copies(store: Store) -> None:
     await fill(store)
-    await store.save_usage(
-        "default", "unmeasured", Usage(gpu_minutes=60.0, used_gpu_minutes=0.0, idle_gpu_minutes=60.0)
+    await stored.save_usage(
+        store, "default", "unmeasured", Usage(gpu_minutes=60.0, used_gpu_minutes=0.0, idle_gpu_minutes=60.0)
     )
-    await store.save_usage("default", "w43-first", Usage(gpu_minutes=None, used_gpu_minutes=None))
+    await stored.save_usage(store, "default", "w43-first", Usage(gpu_minutes=None, used_gpu_minutes=None))
     [face] = await store.trends.weekly(TrendGroup.TEAM, WEEKS, TZ, team="face", cluster="default")
     w43 = face.points[1]
     assert (w43.jobs, w43.jobs_unmeasured, w43.gpu_hours, w43.used_gpu_hours, w43.idle_gpu_hours) == (
@@ -112,7 +113,7 @@ async def test_a_later_usage_save_replaces_the_copies(store: Store) -> None:
 
 async def test_queues_give_a_team_its_quota_share(store: Store) -> None:
     await fill(store)
-    await store.replace_teams(
+    await store.directory.replace_teams(
         [
             Team("face", namespaces=("face-research", "face-dev")),
             Team("speech", namespaces=("speech-research",)),
@@ -197,8 +198,8 @@ async def test_queue_wait_ends_at_kueue_admission(store: Store) -> None:
         }
     )
     assert readmitted.queue_seconds == 1920.0
-    await store.upsert_jobs([record])
-    stored = await store.get_job("default", "k")
-    assert stored is not None and stored.queue_seconds == 1800.0
-    page = await store.find_job_row("face-research", "k")
+    await stored.upsert_jobs(store, [record])
+    record_read = await stored.get_job(store, "default", "k")
+    assert record_read is not None and record_read.queue_seconds == 1800.0
+    page = await store.jobs.find_job_row("face-research", "k")
     assert page.rows[0][13] == admitted  # queued_until, the column the API's queue_seconds reads

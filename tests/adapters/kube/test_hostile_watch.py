@@ -23,6 +23,7 @@ from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS
 from inno_notify.sim.objects import JobSpec, job_object, job_started, job_succeeded
+from tests import stored
 from tests.adapters.kube.scripted import ScriptedServer, event_line
 from tests.adapters.kube.support import FakeClock, running
 from tests.waiting import eventually
@@ -48,11 +49,11 @@ def finished_job(name: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 async def recorded(store: Store, uid: str, status: JobStatus = JobStatus.SUCCEEDED) -> None:
-    async def stored() -> bool:  # rows announce nothing: polled
-        job = await store.get_job("w", uid)
+    async def is_stored() -> bool:  # rows announce nothing: polled
+        job = await stored.get_job(store, "w", uid)
         return job is not None and job.status is status
 
-    await eventually(stored, what=f"job {uid} stored as {status}")
+    await eventually(is_stored, what=f"job {uid} stored as {status}")
 
 
 @pytest.fixture

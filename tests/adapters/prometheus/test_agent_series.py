@@ -39,6 +39,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from tests import stored
 from tests.adapters.prometheus import agentgen, metricgen
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 
@@ -244,7 +245,7 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
     try:
         # Round 1: A, C and D have ended; B still runs on A's GPU.
         assert await collector.run_once(clock.now) == 3
-        assert await store.summary_state("test", B.uid) is SummaryState.AWAITING_USAGE
+        assert await stored.summary_state(store, "test", B.uid) is SummaryState.AWAITING_USAGE
         assert meter.last_queries_by_kind["agent"] == 1 and meter.last_queries_by_kind["agent_window"] == 1
         # Round 2, an hour later: B.
         clock.now = T0 + timedelta(seconds=7200 + 150)
@@ -253,7 +254,7 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
         client.close()
 
     # A: the agent saw B's processes on A's GPU while A held it. Its own share, not the whole GPU.
-    usage = await store.get_usage("test", A.uid)
+    usage = await store.usage.get_usage("test", A.uid)
     assert usage is not None
     (row,) = usage.gpus
     start, end = A.held
@@ -273,7 +274,7 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
     assert usage.missing == ()
 
     # B: asked for nvidia.com/gpu.shared (counted 0.5 GPU); its own share again.
-    usage = await store.get_usage("test", B.uid)
+    usage = await store.usage.get_usage("test", B.uid)
     assert usage is not None
     (row,) = usage.gpus
     start, end = B.held
@@ -289,14 +290,14 @@ async def test_time_sliced_gpu_attributed_to_each_pod_across_rounds(loaded: Load
     assert usage.gpu_util_mean_percent == pytest.approx(2 * share.mean_over(samples), abs=1e-6)
 
     # C had its GPU alone: dcgm-exporter's figures, untouched.
-    usage = await store.get_usage("test", C.uid)
+    usage = await store.usage.get_usage("test", C.uid)
     assert usage is not None
     (row,) = usage.gpus
     assert (row.source, row.shared, row.sharing) == (GPU_SOURCE_DCGM, False, None)
     assert row.util_mean_percent == pytest.approx(loaded.dcgm[C.pod_uid].gpus[V.uuid].util_mean, abs=1e-6)
 
     # D shared a GPU on a node without the agent: the whole GPU's figures are not D's, so none.
-    usage = await store.get_usage("test", D.uid)
+    usage = await store.usage.get_usage("test", D.uid)
     assert usage is not None
     (row,) = usage.gpus
     assert (row.source, row.shared, row.sharing) == (GPU_SOURCE_DCGM, True, SHARING_RESOURCE)

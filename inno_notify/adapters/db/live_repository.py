@@ -1,0 +1,48 @@
+"""The live check's reads and writes: running GPU pods, and the idle nudges sent about them.
+
+`Store.live`. The leader reads the running pods that hold GPUs, asks Prometheus how busy they are,
+and enqueues nudges together with their entries in the nudge ledger the weekly digest reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from inno_notify.adapters.db import live_queries, nudge_ledger, outbox
+from inno_notify.adapters.db.transactions import Repository
+from inno_notify.domain.digest import NudgeEntry
+from inno_notify.domain.model import JobRecord, Notification, PodRecord
+
+
+class LiveRepository(Repository):
+    """Running GPU pods and the nudges about them."""
+
+    async def running_gpu_pods(
+        self, cluster: str, namespaces: Sequence[str] = ()
+    ) -> list[tuple[JobRecord, PodRecord]]:
+        """(workload, pod) of every running pod that holds GPUs (live_queries.py)."""
+        async with self.read() as conn:
+            return await live_queries.running_gpu_pods(conn, cluster, namespaces)
+
+    async def enqueue_nudges(
+        self, nudges: Sequence[tuple[Sequence[Notification], tuple[str, NudgeEntry] | None]]
+    ) -> int:
+        """Enqueues each nudge's rows and, for a nudge whose rows were new, adds its (team, entry)
+        to the nudge ledger the digest reads; one fenced transaction (the live check is leader-only
+        work). Returns how many rows were new."""
+        written = 0
+        entries: list[tuple[str, NudgeEntry]] = []
+        async with self._leader_write() as conn:
+            for rows, entry in nudges:
+                new = await outbox.enqueue(conn, rows)
+                written += new
+                if new and entry is not None:
+                    entries.append(entry)
+            await nudge_ledger.record(conn, entries)
+        return written
+
+    async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:
+        """When each of these pods was last nudged about idle GPUs; never-nudged pods are absent."""
+        async with self.read() as conn:
+            return await live_queries.last_nudges(conn, cluster, pod_uids)

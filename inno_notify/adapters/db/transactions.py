@@ -1,0 +1,50 @@
+"""The three kinds of transaction every repository of the store opens, defined once.
+
+- `read()`: reads only. On SQLite its transaction takes no write lock, so it runs beside an
+  ingest batch instead of queueing behind it (engine.py says why).
+- `_write()`: a write any replica may make (an admin's edit, a person's preferences).
+- `_leader_write()`: a leader-only write. The fence (leases.py) is its first statement, and
+  raises LostLeadership once this replica's leadership term is over. Without election the fence
+  is UNFENCED and costs nothing.
+
+A repository method is one of these transactions composed of the query modules' functions, so
+that callers never see a row or a connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.leases import UNFENCED, Fence
+
+# How long a claimed job or workflow stays leased to its claimer before it is due again.
+DEFAULT_USAGE_LEASE_SECONDS = 300.0
+
+
+class Repository:
+    """Base of the store's repositories: an engine, its read-intent twin and the fence."""
+
+    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
+        self._engine = engine
+        self._reader = engine.execution_options(**READ_INTENT)
+        self._fence = fence
+
+    def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for reads only (see the module docstring)."""
+        return self._reader.connect()
+
+    def _write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A write transaction any replica may run; it takes the write lock up front."""
+        return self._engine.begin()
+
+    @contextlib.asynccontextmanager
+    async def _leader_write(self) -> AsyncIterator[AsyncConnection]:
+        """A leader-only write transaction: the fence is its first statement."""
+        async with self._engine.begin() as conn:
+            await self._fence.check(conn)
+            yield conn

@@ -1,0 +1,58 @@
+"""What jobs used and what they should request: usage, series over time, recommendations.
+
+`Store.usage`: the per-job figures the usage collector stores (outside a summary only in
+repair paths), the charts' series, a job family's history that right-sizing learns from, and
+the admin API's aggregations (usage cells, open recommendations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from inno_notify.adapters.db import jobs, recommendation_queries, series, usage_queries
+from inno_notify.adapters.db.transactions import Repository
+from inno_notify.domain.model import JobRecord, Usage, UsageSeries
+
+
+class UsageRepository(Repository):
+    """Usage, series and recommendations of jobs, and their aggregations."""
+
+    async def get_usage(self, cluster: str, uid: str) -> Usage | None:
+        async with self.read() as conn:
+            return await jobs.get_usage(conn, cluster, uid)
+
+    async def series_of(self, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
+        """The stored usage series of these jobs, by uid (the charts of a dispatch round)."""
+        async with self.read() as conn:
+            return await series.series_of(conn, cluster, uids)
+
+    async def family_history(
+        self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
+    ) -> list[tuple[JobRecord, Usage]]:
+        """Earlier measured runs of a job family, newest first (right-sizing learns from them)."""
+        async with self.read() as conn:
+            return await jobs.family_history(conn, cluster, namespace, family, before, limit)
+
+    async def usage_cells(
+        self, since: datetime | None = None, until: datetime | None = None, cluster: str | None = None
+    ) -> list[usage_queries.UsageCell]:
+        """Usage per (team, owner, namespace) of the jobs finished in [since, until); every grouping
+        (by team, owner or namespace) is a sum of these (usage_queries.group_cells)."""
+        async with self.read() as conn:
+            return await usage_queries.usage_cells(conn, since, until, cluster)
+
+    async def open_recommendations(
+        self,
+        *,
+        team: str | None = None,
+        owner: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[recommendation_queries.JobRecommendation], str | None]:
+        """Open recommendations, largest waste first, and the next page's cursor."""
+        async with self.read() as conn:
+            return await recommendation_queries.open_recommendations(
+                conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
+            )

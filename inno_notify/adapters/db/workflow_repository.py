@@ -1,0 +1,95 @@
+"""Workflows (Argo, Airflow), served models and pipeline events (workflows.py).
+
+`Store.workflows`: the workflow tracker's batches, the claim and completion of workflow
+summaries, and pipeline events posted to the API (each recorded once per key with its outbox
+rows). Leader-only writes are fenced (transactions.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+from inno_notify.adapters.db import workflows
+from inno_notify.adapters.db.outbox_repository import Summary
+from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
+from inno_notify.adapters.db.workflows import (
+    EventRecord,
+    TerminalWorkflow,
+    WorkflowState,
+    WorkflowTransaction,
+)
+from inno_notify.domain.model import Notification
+from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
+
+
+class WorkflowRepository(Repository):
+    """Workflows, their pods and summaries, and pipeline events."""
+
+    @contextlib.asynccontextmanager
+    async def workflow_transaction(self) -> AsyncIterator[WorkflowTransaction]:
+        """One batch of the workflow tracker: commits when the block ends, rolls back if it raises."""
+        async with self._leader_write() as conn:
+            yield WorkflowTransaction(conn)
+
+    async def quiet_airflow_runs(
+        self, quiet_before: datetime, limit: int = 100
+    ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
+        """Open Airflow runs none of whose pods ran since `quiet_before`, with their pods."""
+        async with self.read() as conn:
+            return await workflows.quiet_airflow_runs(conn, quiet_before, limit)
+
+    async def close_airflow_run(self, record: WorkflowRecord, end: TerminalWorkflow) -> bool:
+        """Stores the finished run and its end, if it is still open and quiet (see workflows.close_run)."""
+        async with self._leader_write() as conn:
+            return await workflows.close_run(conn, record, end)
+
+    async def claim_workflows_due(
+        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+    ) -> list[WorkflowRecord]:
+        """Ended workflows whose summary is due, each leased (due again after the lease)."""
+        async with self._leader_write() as conn:
+            return await workflows.claim_due(conn, now, limit, lease_seconds)
+
+    async def reschedule_workflow(self, cluster: str, uid: str, due_at: datetime) -> None:
+        async with self._leader_write() as conn:
+            await workflows.reschedule(conn, cluster, uid, due_at)
+
+    async def complete_workflow(self, cluster: str, uid: str, notifications: Sequence[Notification]) -> int:
+        """Marks the workflow summarized and enqueues its notifications in one transaction; returns
+        how many were new."""
+        async with self._leader_write() as conn:
+            return await workflows.complete(conn, cluster, uid, notifications)
+
+    async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
+        async with self.read() as conn:
+            return await workflows.summary_state(conn, cluster, uid)
+
+    async def find_workflow(self, cluster: str, namespace: str, name: str) -> WorkflowRecord | None:
+        """The newest workflow of that name in the namespace."""
+        async with self.read() as conn:
+            return await workflows.find_workflow(conn, cluster, namespace, name)
+
+    async def workflow_pods(self, cluster: str, workflow_uid: str) -> list[WorkflowPod]:
+        async with self.read() as conn:
+            return (await workflows.pods_of_workflows(conn, cluster, [workflow_uid])).get(workflow_uid, [])
+
+    async def step_figures(
+        self, cluster: str, uids: Sequence[str]
+    ) -> tuple[dict[str, Summary], dict[str, str]]:
+        """Records, usage and advice of workflow steps' pods (by pod uid), and their summary states."""
+        async with self.read() as conn:
+            return await workflows.step_figures(conn, cluster, uids)
+
+    async def get_event(self, key: str) -> EventRecord | None:
+        """The pipeline event posted under `key`, if any."""
+        async with self.read() as conn:
+            return await workflows.find_event(conn, key)
+
+    async def record_event(
+        self, key: str, sender: str, title: str, notifications: Sequence[Notification], at: datetime
+    ) -> EventRecord:
+        """A pipeline event and its outbox rows, once per key (see workflows.record_event)."""
+        async with self._write() as conn:
+            return await workflows.record_event(conn, key, sender, title, notifications, at)
