@@ -111,7 +111,7 @@ class NaiveConsumer:
             await self.store.upsert_pods([parse_pod(obj, CFG)])
         self.events += 1
 
-    async def on_relist(self, kind: str, objects: list[dict[str, Any]]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         return None
 
 

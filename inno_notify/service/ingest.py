@@ -75,7 +75,7 @@ class Tap(Protocol):
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None: ...
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None: ...
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +159,7 @@ class _Piece:
     """Units written in one transaction, and the relist that closes the segment (on the last piece)."""
 
     units: list[_Unit]
-    relist: tuple[str, list[JsonObj]] | None = None
+    relist: tuple[str, frozenset[str]] | None = None
 
     @property
     def size(self) -> int:
@@ -252,13 +252,13 @@ class Ingestor:
         self._idle.clear()
         await self._queue.put((kind, event_type, obj))
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:
-            await tap.on_relist(kind, objects)
+            await tap.on_relist(kind, uids)
         if kind not in INGESTED_KINDS:
             return
         self._idle.clear()
-        await self._queue.put((_RELIST, kind, objects))
+        await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is committed (tests, benchmarks, shutdown)."""
@@ -322,7 +322,7 @@ class Ingestor:
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
 
-    async def _apply_segment(self, batch: _Batch, relist: tuple[str, list[JsonObj]] | None) -> None:
+    async def _apply_segment(self, batch: _Batch, relist: tuple[str, frozenset[str]] | None) -> None:
         now = self.clock()
         units = self._parse(batch, now)
         if units or relist is not None:
@@ -645,10 +645,10 @@ class Ingestor:
         return by_job
 
     async def _close_out_missing(
-        self, tx: IngestTransaction, objects: list[JsonObj], merged: dict[str, JobRecord], now: datetime
+        self, tx: IngestTransaction, present: frozenset[str], merged: dict[str, JobRecord], now: datetime
     ) -> int:
-        """Closes out the open jobs missing from a relist; returns how many."""
-        present = {identity(o)[0] for o in objects}
+        """Closes out the open jobs missing from a relist (`present`: the uids it listed); returns
+        how many."""
         open_jobs = await tx.open_jobs(self.cfg.cluster, self.options.namespaces, kind="job")
         gone = [j for j in open_jobs if j.uid not in present and j.uid not in merged]
         if not gone:

@@ -137,8 +137,8 @@ async def test_a_job_deleted_during_a_gap_is_closed_out_at_the_relist(store: Sto
     uid = events[0][2]["metadata"]["uid"]
     job = await store.get_job("test", uid)
     assert job is not None and job.status is JobStatus.RUNNING
-    await ing.on_relist("Job", [])
-    await ing.apply([("relist", "Job", [])])
+    await ing.on_relist("Job", frozenset())
+    await ing.apply([("relist", "Job", frozenset())])
     job = await store.get_job("test", uid)
     assert job is not None
     assert job.status is JobStatus.DELETED
@@ -272,7 +272,7 @@ async def test_a_job_whose_pods_succeeded_before_the_gap_is_closed_out_as_succee
     events = lifecycle("pods-done-then-gone")
     ing = ingestor(store, clock)
     await ing.apply(events[:5])  # the pod's success was seen, the Job's Complete condition was not
-    await ing.apply([("relist", "Job", [])])
+    await ing.apply([("relist", "Job", frozenset())])
     job = await store.get_job("test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.reason, job.exit_code) == (JobStatus.SUCCEEDED, "SucceededPerPods", 0)
@@ -283,7 +283,7 @@ async def test_a_job_whose_pod_failed_before_the_gap_is_not_guessed(store: Store
     events = lifecycle("pod-failed-then-gone", exit_code=1)
     ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
     await ing.apply(events[:5])
-    await ing.apply([("relist", "Job", [])])
+    await ing.apply([("relist", "Job", frozenset())])
     job = await store.get_job("test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.exit_code) == (JobStatus.DELETED, 1)
