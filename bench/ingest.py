@@ -6,7 +6,13 @@ Prints `name=value` lines:
 - p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
 - baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
   event), run in the same process;
-- speedup: events_per_s / baseline_events_per_s.
+- speedup: events_per_s / baseline_events_per_s;
+- ceiling_rows_per_s: the same run's events parsed beforehand into their job and pod records and
+  upserted in transactions of `batch_max` rows, nothing else on the clock (no watch, no parsing, no
+  reads or merging): what the database takes from this process; ceiling_rows = the rows written,
+  one per event;
+- ceiling_ratio: events_per_s / ceiling_rows_per_s;
+- loadavg: /proc/loadavg when the run ended (the machine may be shared: read figures beside it).
 
 `--fence` runs the pipeline's store as an elected leader's: every ingest transaction first checks
 the lease (docs/ha.md); the naive baseline stays unfenced.
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,7 +48,7 @@ from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_cli
 from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import JOBS, PODS
+from inno_notify.sim.kube_store import JOBS, PODS, KubeStore
 from inno_notify.sim.objects import (
     JobSpec,
     job_object,
@@ -179,6 +186,36 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     return len(writes) / elapsed, len(writes)
 
 
+async def ceiling(url: str, jobs: int, fence: Fence) -> tuple[float, int]:
+    """Rows per second of the pipeline's write alone: the records the throughput run's events parse
+    to, upserted in transactions of `batch_max` rows through the same store call, with nothing
+    read, parsed or merged while the clock runs. Each row is written (a batch never holds one uid
+    twice: the k-th event of every job goes in together), so rows = events."""
+    store = Store.from_url(url, fence)
+    server = KubeStore()
+    stages: list[list[tuple[str, Any]]] = [[] for _ in range(EVENTS_PER_JOB)]
+    for i in range(30_000_000, 30_000_000 + jobs):
+        for k, (rt, obj, create) in enumerate(lifecycle(i)):
+            stored = orjson.loads(orjson.dumps((server.create if create else server.update)(rt, obj)))
+            if rt is JOBS:
+                stages[k].append(("job", parse_job(stored, CFG)))
+            else:
+                stages[k].append(("pod", parse_pod(stored, CFG)))
+    batch_max = IngestOptions().batch_max
+    batches = [stage[n : n + batch_max] for stage in stages for n in range(0, len(stage), batch_max)]
+    await store.ping()
+    started = time.perf_counter()
+    for batch in batches:
+        async with store.ingest_transaction() as tx:
+            job_rows = [r for kind, r in batch if kind == "job"]
+            pod_rows = [r for kind, r in batch if kind == "pod"]
+            await tx.write(CFG.cluster, job_rows, pod_rows, [])
+    elapsed = time.perf_counter() - started
+    await store.close()
+    rows = sum(len(b) for b in batches)
+    return rows / elapsed, rows
+
+
 async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence) -> list[float]:
     store = Store.from_url(url, fence)
     sim = SimKubeServer(bookmark_interval=30)
@@ -226,6 +263,10 @@ async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
     return len(writes) / elapsed
 
 
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
@@ -254,18 +295,23 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         rate, events = await throughput(url, args.jobs, folder, fence)
+        ceiling_rate, ceiling_rows = await ceiling(url, args.jobs, fence)
         latencies = await latency(url, args.rate, args.seconds, folder, fence)
         naive = await baseline(url, args.baseline_jobs, folder)
     await leases.close()
     print(f"fenced={args.fence}")
     print(f"events={events}")
     print(f"events_per_s={rate:.0f}")
+    print(f"ceiling_rows={ceiling_rows}")
+    print(f"ceiling_rows_per_s={ceiling_rate:.0f}")
+    print(f"ceiling_ratio={rate / ceiling_rate:.2f}")
     print(f"latency_rate_per_s={args.rate:.0f}")
     print(f"p50_commit_ms={statistics.median(latencies):.1f}")
     print(f"p99_commit_ms={percentile(latencies, 0.99):.1f}")
     print(f"baseline_events={args.baseline_jobs * EVENTS_PER_JOB}")
     print(f"baseline_events_per_s={naive:.0f}")
     print(f"speedup={rate / naive:.1f}")
+    print(f"loadavg={load_average()}")
 
 
 if __name__ == "__main__":
