@@ -3,6 +3,9 @@
 Prints `name=value` lines:
 - events_per_s: events through kubernetes-asyncio's HTTP watch, the batched pipeline, into Postgres,
   with the simulated API server in the same process (one core for both);
+- batches: the transactions those events were written in;
+- cpu_us_per_event: CPU time of this process (server, watch and pipeline: one core's work) over the
+  throughput run, per event; unlike events_per_s it hardly moves with the machine's load;
 - p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
 - baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
   event), run in the same process;
@@ -60,6 +63,8 @@ from inno_notify.sim.objects import (
 )
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+# What the throughput run cost this process (the sim server, the watch and the pipeline together).
+THROUGHPUT_CPU: dict[str, float] = {}
 CFG = ParseConfig(cluster="bench")
 EVENTS_PER_JOB = 6
 
@@ -170,6 +175,7 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-throughput"))
     writes = [w for i in range(jobs) for w in lifecycle(i)]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     for n, (rt, obj, create) in enumerate(writes):
         (sim.create if create else sim.update)(rt, obj)
         if n % 200 == 0:
@@ -177,6 +183,8 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     await until(lambda: ingestor.stats.events >= len(writes))
     await ingestor.drained()
     elapsed = time.perf_counter() - started
+    THROUGHPUT_CPU["cpu_s"] = time.process_time() - cpu_started
+    THROUGHPUT_CPU["batches"] = ingestor.stats.batches
     await stop(api, watch)
     consumer_task.cancel()
     await sim.stop()
@@ -302,6 +310,8 @@ async def main() -> None:
     print(f"fenced={args.fence}")
     print(f"events={events}")
     print(f"events_per_s={rate:.0f}")
+    print(f"batches={THROUGHPUT_CPU['batches']:.0f}")
+    print(f"cpu_us_per_event={THROUGHPUT_CPU['cpu_s'] / events * 1e6:.0f}")
     print(f"ceiling_rows={ceiling_rows}")
     print(f"ceiling_rows_per_s={ceiling_rate:.0f}")
     print(f"ceiling_ratio={rate / ceiling_rate:.2f}")
