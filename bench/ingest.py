@@ -49,6 +49,7 @@ from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS, KubeStore
@@ -292,6 +293,7 @@ async def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    tune_for_ingest()  # as `inno-notify serve` does
     url = await fresh_database(args.postgres, "inno_bench_ingest")
     leases = LeaseRepository.from_url(url)
     fence: Fence = UNFENCED
