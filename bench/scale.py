@@ -488,6 +488,8 @@ def main() -> int:
     if args.sim_child:
         asyncio.run(sim_child(args))
         return 0
+    # SIGTERM like Ctrl-C: the run is cancelled and its cleanup stops serve and the sim.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     return asyncio.run(run(args))
 
 
