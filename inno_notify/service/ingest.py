@@ -451,7 +451,7 @@ class Ingestor:
                 counts[reason] = max(counts.get(reason, 0), count)
                 merged[job_uid] = replace(record, event_counts=counts)
 
-        job_pods = await self._pods_for(tx, merged, pods)
+        job_pods, stored_pods = await self._pods_for(tx, merged, pods)
         for uid, record in merged.items():
             merged[uid] = apply_pods_to_job(record, job_pods.get(uid, ()))
 
@@ -464,7 +464,11 @@ class Ingestor:
             for uid, record in merged.items()
             if record.status.is_terminal and not (uid in stored and stored[uid].status.is_terminal)
         ]
-        marked = await tx.write(self.cfg.cluster, list(merged.values()), pods, terminals)
+        # Only records that differ from what is stored are written: a relist after a restart hands
+        # over every object again, and most are exactly as they were.
+        changed_jobs = [record for uid, record in merged.items() if stored.get(uid) != record]
+        changed_pods = [pod for pod in pods if stored_pods.get(pod.uid) != pod]
+        marked = await tx.write(self.cfg.cluster, changed_jobs, changed_pods, terminals)
         return _Written(marked, pending, int(piece.relist is not None), closed)
 
     # --- parsing: each object on its own ------------------------------------------------------------
@@ -636,13 +640,16 @@ class Ingestor:
 
     async def _pods_for(
         self, tx: IngestTransaction, merged: dict[str, JobRecord], batch_pods: Iterable[PodRecord]
-    ) -> dict[str, list[PodRecord]]:
+    ) -> tuple[dict[str, list[PodRecord]], dict[str, PodRecord]]:
+        """The pods of each merged job (this batch's over the stored ones), and the stored pods read
+        on the way, by uid."""
         by_job = await tx.pods_of_jobs(self.cfg.cluster, sorted(merged))
+        stored = {pod.uid: pod for group in by_job.values() for pod in group}
         for pod in batch_pods:  # this batch's pods are newer than what is stored
             if pod.job_uid in merged:
                 siblings = [p for p in by_job.get(pod.job_uid, []) if p.uid != pod.uid]
                 by_job[pod.job_uid] = [*siblings, pod]
-        return by_job
+        return by_job, stored
 
     async def _close_out_missing(
         self, tx: IngestTransaction, present: frozenset[str], merged: dict[str, JobRecord], now: datetime

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inno_notify.adapters.db.repository import Store, SummaryState
-from inno_notify.domain.model import JobStatus, WorkloadKind
+from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
+from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.objects import (
@@ -287,3 +289,47 @@ async def test_a_job_whose_pod_failed_before_the_gap_is_not_guessed(store: Store
     job = await store.get_job("test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.exit_code) == (JobStatus.DELETED, 1)
+
+
+class WriteCounting(Store):
+    """The real store, counting the job and pod records each ingest transaction writes."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.engine)
+        self.written: list[tuple[int, int]] = []
+
+    @contextlib.asynccontextmanager
+    async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
+        async with super().ingest_transaction() as tx:
+            write = tx.write
+
+            async def counted(
+                cluster: str,
+                jobs: Sequence[JobRecord],
+                pods: Sequence[PodRecord],
+                marks: Sequence[TerminalMark],
+            ) -> int:
+                self.written.append((len(jobs), len(pods)))
+                return await write(cluster, jobs, pods, marks)
+
+            tx.write = counted  # type: ignore[method-assign]
+            yield tx
+
+
+async def test_a_relist_of_objects_as_they_are_stored_writes_nothing(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=2))
+    counting = WriteCounting(store)
+    ing = ingestor(counting, clock)
+    events = lifecycle("unchanged")
+    await ing.apply(events)
+    before = await store.get_job("test", events[0][2]["metadata"]["uid"])
+    # A restart: the list hands over the last state of the job and its pod again.
+    again = [("Job", "SYNC", events[5][2]), ("Pod", "SYNC", events[4][2])]
+    await ing.apply([*again, ("relist", "Job", frozenset({events[0][2]["metadata"]["uid"]}))])
+    assert counting.written[-1] == (0, 0)
+    assert await store.get_job("test", events[0][2]["metadata"]["uid"]) == before
+    assert ing.stats.terminal_marked == 1
+    # A changed object is written, and only it.
+    relabelled = {**events[4][2], "metadata": {**events[4][2]["metadata"], "resourceVersion": "99"}}
+    await ing.apply([("Pod", "MODIFIED", relabelled)])
+    assert counting.written[-1] == (0, 1)
