@@ -25,6 +25,9 @@ Prints `name=value` lines:
 - events, events_per_s: the churn's watch events / (first write → last state in Postgres);
   churn_cpu_s: serve's CPU seconds over the churn;
 - peak_rss_after_churn_mib: VmHWM once the churn is applied;
+- restart_readyz_s, restart_cpu_s, restart_peak_rss_mib: serve stopped (SIGTERM) and started again
+  over the full database: seconds to /readyz (every list handed over; at most the ingest queue,
+  20,000 objects, still to apply), its CPU seconds and peak RSS by then;
 - loadavg: /proc/loadavg when the run ended.
 
 Exits 1 when the service does not get ready within --timeout or a figure misses its target with
@@ -431,6 +434,21 @@ async def run(args: argparse.Namespace) -> int:
                 figures["events"] = churned["events"]
                 figures["events_per_s"] = churned["events"] / elapsed
                 figures["peak_rss_after_churn_mib"] = proc_status(serve.pid, "VmHWM")
+                # A restart: the same cluster listed again into a database that already holds it.
+                serve.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(serve.wait(), 60)
+                restarted = time.perf_counter()
+                serve = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "inno_notify", "serve", "--config", str(config)
+                )
+                while not await readyz(session, probes):
+                    if time.perf_counter() > restarted + args.timeout or serve.returncode is not None:
+                        print("not ready again after the restart", file=sys.stderr)
+                        return 1
+                    await asyncio.sleep(0.2)
+                figures["restart_readyz_s"] = time.perf_counter() - restarted
+                figures["restart_cpu_s"] = cpu_seconds(serve.pid)
+                figures["restart_peak_rss_mib"] = proc_status(serve.pid, "VmHWM")
         finally:
             sampling.cancel()
             await conn.close()
@@ -461,6 +479,9 @@ async def run(args: argparse.Namespace) -> int:
         "events_per_s",
         "churn_cpu_s",
         "peak_rss_after_churn_mib",
+        "restart_readyz_s",
+        "restart_cpu_s",
+        "restart_peak_rss_mib",
     ):
         value = figures[name]
         print(f"{name}={value:.1f}" if isinstance(value, float) else f"{name}={value}")
