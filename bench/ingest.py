@@ -3,10 +3,19 @@
 Prints `name=value` lines:
 - events_per_s: events through kubernetes-asyncio's HTTP watch, the batched pipeline, into Postgres,
   with the simulated API server in the same process (one core for both);
+- batches: the transactions those events were written in;
+- cpu_us_per_event: CPU time of this process (server, watch and pipeline: one core's work) over the
+  throughput run, per event; unlike events_per_s it hardly moves with the machine's load;
 - p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
 - baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
   event), run in the same process;
-- speedup: events_per_s / baseline_events_per_s.
+- speedup: events_per_s / baseline_events_per_s;
+- ceiling_rows_per_s: the same run's events parsed beforehand into their job and pod records and
+  upserted in transactions of `batch_max` rows, nothing else on the clock (no watch, no parsing, no
+  reads or merging): what the database takes from this process; ceiling_rows = the rows written,
+  one per event;
+- ceiling_ratio: events_per_s / ceiling_rows_per_s;
+- loadavg: /proc/loadavg when the run ended (the machine may be shared: read figures beside it).
 
 `--fence` runs the pipeline's store as an elected leader's: every ingest transaction first checks
 the lease (docs/ha.md); the naive baseline stays unfenced.
@@ -31,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,9 +49,10 @@ from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import JOBS, PODS
+from inno_notify.sim.kube_store import JOBS, PODS, KubeStore
 from inno_notify.sim.objects import (
     JobSpec,
     job_object,
@@ -53,6 +64,8 @@ from inno_notify.sim.objects import (
 )
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+# What the throughput run cost this process (the sim server, the watch and the pipeline together).
+THROUGHPUT_CPU: dict[str, float] = {}
 CFG = ParseConfig(cluster="bench")
 EVENTS_PER_JOB = 6
 
@@ -115,7 +128,7 @@ class NaiveConsumer:
                 await tx.write(CFG.cluster, [], [parse_pod(obj, CFG)], [])
         self.events += 1
 
-    async def on_relist(self, kind: str, objects: list[dict[str, Any]]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         return None
 
 
@@ -167,6 +180,7 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-throughput"))
     writes = [w for i in range(jobs) for w in lifecycle(i)]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     for n, (rt, obj, create) in enumerate(writes):
         (sim.create if create else sim.update)(rt, obj)
         if n % 200 == 0:
@@ -174,6 +188,8 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     await until(lambda: ingestor.stats.events >= len(writes))
     await ingestor.drained()
     elapsed = time.perf_counter() - started
+    THROUGHPUT_CPU["cpu_s"] = time.process_time() - cpu_started
+    THROUGHPUT_CPU["batches"] = ingestor.stats.batches
     await stop(api, watch)
     consumer_task.cancel()
     await sim.stop()
@@ -182,6 +198,36 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
     assert not ended, f"{len(ended)} jobs still open after the run"
     await store.close()
     return len(writes) / elapsed, len(writes)
+
+
+async def ceiling(url: str, jobs: int, fence: Fence) -> tuple[float, int]:
+    """Rows per second of the pipeline's write alone: the records the throughput run's events parse
+    to, upserted in transactions of `batch_max` rows through the same store call, with nothing
+    read, parsed or merged while the clock runs. Each row is written (a batch never holds one uid
+    twice: the k-th event of every job goes in together), so rows = events."""
+    store = Store.from_url(url, fence)
+    server = KubeStore()
+    stages: list[list[tuple[str, Any]]] = [[] for _ in range(EVENTS_PER_JOB)]
+    for i in range(30_000_000, 30_000_000 + jobs):
+        for k, (rt, obj, create) in enumerate(lifecycle(i)):
+            stored = orjson.loads(orjson.dumps((server.create if create else server.update)(rt, obj)))
+            if rt is JOBS:
+                stages[k].append(("job", parse_job(stored, CFG)))
+            else:
+                stages[k].append(("pod", parse_pod(stored, CFG)))
+    batch_max = IngestOptions().batch_max
+    batches = [stage[n : n + batch_max] for stage in stages for n in range(0, len(stage), batch_max)]
+    await store.ping()
+    started = time.perf_counter()
+    for batch in batches:
+        async with store.jobs.ingest_transaction() as tx:
+            job_rows = [r for kind, r in batch if kind == "job"]
+            pod_rows = [r for kind, r in batch if kind == "pod"]
+            await tx.write(CFG.cluster, job_rows, pod_rows, [])
+    elapsed = time.perf_counter() - started
+    await store.close()
+    rows = sum(len(b) for b in batches)
+    return rows / elapsed, rows
 
 
 async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence) -> list[float]:
@@ -231,6 +277,10 @@ async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
     return len(writes) / elapsed
 
 
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
@@ -248,6 +298,7 @@ async def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    tune_for_ingest()  # as `inno-notify serve` does
     url = await fresh_database(args.postgres, "inno_bench_ingest")
     leases = LeaseRepository.from_url(url)
     fence: Fence = UNFENCED
@@ -259,18 +310,25 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         rate, events = await throughput(url, args.jobs, folder, fence)
+        ceiling_rate, ceiling_rows = await ceiling(url, args.jobs, fence)
         latencies = await latency(url, args.rate, args.seconds, folder, fence)
         naive = await baseline(url, args.baseline_jobs, folder)
     await leases.close()
     print(f"fenced={args.fence}")
     print(f"events={events}")
     print(f"events_per_s={rate:.0f}")
+    print(f"batches={THROUGHPUT_CPU['batches']:.0f}")
+    print(f"cpu_us_per_event={THROUGHPUT_CPU['cpu_s'] / events * 1e6:.0f}")
+    print(f"ceiling_rows={ceiling_rows}")
+    print(f"ceiling_rows_per_s={ceiling_rate:.0f}")
+    print(f"ceiling_ratio={rate / ceiling_rate:.2f}")
     print(f"latency_rate_per_s={args.rate:.0f}")
     print(f"p50_commit_ms={statistics.median(latencies):.1f}")
     print(f"p99_commit_ms={percentile(latencies, 0.99):.1f}")
     print(f"baseline_events={args.baseline_jobs * EVENTS_PER_JOB}")
     print(f"baseline_events_per_s={naive:.0f}")
     print(f"speedup={rate / naive:.1f}")
+    print(f"loadavg={load_average()}")
 
 
 if __name__ == "__main__":

@@ -141,8 +141,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    from inno_notify.gc_tuning import tune_for_ingest
     from inno_notify.runtime import serve
 
+    tune_for_ingest()
     asyncio.run(serve(settings))
     return EXIT_OK
 

@@ -76,9 +76,9 @@ class WatchedPods:
         else:
             self._pods[identity.uid] = identity
 
-    async def on_relist(self, kind: str, objects: list[dict[str, Any]]) -> None:
-        self._pods, rejected = _index(objects)
-        self.rejected += rejected
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
+        # The listed pods came through on_event (SYNC) already; what the list lacks has left the node.
+        self._pods = {uid: pod for uid, pod in self._pods.items() if uid in uids}
         self._synced = True
 
     async def resolve(self, uids: Collection[str]) -> PodLookup:

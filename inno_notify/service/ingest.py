@@ -76,7 +76,7 @@ class Tap(Protocol):
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None: ...
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None: ...
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +160,7 @@ class _Piece:
     """Units written in one transaction, and the relist that closes the segment (on the last piece)."""
 
     units: list[_Unit]
-    relist: tuple[str, list[JsonObj]] | None = None
+    relist: tuple[str, frozenset[str]] | None = None
 
     @property
     def size(self) -> int:
@@ -255,13 +255,13 @@ class Ingestor:
         self._idle.clear()
         await self._queue.put((kind, event_type, obj))
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:
-            await tap.on_relist(kind, objects)
+            await tap.on_relist(kind, uids)
         if kind not in INGESTED_KINDS:
             return
         self._idle.clear()
-        await self._queue.put((_RELIST, kind, objects))
+        await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is committed (tests, benchmarks, shutdown)."""
@@ -325,7 +325,7 @@ class Ingestor:
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
 
-    async def _apply_segment(self, batch: _Batch, relist: tuple[str, list[JsonObj]] | None) -> None:
+    async def _apply_segment(self, batch: _Batch, relist: tuple[str, frozenset[str]] | None) -> None:
         now = self.clock()
         units = self._parse(batch, now)
         if units or relist is not None:
@@ -453,7 +453,7 @@ class Ingestor:
                 counts[reason] = max(counts.get(reason, 0), count)
                 merged[job_uid] = replace(record, event_counts=counts)
 
-        job_pods = await self._pods_for(tx, merged, pods)
+        job_pods, stored_pods = await self._pods_for(tx, merged, pods)
         for uid, record in merged.items():
             merged[uid] = apply_pods_to_job(record, job_pods.get(uid, ()))
 
@@ -466,7 +466,11 @@ class Ingestor:
             for uid, record in merged.items()
             if record.status.is_terminal and not (uid in stored and stored[uid].status.is_terminal)
         ]
-        marked = await tx.write(self.cfg.cluster, list(merged.values()), pods, terminals)
+        # Only records that differ from what is stored are written: a relist after a restart hands
+        # over every object again, and most are exactly as they were.
+        changed_jobs = [record for uid, record in merged.items() if stored.get(uid) != record]
+        changed_pods = [pod for pod in pods if stored_pods.get(pod.uid) != pod]
+        marked = await tx.write(self.cfg.cluster, changed_jobs, changed_pods, terminals)
         return _Written(marked, pending, int(piece.relist is not None), closed)
 
     # --- parsing: each object on its own ------------------------------------------------------------
@@ -638,19 +642,22 @@ class Ingestor:
 
     async def _pods_for(
         self, tx: IngestTransaction, merged: dict[str, JobRecord], batch_pods: Iterable[PodRecord]
-    ) -> dict[str, list[PodRecord]]:
+    ) -> tuple[dict[str, list[PodRecord]], dict[str, PodRecord]]:
+        """The pods of each merged job (this batch's over the stored ones), and the stored pods read
+        on the way, by uid."""
         by_job = await tx.pods_of_jobs(self.cfg.cluster, sorted(merged))
+        stored = {pod.uid: pod for group in by_job.values() for pod in group}
         for pod in batch_pods:  # this batch's pods are newer than what is stored
             if pod.job_uid in merged:
                 siblings = [p for p in by_job.get(pod.job_uid, []) if p.uid != pod.uid]
                 by_job[pod.job_uid] = [*siblings, pod]
-        return by_job
+        return by_job, stored
 
     async def _close_out_missing(
-        self, tx: IngestTransaction, objects: list[JsonObj], merged: dict[str, JobRecord], now: datetime
+        self, tx: IngestTransaction, present: frozenset[str], merged: dict[str, JobRecord], now: datetime
     ) -> int:
-        """Closes out the open jobs missing from a relist; returns how many."""
-        present = {identity(o)[0] for o in objects}
+        """Closes out the open jobs missing from a relist (`present`: the uids it listed); returns
+        how many."""
         open_jobs = await tx.open_jobs(self.cfg.cluster, self.options.namespaces, kind="job")
         gone = [j for j in open_jobs if j.uid not in present and j.uid not in merged]
         if not gone:

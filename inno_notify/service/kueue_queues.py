@@ -58,6 +58,10 @@ class QueueTracker:
         self.telemetry = telemetry
         self.rejected = 0
         self._logged: set[tuple[str, str, str]] = set()
+        self._listed: dict[str, dict[str, ClusterQueueQuota | LocalQueueRef]] = {
+            CLUSTER_QUEUE: {},
+            LOCAL_QUEUE: {},
+        }
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
         if kind not in (CLUSTER_QUEUE, LOCAL_QUEUE):
@@ -74,22 +78,21 @@ class QueueTracker:
         except Exception as exc:  # the store away: the next relist restores the set
             log.error("recording a %s failed: %r", kind, exc)
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
+        """A list ended: the queues it named are the set; any other stored queue is gone. The listed
+        objects themselves came before as SYNC events (on_event), which remembered them by uid."""
         if kind not in (CLUSTER_QUEUE, LOCAL_QUEUE):
             return
         now = self.clock()
+        listed = self._listed[kind]
+        for uid in set(listed) - uids:
+            del listed[uid]
         try:
             if kind == CLUSTER_QUEUE:
-                cqs = [
-                    q for obj in objects if (q := await self._parsed(kind, obj, self._parse_cq)) is not None
-                ]
+                cqs = [q for q in listed.values() if isinstance(q, ClusterQueueQuota)]
                 await self.store.queues.replace_cluster_queues(self.cluster, cqs, now)
             else:
-                lqs = [
-                    lq
-                    for obj in objects
-                    if (lq := await self._parsed(kind, obj, parse_local_queue)) is not None
-                ]
+                lqs = [q for q in listed.values() if isinstance(q, LocalQueueRef)]
                 await self.store.queues.replace_local_queues(self.cluster, lqs, now, self.namespaces)
         except LostLeadership:
             raise
@@ -103,6 +106,7 @@ class QueueTracker:
 
     async def _cluster_queue(self, event_type: str, obj: JsonObj) -> None:
         queue = self._parse_cq(obj)
+        self._remember(CLUSTER_QUEUE, event_type, obj, queue)
         if event_type == "DELETED":
             await self.store.queues.delete_cluster_queue(self.cluster, queue.name)
         else:
@@ -110,17 +114,23 @@ class QueueTracker:
 
     async def _local_queue(self, event_type: str, obj: JsonObj) -> None:
         queue = parse_local_queue(obj)
+        self._remember(LOCAL_QUEUE, event_type, obj, queue)
         if event_type == "DELETED":
             await self.store.queues.delete_local_queue(self.cluster, queue.namespace, queue.name)
         else:
             await self.store.queues.save_local_queues(self.cluster, [queue], self.clock())
 
-    async def _parsed(self, kind: str, obj: JsonObj, parse: Callable[[JsonObj], Q]) -> Q | None:
-        try:
-            return parse(obj)
-        except ParseError as exc:
-            await self._set_aside(kind, obj, exc)
-            return None
+    def _remember(
+        self, kind: str, event_type: str, obj: JsonObj, queue: ClusterQueueQuota | LocalQueueRef
+    ) -> None:
+        """Queues are few (one per team or flavor): all of them are kept by uid for the next relist."""
+        uid, _, _ = identity(obj)
+        if uid is None:
+            return
+        if event_type == "DELETED":
+            self._listed[kind].pop(uid, None)
+        else:
+            self._listed[kind][uid] = queue
 
     async def _set_aside(self, kind: str, obj: object, exc: ParseError) -> None:
         self.rejected += 1

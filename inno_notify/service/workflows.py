@@ -219,10 +219,10 @@ class WorkflowTracker:
             self._idle.clear()
             await self._queue.put((kind, event_type, obj))
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
+    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         if kind == WORKFLOW:
             self._idle.clear()
-            await self._queue.put((_RELIST, kind, objects))
+            await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is written (tests, shutdown)."""
@@ -261,7 +261,7 @@ class WorkflowTracker:
     async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
         now = self.clock()
         parsed: dict[tuple[str, str], _Parsed] = {}
-        relists: list[list[JsonObj]] = []
+        relists: list[frozenset[str]] = []
         for kind, event_type, obj in items:
             if kind == _RELIST:
                 relists.append(obj)
@@ -328,7 +328,7 @@ class WorkflowTracker:
         self.stats.rejected += 1
         self._rejections.object(kind, obj, uid, reason, detail)
 
-    async def _write(self, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime) -> None:
+    async def _write(self, units: list[_Parsed], relists: list[frozenset[str]], now: datetime) -> None:
         """Writes the batch in one transaction; if the database refuses it for its data, each object
         on its own, and the one it refuses is set aside."""
         if not units and not relists:
@@ -359,7 +359,7 @@ class WorkflowTracker:
             self._reject(unit.kind, unit.obj, unit.uid, reason, failures.describe(exc))
 
     async def _write_retrying(
-        self, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime
+        self, units: list[_Parsed], relists: list[frozenset[str]], now: datetime
     ) -> None:
         delay = 0.1
         while True:
@@ -377,7 +377,7 @@ class WorkflowTracker:
                 delay = min(delay * 2, 10.0)
 
     async def _merge_and_write(
-        self, tx: WorkflowTransaction, units: list[_Parsed], relists: list[list[JsonObj]], now: datetime
+        self, tx: WorkflowTransaction, units: list[_Parsed], relists: list[frozenset[str]], now: datetime
     ) -> int:
         cluster = self.cfg.cluster
         workflows = [u.workflow for u in units if u.workflow is not None]
@@ -407,20 +407,20 @@ class WorkflowTracker:
                         airflow_quiet_since(members.values()),
                     )
                 )
-        for objects in relists:
-            ends.extend(await self._deleted_in_gap(tx, objects, {w.uid for w in workflows}, records, now))
+        for present in relists:
+            ends.extend(await self._deleted_in_gap(tx, present, {w.uid for w in workflows}, records, now))
         return await tx.write(records, pods, ends, cluster)
 
     async def _deleted_in_gap(
         self,
         tx: WorkflowTransaction,
-        objects: list[JsonObj],
+        present: frozenset[str],
         seen: set[str],
         records: list[tuple[WorkflowRecord, datetime | None]],
         now: datetime,
     ) -> list[TerminalWorkflow]:
-        """Open Argo workflows missing from a relist were deleted while the watch was away."""
-        present = {identity(o)[0] for o in objects}
+        """Open Argo workflows missing from a relist (`present`: the uids it listed) were deleted
+        while the watch was away."""
         ends = []
         for workflow in await tx.open_workflows(self.cfg.cluster, WorkflowKind.ARGO):
             if workflow.uid in present or workflow.uid in seen:

@@ -323,6 +323,32 @@ class KubeStore:
         old = self._get(rt, key)
         return self._commit(rt, key, "DELETED", dict(old), old)
 
+    def preload(self, rt: ResourceType, objects: Iterable[JsonObj]) -> int:
+        """Puts objects in place as a long-running cluster holds them: each at a version of its
+        own, with their history compacted away (a watch from before now gets 410, as after etcd's
+        compaction). For building clusters of 100,000s of objects in seconds: the objects are taken
+        as they are (no copy, no event, no listener; they must carry metadata.name and uid and must
+        not be changed afterwards, though they may share unchanging parts such as a spec). Returns
+        how many were loaded."""
+        objects_of = self._objects.setdefault(rt.storage_key, {})
+        loaded = 0
+        for obj in objects:
+            meta = obj["metadata"]
+            namespace = meta.setdefault("namespace", "default") if rt.namespaced else None
+            key = self._key(rt, namespace, meta.get("name"))
+            if key in objects_of:
+                raise Conflict(f'{rt.plural} "{key[1]}" already exists')
+            if not meta.get("uid"):
+                raise ValueError("metadata.uid is required")
+            self.resource_version += 1
+            obj["apiVersion"] = rt.api_version
+            obj["kind"] = rt.kind
+            meta["resourceVersion"] = str(self.resource_version)
+            objects_of[key] = obj
+            loaded += 1
+        self.compact()
+        return loaded
+
     def _commit(
         self, rt: ResourceType, key: tuple[str, str], kind: str, new: JsonObj, old: JsonObj | None
     ) -> JsonObj:

@@ -75,7 +75,11 @@ async def test_no_list_ever_read() -> None:
 async def test_watched_pods_follow_events_and_relists() -> None:
     pods = WatchedPods()
     assert (await pods.resolve({UID_A})).pods is None  # not synced: nothing to say yet
-    await pods.on_relist("Pod", [POD_A, {"bad": 1}])
+    # A list hands its objects over as SYNC events first, then the uids it held.
+    await pods.on_event("Pod", "SYNC", POD_A)
+    await pods.on_event("Pod", "SYNC", {"bad": 1})
+    await pods.on_event("Pod", "SYNC", POD_B)
+    await pods.on_relist("Pod", frozenset({UID_A}))  # POD_B was gone by the end of the list
     assert pods.rejected == 1 and pods.size == 1
     await pods.on_event("Pod", "ADDED", POD_B)
     lookup = await pods.resolve({UID_A, UID_B})

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inno_notify.adapters.db.repository import Store, SummaryState
-from inno_notify.domain.model import JobStatus, WorkloadKind
+from inno_notify.adapters.db.job_repository import JobRepository
+from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
+from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.sim.objects import (
@@ -138,8 +142,8 @@ async def test_a_job_deleted_during_a_gap_is_closed_out_at_the_relist(store: Sto
     uid = events[0][2]["metadata"]["uid"]
     job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.RUNNING
-    await ing.on_relist("Job", [])
-    await ing.apply([("relist", "Job", [])])
+    await ing.on_relist("Job", frozenset())
+    await ing.apply([("relist", "Job", frozenset())])
     job = await stored.get_job(store, "test", uid)
     assert job is not None
     assert job.status is JobStatus.DELETED
@@ -273,7 +277,7 @@ async def test_a_job_whose_pods_succeeded_before_the_gap_is_closed_out_as_succee
     events = lifecycle("pods-done-then-gone")
     ing = ingestor(store, clock)
     await ing.apply(events[:5])  # the pod's success was seen, the Job's Complete condition was not
-    await ing.apply([("relist", "Job", [])])
+    await ing.apply([("relist", "Job", frozenset())])
     job = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.reason, job.exit_code) == (JobStatus.SUCCEEDED, "SucceededPerPods", 0)
@@ -284,7 +288,63 @@ async def test_a_job_whose_pod_failed_before_the_gap_is_not_guessed(store: Store
     events = lifecycle("pod-failed-then-gone", exit_code=1)
     ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
     await ing.apply(events[:5])
-    await ing.apply([("relist", "Job", [])])
+    await ing.apply([("relist", "Job", frozenset())])
     job = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
     assert job is not None
     assert (job.status, job.exit_code) == (JobStatus.DELETED, 1)
+
+
+class CountingJobs(JobRepository):
+    """The real job repository, counting the job and pod records each ingest transaction writes."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self.written: list[tuple[int, int]] = []
+
+    @contextlib.asynccontextmanager
+    async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
+        async with super().ingest_transaction() as tx:
+            write = tx.write
+
+            async def counted(
+                cluster: str,
+                jobs: Sequence[JobRecord],
+                pods: Sequence[PodRecord],
+                marks: Sequence[TerminalMark],
+            ) -> int:
+                self.written.append((len(jobs), len(pods)))
+                return await write(cluster, jobs, pods, marks)
+
+            tx.write = counted  # type: ignore[method-assign]
+            yield tx
+
+
+class WriteCounting(Store):
+    """The real store, counting the records its ingest transactions write (`written`)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.engine)
+        self.jobs = self.counting = CountingJobs(store.engine)
+
+    @property
+    def written(self) -> list[tuple[int, int]]:
+        return self.counting.written
+
+
+async def test_a_relist_of_objects_as_they_are_stored_writes_nothing(store: Store) -> None:
+    clock = Clock(T0 + timedelta(hours=2))
+    counting = WriteCounting(store)
+    ing = ingestor(counting, clock)
+    events = lifecycle("unchanged")
+    await ing.apply(events)
+    before = await stored.get_job(store, "test", events[0][2]["metadata"]["uid"])
+    # A restart: the list hands over the last state of the job and its pod again.
+    again = [("Job", "SYNC", events[5][2]), ("Pod", "SYNC", events[4][2])]
+    await ing.apply([*again, ("relist", "Job", frozenset({events[0][2]["metadata"]["uid"]}))])
+    assert counting.written[-1] == (0, 0)
+    assert await stored.get_job(store, "test", events[0][2]["metadata"]["uid"]) == before
+    assert ing.stats.terminal_marked == 1
+    # A changed object is written, and only it.
+    relabelled = {**events[4][2], "metadata": {**events[4][2]["metadata"], "resourceVersion": "99"}}
+    await ing.apply([("Pod", "MODIFIED", relabelled)])
+    assert counting.written[-1] == (0, 1)

@@ -357,8 +357,9 @@ async def test_relisted_objects_of_odd_shape_do_not_stop_reconciliation(store: S
     ingestor, _, _ = make_ingestor(store)
     uid, events = lifecycle("open")
     await apply(ingestor, events[:2])
+    # A relist hands its objects over as SYNC events (odd ones are set aside), then their uids.
     odd: Sequence[Any] = [{"metadata": "x"}, {"metadata": {"uid": ["list"]}}]
-    await apply(ingestor, [("relist", "Job", list(odd))])
+    await apply(ingestor, [*(("Job", "SYNC", o) for o in odd), ("relist", "Job", frozenset())])
     job = await stored.get_job(store, "test", uid)
     assert job is not None and job.status is JobStatus.DELETED  # not in the relist: closed out
     async with store.engine.connect() as conn:

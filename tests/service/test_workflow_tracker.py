@@ -162,8 +162,8 @@ async def test_a_workflow_deleted_while_the_watch_was_away_is_closed_at_the_reli
     await feed(pipeline, running)
     assert await store.workflows.workflow_state("test", wf.uid) is WorkflowState.OPEN
     clock.now = T0 + timedelta(minutes=20)
-    await pipeline.workflows.tracker.on_relist("Workflow", [])
-    await pipeline.workflows.tracker.apply([("relist", "Workflow", [])])
+    await pipeline.workflows.tracker.on_relist("Workflow", frozenset())
+    await pipeline.workflows.tracker.apply([("relist", "Workflow", frozenset())])
     record = await stored.get_workflow(store, "test", wf.uid)
     assert record is not None and (record.status, record.finished_at) == (JobStatus.DELETED, clock.now)
     await rounds(pipeline, clock, 22)

@@ -165,3 +165,25 @@ def test_compaction_makes_older_versions_gone() -> None:
     assert [e.rv for e in store.events_after(JOBS, 3)] == [4, 5]
     store.compact()
     assert store.events_after(JOBS, 5) == []
+
+
+def test_preload_puts_objects_in_place_with_versions_and_compacted_history() -> None:
+    store = KubeStore(now=lambda: NOW)
+    store.create(JOBS, {"metadata": {"name": "before", "namespace": "ml"}})
+    spec = {"containers": [{"name": "main"}]}  # shared by every object, as a bulk loader may
+    pods = [{"metadata": {"name": f"p{i}", "namespace": "ml", "uid": f"u{i}"}, "spec": spec} for i in "012"]
+    assert store.preload(PODS, pods) == 3
+    listed, version = store.snapshot(PODS, None, lambda _: True)
+    assert [p["metadata"]["resourceVersion"] for p in listed] == ["2", "3", "4"] and version == 4
+    assert listed[0]["kind"] == "Pod" and listed[0]["apiVersion"] == "v1"
+    # A preloaded cluster has been running a while: the history before it is gone.
+    with pytest.raises(Gone):
+        store.events_after(JOBS, 0)
+    assert store.events_after(PODS, 4) == []
+    # Later writes are ordinary: they have history and bump the global version.
+    store.patch(PODS, "ml", "p1", {"status": {"phase": "Running"}})
+    assert [e.type for e in store.events_after(PODS, 4)] == ["MODIFIED"]
+    with pytest.raises(Conflict):
+        store.preload(PODS, [{"metadata": {"name": "p0", "namespace": "ml", "uid": "again"}}])
+    with pytest.raises(ValueError, match="uid"):
+        store.preload(PODS, [{"metadata": {"name": "no-uid", "namespace": "ml"}}])

@@ -164,18 +164,30 @@ class TerminalMark:
 
 
 async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[TerminalMark]) -> int:
-    """mark_terminal for many jobs in two statements; returns how many ended for the first time.
+    """mark_terminal for many jobs; returns how many ended for the first time.
 
-    The first statement finds (and on Postgres locks) the jobs whose end is not yet recorded, so
-    a replica replaying the same end concurrently waits and then finds nothing to do.
+    Only jobs whose end is not yet recorded are written, and the write locks them: a replica
+    replaying the same end concurrently waits, then finds nothing to do. On Postgres that is one
+    statement (UPDATE … WHERE not recorded … RETURNING, re-checked after a lock wait); on SQLite,
+    whose one writer serialises everything, a SELECT of the unrecorded jobs and an executemany.
     """
     by_uid = {m.uid: m for m in marks}
+    if not by_uid:
+        return 0
+    if conn.dialect.name == "postgresql":
+        rows = [_mark_values(uid, mark) for uid, mark in by_uid.items()]
+        uids, ats, states, dues = (list(column) for column in zip(*rows, strict=True))
+        result = await conn.execute(
+            _MARK_TERMINALS_PG,
+            {"uids": uids, "ats": ats, "states": states, "dues": dues, "cluster": cluster},
+        )
+        return len(result.fetchall())
     fresh: list[str] = []
     for chunk in chunks(list(by_uid)):
         result = await conn.execute(
-            sa.select(jobs.c.uid)
-            .where(jobs.c.cluster == cluster, jobs.c.uid.in_(chunk), jobs.c.terminal_recorded_at.is_(None))
-            .with_for_update()
+            sa.select(jobs.c.uid).where(
+                jobs.c.cluster == cluster, jobs.c.uid.in_(chunk), jobs.c.terminal_recorded_at.is_(None)
+            )
         )
         fresh.extend(result.scalars())
     if not fresh:
@@ -189,18 +201,27 @@ async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[Te
             usage_due_at=sa.bindparam("b_due"),
         ),
         [
-            {
-                "b_uid": uid,
-                "b_at": by_uid[uid].at,
-                "b_state": by_uid[uid].state.value,
-                "b_due": by_uid[uid].usage_due_at
-                if by_uid[uid].state is SummaryState.AWAITING_USAGE
-                else None,
-            }
-            for uid in fresh
+            {"b_uid": uid, "b_at": at, "b_state": state, "b_due": due}
+            for uid, at, state, due in (_mark_values(uid, by_uid[uid]) for uid in fresh)
         ],
     )
     return len(fresh)
+
+
+def _mark_values(uid: str, mark: TerminalMark) -> tuple[str, datetime, str, datetime | None]:
+    due = mark.usage_due_at if mark.state is SummaryState.AWAITING_USAGE else None
+    return uid, mark.at, mark.state.value, due
+
+
+# One statement for the whole batch whatever its size, and the same text every time (prepared once
+# per connection): an executemany of single-row UPDATEs is a round trip per job on asyncpg.
+_MARK_TERMINALS_PG = sa.text(
+    "UPDATE jobs SET terminal_recorded_at = m.at, summary_state = m.state, usage_due_at = m.due"
+    " FROM unnest(CAST(:uids AS TEXT[]), CAST(:ats AS TIMESTAMPTZ[]), CAST(:states AS TEXT[]),"
+    " CAST(:dues AS TIMESTAMPTZ[])) AS m(uid, at, state, due)"
+    " WHERE jobs.cluster = :cluster AND jobs.uid = m.uid AND jobs.terminal_recorded_at IS NULL"
+    " RETURNING jobs.uid"
+)
 
 
 async def mark_terminal(

@@ -2,7 +2,7 @@
 Kueue Workloads, Argo Workflows and KServe InferenceServices.
 
 Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
-`on_relist(kind, objects)`; see watching.py for the guarantees.
+`on_relist(kind, uids)` (the uids a completed LIST held); see watching.py for the guarantees.
 """
 
 from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode, OptionalMode

@@ -2,11 +2,15 @@
 
 A missed Job event means a missed summary, so the watcher's promise is: every object's latest
 state reaches the consumer, and every object deleted while we were not looking is reported. It
-LISTs (paginated, consistent), hands the objects over, then WATCHes from the list's version
-with bookmarks. A dropped stream resumes from the last version seen; 410 Gone means history
-moved past us, so it LISTs again and the consumer reconciles (`on_relist`); a stream that goes
-silent for longer than the inactivity timeout (bookmarks come every ~60 s) is presumed dead and
-restarted; errors back off, capped and jittered. Objects stay plain dicts throughout.
+LISTs (paginated, consistent), hands the objects over page by page as they arrive, then WATCHes
+from the list's version with bookmarks. A list is streamed, never held whole: a cluster of
+150,000 pods is 150,000 dicts only if someone keeps them, so the watcher keeps just their uids
+(for `on_relist`, which reconciles deletions) and the consumer's bounded queue paces the pages.
+
+A dropped stream resumes from the last version seen; 410 Gone means history moved past us, so it
+LISTs again and the consumer reconciles (`on_relist`); a stream that goes silent for longer than
+the inactivity timeout (bookmarks come every ~60 s) is presumed dead and restarted; errors back
+off, capped and jittered. Objects stay plain dicts throughout.
 
 What the server sends is not trusted either: a watch line that is not JSON, or not an event object
 with an object inside, is set aside and counted (`WatcherStats.malformed`, by reason) and the stream
@@ -45,9 +49,10 @@ log = logging.getLogger(__name__)
 # on_event(kind, event_type, obj): event_type is ADDED, MODIFIED, DELETED, or SYNC for an object
 # handed over from a LIST.
 OnEvent = Callable[[str, str, JsonObj], Awaitable[None]]
-# on_relist(kind, objects): the complete current set of this resource in the watched
+# on_relist(kind, uids): called once a LIST is complete (every object of it was handed over as
+# SYNC first), with the uids of the complete current set of this resource in the watched
 # namespaces; anything the consumer holds that is not in it was deleted while we were away.
-OnRelist = Callable[[str, list[JsonObj]], Awaitable[None]]
+OnRelist = Callable[[str, frozenset[str]], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
@@ -73,12 +78,10 @@ class WatchOptions:
     backoff_base: float = 0.5
     backoff_factor: float = 2.0
     backoff_cap: float = 30.0
+    # Objects per LIST page (`limit`): what one request holds in memory, on both sides.
     page_size: int = 500
     list_timeout: float = 60.0
     connect_timeout: float = 10.0
-    # Hand every listed object to on_event as SYNC before on_relist; off if the consumer
-    # prefers to take the whole list in on_relist alone.
-    sync_events: bool = True
     # A stream not heard from (LIST page, event or bookmark) for this long is not live; None: twice
     # the inactivity timeout, so one silent stream restarted is not yet stale, two are.
     stale_after: float | None = None
@@ -210,24 +213,26 @@ class ResourceWatcher:
     # LIST ------------------------------------------------------------------------------------
 
     async def _list_all(self) -> dict[str | None, str]:
-        objects: list[JsonObj] = []
+        present: set[str] = set()
         versions: dict[str | None, str] = {}
         for scope in self.scopes:
-            items, versions[scope] = await self._list(scope)
-            objects.extend(items)
-        if self.options.sync_events:
-            for obj in objects:
-                await self.on_event(self.kind, "SYNC", obj)
-        await self.on_relist(self.kind, objects)
+            uids, versions[scope] = await self._list(scope)
+            present |= uids
+        await self.on_relist(self.kind, frozenset(present))
         self.synced.set()
         return versions
 
-    async def _list(self, scope: str | None) -> tuple[list[JsonObj], str]:
+    async def _list(self, scope: str | None) -> tuple[set[str], str]:
+        """Streams one namespace's LIST to on_event (SYNC), page by page; returns the uids listed
+        and the version the list is consistent at."""
         backoff = self.options.backoff()
         while True:
+            # A list that fails half-way starts again from page one: the pages already handed over
+            # are handed over again (upserts are idempotent) and the uids are collected afresh, so
+            # an object deleted meanwhile is not counted as present.
+            uids: set[str] = set()
+            version = ""
             try:
-                items: list[JsonObj] = []
-                version = ""
                 async for page, page_version in list_pages(
                     self.api,
                     self.resource,
@@ -236,15 +241,19 @@ class ResourceWatcher:
                     request_timeout=self.options.list_timeout,
                 ):
                     self._heard_from(scope)
-                    for item in page:
-                        if isinstance(item, dict):
-                            items.append(item)
-                        else:
-                            self._set_aside(NOT_AN_OBJECT, item, where=f"list {scope}")
                     version = version or page_version
+                    for item in page:
+                        if not isinstance(item, dict):
+                            self._set_aside(NOT_AN_OBJECT, item, where=f"list {scope}")
+                            continue
+                        uid = _uid_of(item)
+                        if uid is not None:
+                            uids.add(uid)
+                        # Objects without a usable uid go on too: the consumer sets them aside.
+                        await self.on_event(self.kind, "SYNC", item)
                 self.stats.lists += 1
                 self._recovered(f"list {scope}")
-                return items, version
+                return uids, version
             except TRANSIENT as exc:
                 # Includes an expired continue token (410): the next LIST starts from page one.
                 await self._pause(backoff, f"list {scope}", exc)
@@ -332,6 +341,13 @@ class ResourceWatcher:
         if where in self._failing:
             self._failing.discard(where)
             log.info("%s %s recovered", self.kind, where)
+
+
+def _uid_of(obj: JsonObj) -> str | None:
+    """The object's uid if it is a usable one (a non-empty string); else None."""
+    metadata = obj.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    return uid if isinstance(uid, str) and uid else None
 
 
 def _version_of(obj: JsonObj) -> str | None:

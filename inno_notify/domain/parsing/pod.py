@@ -35,7 +35,7 @@ from .fields import (
     text,
     timestamp,
 )
-from .resources import container_resources, gpu_equivalents, is_sidecar, pod_effective
+from .resources import container_resources, gpu_equivalents, is_sidecar, pod_effective_of
 from .storable import INT32_MAX, storable_key
 
 __all__ = [
@@ -173,7 +173,11 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
         finished_at = max(ends) if ends else None
 
     scheduled = condition(status, "PodScheduled")
-    _, limits = pod_effective(spec)
+    _, limits = pod_effective_of(
+        spec,
+        [(c.requests, c.limits) for c in app],
+        [(c.sidecar, (c.requests, c.limits)) for c in init],
+    )
     return PodRecord(
         cluster=cfg.cluster,
         uid=uid,

@@ -27,6 +27,7 @@ __all__ = [
     "is_extended",
     "is_sidecar",
     "pod_effective",
+    "pod_effective_of",
     "requested_for_pod",
 ]
 
@@ -103,6 +104,16 @@ def pod_effective(pod_spec: JsonObject) -> tuple[dict[str, float], dict[str, flo
     """The pod's effective (requests, limits) per resource name."""
     app = [container_resources(c) for c in objects(pod_spec, "containers")]
     init = [(is_sidecar(c), container_resources(c)) for c in objects(pod_spec, "initContainers")]
+    return pod_effective_of(pod_spec, app, init)
+
+
+def pod_effective_of(
+    pod_spec: JsonObject,
+    app: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
+    init: Sequence[tuple[bool, tuple[Mapping[str, float], Mapping[str, float]]]],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """`pod_effective` from its containers' resources already read (in spec order; init containers
+    with whether each is a sidecar): a pod parser that reads every container anyway reads it once."""
     requests = _effective((r for r, _ in app), [(s, r) for s, (r, _) in init])
     limits = _effective((lim for _, lim in app), [(s, lim) for s, (_, lim) in init])
     pod_level = mapping(pod_spec, "resources")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -27,6 +28,24 @@ async def test_ingest_writes_jobs_pods_and_terminal_marks_in_one_go(store: Store
     assert [j.uid for j in await stored.open_jobs(store, "default")] == ["b"]
     assert await stored.open_jobs(store, "default", ["other-namespace"]) == []
     assert await stored.open_jobs(store, "other-cluster") == []
+
+
+async def test_a_batch_of_terminal_marks_is_recorded_once_when_two_replicas_replay_it(store: Store) -> None:
+    await stored.upsert_jobs(store, [r.job(f"j{i}") for i in range(5)])
+    due = r.T0 + timedelta(minutes=1)
+    states = [SummaryState.SILENT, SummaryState.AWAITING_USAGE] * 2 + [SummaryState.SILENT]
+    marks = [TerminalMark(f"j{i}", r.T0, state, due) for i, state in enumerate(states)]
+
+    async def replica() -> int:
+        async with store.jobs.ingest_transaction() as tx:
+            return await tx.write("default", [], [], marks)
+
+    # Both write the same ends at once: one records all five, the other (after the lock) none.
+    assert sorted(await asyncio.gather(replica(), replica())) == [0, 5]
+    assert [await stored.summary_state(store, "default", f"j{i}") for i in range(5)] == states
+    # Only the jobs awaiting usage got a due time: exactly those are claimed once it has passed.
+    claimed = await stored.claim_usage_due(store, due + timedelta(seconds=1), 10)
+    assert sorted(job.uid for job in claimed) == ["j1", "j3"]
 
 
 async def test_ingest_refuses_mixed_clusters(store: Store) -> None:

@@ -36,8 +36,7 @@ class Consumer:
             self.objects[kind][uid] = obj
         self._changed.set()
 
-    async def on_relist(self, kind: str, objects: list[JsonObj]) -> None:
-        present = {o["metadata"]["uid"] for o in objects}
+    async def on_relist(self, kind: str, present: frozenset[str]) -> None:
         for uid in set(self.objects[kind]) - present:
             del self.objects[kind][uid]
             self.gone_at_relist[kind].add(uid)

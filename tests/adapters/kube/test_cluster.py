@@ -140,10 +140,10 @@ async def test_not_ready_until_every_initial_list_is_applied(tmp_path: Path, con
     sim.create(CORE_EVENTS, {"metadata": {"name": "a.1", "namespace": "ml"}, "reason": "Completed"})
     pods_applied = asyncio.Event()
 
-    async def slow_relist(kind: str, objects: list[dict[str, Any]]) -> None:
+    async def slow_relist(kind: str, uids: frozenset[str]) -> None:
         if kind == "Pod":
             await pods_applied.wait()
-        await consumer.on_relist(kind, objects)
+        await consumer.on_relist(kind, uids)
 
     try:
         cluster = ClusterWatcher(api, consumer.on_event, slow_relist, kueue=False, options=FAST)

@@ -68,9 +68,9 @@ async def test_initial_list_is_paginated_and_handed_over_before_synced(
     consumer = Consumer()
     watcher = watcher_for(api, consumer, fast(page_size=7))
 
-    async def on_relist(kind: str, objects: list[dict[str, object]]) -> None:
+    async def on_relist(kind: str, uids: frozenset[str]) -> None:
         seen_synced_at_relist.append(watcher.synced.is_set())
-        await consumer.on_relist(kind, objects)  # type: ignore[arg-type]
+        await consumer.on_relist(kind, uids)
 
     watcher.on_relist = on_relist
     async with running(watcher.run()):
@@ -320,6 +320,35 @@ async def test_namespaces_filter_watches_each_namespace_and_relists_them_togethe
     assert {o["metadata"]["namespace"] for o in consumer.objects["Job"].values()} == {"a", "b"}
     assert consumer.gone_at_relist["Job"] == {gone}
     assert watcher.stats.relists == 1
+
+
+async def test_a_list_is_streamed_page_by_page_and_restarts_when_its_continue_token_expires(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    first_uid = sim.store.get(JOBS, "ml", "j00")["metadata"]["uid"]
+    consumer = Consumer()
+    pages_when_first_seen: list[int] = []
+
+    async def on_event(kind: str, event_type: str, obj: dict[str, object]) -> None:
+        if not pages_when_first_seen:
+            # The first object arrives before the second page is asked for: nothing waits for the
+            # whole list. Then j00 is deleted and history compacted: the next page's token expires.
+            pages_when_first_seen.append(sim.stats.lists)
+            sim.delete(JOBS, "ml", "j00")
+            sim.compact()
+        await consumer.on_event(kind, event_type, obj)  # type: ignore[arg-type]
+
+    watcher = ResourceWatcher(api, kube.JOBS, on_event, consumer.on_relist, options=fast(page_size=7))
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        # Page one again, then the rest: j00 is reported gone at the relist, everything else is held.
+        await consumer.wait_for(lambda: converged(consumer, sim))
+    assert pages_when_first_seen == [1]
+    assert sim.stats.gone == 1 and watcher.stats.failures == 1
+    assert consumer.gone_at_relist["Job"] == {first_uid}
+    assert consumer.relists["Job"] == 1 and watcher.stats.lists == 1
 
 
 async def test_label_selector_limits_what_is_watched(
