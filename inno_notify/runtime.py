@@ -223,7 +223,9 @@ def build_dispatcher(
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=poll_seconds,
         digest_renderer=build_digest_renderer(settings),
-        digest_cluster=settings.cluster,
+        # A team's digest sums every cluster in the database; the claims are this cluster's.
+        digest_cluster=None,
+        cluster=settings.cluster,
         telemetry=telemetry,
         charts=charts or build_charts(settings, store),
         telegram_link=link_offer(settings),
@@ -302,6 +304,7 @@ def build_pipeline(
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
             scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
             poll_seconds=poll_seconds,
+            cluster=settings.cluster,
         ),
         clock,
         telemetry,

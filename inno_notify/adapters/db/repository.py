@@ -54,6 +54,7 @@ from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
 from inno_notify.adapters.db.workflows import (
     EventRecord,
     TerminalWorkflow,
+    WorkflowClaim,
     WorkflowState,
     WorkflowTransaction,
 )
@@ -301,16 +302,22 @@ class Store:
             return await jobs.mark_terminal(conn, cluster, uid, at, state, usage_due_at)
 
     async def claim_usage(
-        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+        self,
+        now: datetime,
+        limit: int,
+        lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS,
+        *,
+        cluster: str | None = None,
     ) -> UsageClaim:
         """Jobs awaiting usage whose due time has come, leased under a fresh claim token (due again
         after the lease) so that a collector that dies mid-way leaves them to the next one. A
         leader also takes at once the jobs leased in a term that ended (jobs.claim_usage_due).
-        Pass the token to the writes that settle the jobs (`claim=`)."""
+        With `cluster`, only that cluster's jobs. Pass the token to the writes that settle the
+        jobs (`claim=`)."""
         token = secrets.token_hex(16)
         async with self._engine.begin() as conn:
             term = await self._fence.check(conn)
-            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term)
+            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term, cluster)
         return UsageClaim(token, term, tuple(claimed))
 
     async def claim_usage_due(
@@ -578,6 +585,7 @@ class Store:
         *,
         team: str | None = None,
         owner: str | None = None,
+        cluster: str | None = None,
         since: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
@@ -585,7 +593,7 @@ class Store:
         """Open recommendations, largest waste first, and the next page's cursor."""
         async with self.read() as conn:
             return await recommendation_queries.open_recommendations(
-                conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
+                conn, team=team, owner=owner, cluster=cluster, since=since, limit=limit, cursor=cursor
             )
 
     # --- weekly digest ------------------------------------------------------------------------
@@ -605,10 +613,13 @@ class Store:
         async with self.read() as conn:
             return await job_details.job_page(conn, filters, limit, cursor)
 
-    async def find_job_row(self, namespace: str, name: str, uid: str | None = None) -> JobPage:
-        """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
+    async def find_job_row(
+        self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
+    ) -> JobPage:
+        """The newest job of that name (or the one with that uid; of `cluster` if given) as a
+        one-row page; no row if none."""
         async with self.read() as conn:
-            return await job_details.find_job_row(conn, namespace, name, uid)
+            return await job_details.find_job_row(conn, namespace, name, uid, cluster)
 
     async def usage_cells(
         self, since: datetime | None = None, until: datetime | None = None, cluster: str | None = None
@@ -627,33 +638,54 @@ class Store:
             yield WorkflowTransaction(conn)
 
     async def quiet_airflow_runs(
-        self, quiet_before: datetime, limit: int = 100
+        self, quiet_before: datetime, limit: int = 100, *, cluster: str | None = None
     ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
         """Open Airflow runs none of whose pods ran since `quiet_before`, with their pods."""
         async with self.read() as conn:
-            return await workflows.quiet_airflow_runs(conn, quiet_before, limit)
+            return await workflows.quiet_airflow_runs(conn, quiet_before, limit, cluster)
 
     async def close_airflow_run(self, record: WorkflowRecord, end: TerminalWorkflow) -> bool:
         """Stores the finished run and its end, if it is still open and quiet (see workflows.close_run)."""
         async with self._leader_write() as conn:
             return await workflows.close_run(conn, record, end)
 
+    async def claim_workflows(
+        self,
+        now: datetime,
+        limit: int,
+        lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS,
+        *,
+        cluster: str | None = None,
+    ) -> WorkflowClaim:
+        """Ended workflows (of `cluster`; None: all) whose summary is due, leased under a fresh
+        claim token and the leader's term; a leader also takes at once the workflows leased in a
+        term that ended. Pass the token to the writes that settle them (`claim=`)."""
+        token = secrets.token_hex(16)
+        async with self._engine.begin() as conn:
+            term = await self._fence.check(conn)
+            claimed = await workflows.claim_due(conn, now, limit, lease_seconds, token, term, cluster)
+        return WorkflowClaim(token, term, tuple(claimed))
+
     async def claim_workflows_due(
         self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
     ) -> list[WorkflowRecord]:
-        """Ended workflows whose summary is due, each leased (due again after the lease)."""
-        async with self._leader_write() as conn:
-            return await workflows.claim_due(conn, now, limit, lease_seconds)
+        """The workflows of `claim_workflows`, for callers that do not check the claim when settling."""
+        return list((await self.claim_workflows(now, limit, lease_seconds)).workflows)
 
-    async def reschedule_workflow(self, cluster: str, uid: str, due_at: datetime) -> None:
+    async def reschedule_workflow(
+        self, cluster: str, uid: str, due_at: datetime, *, claim: str | None = None
+    ) -> bool:
+        """False if it is not awaiting its summary (or, with `claim`, no longer held by it)."""
         async with self._leader_write() as conn:
-            await workflows.reschedule(conn, cluster, uid, due_at)
+            return await workflows.reschedule(conn, cluster, uid, due_at, claim)
 
-    async def complete_workflow(self, cluster: str, uid: str, notifications: Sequence[Notification]) -> int:
+    async def complete_workflow(
+        self, cluster: str, uid: str, notifications: Sequence[Notification], *, claim: str | None = None
+    ) -> int:
         """Marks the workflow summarized and enqueues its notifications in one transaction; returns
-        how many were new."""
+        how many were new. Raises ClaimLost (nothing written) when `claim` no longer holds it."""
         async with self._leader_write() as conn:
-            return await workflows.complete(conn, cluster, uid, notifications)
+            return await workflows.complete(conn, cluster, uid, notifications, claim)
 
     async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
         async with self.read() as conn:
