@@ -132,8 +132,7 @@ def directory(settings: Settings) -> tuple[list[DirectoryUser], list[Team]]:
 async def seed_directory(store: Store, settings: Settings) -> None:
     """The configured directory is written to the store, where the API can extend it."""
     users, teams = directory(settings)
-    for user in users:
-        await store.upsert_user(user)
+    await store.upsert_users(users)
     if teams:
         await store.replace_teams(teams)
 

@@ -43,3 +43,15 @@ async def test_checkpoints(store: Store) -> None:
     await store.set_checkpoint("digest.last_week", "2026-W48")
     assert await store.get_checkpoint("jobs.resourceVersion") == "205"
     assert await store.get_checkpoint("digest.last_week") == "2026-W48"
+
+
+async def test_many_users_in_one_call_update_what_is_there(store: Store) -> None:
+    await store.upsert_user(user("u0001@example.com", name="old name"))
+    many = [user(f"u{i:04d}@example.com", telegram_chat_id=i) for i in range(1200)]
+    # The same e-mail twice in one call: the last entry wins, as a second call would.
+    await store.upsert_users([*many, user("u0002@example.com", telegram_chat_id=99_999)])
+    stored = {u.email: u for u in await store.list_users()}
+    assert len(stored) == 1200
+    assert stored["u0001@example.com"].name == "Alice" and stored["u0001@example.com"].telegram_chat_id == 1
+    assert stored["u0002@example.com"].telegram_chat_id == 99_999
+    await store.upsert_users([])
