@@ -365,11 +365,13 @@ class CheckResult:
 
 def _service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
     """The service's store, its statements limited by `database_statement_timeout_seconds`, its
-    leader-only writes checked by `fence` (when a leader is elected)."""
+    leader-only writes checked by `fence` (when a leader is elected). With election, a transaction
+    idle for a whole lease is ended by the server (engine.create_engine says why)."""
     return Store.from_url(
         settings.database_url,
         fence,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
+        idle_in_transaction_seconds=settings.ha.lease_seconds if fence is not UNFENCED else None,
     )
 
 
@@ -659,7 +661,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
     identity = replica_identity(settings.ha.identity, os.environ, socket.gethostname(), os.getpid())
     fence = LeaseFence(settings.cluster, identity) if election else None
     store = _service_store(settings, fence or UNFENCED)
-    leases = LeaseRepository.from_url(settings.database_url) if election else None
+    leases = (
+        LeaseRepository.from_url(settings.database_url, idle_in_transaction_seconds=settings.ha.lease_seconds)
+        if election
+        else None
+    )
     telemetry = Telemetry.create(CollectorRegistry())
     meter = build_meter(settings.prometheus)
     senders: Mapping[str, Sender] = {}
