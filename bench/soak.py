@@ -143,6 +143,8 @@ class Soak:
     hostile_made: int = 0
     kills: int = 0
     freezes: int = 0
+    freezes_stuck: int = 0
+    leader_kills: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     smtp_controller: Any = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -302,14 +304,20 @@ class Soak:
         for kill in range(self.args.kills):
             await self.pause(self.rng.uniform(self.args.kill_every / 2, self.args.kill_every))
             if await observer.leads(session):
-                # Frozen past its lease, the observer loses the lease to the churn replica.
+                # Frozen past its lease, the observer should lose the lease to the churn replica.
                 observer.proc.send_signal(signal.SIGSTOP)
                 self.freezes += 1
                 try:
-                    await wait_leader(session, [churn], within=120)
+                    await wait_leader(session, [churn], within=self.args.freeze_within)
+                    await self.pause(self.rng.uniform(1, 4))  # it works as leader a while
+                except TimeoutError:
+                    # Nobody led while the observer was frozen: counted, and reported.
+                    self.freezes_stuck += 1
+                    print(f"# freeze {self.freezes}: {churn.name} did not lead", file=sys.stderr, flush=True)
                 finally:
                     observer.proc.send_signal(signal.SIGCONT)
-                await self.pause(self.rng.uniform(1, 4))  # it works as leader a while
+            if await churn.leads(session):
+                self.leader_kills += 1
             await churn.kill()
             self.kills += 1
             print(f"# kill {kill + 1}: {churn.name} at job {self.made}", file=sys.stderr, flush=True)
@@ -421,7 +429,9 @@ async def run(args: argparse.Namespace) -> int:
         growth = 100.0 * (rss_end - rss_warm) / rss_warm
         print(f"jobs={soak.made}")
         print(f"kills={soak.kills}")
+        print(f"leader_kills={soak.leader_kills}")
         print(f"freezes={soak.freezes}")
+        print(f"freezes_stuck={soak.freezes_stuck}")
         print(f"faults={sum(soak.faults.values())}")
         for kind in FAULTS:
             print(f"fault_{kind}={soak.faults[kind]}")
@@ -482,7 +492,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=20.0, help="jobs ending per second")
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--kill-every", type=float, default=20.0, help="at most this long between kills")
+    parser.add_argument("--kill-every", type=float, default=12.0, help="at most this long between kills")
+    parser.add_argument(
+        "--freeze-within", type=float, default=30.0, help="how long a frozen leader waits for a takeover"
+    )
     parser.add_argument("--fault-every", type=float, default=30.0, help="at most this long between faults")
     parser.add_argument("--hostile-every", type=int, default=50, help="one hostile object per this many jobs")
     parser.add_argument("--give-up", type=float, default=300.0, help="prometheus.give_up_after_seconds")
@@ -490,7 +503,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=21)
     args = parser.parse_args()
     if args.short:
-        args.jobs, args.rate, args.kills, args.kill_every = 240, 8.0, 2, 8.0
+        args.jobs, args.rate, args.kills, args.kill_every, args.freeze_within = 240, 8.0, 2, 8.0, 15.0
         args.fault_every, args.hostile_every, args.give_up, args.drain = 3.0, 20, 20.0, 60.0
     if not HAVE_PROMETHEUS:
         sys.exit("bench/soak.py needs the prometheus and promtool binaries")

@@ -503,6 +503,8 @@ class WorkflowSummarizer:
         while not stop.is_set():
             try:
                 done = await self.run_once(self.clock())
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership), as the dispatcher's does
             except Exception:
                 log.exception("workflow round failed; trying again in %.1f s", self.options.poll_seconds)
                 done = 0
