@@ -173,7 +173,9 @@ def build_dispatcher(
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=poll_seconds,
         digest_renderer=build_digest_renderer(settings),
-        digest_cluster=settings.cluster,
+        # A team's digest sums every cluster in the database; the claims are this cluster's.
+        digest_cluster=None,
+        cluster=settings.cluster,
         telemetry=telemetry,
         charts=charts or build_charts(settings, store),
         telegram_link=link_offer(settings),
@@ -186,11 +188,13 @@ def build_charts(settings: Settings, store: Store) -> JobCharts:
 
 def service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
     """The service's store, its statements limited by `database_statement_timeout_seconds`, its
-    leader-only writes checked by `fence` (when a leader is elected)."""
+    leader-only writes checked by `fence` (when a leader is elected). With election, a transaction
+    idle for a whole lease is ended by the server (engine.create_engine says why)."""
     return Store.from_url(
         settings.database_url,
         fence,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
+        idle_in_transaction_seconds=settings.ha.lease_seconds if fence is not UNFENCED else None,
     )
 
 
@@ -272,6 +276,7 @@ def build_pipeline(
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
             scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
             poll_seconds=poll_seconds,
+            cluster=settings.cluster,
         ),
         clock,
         telemetry,
@@ -474,7 +479,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
     identity = replica_identity(settings.ha.identity, os.environ, socket.gethostname(), os.getpid())
     fence = LeaseFence(settings.cluster, identity) if election else None
     store = service_store(settings, fence or UNFENCED)
-    leases = LeaseRepository.from_url(settings.database_url) if election else None
+    leases = (
+        LeaseRepository.from_url(settings.database_url, idle_in_transaction_seconds=settings.ha.lease_seconds)
+        if election
+        else None
+    )
     telemetry = Telemetry.create(CollectorRegistry())
     meter = build_meter(settings.prometheus)
     senders: Mapping[str, Sender] = {}

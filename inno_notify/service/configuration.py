@@ -38,7 +38,6 @@ def parse_config(settings: Settings) -> ParseConfig:
 async def seed_directory(store: Store, settings: Settings) -> None:
     """The configured directory is written to the store, where the API can extend it."""
     users, teams = directory(settings)
-    for user in users:
-        await store.directory.upsert_user(user)
+    await store.directory.upsert_users(users)
     if teams:
         await store.directory.replace_teams(teams)

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
@@ -97,6 +97,8 @@ class Dispatcher:
 
     `digest_renderer` and `digest_cluster` are what DigestMessages renders digest rows with
     (None: the built-in templates, and the figures of every cluster in the database).
+    `cluster`: claim only that cluster's rows and those of no cluster (digests, pipeline events),
+    for several clusters' services sharing one database (docs/scale.md); None: every row.
     `send_timeout_seconds` bounds one send and must be shorter than `lease_seconds`.
     """
 
@@ -123,6 +125,7 @@ class Dispatcher:
         telemetry: Telemetry | None = None,
         digest_renderer: DigestRenderer | None = None,
         digest_cluster: str | None = None,
+        cluster: str | None = None,
         record_linger_seconds: float = DEFAULT_RECORD_LINGER,
         record_attempts: int = RECORD_ATTEMPTS,
         charts: JobCharts | None = None,
@@ -153,6 +156,7 @@ class Dispatcher:
         self._telemetry = telemetry
         self._digest_renderer = digest_renderer or DigestRenderer()
         self._digest_cluster = digest_cluster
+        self._cluster = cluster
         self._linger = record_linger_seconds
         self._record_attempts = max(1, record_attempts)
         # Summaries carry their jobs' charts (service.job_charts); None: text only.
@@ -190,7 +194,7 @@ class Dispatcher:
             max_per_message=self._max_per_message,
         )
         claim = await self._store.outbox.claim(
-            now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS
+            now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS, **self._scope()
         )
         if not claim.messages:
             return 0
@@ -403,8 +407,15 @@ class Dispatcher:
         if self._telemetry is not None and rows:
             self._telemetry.sends.labels(channel, outcome).inc(rows)
 
+    def _scope(self) -> dict[str, Any]:
+        """Which rows this dispatcher claims: with a cluster, its own and the rows of no cluster on
+        a channel it can send on (another cluster's service may send on more)."""
+        if self._cluster is None:
+            return {}
+        return {"cluster": self._cluster, "shared_channels": frozenset(self._senders)}
+
     async def _idle_wait(self) -> float:
-        upcoming = await self._store.outbox.next_due(HANDLED_KINDS)
+        upcoming = await self._store.outbox.next_due(HANDLED_KINDS, **self._scope())
         if upcoming is None:
             return self._poll
         # New rows may be enqueued by another process at any time, so never sleep past one poll.

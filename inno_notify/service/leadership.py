@@ -137,9 +137,12 @@ class Elector:
     async def _try_acquire(self) -> tuple[Lease, float] | None:
         started = self._monotonic()
         try:
+            # Bounded by the renew deadline, not the retry period: after a freeze or a restart of
+            # Postgres the acquire opens new connections first, and a bound shorter than that
+            # (0.5 s retry periods) cancels every attempt, so the candidate never leads again.
             lease = await asyncio.wait_for(
                 self._leases.acquire(self.name, self.holder, self._timings.lease_seconds),
-                self._timings.retry_period_seconds,
+                max(self._timings.retry_period_seconds, self._timings.renew_deadline_seconds),
             )
         except Exception as exc:  # the database is away: a candidate simply tries again
             self._failed("acquiring the lease", exc)

@@ -92,6 +92,9 @@ class CollectorOptions:
     # Jobs in a row that cannot be stored even with null figures: then it is the database, not them,
     # and the round fails (its jobs come back after their lease).
     max_unsettled_in_a_row: int = 3
+    # The cluster whose jobs this collector measures, with that cluster's Prometheus (None: every
+    # cluster in the database, for a database of one cluster).
+    cluster: str | None = None
 
 
 @dataclass(slots=True)
@@ -179,7 +182,7 @@ class UsageCollector:
 
     async def run_once(self, now: datetime) -> int:
         """One round over the jobs due at `now`; returns how many jobs it settled."""
-        claim = await self.store.jobs.claim_usage(now, self.options.batch_size)
+        claim = await self.store.jobs.claim_usage(now, self.options.batch_size, cluster=self.options.cluster)
         self._claim, jobs = claim.token, list(claim.jobs)
         if not jobs:
             return 0

@@ -30,6 +30,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from inno_notify.adapters.db import failures
+from inno_notify.adapters.db.jobs import ClaimLost
+from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import (
     Store,
     SummaryState,
@@ -91,6 +93,8 @@ _SETTLED = frozenset({SummaryState.SUMMARIZED.value, SummaryState.REMEASURE.valu
 class WorkflowOptions:
     catch_up_seconds: float = 3600.0
     metrics_delay_seconds: float = 60.0
+    # The cluster whose workflows this service summarizes (None: every cluster in the database).
+    cluster: str | None = None
     give_up_after_seconds: float = 1800.0
     airflow_quiet_seconds: float = 300.0
     poll_seconds: float = 5.0
@@ -499,6 +503,8 @@ class WorkflowSummarizer:
         while not stop.is_set():
             try:
                 done = await self.run_once(self.clock())
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership), as the dispatcher's does
             except Exception:
                 log.exception("workflow round failed; trying again in %.1f s", self.options.poll_seconds)
                 done = 0
@@ -510,11 +516,18 @@ class WorkflowSummarizer:
     async def run_once(self, now: datetime) -> int:
         """One round at `now`; returns how many workflows it closed or summarized."""
         closed = await self._close_quiet_runs(now)
-        due = await self.store.workflows.claim_workflows_due(now, self.options.batch_max, self.lease_seconds)
+        claim = await self.store.workflows.claim_workflows(
+            now, self.options.batch_max, self.lease_seconds, cluster=self.options.cluster
+        )
         summarized = 0
-        for workflow in due:
+        for workflow in claim.workflows:
             try:
-                summarized += await self._summarize(workflow, now)
+                summarized += await self._summarize(workflow, now, claim.token)
+            except LostLeadership:
+                raise  # the leader work ends with it (service.leadership)
+            except ClaimLost:
+                # A newer leader took this claim over (this one's term ended): it summarizes it.
+                log.info("workflow %s: claim taken over", _shown(f"{workflow.namespace}/{workflow.name}"))
             except Exception:
                 # Left leased: it comes back after the lease, and one bad workflow stops no other.
                 log.exception(
@@ -526,7 +539,7 @@ class WorkflowSummarizer:
         quiet_before = now - timedelta(seconds=self.options.airflow_quiet_seconds)
         closed = 0
         for record, pods in await self.store.workflows.quiet_airflow_runs(
-            quiet_before, self.options.batch_max
+            quiet_before, self.options.batch_max, cluster=self.options.cluster
         ):
             if not pods:
                 continue
@@ -548,7 +561,7 @@ class WorkflowSummarizer:
                 )
         return closed
 
-    async def _summarize(self, workflow: WorkflowRecord, now: datetime) -> int:
+    async def _summarize(self, workflow: WorkflowRecord, now: datetime, claim: str | None = None) -> int:
         cluster = workflow.cluster
         pods = await self.store.workflows.workflow_pods(cluster, workflow.uid)
         keys = {attempt.key for step in workflow.steps for attempt in step.attempts}
@@ -562,7 +575,7 @@ class WorkflowSummarizer:
         )
         if waiting and now < give_up_at:
             later = min(give_up_at, now + timedelta(seconds=self.options.retry_seconds))
-            await self.store.workflows.reschedule_workflow(cluster, workflow.uid, later)
+            await self.store.workflows.reschedule_workflow(cluster, workflow.uid, later, claim=claim)
             return 0
         summary = summarize_workflow(workflow, pods, figures, steps_shown=self.options.steps_shown)
         users, teams = await self.directory()
@@ -594,7 +607,7 @@ class WorkflowSummarizer:
                 _shown(f"{workflow.namespace}/{workflow.name}"),
                 plan.silent_reason,
             )
-        await self.store.workflows.complete_workflow(cluster, workflow.uid, plan.notifications)
+        await self.store.workflows.complete_workflow(cluster, workflow.uid, plan.notifications, claim=claim)
         self.summarized += 1
         return 1
 
@@ -660,6 +673,7 @@ def build_workflows(
         give_up_after_seconds=settings.prometheus.give_up_after_seconds,
         airflow_quiet_seconds=settings.workflows.airflow_quiet_seconds,
         poll_seconds=poll_seconds,
+        cluster=settings.cluster,
     )
     domains = settings.notify.allowed_email_domains
     announcer = ServingAnnouncer(

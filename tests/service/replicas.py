@@ -84,7 +84,7 @@ class Replica:
 
     def deliveries(self) -> list[Recipient]:
         return [("telegram", str(chat)) for chat, _ in self.telegram.sent()] + [
-            ("slack", channel) for channel, _ in self.slack.posted()
+            ("slack", channel) for channel, _ in self.slack.accepted_posts()
         ]
 
     def owns(self, provider_message_id: str | None) -> bool:
@@ -192,6 +192,7 @@ async def start_replica(
     probes_port, api_port = free_port(), free_port()
     own = dict(config)
     own["channels"] = {
+        **dict(config.get("channels", {})),  # e-mail, say, shared by the replicas (bench/soak.py)
         "telegram": {"token": telegram.token, "api_url": str(servers[0].make_url("")).rstrip("/")},
         "slack": {"token": slack.token, "api_url": str(servers[1].make_url("/api/"))},
     }

@@ -25,6 +25,11 @@ class DirectoryRepository(Repository):
         async with self._write() as conn:
             await directory.upsert_user(conn, user)
 
+    async def upsert_users(self, users: Sequence[DirectoryUser]) -> None:
+        """Many directory entries in one transaction (the configured directory at every start)."""
+        async with self._write() as conn:
+            await directory.upsert_users(conn, users)
+
     async def get_user(self, email: str) -> DirectoryUser | None:
         async with self.read() as conn:
             return await directory.get_user(conn, email)

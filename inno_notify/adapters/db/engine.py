@@ -65,6 +65,7 @@ def create_engine(
     echo: bool = False,
     pre_ping: bool = True,
     statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    idle_in_transaction_seconds: float | None = None,
 ) -> AsyncEngine:
     """An AsyncEngine for `sqlite+aiosqlite://…` or `postgresql+asyncpg://…`.
 
@@ -75,6 +76,12 @@ def create_engine(
 
     `statement_timeout_seconds` bounds every statement (None or 0: no bound); a statement past it
     fails with a DBAPIError and the connection stays usable.
+
+    `idle_in_transaction_seconds` (Postgres; None: no bound) ends, on the server, a session that
+    sat that long inside a transaction without sending a statement: its process is frozen (a stop
+    signal, a VM pause) or cut off. With election on, a leader frozen inside a fenced transaction
+    holds a lock on its lease row that a takeover waits for (leases.py); without this bound, the
+    other replica could not lead until the frozen one thawed (found by bench/soak.py).
     """
     parsed = make_url(url)
     timeout = statement_timeout_seconds if (statement_timeout_seconds or 0) > 0 else None
@@ -84,11 +91,15 @@ def create_engine(
         _configure_sqlite(engine, timeout)
         return engine
     connect_args: dict[str, Any] = {}
+    server_settings: dict[str, str] = {}
     if timeout is not None:
-        connect_args = {
-            "command_timeout": timeout + CLIENT_TIMEOUT_MARGIN_SECONDS,
-            "server_settings": {"statement_timeout": str(max(1, math.ceil(timeout * 1000)))},
-        }
+        connect_args["command_timeout"] = timeout + CLIENT_TIMEOUT_MARGIN_SECONDS
+        server_settings["statement_timeout"] = str(max(1, math.ceil(timeout * 1000)))
+    if idle_in_transaction_seconds:
+        milliseconds = max(1, math.ceil(idle_in_transaction_seconds * 1000))
+        server_settings["idle_in_transaction_session_timeout"] = str(milliseconds)
+    if server_settings:
+        connect_args["server_settings"] = server_settings
     return create_async_engine(
         url,
         pool_size=pool_size,

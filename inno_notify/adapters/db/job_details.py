@@ -268,21 +268,28 @@ async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor
 
 
 @functools.cache
-def _find_statement(with_uid: bool) -> sa.Select[Any]:
+def _find_statement(with_uid: bool, with_cluster: bool = False) -> sa.Select[Any]:
     query = sa.select(jobs.c.cluster, jobs.c.uid).where(
         jobs.c.namespace == sa.bindparam("namespace"), jobs.c.name == sa.bindparam("name")
     )
     if with_uid:
         query = query.where(jobs.c.uid == sa.bindparam("uid"))
+    if with_cluster:
+        query = query.where(jobs.c.cluster == sa.bindparam("cluster"))
     return query.order_by(jobs.c.created_at.desc().nulls_last(), jobs.c.uid.desc()).limit(1)
 
 
-async def find_job_row(conn: AsyncConnection, namespace: str, name: str, uid: str | None) -> JobPage:
-    """The newest job (by creation time) of that name, or the one with that uid: no row if none."""
+async def find_job_row(
+    conn: AsyncConnection, namespace: str, name: str, uid: str | None, cluster: str | None = None
+) -> JobPage:
+    """The newest job (by creation time) of that name, or the one with that uid (of `cluster`, if
+    given): no row if none."""
     params = {"namespace": namespace, "name": name}
     if uid is not None:
         params["uid"] = uid
-    found = await _fetch(conn, _find_statement(uid is not None), params)
+    if cluster is not None:
+        params["cluster"] = cluster
+    found = await _fetch(conn, _find_statement(uid is not None, cluster is not None), params)
     return await job_rows(conn, [(row[0], row[1]) for row in found])
 
 

@@ -116,22 +116,31 @@ class JobRepository(Repository):
         async with self.read() as conn:
             return await job_details.job_page(conn, filters, limit, cursor)
 
-    async def find_job_row(self, namespace: str, name: str, uid: str | None = None) -> JobPage:
-        """The newest job of that name (or the one with that uid) as a one-row page; no row if none."""
+    async def find_job_row(
+        self, namespace: str, name: str, uid: str | None = None, *, cluster: str | None = None
+    ) -> JobPage:
+        """The newest job of that name (or the one with that uid; of `cluster` if given) as a
+        one-row page; no row if none."""
         async with self.read() as conn:
-            return await job_details.find_job_row(conn, namespace, name, uid)
+            return await job_details.find_job_row(conn, namespace, name, uid, cluster)
 
     async def claim_usage(
-        self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
+        self,
+        now: datetime,
+        limit: int,
+        lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS,
+        *,
+        cluster: str | None = None,
     ) -> UsageClaim:
         """Jobs awaiting usage whose due time has come, leased under a fresh claim token (due again
         after the lease) so that a collector that dies mid-way leaves them to the next one. A
         leader also takes at once the jobs leased in a term that ended (jobs.claim_usage_due).
-        Pass the token to the writes that settle the jobs (`claim=`)."""
+        With `cluster`, only that cluster's jobs. Pass the token to the writes that settle the
+        jobs (`claim=`)."""
         token = secrets.token_hex(16)
         async with self._engine.begin() as conn:
             term = await self._fence.check(conn)
-            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term)
+            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term, cluster)
         return UsageClaim(token, term, tuple(claimed))
 
     async def reschedule_usage(

@@ -251,8 +251,9 @@ class UsageClaim:
 
 
 class ClaimLost(FencedOut):
-    """The usage claim of a job was taken over by another claim (its lease ran out, or a new
-    leader took the claims of a term that ended): this claimer's figures are not stored."""
+    """The usage claim of a job (or the summary claim of a workflow) was taken over by another
+    claim (its lease ran out, or a new leader took the claims of a term that ended): this
+    claimer's writes are not stored."""
 
 
 async def claim_usage_due(
@@ -262,15 +263,22 @@ async def claim_usage_due(
     lease_seconds: float,
     token: str | None = None,
     term: int | None = None,
+    cluster: str | None = None,
 ) -> list[JobRecord]:
-    """Leases the due jobs under `token` (due again after the lease). A claimer with a `term` also
-    takes, at once, jobs leased under a term no live lease holds any more (leases.taken_over)."""
+    """Leases the due jobs (of `cluster`; None: every cluster) under `token` (due again after the
+    lease). A claimer with a `term` also takes, at once, jobs leased under a term no live lease
+    holds any more (leases.taken_over). A cluster's leader claims only its cluster's jobs: it
+    measures them with its cluster's Prometheus."""
     claimable = jobs.c.usage_due_at <= now
     if term is not None:
         claimable = sa.or_(claimable, taken_over(jobs.c.usage_claim_token, jobs.c.usage_claim_term, term))
     due = (
         sa.select(jobs.c.cluster, jobs.c.uid)
-        .where(jobs.c.summary_state.in_(_MEASURABLE), claimable)
+        .where(
+            jobs.c.summary_state.in_(_MEASURABLE),
+            claimable,
+            *([] if cluster is None else [jobs.c.cluster == cluster]),
+        )
         .order_by(jobs.c.usage_due_at, jobs.c.cluster, jobs.c.uid)
         .limit(limit)
         .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims

@@ -175,8 +175,12 @@ class LeaseRepository:
         self._engine = engine
 
     @classmethod
-    def from_url(cls, url: str) -> LeaseRepository:
-        return cls(create_engine(url, pool_size=LEASE_POOL_SIZE))
+    def from_url(cls, url: str, *, idle_in_transaction_seconds: float | None = None) -> LeaseRepository:
+        """`idle_in_transaction_seconds`: see engine.create_engine (a renewal frozen half-way)."""
+        engine = create_engine(
+            url, pool_size=LEASE_POOL_SIZE, idle_in_transaction_seconds=idle_in_transaction_seconds
+        )
+        return cls(engine)
 
     async def close(self) -> None:
         await self._engine.dispose()

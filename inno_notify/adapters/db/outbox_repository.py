@@ -150,19 +150,27 @@ class OutboxRepository(Repository):
         *,
         kinds: Collection[str] | None = None,
         term: int | None = None,
+        cluster: str | None = None,
+        shared_channels: Collection[str] | None = None,
     ) -> Claim:
         """Leases up to `limit` due rows (plus the companions the planner takes along) in one
         transaction, and reads the figures of their jobs in it.
 
         Without a `planner` every due row is a message of its own. The rows are leased under the
         term the fence vouches for (raising LostLeadership once it is over), else under `term`.
+        With a `cluster` only that cluster's rows and the rows of no cluster (digests, pipeline
+        events, bot replies) are claimed: several clusters' services share one database, and each
+        leader sends its own cluster's summaries (docs/scale.md); of the rows of no cluster, only
+        those on `shared_channels` (None: any), the channels this claimer can send on, since
+        another cluster's service may have a channel this one lacks.
         """
         token = secrets.token_hex(16)
         lease_until = now + timedelta(seconds=lease_seconds)
         async with self._engine.begin() as conn:
             fenced = await self._fence.check(conn)
             term = term if fenced is None else fenced
-            plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term)
+            scope = _of_cluster(cluster, shared_channels)
+            plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term, scope)
             keys = [
                 (row.cluster, row.job_uid)
                 for message in plan.messages
@@ -185,9 +193,18 @@ class OutboxRepository(Repository):
         finally:
             await held.close()
 
-    async def next_due(self, kinds: Collection[str] | None = None) -> datetime | None:
-        """When the earliest pending row can next be claimed (the dispatcher sleeps until then)."""
-        query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(outbox.c.status == _PENDING)
+    async def next_due(
+        self,
+        kinds: Collection[str] | None = None,
+        *,
+        cluster: str | None = None,
+        shared_channels: Collection[str] | None = None,
+    ) -> datetime | None:
+        """When the earliest pending row a claimer of `cluster` may take can next be claimed (the
+        dispatcher sleeps until then; another cluster's due rows must not keep it awake)."""
+        query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(
+            outbox.c.status == _PENDING, *_of_cluster(cluster, shared_channels)
+        )
         if kinds is not None:
             query = query.where(outbox.c.kind.in_(sorted(kinds)))
         async with self.read() as conn:
@@ -306,8 +323,9 @@ async def _claim_rows(
     kinds: Collection[str] | None,
     token: str,
     term: int | None,
+    scope: Sequence[sa.ColumnElement[bool]] = (),
 ) -> BatchPlan:
-    query = sa.select(outbox).where(_claimable(now, term))
+    query = sa.select(outbox).where(_claimable(now, term), *scope)
     if kinds is not None:
         query = query.where(outbox.c.kind.in_(sorted(kinds)))
     query = query.order_by(outbox.c.next_attempt_at, outbox.c.id).limit(limit)
@@ -326,7 +344,7 @@ async def _claim_rows(
     if planner is None:
         plan = one_message_per_row(due, ())
     else:
-        plan = planner(due, await _companions(conn, now, due, kinds))
+        plan = planner(due, await _companions(conn, now, due, kinds, scope))
 
     ids = [row.id for message in plan.messages for row in message if row.id is not None]
     lease = sa.update(outbox).values(
@@ -352,8 +370,25 @@ async def _claim_rows(
     return BatchPlan(messages, plan.deferred)
 
 
+def _of_cluster(
+    cluster: str | None, shared_channels: Collection[str] | None = None
+) -> list[sa.ColumnElement[bool]]:
+    """The rows a claimer of `cluster` may take: its own, and those of no cluster on one of
+    `shared_channels` (None: on any channel). No cluster: every row."""
+    if cluster is None:
+        return []
+    shared: sa.ColumnElement[bool] = outbox.c.cluster.is_(None)
+    if shared_channels is not None:
+        shared = sa.and_(shared, outbox.c.channel.in_(sorted(shared_channels)))
+    return [sa.or_(outbox.c.cluster == cluster, shared)]
+
+
 async def _companions(
-    conn: AsyncConnection, now: datetime, due: Sequence[Notification], kinds: Collection[str] | None
+    conn: AsyncConnection,
+    now: datetime,
+    due: Sequence[Notification],
+    kinds: Collection[str] | None,
+    scope: Sequence[sa.ColumnElement[bool]] = (),
 ) -> list[Notification]:
     # A row that was attempted and is not due is leased or waiting for its retry time: left alone.
     pairs = sorted({(row.recipient, row.channel.value) for row in due})
@@ -365,6 +400,7 @@ async def _companions(
             outbox.c.attempts == 0,
             outbox.c.next_attempt_at > now,
             sa.tuple_(outbox.c.recipient, outbox.c.channel).in_(list(chunk)),
+            *scope,
         )
         if kinds is not None:
             query = query.where(outbox.c.kind.in_(sorted(kinds)))

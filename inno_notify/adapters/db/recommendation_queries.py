@@ -41,6 +41,7 @@ async def open_recommendations(
     *,
     team: str | None = None,
     owner: str | None = None,
+    cluster: str | None = None,
     since: datetime | None = None,
     limit: int = 50,
     cursor: str | None = None,
@@ -76,6 +77,8 @@ async def open_recommendations(
         query = query.where(jobs.c.team == team)
     if owner is not None:
         query = query.where(jobs.c.owner == owner)
+    if cluster is not None:
+        query = query.where(jobs.c.cluster == cluster)
     if since is not None:
         query = query.where(jobs.c.finished_at >= since)
     if cursor is not None:

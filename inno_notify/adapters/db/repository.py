@@ -90,8 +90,14 @@ class Store:
         fence: Fence = UNFENCED,
         *,
         statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+        idle_in_transaction_seconds: float | None = None,
     ) -> Store:
-        return cls(create_engine(url, statement_timeout_seconds=statement_timeout_seconds), fence)
+        engine = create_engine(
+            url,
+            statement_timeout_seconds=statement_timeout_seconds,
+            idle_in_transaction_seconds=idle_in_transaction_seconds,
+        )
+        return cls(engine, fence)
 
     @property
     def engine(self) -> AsyncEngine:

@@ -389,6 +389,9 @@ workflows = sa.Table(
     sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
     sa.Column("due_at", UTCDateTime()),
     sa.Column("terminal_recorded_at", UTCDateTime()),
+    # The summary claim's token and leadership term, as for jobs' usage claims.
+    sa.Column("claim_token", sa.String()),
+    sa.Column("claim_term", sa.BigInteger()),
     sa.Index(None, "summary_state", "due_at"),
     sa.Index(None, "kind", "summary_state", "quiet_since"),
     sa.Index(None, "namespace", "name", "created_at"),

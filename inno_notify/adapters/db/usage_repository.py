@@ -47,6 +47,7 @@ class UsageRepository(Repository):
         *,
         team: str | None = None,
         owner: str | None = None,
+        cluster: str | None = None,
         since: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
@@ -54,5 +55,5 @@ class UsageRepository(Repository):
         """Open recommendations, largest waste first, and the next page's cursor."""
         async with self.read() as conn:
             return await recommendation_queries.open_recommendations(
-                conn, team=team, owner=owner, since=since, limit=limit, cursor=cursor
+                conn, team=team, owner=owner, cluster=cluster, since=since, limit=limit, cursor=cursor
             )

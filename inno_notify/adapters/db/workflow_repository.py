@@ -8,6 +8,7 @@ rows). Leader-only writes are fenced (transactions.py).
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
@@ -17,6 +18,7 @@ from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Re
 from inno_notify.adapters.db.workflows import (
     EventRecord,
     TerminalWorkflow,
+    WorkflowClaim,
     WorkflowState,
     WorkflowTransaction,
 )
@@ -34,33 +36,54 @@ class WorkflowRepository(Repository):
             yield WorkflowTransaction(conn)
 
     async def quiet_airflow_runs(
-        self, quiet_before: datetime, limit: int = 100
+        self, quiet_before: datetime, limit: int = 100, *, cluster: str | None = None
     ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
         """Open Airflow runs none of whose pods ran since `quiet_before`, with their pods."""
         async with self.read() as conn:
-            return await workflows.quiet_airflow_runs(conn, quiet_before, limit)
+            return await workflows.quiet_airflow_runs(conn, quiet_before, limit, cluster)
 
     async def close_airflow_run(self, record: WorkflowRecord, end: TerminalWorkflow) -> bool:
         """Stores the finished run and its end, if it is still open and quiet (see workflows.close_run)."""
         async with self._leader_write() as conn:
             return await workflows.close_run(conn, record, end)
 
+    async def claim_workflows(
+        self,
+        now: datetime,
+        limit: int,
+        lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS,
+        *,
+        cluster: str | None = None,
+    ) -> WorkflowClaim:
+        """Ended workflows (of `cluster`; None: all) whose summary is due, leased under a fresh
+        claim token and the leader's term; a leader also takes at once the workflows leased in a
+        term that ended. Pass the token to the writes that settle them (`claim=`)."""
+        token = secrets.token_hex(16)
+        async with self._engine.begin() as conn:
+            term = await self._fence.check(conn)
+            claimed = await workflows.claim_due(conn, now, limit, lease_seconds, token, term, cluster)
+        return WorkflowClaim(token, term, tuple(claimed))
+
     async def claim_workflows_due(
         self, now: datetime, limit: int, lease_seconds: float = DEFAULT_USAGE_LEASE_SECONDS
     ) -> list[WorkflowRecord]:
-        """Ended workflows whose summary is due, each leased (due again after the lease)."""
-        async with self._leader_write() as conn:
-            return await workflows.claim_due(conn, now, limit, lease_seconds)
+        """The workflows of `claim_workflows`, for callers that do not check the claim when settling."""
+        return list((await self.claim_workflows(now, limit, lease_seconds)).workflows)
 
-    async def reschedule_workflow(self, cluster: str, uid: str, due_at: datetime) -> None:
+    async def reschedule_workflow(
+        self, cluster: str, uid: str, due_at: datetime, *, claim: str | None = None
+    ) -> bool:
+        """False if it is not awaiting its summary (or, with `claim`, no longer held by it)."""
         async with self._leader_write() as conn:
-            await workflows.reschedule(conn, cluster, uid, due_at)
+            return await workflows.reschedule(conn, cluster, uid, due_at, claim)
 
-    async def complete_workflow(self, cluster: str, uid: str, notifications: Sequence[Notification]) -> int:
+    async def complete_workflow(
+        self, cluster: str, uid: str, notifications: Sequence[Notification], *, claim: str | None = None
+    ) -> int:
         """Marks the workflow summarized and enqueues its notifications in one transaction; returns
-        how many were new."""
+        how many were new. Raises ClaimLost (nothing written) when `claim` no longer holds it."""
         async with self._leader_write() as conn:
-            return await workflows.complete(conn, cluster, uid, notifications)
+            return await workflows.complete(conn, cluster, uid, notifications, claim)
 
     async def workflow_state(self, cluster: str, uid: str) -> WorkflowState | None:
         async with self.read() as conn:

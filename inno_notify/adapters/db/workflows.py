@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import outbox
 from inno_notify.adapters.db.codec import Row, parse_iso
-from inno_notify.adapters.db.jobs import summary_states
+from inno_notify.adapters.db.jobs import ClaimLost, summary_states
+from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
 from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
 from inno_notify.adapters.db.tables import pipeline_events, served_models, workflow_pods, workflows
@@ -38,6 +39,7 @@ from inno_notify.domain.workflows import (
 __all__ = [
     "EventRecord",
     "TerminalWorkflow",
+    "WorkflowClaim",
     "WorkflowState",
     "WorkflowTransaction",
     "pod_from_json",
@@ -411,9 +413,10 @@ async def _mark_ended(conn: AsyncConnection, cluster: str, ends: Sequence[Termin
 
 
 async def quiet_airflow_runs(
-    conn: AsyncConnection, quiet_before: datetime, limit: int
+    conn: AsyncConnection, quiet_before: datetime, limit: int, cluster: str | None = None
 ) -> list[tuple[WorkflowRecord, list[WorkflowPod]]]:
-    """Open Airflow runs whose last pod stopped before `quiet_before`, with their pods."""
+    """Open Airflow runs whose last pod stopped before `quiet_before`, with their pods (of one
+    cluster, or of every cluster with None)."""
     rows = (
         (
             await conn.execute(
@@ -422,6 +425,7 @@ async def quiet_airflow_runs(
                     workflows.c.kind == WorkflowKind.AIRFLOW.value,
                     workflows.c.summary_state == WorkflowState.OPEN.value,
                     workflows.c.quiet_since <= quiet_before,
+                    *([] if cluster is None else [workflows.c.cluster == cluster]),
                 )
                 .order_by(workflows.c.quiet_since)
                 .limit(limit)
@@ -461,12 +465,37 @@ async def close_run(conn: AsyncConnection, record: WorkflowRecord, end: Terminal
     return await _mark_ended(conn, record.cluster, [end]) == 1
 
 
+@dataclass(frozen=True, slots=True)
+class WorkflowClaim:
+    """Workflows whose summary is due, leased under `token` in leadership `term` (None: no election)."""
+
+    token: str
+    term: int | None
+    workflows: tuple[WorkflowRecord, ...] = ()
+
+
 async def claim_due(
-    conn: AsyncConnection, now: datetime, limit: int, lease_seconds: float
+    conn: AsyncConnection,
+    now: datetime,
+    limit: int,
+    lease_seconds: float,
+    token: str | None = None,
+    term: int | None = None,
+    cluster: str | None = None,
 ) -> list[WorkflowRecord]:
+    """Leases the due workflows (of `cluster`; None: every cluster) under `token`, due again after
+    the lease. A claimer with a `term` also takes, at once, workflows leased under a term no live
+    lease holds any more (leases.taken_over), as job usage claims do."""
+    claimable = workflows.c.due_at <= now
+    if term is not None:
+        claimable = sa.or_(claimable, taken_over(workflows.c.claim_token, workflows.c.claim_term, term))
     due = (
         sa.select(workflows.c.cluster, workflows.c.uid)
-        .where(workflows.c.summary_state == WorkflowState.AWAITING.value, workflows.c.due_at <= now)
+        .where(
+            workflows.c.summary_state == WorkflowState.AWAITING.value,
+            claimable,
+            *([] if cluster is None else [workflows.c.cluster == cluster]),
+        )
         .order_by(workflows.c.due_at, workflows.c.cluster, workflows.c.uid)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -474,32 +503,48 @@ async def claim_due(
     result = await conn.execute(
         sa.update(workflows)
         .where(sa.tuple_(workflows.c.cluster, workflows.c.uid).in_(due))
-        .values(due_at=now + timedelta(seconds=lease_seconds))
+        .values(due_at=now + timedelta(seconds=lease_seconds), claim_token=token, claim_term=term)
         .returning(*workflows.c)
     )
     return [_record_from_row(row) for row in result.mappings()]
 
 
-async def reschedule(conn: AsyncConnection, cluster: str, uid: str, due_at: datetime) -> None:
-    await conn.execute(
+def _claim_held(cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
+    held = [workflows.c.cluster == cluster, workflows.c.uid == uid]
+    if token is not None:
+        held.append(workflows.c.claim_token == token)
+    return held
+
+
+async def reschedule(
+    conn: AsyncConnection, cluster: str, uid: str, due_at: datetime, token: str | None = None
+) -> bool:
+    """Sets when an ended workflow's summary is next due; False if it is not awaiting it (or, with
+    `token`, no longer held by that claim)."""
+    result = await conn.execute(
         sa.update(workflows)
-        .where(
-            workflows.c.cluster == cluster,
-            workflows.c.uid == uid,
-            workflows.c.summary_state == WorkflowState.AWAITING.value,
-        )
+        .where(*_claim_held(cluster, uid, token), workflows.c.summary_state == WorkflowState.AWAITING.value)
         .values(due_at=due_at)
     )
+    return bool(result.rowcount == 1)
 
 
 async def complete(
-    conn: AsyncConnection, cluster: str, uid: str, notifications: Sequence[Notification]
+    conn: AsyncConnection,
+    cluster: str,
+    uid: str,
+    notifications: Sequence[Notification],
+    token: str | None = None,
 ) -> int:
-    await conn.execute(
+    """Marks the workflow summarized and enqueues its notifications; raises ClaimLost (nothing
+    written) when `token` no longer holds it."""
+    result = await conn.execute(
         sa.update(workflows)
-        .where(workflows.c.cluster == cluster, workflows.c.uid == uid)
+        .where(*_claim_held(cluster, uid, token))
         .values(summary_state=WorkflowState.SUMMARIZED.value, due_at=None)
     )
+    if token is not None and result.rowcount != 1:
+        raise ClaimLost(f"workflow {cluster}/{uid}: its summary claim was taken over")
     return await outbox.enqueue(conn, notifications)
 
 

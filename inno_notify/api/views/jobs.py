@@ -38,6 +38,10 @@ class JobFilters:
     owner: Text | None = None
     team: Text | None = None
     status: Annotated[JobStatus | None, Field(description="Lifecycle state.")] = None
+    cluster: Annotated[
+        Text | None,
+        Field(description="Only this cluster's jobs (its `cluster` setting); without it, every cluster's."),
+    ] = None
     limit: Limit = DEFAULT_LIMIT
     cursor: Cursor | None = None
 
@@ -47,6 +51,9 @@ class JobName:
     namespace: Text
     name: Text
     uid: Annotated[Text | None, Field(description="The job's uid, for one older run of that name.")] = None
+    cluster: Annotated[
+        Text | None, Field(description="The job's cluster, where several clusters run a job of that name.")
+    ] = None
 
 
 def _items(page: JobPage) -> list[resources.Job]:
@@ -63,13 +70,16 @@ async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
         status=given.status,
         since=given.since,
         until=given.until,
+        cluster=given.cluster,
     )
     page = await request.app[keys.STORE].jobs.job_page(filters, given.limit, given.cursor)
     return json(resources.JobPage(items=_items(page), next_cursor=page.next_cursor))
 
 
 async def get_job(request: web.Request, given: JobName) -> web.Response:
-    page = await request.app[keys.STORE].jobs.find_job_row(given.namespace, given.name, given.uid)
+    page = await request.app[keys.STORE].jobs.find_job_row(
+        given.namespace, given.name, given.uid, cluster=given.cluster
+    )
     if not page.rows:
         which = f" with uid {given.uid}" if given.uid else ""
         raise not_found(f"no job {given.namespace}/{given.name}{which}", code="job_not_found")

@@ -23,7 +23,7 @@ from inno_notify.adapters.db.usage_queries import GroupBy, UsageCell, group_cell
 from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import ApiError
 from inno_notify.api.negotiate import preferred
-from inno_notify.api.params import Later, Time
+from inno_notify.api.params import Later, Text, Time
 
 FORMATS = ("application/json", "text/csv")
 # A cell starting with one of these is a formula to a spreadsheet; owners and namespaces come from
@@ -32,7 +32,8 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # The CSV's columns: the resource's fields, in order (the first is named after the grouping).
 CSV_COLUMNS = tuple(resources.UsageGroup.__annotations__)
 
-Window = tuple[datetime | None, datetime | None]
+# (since, until, cluster): one cached report per window and cluster (None: every cluster).
+Window = tuple[datetime | None, datetime | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,9 @@ class UsageWindow:
     since: Annotated[Time | None, Field(description="RFC 3339; jobs that finished at or after it.")] = None
     until: Annotated[
         Time | None, Field(description="RFC 3339; jobs that finished before it."), Later("since")
+    ] = None
+    cluster: Annotated[
+        Text | None, Field(description="Only this cluster's jobs; without it, every cluster's summed.")
     ] = None
 
 
@@ -63,7 +67,7 @@ def compute(store: Store, window: Window) -> Callable[[], Awaitable[UsageReport]
 
 async def warm(app: web.Application) -> None:
     """Computes the report of all time (the window dashboards ask for) before anyone waits on it."""
-    await app[keys.USAGE_CACHE].get((None, None), compute(app[keys.STORE], (None, None)))
+    await app[keys.USAGE_CACHE].get((None, None, None), compute(app[keys.STORE], (None, None, None)))
 
 
 async def usage(request: web.Request, given: UsageWindow) -> web.Response:
@@ -71,7 +75,7 @@ async def usage(request: web.Request, given: UsageWindow) -> web.Response:
     media = preferred(request.headers.get("Accept"), FORMATS)
     if media is None:
         raise ApiError(406, "not_acceptable", f"usage is available as {' or '.join(FORMATS)}")
-    window = (since, until)
+    window = (since, until, given.cluster)
     cached = await request.app[keys.USAGE_CACHE].get(window, compute(request.app[keys.STORE], window))
     report: UsageReport = cached.value
     body = report.bodies.get((group_by, media))

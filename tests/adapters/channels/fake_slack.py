@@ -46,6 +46,8 @@ class FakeSlack:
     # file id -> the bytes uploaded (files_upload_v2); the base URL is set by `start`.
     uploads: dict[str, bytes] = field(default_factory=dict)
     base_url: str = ""
+    # Calls answered from `scripted` (a 429, a 5xx): the Web API took nothing from them.
+    refused: list[Call] = field(default_factory=list)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -63,6 +65,15 @@ class FakeSlack:
         """(channel as requested, the whole chat.postMessage payload) for every post."""
         return [(str(c.params["channel"]), c.params) for c in self.calls if c.method == "chat.postMessage"]
 
+    def accepted_posts(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """`posted`, less the posts answered from `scripted` (nothing was posted for those)."""
+        refused = {id(c) for c in self.refused}
+        return [
+            (str(c.params["channel"]), c.params)
+            for c in self.calls
+            if c.method == "chat.postMessage" and id(c) not in refused
+        ]
+
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
@@ -78,6 +89,7 @@ class FakeSlack:
         self.calls.append(call)
         if self.scripted:
             answer = self.scripted.pop(0)
+            self.refused.append(call)
             if isinstance(answer.body, str):
                 return web.Response(
                     status=answer.status, text=answer.body, headers=answer.headers, content_type="text/html"

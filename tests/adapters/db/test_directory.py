@@ -44,3 +44,17 @@ async def test_checkpoints(store: Store) -> None:
     await stored.set_checkpoint(store, "digest.last_week", "2026-W48")
     assert await stored.get_checkpoint(store, "jobs.resourceVersion") == "205"
     assert await stored.get_checkpoint(store, "digest.last_week") == "2026-W48"
+
+
+async def test_many_users_in_one_call_update_what_is_there(store: Store) -> None:
+    await store.directory.upsert_user(user("u0001@example.com", name="old name"))
+    many = [user(f"u{i:04d}@example.com", telegram_chat_id=i) for i in range(1200)]
+    # The same e-mail twice in one call: the last entry wins, as a second call would.
+    await store.directory.upsert_users([*many, user("u0002@example.com", telegram_chat_id=99_999)])
+    by_email = {u.email: u for u in await store.directory.list_users()}
+    assert len(by_email) == 1200
+    assert (
+        by_email["u0001@example.com"].name == "Alice" and by_email["u0001@example.com"].telegram_chat_id == 1
+    )
+    assert by_email["u0002@example.com"].telegram_chat_id == 99_999
+    await store.directory.upsert_users([])

@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.adapters.db.repository import Store
@@ -146,5 +147,31 @@ async def test_a_takeover_waits_for_the_fenced_write_in_flight_but_a_renewal_doe
         async with store.engine.begin() as conn:
             with pytest.raises(LostLeadership):
                 await fence.check(conn)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("db_dialect", [pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_leader_frozen_inside_a_fenced_write_does_not_block_the_takeover_for_long(
+    database_url: str, leases: LeaseRepository
+) -> None:
+    """A leader frozen (SIGSTOP, a VM pause) inside a fenced transaction sends nothing more, so its
+    lock on the lease row would hold a takeover back until it thawed; the server ends a session
+    idle in a transaction for longer than the store's bound (the service's: a lease), and the
+    takeover goes through (found by bench/soak.py)."""
+    store = Store.from_url(database_url, idle_in_transaction_seconds=1.0)
+    try:
+        lease = await leases.acquire(NAME, "a", 30)
+        assert lease is not None
+        fence = LeaseFence(NAME, "a")
+        fence.arm(lease.term)
+        async with store.engine.connect() as conn:
+            await conn.begin()
+            await fence.check(conn)  # then "frozen": no further statement
+            assert await leases.release(NAME, "a", lease.term)
+            taken = await asyncio.wait_for(leases.acquire(NAME, "b", 30), 10)
+            assert taken is not None and taken.holder == "b"
+            with pytest.raises(DBAPIError):  # thawed: its session was ended meanwhile
+                await conn.execute(sa.text("SELECT 1"))
     finally:
         await store.close()

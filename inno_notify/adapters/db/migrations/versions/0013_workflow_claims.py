@@ -1,0 +1,33 @@
+"""workflow claims carry a token and a term
+
+Revision ID: 0013
+Revises: 0012
+Create Date: 2026-12-01 09:10:00.000000
+
+Several clusters in one database (issue 21): a workflow summary claim records the claim token and
+the leadership term it was made in, like job usage claims (0006), so that a new leader takes a
+dead leader's claims at once instead of waiting out their lease, and a late write of the old
+claimer settles nothing.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0013"
+down_revision: str | Sequence[str] | None = "0012"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("workflows", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("claim_token", sa.String(), nullable=True))
+        batch_op.add_column(sa.Column("claim_term", sa.BigInteger(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("workflows", schema=None) as batch_op:
+        batch_op.drop_column("claim_term")
+        batch_op.drop_column("claim_token")
