@@ -136,7 +136,8 @@ async def test_a_new_leader_takes_the_workflow_claims_of_an_ended_term_at_once(
         term_b = await lead("b")
         new = await stores["b"].workflows.claim_workflows(T0, 10, LEASE, cluster="north")  # no lease ran out
         assert new.term == term_b and [(w.cluster, w.uid) for w in new.workflows] == [("north", "wf-1")]
-        assert (await stores["b"].workflows.claim_workflows(T0, 10, LEASE)).workflows == ()  # south's term lives
+        # South's term lives: nothing of south's is taken.
+        assert (await stores["b"].workflows.claim_workflows(T0, 10, LEASE)).workflows == ()
 
         # The old claimer's late writes settle nothing (its fence would refuse them too; here the
         # token alone is checked, through an unfenced store).
