@@ -102,16 +102,7 @@ class QueueRepository:
                 )
 
     async def save_local_queues(self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> None:
-        rows = [
-            {
-                "cluster": cluster,
-                "namespace": q.namespace,
-                "name": q.name,
-                "cluster_queue": q.cluster_queue,
-                "updated_at": at,
-            }
-            for q in queues
-        ]
+        rows = _local_queue_rows(cluster, queues, at)
 
         async with self._write() as conn:
             if rows:
@@ -151,16 +142,7 @@ class QueueRepository:
         self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime, namespaces: Sequence[str] = ()
     ) -> None:
         """A relist: the cluster's LocalQueues (in `namespaces`, [] = all) are exactly these."""
-        rows = [
-            {
-                "cluster": cluster,
-                "namespace": q.namespace,
-                "name": q.name,
-                "cluster_queue": q.cluster_queue,
-                "updated_at": at,
-            }
-            for q in queues
-        ]
+        rows = _local_queue_rows(cluster, queues, at)
 
         async with self._write() as conn:
             delete = sa.delete(local_queues).where(local_queues.c.cluster == cluster)
@@ -191,3 +173,16 @@ class QueueRepository:
         """The nominal GPU quota of the team's ClusterQueues, reached by its namespaces."""
         async with self._reader.connect() as conn:
             return await team_quota(conn, team, cluster)
+
+
+def _local_queue_rows(cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> list[dict[str, object]]:
+    return [
+        {
+            "cluster": cluster,
+            "namespace": q.namespace,
+            "name": q.name,
+            "cluster_queue": q.cluster_queue,
+            "updated_at": at,
+        }
+        for q in queues
+    ]
