@@ -13,7 +13,6 @@ Short lease timings (3 s / 2 s / 0.5 s) keep it fast; bench/failover.py measures
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -101,10 +100,13 @@ async def enqueue_due(store: Store, first: int, count: int) -> set[Recipient]:
 
 async def delivered(replicas: list[Replica], wanted: set[Recipient], within: float) -> float:
     """Waits until every wanted recipient got a message; the wall-clock time it happened."""
-    async with asyncio.timeout(within):
-        # The fakes record calls in their handlers: polling them is simpler than wiring events.
-        while not wanted <= Ledger.of(replicas).delivered():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+    # The fakes record calls in their handlers: polling them is simpler than wiring events.
+    await eventually(
+        lambda: wanted <= Ledger.of(replicas).delivered(),
+        within=within,
+        what=f"{len(wanted)} recipients delivered",
+        poll=0.05,
+    )
     return time.time()
 
 
@@ -123,11 +125,12 @@ async def all_recorded(store: Store, within: float = 60.0) -> list[Notification]
 
 
 async def delivered_by(replica: Replica, count: int, within: float = 60.0) -> None:
-    async with asyncio.timeout(within):
-        while len(replica.deliveries()) < count:
-            if replica.proc.returncode is not None:
-                raise AssertionError(f"{replica.name} exited:\n{replica.tail()}")
-            await asyncio.sleep(0.01)
+    def done() -> bool:
+        if replica.proc.returncode is not None:
+            raise AssertionError(f"{replica.name} exited:\n{replica.tail()}")
+        return len(replica.deliveries()) >= count
+
+    await eventually(done, within=within, what=f"{count} deliveries by {replica.name}")
 
 
 def finish_job(sim: SimKubeServer, index: int) -> None:

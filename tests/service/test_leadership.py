@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.db.leases import Lease, LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.telemetry import Telemetry
+from tests.waiting import eventually
 
 NAME = "default"
 FAST = Timings(
@@ -153,9 +154,9 @@ async def test_leader_work_fenced_out_steps_down_and_campaigns_again(leases: Lea
     a = Replica("a", CutLeases(leases), fail_with=LostLeadership("the term moved"))
     running = a.start()
     try:
-        async with asyncio.timeout(10):
-            while len(a.intervals) < 2 or not a.leading.is_set():  # noqa: ASYNC110 (two terms to see)
-                await asyncio.sleep(0.01)
+        await eventually(
+            lambda: len(a.intervals) >= 2 and a.leading.is_set(), within=10, what="a second term"
+        )
         (first, _, ended), (second, began, _) = a.intervals[:2]
         assert ended is not None and ended <= began and second > first
         assert a.metric("inno_notify_leader_changes_total", change="lost") == 1

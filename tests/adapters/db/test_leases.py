@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.adapters.db.repository import Store
+from tests.waiting import eventually
 
 NAME = "default"
 
@@ -108,13 +109,17 @@ async def _waiting_on_a_lock(url: str) -> None:
         port=parsed.port,
         database=parsed.database,
     )
-    try:
-        async with asyncio.timeout(10):
-            while not await conn.fetchval(  # noqa: ASYNC110 (polls another server)
+
+    async def locked() -> bool:
+        return bool(
+            await conn.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock'"
-            ):
-                await asyncio.sleep(0.01)
+            )
+        )
+
+    try:
+        await eventually(locked, within=10, what="a backend waiting for a lock")
     finally:
         await conn.close()
 
