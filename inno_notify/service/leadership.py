@@ -142,7 +142,7 @@ class Elector:
             # (0.5 s retry periods) cancels every attempt, so the candidate never leads again.
             lease = await asyncio.wait_for(
                 self._leases.acquire(self.name, self.holder, self._timings.lease_seconds),
-                max(self._timings.retry_period_seconds, self._timings.renew_deadline_seconds),
+                self._timings.renew_deadline_seconds,  # always above the retry period (Timings)
             )
         except Exception as exc:  # the database is away: a candidate simply tries again
             self._failed("acquiring the lease", exc)
