@@ -325,7 +325,9 @@ class Soak:
             self.kills += 1
             print(f"# kill {kill + 1}: {churn.name} at job {self.made}", file=sys.stderr, flush=True)
             churn = await self.start(f"churn{kill + 1}", config, folder)
-            await wait_leader(session, [observer], within=120)
+            # Usually the observer takes over; the new churn replica may win the race (then the
+            # next cycle kills a leader).
+            await wait_leader(session, [observer, churn], within=120)
             await churn.wait_ready(session, within=180)
 
 
@@ -414,6 +416,8 @@ async def run(args: argparse.Namespace) -> int:
                 )
             }
             failed_rows = (await count(database, "SELECT count(*) FROM outbox WHERE status = 'failed'"))[0][0]
+            for line in await explain_lost(database, plans, sorted(due - ledger.delivered())[:10]):
+                print(f"# lost: {line}", file=sys.stderr)
             for running in [r for r in soak.replicas if r.proc.returncode is None]:
                 if await running.terminate() != 0:
                     print(f"# {running.name} did not exit 0 on SIGTERM", file=sys.stderr)
@@ -480,6 +484,27 @@ async def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
+async def explain_lost(database: str, plans: list[Planned], lost: list[Recipient]) -> list[str]:
+    """What the database says of each lost summary: its job's record and its outbox rows."""
+    lines = []
+    for recipient in lost:
+        i = next(n for n, p in enumerate(plans) if p.recipient == recipient)
+        job = await count(
+            database,
+            "SELECT status, summary_state, usage_due_at FROM jobs "
+            f"WHERE cluster = '{CLUSTER}' AND name = 'soak-{i:05d}'",
+        )
+        rows = await count(
+            database,
+            "SELECT status, attempts, next_attempt_at, last_error, claim_token IS NOT NULL AS claimed "
+            "FROM outbox WHERE job_uid IN "
+            f"(SELECT uid FROM jobs WHERE cluster = '{CLUSTER}' AND name = 'soak-{i:05d}')",
+        )
+        outbox = [dict(r) for r in rows]
+        lines.append(f"soak-{i:05d} {recipient}: job {[dict(r) for r in job]} outbox {outbox}")
+    return lines
+
+
 def delivered(soak: Soak) -> Ledger:
     """Every delivery of every replica, e-mail included (by recipient address)."""
     ledger = Ledger.of(soak.replicas)
@@ -503,8 +528,7 @@ def main() -> None:
         "--no-freeze",
         dest="freeze",
         action="store_false",
-        help="no SIGSTOP of the leading observer (the short mode: a thawed leader's in-flight sends are "
-        "duplicates beyond the kills, docs/scale.md)",
+        help="no SIGSTOP of the leading observer",
     )
     parser.add_argument("--fault-every", type=float, default=30.0, help="at most this long between faults")
     parser.add_argument("--hostile-every", type=int, default=50, help="one hostile object per this many jobs")
@@ -514,7 +538,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.short:
         args.jobs, args.rate, args.kills, args.kill_every, args.freeze_within = 240, 8.0, 2, 8.0, 15.0
-        args.freeze = False
         args.fault_every, args.hostile_every, args.give_up, args.drain = 3.0, 20, 20.0, 60.0
     if not HAVE_PROMETHEUS:
         sys.exit("bench/soak.py needs the prometheus and promtool binaries")

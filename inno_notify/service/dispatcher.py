@@ -13,8 +13,10 @@ Nothing one message does may cost another: a send that raises, a provider that h
 has `send_timeout_seconds`), a failed record (retried on its own with backoff) all end in that
 message's outcome, never in the round's TaskGroup, where they would cancel sends in flight that
 the provider may already have accepted. A send starts only while its claim's lease will still
-hold when the send's timeout is up; later ones are left to the next claim, so no round sends
-what another dispatcher may have claimed meanwhile.
+hold when the send's timeout is up, and while this replica's leadership certainly holds by its own
+clock (leases.LeaseFence.holds: a process frozen past its lease finds out before it sends); later
+ones are left to the next claim, so no round sends what another dispatcher may have claimed
+meanwhile.
 
 Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
@@ -232,7 +234,8 @@ class Dispatcher:
             log.info("stopping: %d claimed row(s) given back unsent", len(round_.given_back))
         if round_.left:
             log.info(
-                "%d row(s) left for the next claim: their lease ran out before they could be sent",
+                "%d row(s) left for the next claim: their lease (or this replica's leadership) ran out "
+                "before they could be sent",
                 round_.left,
             )
         return claim.rows - round_.left - len(round_.given_back)
@@ -267,7 +270,9 @@ class Dispatcher:
         try:
             message = await self._render(rows[0].channel, known, summaries, digests, charts)
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
-                if not self._lease_holds(round_.claim):
+                # The leadership too, on this process's own clock: after a freeze the rows may
+                # already be another leader's, and a message handed over cannot be taken back.
+                if not self._lease_holds(round_.claim) or not self._store.fence.holds():
                     round_.left += len(known)
                     return
                 if round_.give_back(known):

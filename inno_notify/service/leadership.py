@@ -153,7 +153,7 @@ class Elector:
     # --- leader -------------------------------------------------------------------------------------
 
     async def _lead(self, term: int, renewed_from: float, stop: asyncio.Event, lead: Lead) -> None:
-        self._fence.arm(term)
+        self._fence.arm(term, renewed_from + self._timings.renew_deadline_seconds)
         self._set_leader(term, "acquired")
         log.info("leadership: leading %r in term %d as %s", self.name, term, self.holder)
         work_stop = asyncio.Event()
@@ -201,6 +201,7 @@ class Elector:
             if not held:
                 return "the lease expired or another replica holds it"
             renewed_from = started
+            self._fence.extend(renewed_from + timings.renew_deadline_seconds)
 
     async def _step_down(
         self, term: int, work: asyncio.Task[None], work_stop: asyncio.Event, why: str

@@ -189,3 +189,29 @@ def test_timings_must_nest() -> None:
         with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
             Timings(lease, deadline, retry)
     assert Timings().loss_grace_seconds == 2.5
+
+
+async def test_a_leader_frozen_past_its_renew_deadline_no_longer_holds_before_its_elector_runs(
+    leases: LeaseRepository,
+) -> None:
+    """What the dispatcher asks before each send (LeaseFence.holds): after a freeze the answer is
+    no at once, whichever task the event loop resumes first."""
+    now = [100.0]
+    fence = LeaseFence(NAME, "a", monotonic=lambda: now[0])
+    elector = Elector(leases, fence, FAST, monotonic=lambda: now[0])
+    leading, stop = asyncio.Event(), asyncio.Event()
+
+    async def lead(work_stop: asyncio.Event) -> None:
+        leading.set()
+        await work_stop.wait()
+
+    running = asyncio.create_task(elector.run(stop, lead))
+    try:
+        await asyncio.wait_for(leading.wait(), 10)
+        assert fence.holds()
+        now[0] += FAST.renew_deadline_seconds  # SIGSTOP for a renew deadline, then SIGCONT
+        assert fence.term is not None, "the elector has not run since"
+        assert not fence.holds()
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 10)

@@ -21,6 +21,8 @@ and not a Kubernetes Lease).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -111,12 +113,20 @@ class Fence(Protocol):
 
     async def check(self, conn: AsyncConnection) -> int | None: ...
 
+    def holds(self) -> bool:
+        """Whether, by this process's own clock, its leadership certainly still holds: asked before
+        an act no transaction can fence, such as handing a message to a provider."""
+        ...
+
 
 class _Unfenced:
     """No election (SQLite, `ha.enabled: false`, tools, tests): every write goes through."""
 
     async def check(self, conn: AsyncConnection) -> None:
         return None
+
+    def holds(self) -> bool:
+        return True
 
 
 UNFENCED: Fence = _Unfenced()
@@ -129,22 +139,42 @@ class LeaseFence:
     from then on a leader-only write fails before it reaches the database. While armed, the check
     also asks the database (FOR KEY SHARE on the lease row, held to the transaction's end), so a
     write of a replica that does not yet know it lost (paused, cut off) fails too.
+
+    A send to a provider cannot be fenced by a transaction, so the fence also keeps, on this
+    process's monotonic clock, until when the leadership certainly holds (the elector's renew
+    deadline, which ends before the lease can). A process frozen past that instant (SIGSTOP, a
+    stalled node) finds `holds()` false the moment it runs again, before its elector has noticed.
     """
 
-    def __init__(self, name: str, holder: str) -> None:
+    def __init__(self, name: str, holder: str, *, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.holder = holder
+        self._monotonic = monotonic
         self._term: int | None = None
+        self._until: float | None = None
 
     @property
     def term(self) -> int | None:
         return self._term
 
-    def arm(self, term: int) -> None:
+    def arm(self, term: int, until: float | None = None) -> None:
+        """Leads in `term`; `until`: the monotonic instant the leadership is certain until (None:
+        until disarmed, for tools that hold a lease for the length of a run)."""
         self._term = term
+        self._until = until
+
+    def extend(self, until: float) -> None:
+        """A renewal succeeded: certain until `until` now."""
+        self._until = until
 
     def disarm(self) -> None:
         self._term = None
+        self._until = None
+
+    def holds(self) -> bool:
+        if self._term is None:
+            return False
+        return self._until is None or self._monotonic() < self._until
 
     async def check(self, conn: AsyncConnection) -> int:
         term = self._term

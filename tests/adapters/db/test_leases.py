@@ -180,3 +180,27 @@ async def test_a_leader_frozen_inside_a_fenced_write_does_not_block_the_takeover
                 await conn.execute(sa.text("SELECT 1"))
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("armed", "until", "extended", "now", "holds"),
+    [
+        (False, None, None, 0.0, False),  # never led
+        (True, None, None, 1e9, True),  # a tool's lease: certain until disarmed
+        (True, 10.0, None, 9.9, True),
+        (True, 10.0, None, 10.0, False),  # the renew deadline is over (a freeze, a stall)
+        (True, 10.0, 22.0, 15.0, True),  # a renewal moved it on
+        (True, 10.0, 22.0, 22.5, False),
+    ],
+)
+def test_the_fence_holds_by_the_process_clock_until_its_certain_end(
+    armed: bool, until: float | None, extended: float | None, now: float, holds: bool
+) -> None:
+    fence = LeaseFence(NAME, "a", monotonic=lambda: now)
+    if armed:
+        fence.arm(7, until)
+    if extended is not None:
+        fence.extend(extended)
+    assert fence.holds() is holds
+    fence.disarm()
+    assert not fence.holds()
