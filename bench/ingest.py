@@ -2,10 +2,13 @@
 
 Prints `name=value` lines:
 - events_per_s: events through kubernetes-asyncio's HTTP watch, the batched pipeline, into Postgres,
-  with the simulated API server in the same process (one core for both);
+  on one core: this process runs the watch and the pipeline, as `serve` does, and the simulated API
+  server runs in a child process of its own (the real one is another machine), having built every
+  object before the clock starts;
 - batches: the transactions those events were written in;
-- cpu_us_per_event: CPU time of this process (server, watch and pipeline: one core's work) over the
-  throughput run, per event; unlike events_per_s it hardly moves with the machine's load;
+- cpu_us_per_event: CPU time of this process (watch and pipeline) over the throughput run, per
+  event; unlike events_per_s it hardly moves with the machine's load; sim_cpu_us_per_event: the
+  API server's, in its process;
 - p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
 - baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
   event), run in the same process;
@@ -153,14 +156,101 @@ async def fresh_database(admin_url: str, name: str) -> str:
     return url
 
 
-async def watch_into(
-    sim: SimKubeServer, consumer: Any, kubeconfig: Path
-) -> tuple[ClusterWatcher, Any, asyncio.Task[None]]:
+# --- the simulated API server, in a process of its own ---------------------------------------------
+
+
+def planned_writes(first: int, jobs: int) -> list[tuple[Any, dict[str, Any], bool]]:
+    return [w for i in range(first, first + jobs) for w in lifecycle(i)]
+
+
+async def sim_child(kubeconfig: Path) -> None:
+    """Serves the simulated API server and writes into it when told, one command a line on stdin:
+    `prepare FIRST JOBS [RATE]` builds the writes of those jobs' lives (answered `prepared`), `go`
+    writes them, as fast as the server takes them or RATE a second (answered `done EVENTS CPU_S`,
+    CPU_S being this process's CPU time over the writes); an empty line stops it."""
+    sim = SimKubeServer(bookmark_interval=30)
+    await sim.start()
+    sim.kubeconfig(kubeconfig)
+    print("ready", flush=True)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    writes: list[tuple[Any, dict[str, Any], bool]] = []
+    rate = 0.0
+    while words := (await reader.readline()).decode().split():
+        if words[0] == "prepare":
+            writes = planned_writes(int(words[1]), int(words[2]))
+            rate = float(words[3]) if len(words) > 3 else 0.0
+            print("prepared", flush=True)
+        elif words[0] == "go":
+            cpu_started = time.process_time()
+            began = time.perf_counter()
+            for n, (rt, obj, create) in enumerate(writes):
+                if rate:
+                    delay = began + n / rate - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                elif n % 200 == 0:
+                    await asyncio.sleep(0)  # let the server stream while it is written to
+                (sim.create if create else sim.update)(rt, obj)
+            print(f"done {len(writes)} {time.process_time() - cpu_started:.6f}", flush=True)
+    await sim.stop()
+
+
+class SimProcess:
+    """bench/ingest.py --sim-child, driven over its stdin and stdout."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, kubeconfig: Path) -> None:
+        self.proc = proc
+        self.kubeconfig = kubeconfig
+
+    @classmethod
+    async def start(cls, kubeconfig: Path) -> SimProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--sim-child",
+            "--kubeconfig",
+            str(kubeconfig),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        made = cls(proc, kubeconfig)
+        await made.answer("ready")
+        return made
+
+    async def answer(self, expected: str) -> list[str]:
+        assert self.proc.stdout is not None
+        words = (await self.proc.stdout.readline()).decode().split()
+        if not words or words[0] != expected:
+            raise RuntimeError(f"the sim child said {words!r}, not {expected!r}")
+        return words[1:]
+
+    async def tell(self, *words: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((" ".join(map(str, words)) + "\n").encode())
+        await self.proc.stdin.drain()
+
+    async def prepare(self, first: int, jobs: int, rate: float = 0.0) -> None:
+        await self.tell("prepare", first, jobs, rate)
+        await self.answer("prepared")
+
+    async def written(self) -> tuple[int, float]:
+        """After `go`: the events written and the child's CPU seconds, once all are written."""
+        events, cpu_s = await self.answer("done")
+        return int(events), float(cpu_s)
+
+    async def stop(self) -> None:
+        await self.tell("")
+        await asyncio.wait_for(self.proc.wait(), 30)
+
+
+async def watch_into(consumer: Any, kubeconfig: Path) -> tuple[ClusterWatcher, Any, asyncio.Task[None]]:
+    """Watches start from the lists' version: anything written after the lists reaches them."""
     api = await load_api_client(kubeconfig)
     watcher = ClusterWatcher(api, consumer.on_event, consumer.on_relist, kueue=False, options=WatchOptions())
     task = asyncio.create_task(watcher.run())
     await watcher.wait_ready()
-    await until(lambda: sim.open_watches >= 3)
     return watcher, api, task
 
 
@@ -173,23 +263,22 @@ async def stop(api: Any, task: asyncio.Task[None]) -> None:
 
 async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) -> tuple[float, int]:
     store = Store.from_url(url, fence)
-    sim = SimKubeServer(bookmark_interval=30)
-    await sim.start()
+    await store.ping()  # a running service's pool is open
+    sim = await SimProcess.start(kubeconfig_dir / "kc-throughput")
     ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
     consumer_task = asyncio.create_task(ingestor.run())
-    _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-throughput"))
-    writes = [w for i in range(jobs) for w in lifecycle(i)]
+    _, api, watch = await watch_into(ingestor, sim.kubeconfig)
+    await sim.prepare(0, jobs)
+    expected = jobs * EVENTS_PER_JOB
     started = time.perf_counter()
     cpu_started = time.process_time()
-    for n, (rt, obj, create) in enumerate(writes):
-        (sim.create if create else sim.update)(rt, obj)
-        if n % 200 == 0:
-            await asyncio.sleep(0)  # let the server stream and the pipeline consume
-    await until(lambda: ingestor.stats.events >= len(writes))
+    await sim.tell("go")
+    await until(lambda: ingestor.stats.events >= expected)
     await ingestor.drained()
     elapsed = time.perf_counter() - started
     THROUGHPUT_CPU["cpu_s"] = time.process_time() - cpu_started
     THROUGHPUT_CPU["batches"] = ingestor.stats.batches
+    _, THROUGHPUT_CPU["sim_cpu_s"] = await sim.written()
     await stop(api, watch)
     consumer_task.cancel()
     await sim.stop()
@@ -197,7 +286,7 @@ async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) ->
         ended = await tx.open_jobs(CFG.cluster)
     assert not ended, f"{len(ended)} jobs still open after the run"
     await store.close()
-    return len(writes) / elapsed, len(writes)
+    return expected / elapsed, expected
 
 
 async def ceiling(url: str, jobs: int, fence: Fence) -> tuple[float, int]:
@@ -232,22 +321,15 @@ async def ceiling(url: str, jobs: int, fence: Fence) -> tuple[float, int]:
 
 async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence) -> list[float]:
     store = Store.from_url(url, fence)
-    sim = SimKubeServer(bookmark_interval=30)
-    await sim.start()
+    sim = await SimProcess.start(kubeconfig_dir / "kc-latency")
     ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
     consumer_task = asyncio.create_task(ingestor.run())
-    _, api, watch = await watch_into(sim, ingestor, sim.kubeconfig(kubeconfig_dir / "kc-latency"))
+    _, api, watch = await watch_into(ingestor, sim.kubeconfig)
     ingestor.latencies_ms.clear()
-    total = int(rate * seconds)
-    writes = [w for i in range(10_000_000, 10_000_000 + total // EVENTS_PER_JOB + 1) for w in lifecycle(i)][
-        :total
-    ]
-    began = time.perf_counter()
-    for n, (rt, obj, create) in enumerate(writes):
-        delay = began + n / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        (sim.create if create else sim.update)(rt, obj)
+    jobs = max(1, round(rate * seconds / EVENTS_PER_JOB))
+    await sim.prepare(10_000_000, jobs, rate)
+    await sim.tell("go")
+    total, _ = await sim.written()
     await until(lambda: ingestor.stats.events >= total)
     await ingestor.drained()
     await stop(api, watch)
@@ -259,22 +341,21 @@ async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, f
 
 async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
     store = Store.from_url(url)
-    sim = SimKubeServer(bookmark_interval=30)
-    await sim.start()
+    await store.ping()
+    sim = await SimProcess.start(kubeconfig_dir / "kc-baseline")
     consumer = NaiveConsumer(store)
-    _, api, watch = await watch_into(sim, consumer, sim.kubeconfig(kubeconfig_dir / "kc-baseline"))
-    writes = [w for i in range(20_000_000, 20_000_000 + jobs) for w in lifecycle(i)]
+    _, api, watch = await watch_into(consumer, sim.kubeconfig)
+    await sim.prepare(20_000_000, jobs)
+    expected = jobs * EVENTS_PER_JOB
     started = time.perf_counter()
-    for n, (rt, obj, create) in enumerate(writes):
-        (sim.create if create else sim.update)(rt, obj)
-        if n % 200 == 0:
-            await asyncio.sleep(0)
-    await until(lambda: consumer.events >= len(writes))
+    await sim.tell("go")
+    await until(lambda: consumer.events >= expected)
     elapsed = time.perf_counter() - started
+    await sim.written()
     await stop(api, watch)
     await sim.stop()
     await store.close()
-    return len(writes) / elapsed
+    return expected / elapsed
 
 
 def load_average() -> str:
@@ -296,8 +377,13 @@ async def main() -> None:
     parser.add_argument(
         "--fence", action="store_true", help="write as an elected leader (fenced by the lease)"
     )
+    parser.add_argument("--sim-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.sim_child:
+        await sim_child(Path(args.kubeconfig))
+        return
     tune_for_ingest()  # as `inno-notify serve` does
     url = await fresh_database(args.postgres, "inno_bench_ingest")
     leases = LeaseRepository.from_url(url)
@@ -319,6 +405,7 @@ async def main() -> None:
     print(f"events_per_s={rate:.0f}")
     print(f"batches={THROUGHPUT_CPU['batches']:.0f}")
     print(f"cpu_us_per_event={THROUGHPUT_CPU['cpu_s'] / events * 1e6:.0f}")
+    print(f"sim_cpu_us_per_event={THROUGHPUT_CPU['sim_cpu_s'] / events * 1e6:.0f}")
     print(f"ceiling_rows={ceiling_rows}")
     print(f"ceiling_rows_per_s={ceiling_rate:.0f}")
     print(f"ceiling_ratio={rate / ceiling_rate:.2f}")
