@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PG_VERSION ?= 15
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint typecheck layers pytest venv system-deps postgres docs manifests site image-test clean
 
@@ -53,10 +54,15 @@ typecheck: venv
 layers: venv
 	$(BIN)/lint-imports
 
-# pytest exit code 5 means "no tests collected": for us that is a failure, never a pass.
+# Two passes: the tests in parallel (PYTEST_WORKERS processes), then those marked `serial` alone, so
+# that the ones that run several service processes on real timings never share the cores.
+# pytest exit code 5 means "no tests collected": a pass may select nothing (PYTEST_ARGS naming one
+# file), but both selecting nothing is a failure, never a pass.
 pytest: venv system-deps postgres
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+	@$(BIN)/pytest -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/pytest -m serial $(PYTEST_ARGS); alone=$$?; \
+	if [ $$parallel -eq 5 ] && [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
+	for rc in $$parallel $$alone; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
 
 test: lint typecheck layers pytest
 

@@ -27,7 +27,7 @@ Prints `name=value` lines:
 - peak_rss_after_churn_mib: VmHWM once the churn is applied;
 - restart_readyz_s, restart_cpu_s, restart_peak_rss_mib: serve stopped (SIGTERM) and started again
   over the full database: seconds to /readyz (every list handed over; at most the ingest queue,
-  20,000 objects, still to apply), its CPU seconds and peak RSS by then;
+  2,000 objects, still to apply), its CPU seconds and peak RSS by then;
 - loadavg: /proc/loadavg when the run ended.
 
 Exits 1 when the service does not get ready within --timeout or a figure misses its target with

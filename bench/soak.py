@@ -7,7 +7,9 @@ a reason, GPU-minutes from timestamps), Postgres, and an SMTP server (aiosmtpd, 
 fake_smtp). A stream of jobs ends in the cluster (``--jobs`` at ``--rate`` per second): each owned
 by a person of its own, on Telegram, Slack or e-mail in turn; about one in five fails, one in
 five is opted out (``inno-notify/notify: never``), and every ``--hostile-every``-th write is a
-hostile object (bench/poison.py's recipes).
+hostile object (bench/poison.py's recipes). As in a busy cluster that runs for weeks, finished jobs
+do not pile up: ``--ttl`` seconds after a job ended it is deleted with its pod (the Job's
+``ttlSecondsAfterFinished``), so the cluster, and what a relist hands over, keeps a steady size.
 
 Meanwhile, a seeded schedule fires, in turn, every ``--fault-every`` seconds or so: watch drops,
 410 compactions (all history), silent watch stalls, API 500s, Prometheus stopped, Slack 429
@@ -26,8 +28,10 @@ Then the stream stops and the outbox drains. Prints ``name=value`` lines:
 - ``missed_records``: jobs not stored with the terminal state they ended in (must be 0);
 - ``rejected``: outbox rows failed for good plus messages over a provider's length or format
   limits (Telegram 4,096 characters of text, 1,024 of caption; Slack 40,000 and 50 blocks);
+- ``deleted``: jobs deleted by the TTL;
 - ``rss_warm_mib``, ``rss_end_mib``, ``rss_growth_pct``: the observer's resident memory after
-  warm-up (a tenth of the jobs ended) and after the run (must grow ≤ 10 %);
+  warm-up (a tenth of the jobs ended, and the cluster at its steady size: ``--rate`` × ``--ttl``
+  jobs) and after the run (must grow ≤ 10 %);
 - ``elapsed_s``, ``load_average_1m``.
 
 Exits 1 when an invariant fails. ``--short`` is the mode `make test` runs (tests/test_soak.py).
@@ -48,7 +52,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -140,6 +144,9 @@ class Soak:
     plans: list[Planned]
     replicas: list[Replica] = field(default_factory=list)
     made: int = 0
+    # (when, job name, pod name) of ended jobs, in the order they are due for deletion.
+    finished: deque[tuple[float, str, str]] = field(default_factory=deque)
+    deleted: int = 0
     hostile_made: int = 0
     kills: int = 0
     freezes: int = 0
@@ -170,6 +177,19 @@ class Soak:
         self.sim.update(PODS, pod_terminated(running, now, 1 if plan.fails else 0))
         ended = job_failed(job, now) if plan.fails else job_succeeded(job, now)
         self.sim.update(JOBS, ended)
+        if self.args.ttl > 0:
+            names = (job["metadata"]["name"], pod["metadata"]["name"])
+            self.finished.append((time.monotonic() + self.args.ttl, *names))
+
+    def delete_finished(self) -> None:
+        """The cluster's TTL-after-finished controller (`ttlSecondsAfterFinished`: `--ttl`): a job
+        and its pod are deleted that long after the job ended, so the cluster keeps a steady size."""
+        now = time.monotonic()
+        while self.finished and self.finished[0][0] <= now:
+            _, job_name, pod_name = self.finished.popleft()
+            self.sim.delete(PODS, NAMESPACE, pod_name)
+            self.sim.delete(JOBS, NAMESPACE, job_name)
+            self.deleted += 1
 
     def write_hostile(self) -> None:
         kind, obj, _ = hostile(self.hostile_made, self.rng)
@@ -187,6 +207,7 @@ class Soak:
                 await asyncio.sleep(delay)
             self.end_job(self.made)
             self.made += 1
+            self.delete_finished()
             if self.made % self.args.hostile_every == 0:
                 self.write_hostile()
 
@@ -384,7 +405,8 @@ async def run(args: argparse.Namespace) -> int:
             churn = await soak.start("churn0", config, folder)
             await churn.wait_ready(session, within=180)
             tasks.append(asyncio.create_task(soak.stream()))
-            warm_at = max(1, args.jobs // 10)
+            # Warm: a tenth of the jobs ended, and the cluster at its steady size (--ttl).
+            warm_at = min(args.jobs - 1, max(1, args.jobs // 10, int(args.rate * args.ttl)))
             while soak.made < warm_at:  # noqa: ASYNC110
                 await asyncio.sleep(0.2)
             rss_warm = rss_mib(observer.proc.pid)
@@ -443,6 +465,7 @@ async def run(args: argparse.Namespace) -> int:
         for kind in FAULTS:
             print(f"fault_{kind}={soak.faults[kind]}")
         print(f"hostile={soak.hostile_made}")
+        print(f"deleted={soak.deleted}")
         print(f"lost={lost}")
         print(f"duplicates={duplicates}")
         print(f"opted_out_sent={opted_out_sent}")
@@ -535,10 +558,16 @@ def main() -> None:
     parser.add_argument("--give-up", type=float, default=300.0, help="prometheus.give_up_after_seconds")
     parser.add_argument("--drain", type=float, default=600.0, help="seconds allowed for the last summaries")
     parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument(
+        "--ttl",
+        type=float,
+        default=120.0,
+        help="seconds after a job ended until the cluster deletes it and its pod (0: never)",
+    )
     args = parser.parse_args()
     if args.short:
         args.jobs, args.rate, args.kills, args.kill_every, args.freeze_within = 240, 8.0, 2, 8.0, 15.0
-        args.fault_every, args.hostile_every, args.give_up, args.drain = 3.0, 20, 20.0, 60.0
+        args.fault_every, args.hostile_every, args.give_up, args.drain, args.ttl = 3.0, 20, 20.0, 60.0, 15.0
     if not HAVE_PROMETHEUS:
         sys.exit("bench/soak.py needs the prometheus and promtool binaries")
     sys.exit(asyncio.run(run(args)))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.prometheus]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.prometheus, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[1]
 

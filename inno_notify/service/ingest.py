@@ -87,7 +87,10 @@ class IngestOptions:
     # When the queue runs dry, wait this long for more events before writing: a few ms of latency
     # buy batches of hundreds instead of a transaction per handful of events.
     batch_linger_seconds: float = 0.02
-    queue_max: int = 20_000
+    # Events waiting while a batch is written: one more batch's worth keeps the writer busy, and
+    # bounds what a relist of a large cluster holds in memory (each object parsed from JSON takes
+    # several times its size on the wire); the watchers wait when it is full.
+    queue_max: int = 2_000
     namespaces: tuple[str, ...] = ()
     # A write the database failed for reasons of its own is retried after 0.1 s, doubling to this.
     retry_cap_seconds: float = 10.0

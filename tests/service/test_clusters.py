@@ -46,7 +46,7 @@ from tests.waiting import eventually
 from .replicas import API_TOKEN, Replica, base_config, start_replica, wait_leader
 from .support import all_rows
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.serial]
 
 FAST_HA = {"lease_seconds": 3, "renew_deadline_seconds": 2, "retry_period_seconds": 0.5}
 SHARED_UID = "0b6f1c2e-0000-4000-8000-000000000021"

@@ -31,7 +31,7 @@ from tests.waiting import eventually
 from .crash_worker import TOKEN
 from .support import all_rows, finished_job
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.serial]
 
 SUMMARIES = 1000
 KILLS = 10

@@ -51,7 +51,7 @@ from .replicas import (
 )
 from .support import all_rows, finished_job
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.serial]
 
 FAST_HA = {
     "lease_seconds": 3,
