@@ -101,7 +101,9 @@ class WorkflowOptions:
     # A workflow whose GPU steps are not measured yet is looked at again after this long.
     retry_seconds: float = 30.0
     batch_max: int = 500
-    queue_max: int = 10_000
+    # One more batch's worth waiting while a batch is written: a Workflow of hundreds of steps takes
+    # megabytes once parsed, so a relist must not queue thousands (service.ingest says the same).
+    queue_max: int = 1_000
     steps_shown: int = 30
     logged_once_max: int = 10_000
 
