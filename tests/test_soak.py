@@ -1,8 +1,9 @@
 """The short mode of bench/soak.py, on every test run: a few hundred jobs through every fault of the
 schedule (watch drops, 410s, stalls, API 500s, Prometheus stopped, Slack 429/5xx, SMTP refusing,
-Postgres connections killed, hostile objects) and two SIGKILLs of the leading replica, with the
-bench's invariants (nothing lost or recorded wrong, duplicates ≤ kills, nothing sent for opted-out
-jobs, nothing rejected, RSS growth ≤ 10 %) deciding its exit status."""
+Postgres connections killed, hostile objects), two SIGKILLs of the leading replica and SIGSTOPs of
+the other while it leads, finished jobs deleted as a TTL does, with the bench's invariants (nothing
+lost or recorded wrong, duplicates ≤ kills, nothing sent for opted-out jobs, nothing rejected, RSS
+growth ≤ 10 %) deciding its exit status."""
 
 from __future__ import annotations
 
