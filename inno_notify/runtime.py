@@ -54,6 +54,7 @@ from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, c
 from inno_notify.api.keys import EventRouting, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.memory import malloc_trim, return_freed_memory
 from inno_notify.service.configuration import parse_config, seed_directory
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.digest_pages import digest_provider
@@ -537,6 +538,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         api = await _kube_client(settings)
         components: list[tuple[str, Component]] = [
             ("telemetry", telemetry_component(store, telemetry, None)),
+            ("memory", partial(return_freed_memory, trim=malloc_trim())),
         ]
         if leases is not None and fence is not None:
             elector = Elector(leases, fence, election_timings(settings), telemetry)
