@@ -1,0 +1,52 @@
+"""inno_notify.memory: the periodic hand-back of freed memory that `serve` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes.util
+import platform
+
+import pytest
+
+from inno_notify.memory import malloc_trim, return_freed_memory
+
+
+@pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's"
+)
+def test_glibc_has_malloc_trim_and_it_answers() -> None:
+    trim = malloc_trim()
+    assert trim is not None
+    assert trim() in (True, False)
+
+
+def test_no_c_library_no_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert malloc_trim() is None
+
+
+async def test_trims_every_period_until_stopped() -> None:
+    stop = asyncio.Event()
+    calls: list[int] = []
+    three = asyncio.Event()
+
+    def trim() -> bool:
+        calls.append(1)
+        if len(calls) == 3:
+            three.set()
+        return True
+
+    running = asyncio.create_task(return_freed_memory(stop, trim, every=0.01))
+    await asyncio.wait_for(three.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(running, 10)
+    assert len(calls) >= 3
+
+
+async def test_without_trim_it_only_waits_for_the_stop() -> None:
+    stop = asyncio.Event()
+    running = asyncio.create_task(return_freed_memory(stop, None, every=0.01))
+    await asyncio.sleep(0)
+    assert not running.done()
+    stop.set()
+    await asyncio.wait_for(running, 10)
