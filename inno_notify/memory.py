@@ -3,9 +3,8 @@
 A relist, a new leadership term or a burst of events parses thousands of objects at once and
 frees them soon after. glibc's allocator keeps the freed pages for reuse instead of returning
 them, so the process's resident memory stays at the burst's peak, and after a few bursts at
-different points of the heap it creeps up (measured with `bench/soak.py`: the leading replica's
-RSS grew 11 % over a 4,000-job run while Python's live heap did not; with `malloc_trim(0)` every
-few seconds it grew 0.7 %, docs/scale.md). `serve` therefore calls `malloc_trim(0)` periodically.
+different points of the heap it creeps up, while Python's live heap does not (`bench/soak.py`
+measures it; docs/scale.md has the figures). `serve` therefore calls `malloc_trim(0)` periodically.
 On a C library without it (musl, macOS) this does nothing.
 """
 
