@@ -19,6 +19,13 @@ after `give_up_after` seconds past the row's due time, ends the row as failed. A
 is whatever its answer said (`Retry-After: 1e12`, `inf`, `NaN`, `-5`), so it is clamped to
 0 … MAX_RETRY_AFTER_SECONDS before any date arithmetic, and a wait that would end past the
 give-up deadline fails the row now, with the reason, instead of parking it for that long.
+
+A dispatcher that has just started (a new leader's term, a restarted process) ramps up
+(`ramped_concurrency`): one message in flight at first, its full concurrency only after
+`ramp_seconds`. Every message handed to a provider and not yet recorded when the process dies is
+sent again by the next leader, and a process dies young more often than old: a new leader relists
+the whole cluster (its CPU and memory peak), and a crash-looping one (a bad node, a memory limit
+hit at the relist) would otherwise repeat up to a full set of in-flight messages at every crash.
 """
 
 from __future__ import annotations
@@ -112,6 +119,16 @@ def clamp_retry_after(value: object) -> float | None:
     if math.isnan(seconds):
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
+
+
+def ramped_concurrency(running_seconds: float, ramp_seconds: float, maximum: int) -> int:
+    """How many messages may be in flight `running_seconds` after the dispatcher started: 1 at the
+    start, rising linearly to `maximum` at `ramp_seconds` (no ramp: `maximum` at once)."""
+    maximum = max(1, maximum)
+    if ramp_seconds <= 0 or not running_seconds < ramp_seconds:  # NaN too: the full concurrency
+        return maximum
+    share = max(0.0, running_seconds) / ramp_seconds
+    return min(maximum, 1 + math.floor(share * (maximum - 1)))
 
 
 @dataclass(frozen=True, slots=True)

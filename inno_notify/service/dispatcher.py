@@ -16,7 +16,9 @@ the provider may already have accepted. A send starts only while its claim's lea
 hold when the send's timeout is up, and while this replica's leadership certainly holds by its own
 clock (leases.LeaseFence.holds: a process frozen past its lease finds out before it sends); later
 ones are left to the next claim, so no round sends what another dispatcher may have claimed
-meanwhile.
+meanwhile. A dispatcher that has just started (`run`: a new term, a restart) ramps up from one
+message in flight to `concurrency` over `ramp_seconds`, claiming in proportion
+(domain.delivery.ramped_concurrency says why).
 
 Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
@@ -51,6 +53,7 @@ from inno_notify.domain.delivery import (
     DEFAULT_MAX_PER_MESSAGE,
     Fail,
     plan_batch,
+    ramped_concurrency,
 )
 from inno_notify.domain.delivery import after_failure as decide_after_failure
 from inno_notify.domain.model import Channel, Notification, NotificationKind
@@ -86,6 +89,9 @@ DEFAULT_SEND_TIMEOUT = 60.0
 # about half a minute, enough for a database fail-over, well inside a lease.
 RECORD_ATTEMPTS = 8
 RECORD_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0, low=1.0, high=1.0)
+# How long a started dispatcher takes to reach its full concurrency: longer than a new leader's
+# relist of a large cluster, short next to the group wait a summary waits anyway.
+DEFAULT_RAMP_SECONDS = 30.0
 
 
 class DigestSource(Protocol):
@@ -102,6 +108,8 @@ class Dispatcher:
     `cluster`: claim only that cluster's rows and those of no cluster (digests, pipeline events),
     for several clusters' services sharing one database (docs/scale.md); None: every row.
     `send_timeout_seconds` bounds one send and must be shorter than `lease_seconds`.
+    `concurrency` messages are in flight at most, reached `ramp_seconds` after `run` started (a
+    round called on its own, `run_once`, has the full concurrency).
     """
 
     def __init__(
@@ -120,6 +128,7 @@ class Dispatcher:
         lease_seconds: float = 300.0,
         send_timeout_seconds: float = DEFAULT_SEND_TIMEOUT,
         concurrency: int = 16,
+        ramp_seconds: float = DEFAULT_RAMP_SECONDS,
         poll_seconds: float = 1.0,
         limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
         backoff: Backoff | None = None,
@@ -151,6 +160,8 @@ class Dispatcher:
         self._lease = lease_seconds
         self._send_timeout = send_timeout_seconds
         self._concurrency = max(1, concurrency)
+        self._ramp = ramp_seconds
+        self._started_at: datetime | None = None  # when `run` started: the ramp's origin
         self._poll = poll_seconds
         self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
         self._backoff = backoff or Backoff()
@@ -168,6 +179,7 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and
         gives back the rows it had not started (see run_once)."""
+        self._started_at = self._clock()
         while not stop.is_set():
             try:
                 handled = await self.run_once(self._clock(), stop)
@@ -195,14 +207,17 @@ class Dispatcher:
             cap_factor=self._cap_factor,
             max_per_message=self._max_per_message,
         )
+        concurrency = self.concurrency_at(now)
+        # Claimed in proportion, so that a ramping round does not hold rows it will send slowly.
+        batch = max(1, -(-self._batch_size * concurrency // self._concurrency))
         claim = await self._store.outbox.claim(
-            now, self._batch_size, self._lease, planner, kinds=HANDLED_KINDS, **self._scope()
+            now, batch, self._lease, planner, kinds=HANDLED_KINDS, **self._scope()
         )
         if not claim.messages:
             return 0
         digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
         charts = self._charts.for_round(claim.summaries) if self._charts is not None else None
-        seats = asyncio.Semaphore(self._concurrency)
+        seats = asyncio.Semaphore(concurrency)
         async with self._store.outbox.recorder(claim) as outcomes:
             recorder = _SentRecorder(
                 lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
@@ -303,6 +318,13 @@ class Dispatcher:
         await round_.recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
         self._count(channel, "sent", len(known))
         log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
+
+    def concurrency_at(self, now: datetime) -> int:
+        """How many messages a round starting at `now` may have in flight (see ramp_seconds)."""
+        if self._started_at is None:
+            return self._concurrency
+        running = (now - self._started_at).total_seconds()
+        return ramped_concurrency(running, self._ramp, self._concurrency)
 
     def _lease_holds(self, claim: Claim) -> bool:
         """Whether a send starting now ends (or times out) before the claim's lease does."""

@@ -18,6 +18,7 @@ from inno_notify.domain.delivery import (
     after_failure,
     clamp_retry_after,
     plan_batch,
+    ramped_concurrency,
 )
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 
@@ -292,3 +293,30 @@ def test_a_providers_wait_is_clamped_and_never_past_the_give_up_deadline(
         rand=lambda: 0.5,
     )
     assert verdict == expected
+
+
+# --- the ramp of a started dispatcher ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("running", "ramp", "maximum", "expected"),
+    [
+        (0.0, 30.0, 16, 1),  # just started: one message in flight
+        (1.9, 30.0, 16, 1),
+        (2.0, 30.0, 16, 2),  # one more seat each 30 / 15 s
+        (15.0, 30.0, 16, 8),
+        (29.9, 30.0, 16, 15),
+        (30.0, 30.0, 16, 16),  # the ramp is over
+        (3600.0, 30.0, 16, 16),
+        (-5.0, 30.0, 16, 1),  # a clock that stepped back: still at the start
+        (float("nan"), 30.0, 16, 16),  # no sense of time: no ramp
+        (0.0, 0.0, 16, 16),  # no ramp
+        (0.0, -1.0, 16, 16),
+        (10.0, 30.0, 1, 1),
+        (10.0, 30.0, 0, 1),  # at least one message, however configured
+    ],
+)
+def test_a_started_dispatcher_ramps_up_to_its_concurrency(
+    running: float, ramp: float, maximum: int, expected: int
+) -> None:
+    assert ramped_concurrency(running, ramp, maximum) == expected

@@ -1,0 +1,63 @@
+"""A dispatcher that has just started (a new leader's term, a restart) has one message in flight at
+first and its full concurrency only after `ramp_seconds`: a process that dies young repeats at
+most the messages it had in flight."""
+
+from __future__ import annotations
+
+import asyncio
+
+from inno_notify.adapters.db import Store
+
+from .support import T0, FakeClock
+from .test_dispatcher_faults import PEOPLE, ScriptedSender, dispatcher, seed
+
+CONCURRENCY = 4
+SECONDS_PER_SEND = 10.0
+FIRST_ROUND = PEOPLE // CONCURRENCY  # rows claimed at the start: in proportion to one seat of four
+
+
+async def test_a_started_dispatcher_sends_one_at_a_time_until_its_ramp_is_over(store: Store) -> None:
+    await seed(store)
+    clock = FakeClock(T0)
+    stop = asyncio.Event()
+    in_flight = 0
+    all_seats_taken = asyncio.Event()
+    seen: list[tuple[float, int]] = []  # (seconds since the start, messages in flight) at each send
+
+    async def send(number: int) -> None:
+        nonlocal in_flight
+        in_flight += 1
+        seen.append(((clock.now - T0).total_seconds(), in_flight))
+        if in_flight == CONCURRENCY:
+            all_seats_taken.set()
+        if number >= FIRST_ROUND:
+            # Past the ramp: each send holds its seat until every seat is taken.
+            await asyncio.wait_for(all_seats_taken.wait(), 5)
+        in_flight -= 1
+        clock.advance(SECONDS_PER_SEND)
+        if number == PEOPLE - 1:
+            stop.set()
+
+    sender = ScriptedSender(send)
+    worker = dispatcher(
+        store, {"telegram": sender}, clock, concurrency=CONCURRENCY, ramp_seconds=30.0, batch_size=PEOPLE
+    )
+    await asyncio.wait_for(worker.run(stop), 10)
+
+    assert len(sender.calls) == PEOPLE, seen
+    # The first round (at 0 s): one seat, and a claim in proportion (20 rows × 1/4): five sends, one
+    # after the other, until 50 s. The next round is past the ramp: all four seats.
+    first_round = [at for at, flying in seen if at < 50]
+    assert first_round == [0, 10, 20, 30, 40] and len(first_round) == FIRST_ROUND
+    assert all(flying == 1 for at, flying in seen if at < 50)
+    assert max(flying for _, flying in seen) == CONCURRENCY, seen
+
+
+async def test_a_round_of_its_own_has_the_full_concurrency(store: Store) -> None:
+    """`run_once` without `run` (the `digest` command, benchmarks): no start, so no ramp."""
+    await seed(store)
+    clock = FakeClock(T0)
+    worker = dispatcher(store, {"telegram": ScriptedSender()}, clock, concurrency=CONCURRENCY)
+
+    assert worker.concurrency_at(T0) == CONCURRENCY
+    assert await worker.run_once(T0) == PEOPLE
