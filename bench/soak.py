@@ -34,6 +34,9 @@ Then the stream stops and the outbox drains. Prints ``name=value`` lines:
   its steady size (``--rate`` × ``--ttl`` jobs), and the observer, leading, has relisted it once
   (as every new term and every 410 makes it do): the allocator keeps the pages a relist needed, so
   RSS measured before the first relist of a cluster of that size grows by that relist, once;
+- ``rss_max_mib``: the observer's highest RSS, sampled each second from the start of the stream
+  (the samples, with the jobs, kills and freezes so far, are in ``rss.tsv`` beside the logs,
+  whose folder is printed first);
 - ``elapsed_s``, ``load_average_1m``.
 
 Exits 1 when an invariant fails. ``--short`` is the mode `make test` runs (tests/test_soak.py).
@@ -154,6 +157,7 @@ class Soak:
     freezes: int = 0
     freezes_stuck: int = 0
     leader_kills: int = 0
+    rss_max: float = 0.0
     faults: Counter[str] = field(default_factory=Counter)
     smtp_controller: Any = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -313,6 +317,22 @@ class Soak:
             for _ in range(20):
                 self.write_hostile()
 
+    async def sample_rss(self, pid: int, into: Path, every: float = 1.0) -> None:
+        """The observer's RSS each second, with what the bench was doing (`rss.tsv` beside the logs):
+        whether memory grows with the jobs or steps at each new term shows in it."""
+        began = time.monotonic()
+        with into.open("w") as out:
+            out.write("seconds\trss_mib\tjobs\tkills\tfreezes\n")
+            while not self.stop.is_set():
+                with contextlib.suppress(OSError, RuntimeError):
+                    rss = rss_mib(pid)
+                    self.rss_max = max(self.rss_max, rss)
+                    seconds = f"{time.monotonic() - began:.0f}"
+                    row = (seconds, f"{rss:.1f}", self.made, self.kills, self.freezes)
+                    out.write("\t".join(map(str, row)) + "\n")
+                    out.flush()
+                await self.pause(every)
+
     async def pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop.wait(), seconds)
@@ -419,6 +439,7 @@ async def run(args: argparse.Namespace) -> int:
     database = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     await migrate(database)
     folder = Path(tempfile.mkdtemp(prefix="inno-soak-"))
+    print(f"# logs in {folder}", file=sys.stderr, flush=True)
     (folder / "tsdb").mkdir()
     prometheus = PrometheusServer(folder / "tsdb")
     prometheus.start()
@@ -438,6 +459,7 @@ async def run(args: argparse.Namespace) -> int:
             churn = await soak.start("churn0", config, folder)
             await churn.wait_ready(session, within=180)
             tasks.append(asyncio.create_task(soak.stream()))
+            sampler = asyncio.create_task(soak.sample_rss(observer.proc.pid, folder / "rss.tsv"))
             # Warm: a tenth of the jobs ended, and the cluster at its steady size (--ttl).
             warm_at = min(args.jobs - 1, max(1, args.jobs // 10, int(args.rate * args.ttl)))
             while soak.made < warm_at:  # noqa: ASYNC110
@@ -462,6 +484,7 @@ async def run(args: argparse.Namespace) -> int:
             while time.monotonic() < deadline and not await settled():  # noqa: ASYNC110
                 await asyncio.sleep(1.0)
             rss_end = rss_mib(observer.proc.pid)
+            sampler.cancel()
 
             ledger = delivered(soak)
             stored = {
@@ -508,6 +531,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"rss_warm_mib={rss_warm:.1f}")
         print(f"rss_end_mib={rss_end:.1f}")
         print(f"rss_growth_pct={growth:.1f}")
+        print(f"rss_max_mib={soak.rss_max:.1f}")
         print(f"elapsed_s={time.monotonic() - started:.0f}")
         print(f"load_average_1m={os.getloadavg()[0]:.2f}")
         failures = {
