@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -74,7 +75,7 @@ async def _leader(session: aiohttp.ClientSession, port: int) -> float:
 
 @pytest.mark.postgres
 async def test_two_replicas_one_leader_the_follower_serves_and_a_stop_hands_over(
-    postgres_session_database: str, tmp_path: Path
+    postgres_session_database: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from tests.db_support import truncate_all
 
@@ -120,7 +121,11 @@ async def test_two_replicas_one_leader_the_follower_serves_and_a_stop_hands_over
             assert (await _leader(session, ports["a"]), await _leader(session, ports["b"])) == (1, 0)
 
             stops["a"].set()
-            await asyncio.wait_for(services.pop("a"), 30)
+            with caplog.at_level(logging.INFO, logger="inno_notify.runtime"):
+                await asyncio.wait_for(services.pop("a"), 30)
+            # The ended term's reference cycles were collected at its end (inno_notify.memory).
+            (ended,) = [m for r in caplog.records if (m := r.getMessage()).startswith("leader work ended")]
+            assert int(ended.split(": ")[1].split()[0]) > 0, ended
             await eventually(
                 session, f"{probes_b}/readyz", lambda b: "watch:Job" in b["checks"] and b["ready"]
             )
