@@ -3,9 +3,9 @@
 A relist, a new leadership term or a burst of events parses thousands of objects at once and
 frees them soon after. glibc's allocator keeps the freed pages for reuse instead of returning
 them, so the process's resident memory stays at the burst's peak, and after a few bursts at
-different points of the heap it creeps up, while Python's live heap does not (`bench/soak.py`
-measures it; docs/scale.md has the figures). `serve` therefore calls `malloc_trim(0)` periodically.
-On a C library without it (musl, macOS) this does nothing.
+different points of the heap it creeps up though the objects are gone (`bench/soak.py` measures
+it; docs/scale.md has the figures). `serve` therefore calls `malloc_trim(0)` periodically. On a C
+library without it (musl, macOS) this does nothing.
 
 Not all of it is freed by reference counting: an ended leadership term's objects (its tasks and
 closures, the directory its planner loaded, its watchers' state) and every logged exception with
