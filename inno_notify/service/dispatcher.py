@@ -221,7 +221,9 @@ class Dispatcher:
         async with self._store.outbox.recorder(claim) as outcomes:
             recorder = _SentRecorder(
                 lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
-                self._linger,
+                # One seat: no other send can finish meanwhile, and a linger would only widen the
+                # window in which a crash sends the message again.
+                self._linger if concurrency > 1 else 0.0,
             )
             round_ = _Round(claim, outcomes, recorder, stop)
 

@@ -61,3 +61,16 @@ async def test_a_round_of_its_own_has_the_full_concurrency(store: Store) -> None
 
     assert worker.concurrency_at(T0) == CONCURRENCY
     assert await worker.run_once(T0) == PEOPLE
+
+
+async def test_with_one_seat_a_sent_message_is_recorded_without_lingering(store: Store) -> None:
+    """Nothing else can finish meanwhile to share the record: a linger would only widen the window
+    between the provider's acceptance and the record (here a minute: the round would outlast the
+    test's bound)."""
+    await seed(store, people=2)
+    clock = FakeClock(T0)
+    worker = dispatcher(
+        store, {"telegram": ScriptedSender()}, clock, concurrency=1, record_linger_seconds=60.0
+    )
+
+    assert await asyncio.wait_for(worker.run_once(T0), 10) == 2
