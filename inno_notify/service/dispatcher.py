@@ -221,9 +221,8 @@ class Dispatcher:
         async with self._store.outbox.recorder(claim) as outcomes:
             recorder = _SentRecorder(
                 lambda rows: self._persist(f"{len(rows)} sent row(s)", partial(outcomes.sent, rows)),
-                # One seat: no other send can finish meanwhile, and a linger would only widen the
-                # window in which a crash sends the message again.
-                self._linger if concurrency > 1 else 0.0,
+                self._linger,
+                others_sending=lambda: round_.sending > 0,
             )
             round_ = _Round(claim, outcomes, recorder, stop)
 
@@ -294,8 +293,12 @@ class Dispatcher:
                     return
                 if round_.give_back(known):
                     return
-                async with asyncio.timeout(self._send_timeout):
-                    message_id = await sender.send(recipient, message)
+                round_.sending += 1
+                try:
+                    async with asyncio.timeout(self._send_timeout):
+                        message_id = await sender.send(recipient, message)
+                finally:
+                    round_.sending -= 1
         except ChannelError as exc:
             await self._record_failure(round_.outcomes, known, exc.message, exc.retryable, exc.retry_after)
             return
@@ -457,12 +460,14 @@ class _UnusableRow(Exception):
 
 @dataclass(slots=True)
 class _Round:
-    """One round's claim, where its outcomes go, and how many rows it left for the next claim."""
+    """One round's claim, where its outcomes go, how many of its sends are with a provider now, and
+    how many rows it left for the next claim."""
 
     claim: Claim
     outcomes: Outcomes
     recorder: _SentRecorder
     stop: asyncio.Event | None = None
+    sending: int = 0
     left: int = 0
     given_back: list[int] = field(default_factory=list)
 
@@ -482,13 +487,21 @@ class _SentRecorder:
     meanwhile (group commit). No send waits longer than one flush it was not part of, and each
     caller returns once its rows are recorded or the recording gave up. A flush first lingers
     `linger` seconds (real time, not the dispatcher's clock: it only shapes batches) so that sends
-    finishing together share it. `write` records a flush's rows and must not raise (the
-    dispatcher's _persist retries it); if it does anyway, its callers still return.
+    finishing together share it, but only while `others_sending()`: with no other send at a
+    provider nothing can join, and a linger would only widen the window in which a crash sends
+    the message again. `write` records a flush's rows and must not raise (the dispatcher's
+    _persist retries it); if it does anyway, its callers still return.
     """
 
-    def __init__(self, write: Callable[[list[SentRecord]], Awaitable[object]], linger: float = 0.0) -> None:
+    def __init__(
+        self,
+        write: Callable[[list[SentRecord]], Awaitable[object]],
+        linger: float = 0.0,
+        others_sending: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._write = write
         self._linger = linger
+        self._others_sending = others_sending
         self._queue: list[tuple[list[int], str | None, datetime, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -506,7 +519,7 @@ class _SentRecorder:
 
     async def _flush(self) -> None:
         while self._queue:
-            if self._linger > 0:
+            if self._linger > 0 and self._others_sending():
                 await asyncio.sleep(self._linger)
             batch, self._queue = self._queue, []
             rows = [(id, message_id, at) for ids, message_id, at, _ in batch for id in ids]

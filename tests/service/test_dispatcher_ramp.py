@@ -1,12 +1,17 @@
-"""A dispatcher that has just started (a new leader's term, a restart) has one message in flight at
-first and its full concurrency only after `ramp_seconds`: a process that dies young repeats at
-most the messages it had in flight."""
+"""What a dispatcher does to keep few messages between a provider's acceptance and their record,
+the ones a crash repeats: started (a new leader's term, a restart), it has one message in flight
+at first and its full concurrency only after `ramp_seconds`; and a record lingers for other sends
+to share it only while other sends are at a provider."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import pytest
 
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.outbox_repository import Outcomes
 
 from .support import T0, FakeClock
 from .test_dispatcher_faults import PEOPLE, ScriptedSender, dispatcher, seed
@@ -74,3 +79,39 @@ async def test_with_one_seat_a_sent_message_is_recorded_without_lingering(store:
     )
 
     assert await asyncio.wait_for(worker.run_once(T0), 10) == 2
+
+
+@pytest.fixture
+def sent_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many rows each write of sent rows carried (the store's own method, counted)."""
+    writes: list[int] = []
+    real = Outcomes.sent
+
+    async def sent(self: Outcomes, rows: Any) -> int:
+        writes.append(len(rows))
+        return await real(self, rows)
+
+    monkeypatch.setattr(Outcomes, "sent", sent)
+    return writes
+
+
+async def test_a_record_lingers_for_a_send_still_at_the_provider_and_they_share_it(
+    store: Store, sent_writes: list[int]
+) -> None:
+    await seed(store, people=2)
+    clock = FakeClock(T0)
+
+    async def second_finishes_a_little_later(number: int) -> None:
+        if number == 1:
+            await asyncio.sleep(0.05)  # within the first record's linger
+
+    worker = dispatcher(
+        store,
+        {"telegram": ScriptedSender(second_finishes_a_little_later)},
+        clock,
+        concurrency=2,
+        record_linger_seconds=0.5,
+    )
+
+    assert await asyncio.wait_for(worker.run_once(T0), 10) == 2
+    assert sent_writes == [2]
