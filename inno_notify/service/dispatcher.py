@@ -490,7 +490,8 @@ class _SentRecorder:
     finishing together share it, but only while `others_sending()`: with no other send at a
     provider nothing can join, and a linger would only widen the window in which a crash sends
     the message again. `write` records a flush's rows and must not raise (the dispatcher's
-    _persist retries it); if it does anyway, its callers still return.
+    _persist retries it); if it does anyway, its callers still return. `sleep` is the linger's
+    (asyncio's: real time).
     """
 
     def __init__(
@@ -498,10 +499,12 @@ class _SentRecorder:
         write: Callable[[list[SentRecord]], Awaitable[object]],
         linger: float = 0.0,
         others_sending: Callable[[], bool] = lambda: True,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._write = write
         self._linger = linger
         self._others_sending = others_sending
+        self._sleep = sleep
         self._queue: list[tuple[list[int], str | None, datetime, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -520,7 +523,7 @@ class _SentRecorder:
     async def _flush(self) -> None:
         while self._queue:
             if self._linger > 0 and self._others_sending():
-                await asyncio.sleep(self._linger)
+                await self._sleep(self._linger)
             batch, self._queue = self._queue, []
             rows = [(id, message_id, at) for ids, message_id, at, _ in batch for id in ids]
             try:

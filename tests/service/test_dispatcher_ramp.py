@@ -6,12 +6,12 @@ to share it only while other sends are at a provider."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from inno_notify.adapters.db import Store
-from inno_notify.adapters.db.outbox_repository import Outcomes
+from inno_notify.adapters.db.outbox_repository import SentRecord
+from inno_notify.service.dispatcher import _SentRecorder
 
 from .support import T0, FakeClock
 from .test_dispatcher_faults import PEOPLE, ScriptedSender, dispatcher, seed
@@ -81,37 +81,31 @@ async def test_with_one_seat_a_sent_message_is_recorded_without_lingering(store:
     assert await asyncio.wait_for(worker.run_once(T0), 10) == 2
 
 
-@pytest.fixture
-def sent_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many rows each write of sent rows carried (the store's own method, counted)."""
-    writes: list[int] = []
-    real = Outcomes.sent
-
-    async def sent(self: Outcomes, rows: Any) -> int:
-        writes.append(len(rows))
-        return await real(self, rows)
-
-    monkeypatch.setattr(Outcomes, "sent", sent)
-    return writes
-
-
-async def test_a_record_lingers_for_a_send_still_at_the_provider_and_they_share_it(
-    store: Store, sent_writes: list[int]
+@pytest.mark.parametrize("others_sending", [True, False])
+async def test_a_record_lingers_for_others_to_share_it_only_while_other_sends_are_at_a_provider(
+    others_sending: bool,
 ) -> None:
-    await seed(store, people=2)
-    clock = FakeClock(T0)
+    """The recorder on its own, its linger's sleep held by the test: a record queued while the
+    first lingers shares its write; with no other send at a provider the first is written at once."""
+    writes: list[list[SentRecord]] = []
+    lingering, release = asyncio.Event(), asyncio.Event()
 
-    async def second_finishes_a_little_later(number: int) -> None:
-        if number == 1:
-            await asyncio.sleep(0.05)  # within the first record's linger
+    async def write(rows: list[SentRecord]) -> int:
+        writes.append(rows)
+        return len(rows)
 
-    worker = dispatcher(
-        store,
-        {"telegram": ScriptedSender(second_finishes_a_little_later)},
-        clock,
-        concurrency=2,
-        record_linger_seconds=0.5,
-    )
+    async def linger(seconds: float) -> None:
+        lingering.set()
+        await release.wait()
 
-    assert await asyncio.wait_for(worker.run_once(T0), 10) == 2
-    assert sent_writes == [2]
+    recorder = _SentRecorder(write, 0.005, others_sending=lambda: others_sending, sleep=linger)
+    first = asyncio.create_task(recorder.record([1], "m1", T0))
+    if others_sending:
+        await asyncio.wait_for(lingering.wait(), 10)
+        second = asyncio.create_task(recorder.record([2], "m2", T0))
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert writes == [[(1, "m1", T0), (2, "m2", T0)]]
+    else:
+        await asyncio.wait_for(first, 10)
+        assert writes == [[(1, "m1", T0)]] and not lingering.is_set()
