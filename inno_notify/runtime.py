@@ -49,6 +49,7 @@ from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRep
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
+from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.api.keys import EventRouting, TelegramWebhook
@@ -357,8 +358,10 @@ def _cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> Cluste
         ingestor.on_relist,
         namespaces=settings.kubernetes.namespaces,
         kueue=settings.kubernetes.kueue,
-        argo=settings.workflows.argo,
+        argo=settings.argo_mode,
         kserve=settings.workflows.kserve,
+        workloads=[(spec, settings.workloads.kinds.mode(spec.setting)) for spec in OPTIONAL_KINDS],
+        on_kinds=ingestor.watch_kinds,
     )
 
 

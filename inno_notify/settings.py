@@ -505,6 +505,48 @@ class WorkflowsSettings(_Section):
         return value.rstrip("/") if value is not None else None
 
 
+WorkloadMode = Literal["auto"] | bool
+
+
+class WorkloadKindsSettings(_Section):
+    """Which kinds are watched as workloads (CONTRACT.md §3a, docs/workloads.md): one record and one
+    summary per run; auto: when the cluster serves the kind's API (found at start, like Kueue)."""
+
+    Job: Literal[True] = Field(True, description="batch/v1 Jobs: always watched.")
+    Pod: Literal[True] = Field(
+        True, description="GPU pods no watched workload controls, one run each: always watched."
+    )
+    Workflow: WorkloadMode = Field(
+        "auto",
+        description="argoproj.io Workflows; auto defers to `workflows.argo` (its older name), true or false decides.",
+    )
+    PyTorchJob: WorkloadMode = Field(
+        "auto", description="kubeflow.org/v1 PyTorchJobs: their Master and Worker pods are one run."
+    )
+    MPIJob: WorkloadMode = Field(
+        "auto", description="kubeflow.org/v2beta1 MPIJobs: launcher Job and worker pods are one run."
+    )
+    JobSet: WorkloadMode = Field(
+        "auto",
+        description="jobset.x-k8s.io/v1alpha2 JobSets (also Kubeflow Trainer v2's TrainJobs): the pods of its child Jobs are one run.",
+    )
+    RayJob: WorkloadMode = Field(
+        "auto",
+        description="ray.io/v1 RayJobs (with their RayClusters): submitter, head and worker pods are one run.",
+    )
+
+    def mode(self, setting: str) -> WorkloadMode:
+        """The mode of a registered kind's setting (domain.kinds.KindSpec.setting)."""
+        value: WorkloadMode = getattr(self, setting)
+        return value
+
+
+class WorkloadsSettings(_Section):
+    """Workload kinds: every run, whatever created its pods, is one record and one summary."""
+
+    kinds: WorkloadKindsSettings = Field(default_factory=WorkloadKindsSettings)  # type: ignore[arg-type]
+
+
 class AgentSettings(_Section):
     """`inno-notify agent`, the optional NVML node agent (docs/agent.md)."""
 
@@ -659,6 +701,7 @@ class Settings(_Section):
     digest: DigestSettings = Field(default_factory=DigestSettings)  # type: ignore[arg-type]
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
     workflows: WorkflowsSettings = Field(default_factory=WorkflowsSettings)  # type: ignore[arg-type]
+    workloads: WorkloadsSettings = Field(default_factory=WorkloadsSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
     probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]
@@ -670,6 +713,13 @@ class Settings(_Section):
         "text",
         description="text: one human line per record; json: one JSON object per line (time, level, logger, message, job_uid or uid when the line is about one object), for log collectors.",
     )
+
+    @property
+    def argo_mode(self) -> WorkloadMode:
+        """Whether Argo Workflows are watched: `workloads.kinds.Workflow`, where auto defers to
+        `workflows.argo`."""
+        chosen = self.workloads.kinds.Workflow
+        return self.workflows.argo if chosen == "auto" else chosen
 
     @property
     def public_url(self) -> str | None:

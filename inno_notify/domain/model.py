@@ -33,12 +33,26 @@ TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.
 
 
 class WorkloadKind(enum.StrEnum):
-    """What a job record was built from: a batch/v1 Job, a bare pod tracked as a one-pod workload, or
-    an interactive workspace's pod (Coder, JupyterHub: matched by `live.workspace_selectors`)."""
+    """What a workload record was built from (CONTRACT.md §3a): a batch/v1 Job, a bare pod tracked as
+    a one-pod workload, an interactive workspace's pod (Coder, JupyterHub: matched by
+    `live.workspace_selectors`), or a distributed training run (domain.kinds). The stored values of
+    the first three predate the others and stay lower-case; `api_name` is the contract's spelling."""
 
     JOB = "job"
     POD = "pod"
     WORKSPACE = "workspace"
+    PYTORCH_JOB = "PyTorchJob"
+    MPI_JOB = "MPIJob"
+    JOB_SET = "JobSet"
+    RAY_JOB = "RayJob"
+
+    @property
+    def api_name(self) -> str:
+        """The kind as the API and pages name it: the Kubernetes kind (a workspace is a Pod)."""
+        return _API_NAMES.get(self, self.value)
+
+
+_API_NAMES = {WorkloadKind.JOB: "Job", WorkloadKind.POD: "Pod", WorkloadKind.WORKSPACE: "Pod"}
 
 
 class NotifyMode(enum.StrEnum):
@@ -174,6 +188,9 @@ class PodRecord:
     containers: tuple[ContainerRecord, ...] = ()
     completion_index: int | None = None
     resource_version: str | None = None
+    # The replica role the pod plays in its workload (Master, Worker, launcher, head, a JobSet's
+    # replicated job…; domain.kinds.roles), None for a single-role workload.
+    role: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +210,17 @@ class Requested:
     extended: ResourceAmounts = field(default_factory=dict)
     parallelism: int = 1
     completions: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    """One replica role of a multi-pod workload as it was asked for: how many pods, each asking for
+    `requested` (a PyTorchJob's Master and Worker, an MPIJob's Launcher and Worker, a JobSet's
+    replicated jobs, a RayJob's head and worker groups)."""
+
+    role: str
+    replicas: int
+    requested: Requested = field(default_factory=Requested)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +268,13 @@ class JobRecord:
     resource_version: str | None = None
     # Links its summary shows (an MLflow run from the job's annotations, domain.links).
     links: tuple[Link, ...] = ()
+    # The workload this one is a step of (None for a top-level run).
+    parent_uid: str | None = None
+    # Runs of the same workload: restarts (a PyTorchJob's recreated pods, a JobSet's failurePolicy
+    # restarts, a RayJob's retries) are attempts, not new workloads.
+    attempts: int = 1
+    # The replica roles of a multi-pod workload (empty for a Job or a pod: one role).
+    replicas: tuple[ReplicaSpec, ...] = ()
 
     @property
     def queued_until(self) -> datetime | None:

@@ -33,6 +33,7 @@ from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
 from inno_notify.domain.backoff import Backoff
+from inno_notify.domain.kinds import KINDS, Link, kind_spec
 from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
 from inno_notify.domain.parsing import (
     ParseConfig,
@@ -44,7 +45,6 @@ from inno_notify.domain.parsing import (
     merge_job,
     merge_kueue,
     parse_bare_gpu_pod,
-    parse_job,
     parse_pod,
     parse_workload,
     relevant_event,
@@ -59,8 +59,9 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
-# What this pipeline records; other kinds (Workflows, InferenceServices) are only its taps'.
-INGESTED_KINDS = frozenset({JOB, POD, EVENT, WORKLOAD})
+# What this pipeline records: the registered workload kinds (domain.kinds), their pods, Kueue's
+# Workloads and Events; other kinds (Workflows, InferenceServices) are only its taps'.
+INGESTED_KINDS = frozenset({POD, EVENT, WORKLOAD, *(spec.kind for spec in KINDS)})
 _RELIST = "relist"
 # Kueue admissions seen before their job; kept until the job arrives, bounded.
 _MAX_PENDING_KUEUE = 10_000
@@ -129,14 +130,15 @@ class IngestStats:
 class _Batch:
     """What one batch learned, coalesced per object: the last state of each uid wins."""
 
-    jobs: dict[str, tuple[str, JsonObj]] = field(default_factory=dict)
+    # Objects of the workload kinds (domain.kinds): kind, event type, object.
+    runs: dict[str, tuple[str, str, JsonObj]] = field(default_factory=dict)
     pods: dict[str, tuple[str, JsonObj]] = field(default_factory=dict)
     workloads: dict[str, JsonObj] = field(default_factory=dict)
     events: dict[str, JsonObj] = field(default_factory=dict)
 
     def add(self, kind: str, event_type: str, uid: str, obj: JsonObj) -> None:
-        if kind == JOB:
-            self.jobs[uid] = (event_type, obj)
+        if kind_spec(kind) is not None:
+            self.runs[uid] = (kind, event_type, obj)
         elif kind == POD:
             self.pods[uid] = (event_type, obj)
         elif kind == WORKLOAD and event_type != "DELETED":
@@ -156,6 +158,7 @@ class _Unit:
     pod: PodRecord | None = None
     kueue: tuple[str, KueueInfo] | None = None
     event: tuple[str, str, str, int] | None = None
+    link: Link | None = None
 
 
 @dataclass(slots=True)
@@ -245,6 +248,13 @@ class Ingestor:
         self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._rejected: list[RejectedObject] = []
         self.taps: list[Tap] = []
+
+    def watch_kinds(self, owner_kinds: frozenset[str]) -> None:
+        """The controllers whose pods and Jobs belong to a watched run (ParseConfig.owner_kinds), as
+        the cluster's discovery found them; called before the first Job or pod is handed over."""
+        if owner_kinds != self.cfg.owner_kinds:
+            log.info("workload kinds watched: %s", ", ".join(sorted(owner_kinds)) or "Jobs and pods only")
+        self.cfg = replace(self.cfg, owner_kinds=owner_kinds)
 
     # --- the watcher's callbacks: cheap, they only enqueue (bounded: back-pressure on the watch) ---
 
@@ -409,7 +419,10 @@ class Ingestor:
         pods: list[PodRecord] = []
         kueue: dict[str, KueueInfo] = {}
         event_hits: list[tuple[str, str, str, int]] = []
+        links: dict[str, str] = {}
         for unit in piece.units:
+            if unit.link is not None:
+                links[unit.link.uid] = unit.link.parent_uid
             if unit.job is not None:
                 new_jobs[unit.job.uid] = unit.job
             if unit.pod is not None:
@@ -422,12 +435,13 @@ class Ingestor:
         # Changed here, kept only if the transaction commits.
         pending = dict(self._pending_kueue)
 
+        pods, moved = await self._attribute(tx, pods, links, now)
         pod_to_job = {p.uid: p.job_uid for p in pods if p.job_uid}
         event_pod_uids = [uid for uid, kind, _, _ in event_hits if kind == POD and uid not in pod_to_job]
         if event_pod_uids:
             pod_to_job.update(await tx.job_uids_of_pods(self.cfg.cluster, event_pod_uids))
 
-        touched = set(new_jobs) | {p.job_uid for p in pods if p.job_uid} | set(kueue)
+        touched = set(new_jobs) | {p.job_uid for p in pods if p.job_uid} | set(kueue) | moved
         touched |= {uid if kind == JOB else pod_to_job.get(uid, "") for uid, kind, _, _ in event_hits}
         touched |= set(pending) & set(new_jobs)
         touched.discard("")
@@ -461,8 +475,9 @@ class Ingestor:
             merged[uid] = apply_pods_to_job(record, job_pods.get(uid, ()))
 
         closed = 0
-        if piece.relist is not None and piece.relist[0] == JOB:
-            closed = await self._close_out_missing(tx, piece.relist[1], merged, now)
+        relisted = kind_spec(piece.relist[0]) if piece.relist is not None else None
+        if piece.relist is not None and relisted is not None and relisted.stored is not None:
+            closed = await self._close_out_missing(tx, relisted.stored.value, piece.relist[1], merged, now)
 
         terminals = [
             self._terminal_mark(record, now)
@@ -480,8 +495,8 @@ class Ingestor:
 
     def _parse(self, batch: _Batch, now: datetime) -> list[_Unit]:
         units: list[_Unit] = []
-        for uid, (event_type, obj) in batch.jobs.items():
-            self._parse_one(units, JOB, uid, event_type, obj, now)
+        for uid, (kind, event_type, obj) in batch.runs.items():
+            self._parse_one(units, kind, uid, event_type, obj, now)
         for uid, (event_type, obj) in batch.pods.items():
             self._parse_one(units, POD, uid, event_type, obj, now)
         for uid, obj in batch.workloads.items():
@@ -495,8 +510,8 @@ class Ingestor:
     ) -> None:
         notes: list[SetAside] = []
         try:
-            if kind == JOB:
-                unit: _Unit | None = self._parse_job(obj, event_type, now, notes)
+            if kind_spec(kind) is not None:
+                unit: _Unit | None = self._parse_run(kind, obj, event_type, now, notes)
             elif kind == POD:
                 unit = self._parse_pod(obj, event_type, now, notes)
             elif kind == WORKLOAD:
@@ -516,11 +531,18 @@ class Ingestor:
             unit.uid = uid  # the object's own uid (an Event's unit carries the uid it is about)
             units.append(unit)
 
-    def _parse_job(self, obj: JsonObj, event_type: str, now: datetime, notes: list[SetAside]) -> _Unit:
-        record = parse_job(obj, self.cfg, notes)
-        if event_type == "DELETED":
-            record = self._deleted(record, obj, now)
-        return _Unit(JOB, record.uid, obj, job=record)
+    def _parse_run(
+        self, kind: str, obj: JsonObj, event_type: str, now: datetime, notes: list[SetAside]
+    ) -> _Unit | None:
+        spec = kind_spec(kind)
+        parsed = spec.parse(obj, self.cfg, notes) if spec is not None else None
+        if parsed is None:
+            return None
+        if isinstance(parsed, Link):
+            # A link outlives its object: the pods it led to stay the run's.
+            return _Unit(kind, parsed.uid, obj, link=parsed)
+        record = self._deleted(parsed, obj, now) if event_type == "DELETED" else parsed
+        return _Unit(kind, record.uid, obj, job=record)
 
     def _parse_pod(self, obj: JsonObj, event_type: str, now: datetime, notes: list[SetAside]) -> _Unit | None:
         pod = parse_pod(obj, self.cfg, notes)
@@ -656,12 +678,45 @@ class Ingestor:
                 by_job[pod.job_uid] = [*siblings, pod]
         return by_job, stored
 
+    async def _attribute(
+        self, tx: IngestTransaction, pods: list[PodRecord], links: dict[str, str], now: datetime
+    ) -> tuple[list[PodRecord], set[str]]:
+        """Each pod under its run: a pod names its controller, which may be a link to the run (a
+        JobSet's child Job, a RayJob's RayCluster) learnt in this batch or stored. The batch's links
+        are stored, and pods stored under a link before it was known move to its run. Returns the
+        pods and the runs whose pods moved."""
+        asked = {p.job_uid for p in pods if p.job_uid} | set(links.values())
+        if not asked and not links:
+            return pods, set()
+        stored = await tx.runs_of(self.cfg.cluster, sorted(asked)) if asked else {}
+
+        def run_of(uid: str) -> str:
+            for _ in range(4):  # the links' depth (Pod → Job → JobSet), cycles end here
+                parent = links.get(uid)
+                if parent is None:
+                    return stored.get(uid, uid)
+                uid = parent
+            return uid
+
+        moves = {child: run_of(child) for child in links}
+        if links:
+            await tx.save_links(self.cfg.cluster, links, moves, now)
+        attributed = [
+            replace(p, job_uid=run) if p.job_uid and (run := run_of(p.job_uid)) != p.job_uid else p for p in pods
+        ]
+        return attributed, set(moves.values())
+
     async def _close_out_missing(
-        self, tx: IngestTransaction, present: frozenset[str], merged: dict[str, JobRecord], now: datetime
+        self,
+        tx: IngestTransaction,
+        kind: str,
+        present: frozenset[str],
+        merged: dict[str, JobRecord],
+        now: datetime,
     ) -> int:
-        """Closes out the open jobs missing from a relist (`present`: the uids it listed); returns
-        how many."""
-        open_jobs = await tx.open_jobs(self.cfg.cluster, self.options.namespaces, kind="job")
+        """Closes out the open runs of `kind` missing from its relist (`present`: the uids it listed);
+        returns how many."""
+        open_jobs = await tx.open_jobs(self.cfg.cluster, self.options.namespaces, kind=kind)
         gone = [j for j in open_jobs if j.uid not in present and j.uid not in merged]
         if not gone:
             return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -57,6 +57,16 @@ class IngestTransaction:
         self, cluster: str, namespaces: Sequence[str] = (), *, kind: str | None = None
     ) -> list[JobRecord]:
         return await jobs.open_jobs(self._conn, cluster, namespaces, kind)
+
+    async def runs_of(self, cluster: str, uids: Sequence[str]) -> dict[str, str]:
+        """uid -> its run, for those of `uids` that are links to one (domain.kinds.Link)."""
+        return await jobs.runs_of(self._conn, cluster, uids)
+
+    async def save_links(self, cluster: str, links: Mapping[str, str], moves: Mapping[str, str], now: datetime) -> None:
+        """Records the links (uid -> parent) and moves the pods stored under a link to its run
+        (`moves`: link uid -> run uid)."""
+        await jobs.save_links(self._conn, cluster, links, now)
+        await jobs.adopt_pods(self._conn, cluster, moves)
 
     async def write(
         self,

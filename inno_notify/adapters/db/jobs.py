@@ -7,7 +7,7 @@ that one transaction can combine them (a job's summary state and its outbox rows
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,7 +21,7 @@ from inno_notify.adapters.db.sql import (
     last_per_key,
     upsert,
 )
-from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage
+from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
 
 _JOB_KEY = ("cluster", "uid")
@@ -138,6 +138,47 @@ async def job_uids_of_pods(conn: AsyncConnection, cluster: str, pod_uids: Sequen
         )
         found.update({row.uid: row.job_uid for row in result if row.job_uid})
     return found
+
+
+# Links lead from a pod's controller to its run in at most this many steps (Pod → Job → JobSet).
+_LINK_DEPTH = 4
+
+
+async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, str], now: datetime) -> None:
+    """Records that each object (uid) belongs to the run `links[uid]` (domain.kinds.Link)."""
+    if not links:
+        return
+    rows = [{"cluster": cluster, "uid": uid, "parent_uid": parent, "seen_at": now} for uid, parent in links.items()]
+    await conn.execute(upsert(conn, workload_links, _JOB_KEY, ("parent_uid", "seen_at")), rows)
+
+
+async def runs_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, str]:
+    """uid -> the run it belongs to, for those of `uids` that are links (followed to the top)."""
+    tops: dict[str, str] = {}
+    frontier = {uid: uid for uid in dict.fromkeys(uids)}  # linked uid -> the uid asked about
+    for _ in range(_LINK_DEPTH):
+        if not frontier:
+            break
+        parents: dict[str, str] = {}
+        for chunk in chunks(list(frontier)):
+            result = await conn.execute(
+                sa.select(workload_links.c.uid, workload_links.c.parent_uid).where(
+                    workload_links.c.cluster == cluster, workload_links.c.uid.in_(chunk)
+                )
+            )
+            parents.update({row.uid: row.parent_uid for row in result})
+        # A cycle (hand-written owner references) ends with the depth.
+        frontier = {parent: frontier[child] for child, parent in parents.items()}
+        tops.update({asked: parent for parent, asked in frontier.items()})
+    return tops
+
+
+async def adopt_pods(conn: AsyncConnection, cluster: str, moves: Mapping[str, str]) -> None:
+    """Pods stored under a link's uid (seen before the link) move to its run."""
+    for child, run in moves.items():
+        await conn.execute(
+            sa.update(pods).where(pods.c.cluster == cluster, pods.c.job_uid == child).values(job_uid=run)
+        )
 
 
 async def open_jobs(

@@ -133,6 +133,11 @@ jobs = sa.Table(
     sa.Column("gpu_minutes_held", sa.Double()),
     sa.Column("gpu_minutes_used", sa.Double()),
     sa.Column("gpu_minutes_idle", sa.Double()),
+    # Every workload kind is a row here (CONTRACT.md §3a): a step's run, restarts as attempts, and
+    # [{role, replicas, requested}] of a multi-pod run.
+    sa.Column("parent_uid", sa.String()),
+    sa.Column("attempts", sa.Integer(), nullable=False, server_default="1"),
+    sa.Column("replicas", _json()),
     sa.Index(None, "owner"),
     sa.Index(None, "team"),
     sa.Index(None, "namespace", "name", "created_at"),
@@ -170,8 +175,22 @@ pods = sa.Table(
     sa.Column("containers", _json(), nullable=False),
     sa.Column("completion_index", sa.Integer()),
     sa.Column("resource_version", sa.String()),
+    # The replica role the pod plays in its run (Master, Worker, head…).
+    sa.Column("role", sa.String()),
     # No foreign key to jobs: a pod event may well arrive before its job's.
     sa.Index(None, "cluster", "job_uid"),
+)
+
+# Objects that belong to a run without being one (a JobSet's child Jobs, an MPIJob's launcher Job,
+# a RayJob's RayCluster and submitter Job): their pods name them as controller, and this says whose
+# run they are, across restarts (domain.kinds.Link).
+workload_links = sa.Table(
+    "workload_links",
+    metadata,
+    sa.Column("cluster", sa.String(), primary_key=True),
+    sa.Column("uid", sa.String(), primary_key=True),
+    sa.Column("parent_uid", sa.String(), nullable=False),
+    sa.Column("seen_at", UTCDateTime(), nullable=False),
 )
 
 usage = sa.Table(

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from kubernetes_asyncio.client import ApiClient
+
+from inno_notify.domain.kinds import KindSpec, owner_kinds
 
 from inno_notify.adapters.kube.discovery import KUEUE_VERSIONS_PREFERRED, detect
 from inno_notify.adapters.kube.protocol import (
@@ -68,6 +70,13 @@ KSERVE = OptionalApi(
 )
 
 
+def workload_api(spec: KindSpec) -> OptionalApi:
+    """A workload kind of the registry (domain.kinds) as an optional API."""
+    return OptionalApi(
+        spec.kind, f"workloads.kinds.{spec.setting}", spec.kind, spec.group, spec.plural, spec.versions
+    )
+
+
 def check_name(kind: str) -> str:
     """The readiness entry of a resource's watch."""
     return f"watch:{kind}"
@@ -94,6 +103,8 @@ class ClusterWatcher:
         resources: Sequence[Resource] = DEFAULT_RESOURCES,
         options: WatchOptions | None = None,
         kueue_recheck_seconds: float = 300.0,
+        workloads: Iterable[tuple[KindSpec, OptionalMode]] = (),
+        on_kinds: Callable[[frozenset[str]], None] = lambda _: None,
     ) -> None:
         self.api = api
         self.on_event = on_event
@@ -106,6 +117,14 @@ class ClusterWatcher:
         self.optional: dict[str, tuple[OptionalApi, OptionalMode]] = {
             spec.kind: (spec, mode) for spec, mode in ((KUEUE, kueue), (ARGO, argo), (KSERVE, kserve))
         }
+        # The workload kinds (domain.kinds): which of them are served decides what a Job or a pod is
+        # (a pod of a watched PyTorchJob is that run's, else a bare GPU pod), so the base watchers
+        # start once their discovery answered and `on_kinds` was told.
+        self.workload_kinds: dict[str, KindSpec] = {}
+        for kind_spec, mode in workloads:
+            self.optional[kind_spec.kind] = (workload_api(kind_spec), mode)
+            self.workload_kinds[kind_spec.kind] = kind_spec
+        self.on_kinds = on_kinds
         # Per optional kind: None until discovery answered; then the served version, or "" when absent.
         self.served: dict[str, str | None] = {
             kind: "" if mode is False else None for kind, (_, mode) in self.optional.items()
@@ -160,10 +179,20 @@ class ClusterWatcher:
 
     # running -----------------------------------------------------------------------------------
 
+    def _announce_kinds(self) -> None:
+        served = [spec for kind, spec in self.workload_kinds.items() if self.served.get(kind)]
+        self.on_kinds(owner_kinds(served))
+
+    async def _start_base(self, base: list[ResourceWatcher], group: asyncio.TaskGroup) -> None:
+        for kind in self.workload_kinds:
+            await self._decided[kind].wait()
+        self._announce_kinds()
+        for watcher in base:
+            group.create_task(self._supervised(watcher), name=f"watch-{watcher.kind}")
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
-            for watcher in self.watchers.values():
-                group.create_task(self._supervised(watcher), name=f"watch-{watcher.kind}")
+            group.create_task(self._start_base(list(self.watchers.values()), group), name="watch-base")
             for spec, mode in self.optional.values():
                 if mode is not False:
                     group.create_task(
@@ -242,6 +271,8 @@ class ClusterWatcher:
                 for watcher in watchers:
                     self.watchers[watcher.kind] = watcher
                 self.served[spec.kind] = version
+                if spec.kind in self.workload_kinds and self._decided[spec.kind].is_set():
+                    self._announce_kinds()  # found after start (mode true): its pods are its own now
                 self._decided[spec.kind].set()
                 log.info(
                     "%s found: watching %s %s", spec.name, ", ".join(f"{w.kind}s" for w in watchers), version

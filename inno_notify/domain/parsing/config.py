@@ -44,7 +44,8 @@ class ParseConfig:
     ``workspace_selectors`` pick the pods that are interactive workspaces (``live.workspace_selectors``,
     see :mod:`.workspace`); ``user_aliases`` maps a lower-case e-mail or unambiguous local part of
     the directory's users to their e-mail, so that a platform's user name finds its owner
-    (:func:`.workspace.directory_aliases` builds it).
+    (:func:`.workspace.directory_aliases` builds it). ``owner_kinds`` are the controllers that make
+    an object part of a watched workload (:mod:`.ownership`).
     """
 
     cluster: str = "default"
@@ -55,3 +56,6 @@ class ParseConfig:
     mlflow_url: str | None = None
     workspace_selectors: tuple[LabelSelector, ...] = ()
     user_aliases: Mapping[str, str] = field(default_factory=dict)
+    # Controllers ("group/Kind", domain.kinds.owner_key) whose objects and pods belong to a watched
+    # workload kind: the training kinds found served, and the objects between them and their pods.
+    owner_kinds: frozenset[str] = frozenset()

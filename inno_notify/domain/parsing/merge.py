@@ -101,6 +101,8 @@ def merge_job(old: JobRecord | None, new: JobRecord) -> JobRecord:
         event_counts=_merge_counts(older.event_counts, newer.event_counts),
         labels=newer.labels or older.labels,
         resource_version=newer.resource_version or older.resource_version,
+        attempts=max(newer.attempts, older.attempts),
+        replicas=newer.replicas or older.replicas,
     )
 
 
@@ -115,8 +117,19 @@ def _pod_reason(pods: Sequence[PodRecord]) -> str | None:
     return latest.reason
 
 
+def _pod_attempts(pods: Sequence[PodRecord]) -> int:
+    """Runs the pods show: operators that restart a run recreate its pods under the same names (a
+    PyTorchJob's ExitCode restarts, a JobSet's restarts), so the most pods one name had is the
+    number of attempts they saw."""
+    seen: dict[str, int] = {}
+    for pod in pods:
+        seen[pod.name] = seen.get(pod.name, 0) + 1
+    return max(seen.values(), default=1)
+
+
 def apply_pods_to_job(job: JobRecord, pods: Sequence[PodRecord]) -> JobRecord:
-    """Fill what only the pods know: exit code and reason, first scheduling, a pod-level reason.
+    """Fill what only the pods know: exit code and reason, first scheduling, a pod-level reason,
+    the start of a run whose kind records none (a JobSet), the attempts its pods show.
 
     The pod's reason (Evicted, Preempted) becomes the job's only when the job has none of its own and
     did not succeed: an eviction that a retry recovered from is not why a successful job ended. A job
@@ -134,6 +147,9 @@ def apply_pods_to_job(job: JobRecord, pods: Sequence[PodRecord]) -> JobRecord:
     if finished_at is None and job.status is JobStatus.DELETED:
         ends = [t for p in own if (t := p.finished_at or p.deleted_at) is not None]
         finished_at = max(ends) if ends else None
+    started_at = job.started_at
+    if started_at is None and job.replicas:
+        started_at = _earliest(*(p.started_at for p in own))
     return replace(
         job,
         exit_code=exit_code if exit_code is not None else job.exit_code,
@@ -141,4 +157,6 @@ def apply_pods_to_job(job: JobRecord, pods: Sequence[PodRecord]) -> JobRecord:
         first_scheduled_at=_earliest(job.first_scheduled_at, *(p.scheduled_at for p in own)),
         reason=reason,
         finished_at=finished_at,
+        started_at=started_at,
+        attempts=max(job.attempts, _pod_attempts(own)),
     )

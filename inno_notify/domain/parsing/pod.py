@@ -35,6 +35,7 @@ from .fields import (
     text,
     timestamp,
 )
+from .ownership import owned_by, pod_role
 from .resources import container_resources, gpu_equivalents, is_sidecar, pod_effective_of
 from .storable import INT32_MAX, storable_key
 
@@ -62,8 +63,10 @@ _DISRUPTION_WORDS = {
 _INDEX = re.compile(r"[0-9]{1,10}")
 
 
-def job_uid_of_pod(metadata: JsonObject) -> str | None:
-    """The uid of the Job that owns the pod: the controller-uid label, else a Job owner reference."""
+def job_uid_of_pod(metadata: JsonObject, owner_kinds: frozenset[str] = frozenset()) -> str | None:
+    """The uid of the object that runs the pod: the Job's controller-uid label, else a Job owner
+    reference, else a controller of a watched workload kind (a PyTorchJob, an MPIJob, a RayCluster;
+    :func:`.ownership.owned_by`)."""
     labels = mapping(metadata, "labels")
     for label in CONTROLLER_UID_LABELS:
         value = labels.get(label)
@@ -76,7 +79,7 @@ def job_uid_of_pod(metadata: JsonObject) -> str | None:
         api_version = ref.get("apiVersion", "batch/v1")
         if ref.get("kind") == "Job" and isinstance(api_version, str) and api_version.startswith("batch/"):
             return key(ref, "uid")
-    return None
+    return owned_by(metadata, owner_kinds) if owner_kinds else None
 
 
 def disruption_reason(status: JsonObject) -> str | None:
@@ -183,7 +186,7 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
         uid=uid,
         namespace=namespace,
         name=name,
-        job_uid=job_uid_of_pod(metadata),
+        job_uid=job_uid_of_pod(metadata, cfg.owner_kinds),
         phase=phase,
         created_at=timestamp(metadata, "creationTimestamp"),
         node=indexed_text(spec, "nodeName"),
@@ -196,4 +199,5 @@ def parse_pod(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
         containers=(*init, *app),
         completion_index=completion_index(metadata, notes),
         resource_version=indexed_text(metadata, "resourceVersion"),
+        role=pod_role(mapping(metadata, "labels")),
     )
