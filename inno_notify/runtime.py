@@ -49,11 +49,11 @@ from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRep
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, KubeConfigError, load_api_client
-from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
 from inno_notify.api.keys import EventRouting, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
+from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.memory import collect_garbage, malloc_trim, return_freed_memory
 from inno_notify.service.configuration import parse_config, seed_directory

@@ -702,7 +702,8 @@ class Ingestor:
         if links:
             await tx.save_links(self.cfg.cluster, links, moves, now)
         attributed = [
-            replace(p, job_uid=run) if p.job_uid and (run := run_of(p.job_uid)) != p.job_uid else p for p in pods
+            replace(p, job_uid=run) if p.job_uid and (run := run_of(p.job_uid)) != p.job_uid else p
+            for p in pods
         ]
         return attributed, set(moves.values())
 

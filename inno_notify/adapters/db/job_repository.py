@@ -62,7 +62,9 @@ class IngestTransaction:
         """uid -> its run, for those of `uids` that are links to one (domain.kinds.Link)."""
         return await jobs.runs_of(self._conn, cluster, uids)
 
-    async def save_links(self, cluster: str, links: Mapping[str, str], moves: Mapping[str, str], now: datetime) -> None:
+    async def save_links(
+        self, cluster: str, links: Mapping[str, str], moves: Mapping[str, str], now: datetime
+    ) -> None:
         """Records the links (uid -> parent) and moves the pods stored under a link to its run
         (`moves`: link uid -> run uid)."""
         await jobs.save_links(self._conn, cluster, links, now)

@@ -148,7 +148,10 @@ async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, st
     """Records that each object (uid) belongs to the run `links[uid]` (domain.kinds.Link)."""
     if not links:
         return
-    rows = [{"cluster": cluster, "uid": uid, "parent_uid": parent, "seen_at": now} for uid, parent in links.items()]
+    rows = [
+        {"cluster": cluster, "uid": uid, "parent_uid": parent, "seen_at": now}
+        for uid, parent in links.items()
+    ]
     await conn.execute(upsert(conn, workload_links, _JOB_KEY, ("parent_uid", "seen_at")), rows)
 
 

@@ -24,8 +24,6 @@ from typing import Literal
 
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.domain.kinds import KindSpec, owner_kinds
-
 from inno_notify.adapters.kube.discovery import KUEUE_VERSIONS_PREFERRED, detect
 from inno_notify.adapters.kube.protocol import (
     ARGO_GROUP,
@@ -39,6 +37,7 @@ from inno_notify.adapters.kube.protocol import (
     local_queues,
 )
 from inno_notify.adapters.kube.watching import OnEvent, OnRelist, ResourceWatcher, WatchOptions
+from inno_notify.domain.kinds import KindSpec, owner_kinds
 
 log = logging.getLogger(__name__)
 

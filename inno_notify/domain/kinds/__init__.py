@@ -30,15 +30,23 @@ __all__ = [
     "Link",
     "Parser",
     "kind_spec",
-    "owner_kinds",
     "owner_key",
+    "owner_kinds",
 ]
 
 BATCH_JOB = KindSpec("Job", "batch", ("v1",), "jobs", parse_batch_job, WorkloadKind.JOB, "Job")
 PYTORCH_JOB = KindSpec(
-    "PyTorchJob", "kubeflow.org", ("v1",), "pytorchjobs", parse_pytorchjob, WorkloadKind.PYTORCH_JOB, "PyTorchJob"
+    "PyTorchJob",
+    "kubeflow.org",
+    ("v1",),
+    "pytorchjobs",
+    parse_pytorchjob,
+    WorkloadKind.PYTORCH_JOB,
+    "PyTorchJob",
 )
-MPI_JOB = KindSpec("MPIJob", "kubeflow.org", ("v2beta1",), "mpijobs", parse_mpijob, WorkloadKind.MPI_JOB, "MPIJob")
+MPI_JOB = KindSpec(
+    "MPIJob", "kubeflow.org", ("v2beta1",), "mpijobs", parse_mpijob, WorkloadKind.MPI_JOB, "MPIJob"
+)
 JOB_SET = KindSpec(
     "JobSet", "jobset.x-k8s.io", ("v1alpha2",), "jobsets", parse_jobset, WorkloadKind.JOB_SET, "JobSet"
 )

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from ..model import JobRecord, JobStatus, ReplicaSpec, WorkloadKind
 from ..parsing.config import ParseConfig
-from ..parsing.fields import JsonObject, SetAside, condition, indexed_text, integer, mapping, objects, timestamp
+from ..parsing.fields import (
+    JsonObject,
+    SetAside,
+    condition,
+    indexed_text,
+    integer,
+    mapping,
+    objects,
+    timestamp,
+)
 from .runs import Outcome, count, replica, run_record
 
 __all__ = ["parse_jobset"]

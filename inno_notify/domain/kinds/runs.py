@@ -45,7 +45,9 @@ class Outcome:
 
     __slots__ = ("finished_at", "reason", "status")
 
-    def __init__(self, status: JobStatus, reason: str | None = None, finished_at: datetime | None = None) -> None:
+    def __init__(
+        self, status: JobStatus, reason: str | None = None, finished_at: datetime | None = None
+    ) -> None:
         self.status = status
         self.reason = reason
         self.finished_at = finished_at

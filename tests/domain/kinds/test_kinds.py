@@ -102,7 +102,9 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize(("fixture", "kind", "status", "reason", "finished", "attempts", "roles", "gpus"), RUNS)
+@pytest.mark.parametrize(
+    ("fixture", "kind", "status", "reason", "finished", "attempts", "roles", "gpus"), RUNS
+)
 def test_a_run_from_its_operators_object(
     fixture: str,
     kind: WorkloadKind,
@@ -147,7 +149,9 @@ RAYJOB: dict[str, Any] = {
                     "replicas": 2,
                     "template": {
                         "spec": {
-                            "containers": [{"name": "ray-worker", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
+                            "containers": [
+                                {"name": "ray-worker", "resources": {"limits": {"nvidia.com/gpu": 4}}}
+                            ]
                         }
                     },
                 }
@@ -218,8 +222,13 @@ def test_objects_between_a_run_and_its_pods_are_links() -> None:
             "namespace": "ml-team",
             "uid": "0b1c2d3e-0000-4000-8000-000000000002",
             "ownerReferences": [
-                {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rayjob-sample", "controller": True,
-                 "uid": RAYJOB["metadata"]["uid"]}
+                {
+                    "apiVersion": "ray.io/v1",
+                    "kind": "RayJob",
+                    "name": "rayjob-sample",
+                    "controller": True,
+                    "uid": RAYJOB["metadata"]["uid"],
+                }
             ],
         },
     }
@@ -269,10 +278,16 @@ def test_a_controller_of_another_group_with_a_known_kind_name_is_not_ours() -> N
 
 HOSTILE = [
     ("replica specs not an object", lambda o: o["spec"].__setitem__("pytorchReplicaSpecs", ["Master"])),
-    ("replicas a string", lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", "many")),
+    (
+        "replicas a string",
+        lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", "many"),
+    ),
     ("conditions not a list", lambda o: o["status"].__setitem__("conditions", {"type": "Succeeded"})),
     ("uid missing", lambda o: o["metadata"].pop("uid")),
-    ("a huge replica count", lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", 10**30)),
+    (
+        "a huge replica count",
+        lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", 10**30),
+    ),
 ]
 
 
