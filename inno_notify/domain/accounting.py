@@ -16,11 +16,13 @@ from datetime import datetime
 from inno_notify.domain.model import (
     GPU_SOURCE_AGENT,
     GpuUsage,
+    HeldAfterEnd,
     JobRecord,
     MissingFigure,
     MissingReason,
     PodRecord,
     PodUsage,
+    ReplicaUsage,
     Requested,
     Usage,
 )
@@ -50,14 +52,92 @@ class HeldPod:
 def held_interval(pod: PodRecord, job: JobRecord, now: datetime) -> HeldPod | None:
     """From PodScheduled to the last container's finishedAt (else deletion, else the job's end, else now).
 
-    ``None`` for a pod that was never scheduled: it held nothing.
+    ``None`` for a pod that was never scheduled: it held nothing. A multi-pod run's pod that is
+    still running is held until now, past its run's end: training operators leave pods running
+    after the run (`cleanPodPolicy: None`, Ray's pods), and those GPUs are taken all the same.
     """
     start = pod.scheduled_at or pod.started_at
     if start is None:
         return None
     finishes = [c.terminated.finished_at for c in pod.containers if c.terminated and c.terminated.finished_at]
-    end = max(finishes) if finishes else (pod.finished_at or pod.deleted_at or job.finished_at or now)
+    fallback = now if job.replicas else (job.finished_at or now)
+    end = max(finishes) if finishes else (pod.finished_at or pod.deleted_at or fallback)
     return HeldPod(pod=pod, start=start, end=max(start, end))
+
+
+# Pods that end within this of their run are part of its end, not held after it.
+AFTER_END_GRACE_SECONDS = 60.0
+
+
+def held_after_end(job: JobRecord, held: Sequence[HeldPod]) -> HeldAfterEnd | None:
+    """The GPU pods that kept their GPUs past the run's end (beyond a minute's grace), or None."""
+    if job.finished_at is None:
+        return None
+    ended = job.finished_at
+    late = [
+        h
+        for h in held
+        if h.pod.gpu_equivalents > 0 and (h.end - ended).total_seconds() > AFTER_END_GRACE_SECONDS
+    ]
+    if not late:
+        return None
+    after = [(h, max(0.0, (h.end - max(ended, h.start)).total_seconds()) / 60.0) for h in late]
+    return HeldAfterEnd(
+        pods=len(late),
+        gpus=sum(h.pod.gpu_equivalents for h in late),
+        minutes=max(minutes for _, minutes in after),
+        gpu_minutes=sum(h.pod.gpu_equivalents * minutes for h, minutes in after),
+    )
+
+
+def replica_usage(
+    job: JobRecord,
+    pods: Sequence[PodRecord],
+    gpus: Sequence[GpuUsage],
+    pod_usage: Sequence[PodUsage],
+    idle_util_percent: float,
+    now: datetime,
+    missing_reason: MissingReason | None,
+    scrape_interval_seconds: float,
+) -> tuple[ReplicaUsage, ...]:
+    """A multi-pod run's figures per role, each computed like the run's own over the role's pods;
+    roles in the order the run lists them, then any other its pods show."""
+    by_role: dict[str, list[PodRecord]] = defaultdict(list)
+    for pod in pods:
+        by_role[pod.role or "other"].append(pod)
+    if len(by_role) < 2 and not job.replicas:
+        return ()
+    order = [r.role for r in job.replicas] + sorted(set(by_role) - {r.role for r in job.replicas})
+    result = []
+    for role in order:
+        members = by_role.get(role)
+        if not members:
+            continue
+        uids = {p.uid for p in members}
+        figures = compute_usage(
+            job,
+            members,
+            [g for g in gpus if g.pod_uid in uids],
+            [u for u in pod_usage if u.pod_uid in uids],
+            idle_util_percent,
+            now,
+            missing_reason,
+            scrape_interval_seconds=scrape_interval_seconds,
+            by_role=False,
+        )
+        result.append(
+            ReplicaUsage(
+                role=role,
+                pods=len(members),
+                gpus_requested=sum(p.gpu_equivalents for p in members),
+                gpu_minutes=figures.gpu_minutes,
+                used_gpu_minutes=figures.used_gpu_minutes,
+                gpus_idle=figures.gpus_idle,
+                idle_gpu_minutes=figures.idle_gpu_minutes,
+                memory_peak_bytes=figures.memory_peak_bytes,
+            )
+        )
+    return tuple(result)
 
 
 def compute_usage(
@@ -70,9 +150,12 @@ def compute_usage(
     missing_reason: MissingReason | None = None,
     *,
     scrape_interval_seconds: float = 15.0,
+    by_role: bool = True,
 ) -> Usage:
     """Job totals per CONTRACT.md §4. ``missing_reason`` (e.g. ``prometheus_unavailable`` after giving
-    up) marks every measured figure missing; GPU-minutes come from timestamps and are always stated."""
+    up) marks every measured figure missing; GPU-minutes come from timestamps and are always stated.
+    A multi-pod run also gets its figures per replica role (``by_role``) and the GPUs its pods held
+    after it ended."""
     held = [h for h in (held_interval(p, job, now) for p in pods) if h is not None]
     gpu_held = [h for h in held if h.pod.gpu_equivalents > 0]
     rows_by_pod: dict[str, list[GpuUsage]] = defaultdict(list)
@@ -149,6 +232,12 @@ def compute_usage(
         pods=tuple(usage_by_pod[h.pod.uid] for h in held if h.pod.uid in usage_by_pod),
         missing=tuple(missing),
         collected_at=now,
+        replicas=replica_usage(
+            job, pods, gpus, pod_usage, idle_util_percent, now, missing_reason, scrape_interval_seconds
+        )
+        if by_role
+        else (),
+        held_after_end=held_after_end(job, held) if by_role and job.replicas else None,
     )
 
 

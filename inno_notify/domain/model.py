@@ -367,6 +367,33 @@ class PodUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaUsage:
+    """One replica role of a multi-pod run, measured: its pods (every pod uid seen, restarts
+    included), the GPUs they asked for together, and the role's own figures (None where not
+    measured, like the run's)."""
+
+    role: str
+    pods: int
+    gpus_requested: float
+    gpu_minutes: float | None = None
+    used_gpu_minutes: float | None = None
+    gpus_idle: int | None = None
+    idle_gpu_minutes: float | None = None
+    memory_peak_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldAfterEnd:
+    """Pods that kept their GPUs after their run had ended (a training operator's default
+    `cleanPodPolicy: None`, Ray pods until their cluster goes), counted in the run's GPU-minutes."""
+
+    pods: int
+    gpus: float
+    minutes: float
+    gpu_minutes: float
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """The job-level figures of CONTRACT.md §4, with per-GPU and per-pod detail behind them."""
 
@@ -383,6 +410,9 @@ class Usage:
     pods: tuple[PodUsage, ...] = ()
     missing: tuple[MissingFigure, ...] = ()
     collected_at: datetime | None = None
+    # A multi-pod run's figures per replica role, and the GPUs its pods held after it ended.
+    replicas: tuple[ReplicaUsage, ...] = ()
+    held_after_end: HeldAfterEnd | None = None
 
     def reason_for(self, figure: str) -> MissingReason | None:
         for item in self.missing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from inno_notify.domain.model import (
     MissingReason,
     PodRecord,
     PodUsage,
+    ReplicaSpec,
     Requested,
     TerminatedState,
 )
@@ -397,3 +399,57 @@ def test_one_gpu_shared_without_per_process_figures_states_nothing_for_the_job()
     )
     assert result.used_gpu_minutes is None
     assert result.reason_for("used_gpu_minutes") is MissingReason.SHARED_GPU
+
+
+def _role(p: PodRecord, role: str) -> PodRecord:
+    return replace(p, role=role)
+
+
+def test_a_multi_pod_run_has_its_figures_per_role() -> None:
+    """1 master + 3 workers on 4 GPUs each for 60 min; two workers never used their GPUs."""
+    run = job(
+        finished=60,
+        replicas=(ReplicaSpec("Master", 1), ReplicaSpec("Worker", 3)),
+    )
+    pods = [_role(pod("m", 0, 60, gpus=4), "Master")] + [
+        _role(pod(f"w{i}", 0, 60, gpus=4), "Worker") for i in range(3)
+    ]
+    utils = {"m": 80.0, "w0": 80.0, "w1": 0.0, "w2": 1.0}
+    rows = [gpu(uid, 10 * k + i, util) for k, (uid, util) in enumerate(utils.items()) for i in range(4)]
+    figures = compute_usage(run, pods, rows, [usage(uid, 10) for uid in utils], 5.0, NOW)
+
+    assert figures.gpu_minutes == 16 * 60
+    master, workers = figures.replicas
+    assert (master.role, master.pods, master.gpus_requested, master.gpu_minutes) == ("Master", 1, 4.0, 240.0)
+    assert (workers.role, workers.pods, workers.gpus_requested, workers.gpu_minutes) == (
+        "Worker",
+        3,
+        12.0,
+        720.0,
+    )
+    assert (master.gpus_idle, workers.gpus_idle) == (0, 8)
+    assert workers.idle_gpu_minutes == 8 * 60
+    assert workers.used_gpu_minutes == pytest.approx(4 * 60 * 0.8 + 4 * 60 * 0.01)
+    # The roles add up to the run.
+    assert sum(r.gpu_minutes or 0 for r in figures.replicas) == figures.gpu_minutes
+    assert sum(r.gpus_idle or 0 for r in figures.replicas) == figures.gpus_idle
+    assert figures.held_after_end is None
+
+
+def test_pods_that_keep_their_gpus_after_the_run_are_counted_and_named() -> None:
+    run = job(finished=60, replicas=(ReplicaSpec("Launcher", 1), ReplicaSpec("Worker", 2)))
+    launcher = _role(pod("l", 0, 60, gpus=0), "Launcher")
+    # MPI workers run sshd and never end: still running when measured 40 min after the run.
+    workers = [replace(_role(pod(f"w{i}", 0, None, gpus=4), "Worker"), phase="Running") for i in range(2)]
+    figures = compute_usage(run, [launcher, *workers], [], [], 5.0, at(100))
+    after = figures.held_after_end
+    assert after is not None
+    assert (after.pods, after.gpus, after.minutes, after.gpu_minutes) == (2, 8.0, 40.0, 320.0)
+    assert figures.gpu_minutes == 2 * 4 * 100
+
+
+def test_a_job_has_no_roles_and_stops_at_its_end() -> None:
+    figures = compute_usage(job(finished=60), [pod("a", 0, None, gpus=1)], [], [], 5.0, at(100))
+    assert figures.replicas == ()
+    assert figures.held_after_end is None
+    assert figures.gpu_minutes == 60

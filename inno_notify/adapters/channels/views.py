@@ -20,11 +20,15 @@ from inno_notify.domain.model import (
     Link,
     MissingReason,
     Recommendation,
+    ReplicaUsage,
     Usage,
     UsageSeries,
+    WorkloadKind,
 )
 
 TOP_RECOMMENDATIONS = 3
+# Kinds a title does not name: a Job (the common case) and a pod.
+_PLAIN_KINDS = frozenset({WorkloadKind.JOB, WorkloadKind.POD, WorkloadKind.WORKSPACE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,13 @@ class SummaryView:
     advice: tuple[Recommendation, ...] = ()
     # Kueue's preemptions and evictions of the job (_evictions); "" when there were none.
     evictions: str = ""
+    # What kind of run it was, as the title names it ("PyTorchJob"); "" for a Job or a pod.
+    kind_label: str = ""
+    # A multi-pod run's figures per replica role, one line each; its restarts; the GPUs its pods
+    # kept after it ended ("" when none).
+    replicas: tuple[str, ...] = ()
+    attempts: str = ""
+    after_end: str = ""
 
     @property
     def job_ref(self) -> str:
@@ -118,7 +129,44 @@ class SummaryView:
             family=job.family,
             advice=tuple(ranked),
             evictions=_evictions(job),
+            kind_label="" if job.kind in _PLAIN_KINDS else job.kind.api_name,
+            replicas=tuple(_replica_line(r) for r in usage.replicas) if usage else (),
+            attempts=f"{job.attempts} attempts (restarted {job.attempts - 1}×)" if job.attempts > 1 else "",
+            after_end=_after_end(usage),
         )
+
+
+def _replica_line(replica: ReplicaUsage) -> str:
+    """ "Worker × 3 (12 GPUs): 480 / 720 GPU-min, 8 idle GPUs, peak RAM 10 GiB"."""
+    head = f"{replica.role} × {replica.pods}"
+    if replica.gpus_requested > 0:
+        gpus = figures.number(replica.gpus_requested)
+        head += f" ({gpus} GPU{'' if replica.gpus_requested == 1 else 's'})"
+    parts = []
+    if replica.gpu_minutes:
+        used = (
+            figures.gpu_minutes(replica.used_gpu_minutes)
+            if replica.used_gpu_minutes is not None
+            else figures.not_available(None)
+        )
+        parts.append(f"{used} / {figures.gpu_minutes(replica.gpu_minutes)} GPU-min")
+    if replica.gpus_idle:
+        parts.append(f"{replica.gpus_idle} idle GPU{'s' if replica.gpus_idle > 1 else ''}")
+    if replica.memory_peak_bytes is not None:
+        parts.append(f"peak RAM {figures.size(replica.memory_peak_bytes)}")
+    return f"{head}: {', '.join(parts)}" if parts else head
+
+
+def _after_end(usage: Usage | None) -> str:
+    after = usage.held_after_end if usage is not None else None
+    if after is None:
+        return ""
+    pods = f"{after.pods} pod{'s' if after.pods > 1 else ''}"
+    gpus = f"{figures.number(after.gpus)} GPU{'' if after.gpus == 1 else 's'}"
+    return (
+        f"{pods} held {gpus} for {figures.duration(after.minutes * 60)} after the run ended "
+        f"({figures.gpu_minutes(after.gpu_minutes)} GPU-min)"
+    )
 
 
 def _evictions(job: JobRecord) -> str:
