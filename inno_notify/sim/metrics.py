@@ -25,7 +25,8 @@ from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
 from inno_notify.domain.series import PodPoints, grid_time, series_step
-from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob, SimWorkspace
+from inno_notify.sim.behaviour import GIB, Behaviour
+from inno_notify.sim.workload import GPU_MODEL, SimJob, SimWorkspace
 
 MIB = 1024 * 1024
 

@@ -21,6 +21,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+# Re-exported: the generator's callers describe pods with them.
+from inno_notify.sim.behaviour import GIB as GIB
+from inno_notify.sim.behaviour import Behaviour as Behaviour
 from inno_notify.sim.objects import JobSpec
 from inno_notify.sim.pipelines import (
     Change,
@@ -34,8 +37,6 @@ from inno_notify.sim.pipelines import (
     gpu_behaviours,
     serving_changes,
 )
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +68,6 @@ PEOPLE = (
 )
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 MIG_PROFILE = "1g.10gb"
-
-
-@dataclass(frozen=True, slots=True)
-class Behaviour:
-    """How the job really runs: the truth behind the traces."""
-
-    gpu_util_percent: tuple[float, ...]  # mean utilization per GPU (0 = never used)
-    gpu_memory_gib: tuple[float, ...]  # peak framebuffer per GPU
-    memory_peak_bytes: int  # peak working set of the pod
-    cpu_cores: float  # typical CPU use
-    memory_spike_seconds: float = 0.0  # a short spike to the peak (the rest of the time ~60 %)
 
 
 @dataclass(frozen=True, slots=True)
