@@ -3,11 +3,12 @@
 What runs is the production pipeline — the Kubernetes watch over real HTTP (kubernetes-asyncio
 against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
 the outbox and the dispatcher with the real renderer, the workflow tracker with an Argo training
-pipeline, an Airflow DAG run and a KServe model coming online, and the live check that nudges the
-owners of idling GPUs — with two stand-ins at the edges: the cluster's metrics come from the
-simulator's traces (through the same interfaces as the Prometheus meters), and e-mail goes to files
-and the terminal instead of an SMTP server. Simulated time runs `speed` times faster than the wall
-clock. A JupyterHub server someone left running on a GPU, idle, gets its nudge while the jobs run.
+pipeline, an Airflow DAG run, a KServe model coming online and a distributed PyTorchJob, and the
+live check that nudges the owners of idling GPUs — with two stand-ins at the edges: the cluster's
+metrics come from the simulator's traces (through the same interfaces as the Prometheus meters),
+and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs `speed`
+times faster than the wall clock. A JupyterHub server someone left running on a GPU, idle, gets
+its nudge while the jobs run.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from inno_notify.service.live import LiveCheck, live_options
 from inno_notify.settings import Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer
+from inno_notify.sim.kube_store import TRAINING_CRDS
 from inno_notify.sim.mailbox import MailboxSender
 from inno_notify.sim.metrics import SimMetrics
 from inno_notify.sim.workload import MIG_PROFILE, Workload, generate
@@ -115,15 +117,17 @@ async def run_demo(
     start: datetime | None = None,
     timeout_seconds: float = 300.0,
     workload: Workload | None = None,
+    training: bool = True,
 ) -> DemoResult:
     """Plays a generated workload of `jobs` jobs (or the given `workload`, a scenario) through the
-    whole service on a simulated clock, and reports what was delivered."""
+    whole service on a simulated clock, and reports what was delivered. `training`: the generated
+    workload includes a distributed PyTorchJob (1 Master + 3 Workers on 4 GPUs each)."""
     console = console or Console()
     db_path, mail_dir = _fresh_output(out)
     database_url = f"sqlite+aiosqlite:///{db_path}"
     start = start or datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
     if workload is None:
-        workload = generate(jobs, start)
+        workload = generate(jobs, start, training=training)
     else:
         start = workload.start
     settings = demo_settings(workload, database_url)
@@ -133,7 +137,12 @@ async def run_demo(
     store = Store.from_url(database_url)
     await seed_directory(store, settings)
     mailbox = MailboxSender(mail_dir, SENDER, console)
-    metrics = SimMetrics(workload.jobs, pods=workload.step_behaviours(), workspaces=workload.workspaces)
+    metrics = SimMetrics(
+        workload.jobs,
+        pods=workload.pod_behaviours(),
+        workspaces=workload.workspaces,
+        spans=workload.pod_spans(),
+    )
     pipeline = build_pipeline(
         settings,
         store,
@@ -149,7 +158,7 @@ async def run_demo(
         store, metrics, replace(live_options(settings), interval_seconds=0.2), clock.now, {"email"}
     )
     components = [*pipeline.components, ("live", live.run)]
-    server = SimKubeServer(bookmark_interval=5.0, crds=("argo", "kserve"))
+    server = SimKubeServer(bookmark_interval=5.0, crds=("argo", "kserve", *TRAINING_CRDS))
     await server.start()
     api = await load_api_client(server.kubeconfig(out / "kubeconfig"))
     watcher = ClusterWatcher(
@@ -304,6 +313,9 @@ def _report(console: Console, result: DemoResult) -> None:
             f"{t.name} ({t.gpus} GPU, {len(t.attempts)} tries)" if t.gpus else t.name for t in run.tasks
         )
         pipelines.add_row(f"Airflow DAG run {run.dag_id} {run.run_id}", run.owner or "", tasks)
+    for tr in result.workload.training:
+        roles = ", ".join(f"{r.name} × {r.replicas} ({r.gpus} GPUs each)" for r in tr.roles)
+        pipelines.add_row(f"{tr.kind} {tr.namespace}/{tr.name}", tr.owner or "", roles)
     for svc in result.workload.services:
         pipelines.add_row(
             f"KServe {svc.namespace}/{svc.name}", svc.owner or "", f"trained by {svc.trained_by}"

@@ -32,9 +32,12 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
         console=Console(file=out, width=100),
         start=START,
         timeout_seconds=120,
+        # The demo's PyTorchJob is left out here until ingestion summarises a training run as one
+        # workload (issue 28); its own scenario tests cover it.
+        training=False,
     )
     workload = result.workload
-    assert len(workload.jobs) == 10
+    assert len(workload.jobs) == 10 and not workload.training
 
     store = Store.from_url(result.database_url)
     steps = [s for w in workload.workflows for s in w.steps] + [t for r in workload.dag_runs for t in r.tasks]

@@ -15,6 +15,7 @@ import base64
 import contextlib
 import itertools
 import json
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +69,21 @@ def _error_response(code: int, reason: str, message: str) -> web.Response:
 
 def _json(body: Any) -> web.Response:
     return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key of an API version as the API server orders a group's versions in discovery
+    (apimachinery's CompareKubeAwareVersionStrings): GA, then beta, then alpha, each with the
+    higher major (then minor) first; anything else last, by name."""
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return (3, 0, 0, version)
+    major, stage, minor = match.groups()
+    rank = {None: 0, "beta": 1, "alpha": 2}[stage]
+    return (rank, -int(major), -int(minor or 0), version)
 
 
 def _truthy(value: str | None) -> bool:
@@ -264,7 +280,7 @@ class SimKubeServer:
         return [
             *BUILTIN_TYPES,
             *(rt for v in self.kueue_versions for rt in kueue_types(v)),
-            *(CRD_TYPES[name] for name in self.crds),
+            *(rt for name in self.crds for rt in CRD_TYPES[name]),
         ]
 
     def _find(self, group: str, version: str, plural: str) -> ResourceType | None:
@@ -315,8 +331,9 @@ class SimKubeServer:
                 by_group[rt.group].append(rt.version)
         groups = []
         for name, versions in by_group.items():
-            # The newest version is the preferred one, as with Kueue 0.15 (v1beta2 over v1beta1).
-            ordered = sorted(versions, reverse=True)
+            # Kubernetes' version priority: GA before beta before alpha, higher numbers first
+            # (v1beta2 over v1beta1 for Kueue 0.15; v1 over v2beta1 in kubeflow.org).
+            ordered = sorted(versions, key=version_priority)
             groups.append(
                 {
                     "name": name,

@@ -65,10 +65,27 @@ LOCAL_QUEUES = {
 ARGO_WORKFLOWS = ResourceType("argoproj.io", "v1alpha1", "workflows", "Workflow")
 INFERENCE_SERVICES = ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
 
+# Training operators (sim.training plays their lifecycles). Training Operator v1 and mpi-operator
+# share the group kubeflow.org (v1 and v2beta1): discovery then lists both versions, preferring v1.
+PYTORCH_JOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+MPI_JOBS = ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+JOBSETS = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+RAY_JOBS = ResourceType("ray.io", "v1", "rayjobs", "RayJob")
+RAY_CLUSTERS = ResourceType("ray.io", "v1", "rayclusters", "RayCluster")
+
 BUILTIN_TYPES: tuple[ResourceType, ...] = (JOBS, PODS, CORE_EVENTS, EVENTS_V1)
 KUEUE_TYPES: dict[str, ResourceType] = {"v1beta1": WORKLOADS_V1BETA1, "v1beta2": WORKLOADS_V1BETA2}
 # Custom resources of the projects a cluster may have installed, by the name a test asks for.
-CRD_TYPES: dict[str, ResourceType] = {"argo": ARGO_WORKFLOWS, "kserve": INFERENCE_SERVICES}
+CRD_TYPES: dict[str, tuple[ResourceType, ...]] = {
+    "argo": (ARGO_WORKFLOWS,),
+    "kserve": (INFERENCE_SERVICES,),
+    "training-operator": (PYTORCH_JOBS,),
+    "mpi-operator": (MPI_JOBS,),
+    "jobset": (JOBSETS,),
+    "kuberay": (RAY_JOBS, RAY_CLUSTERS),
+}
+# Every training operator the simulated cluster knows, for `SimKubeServer(crds=...)`.
+TRAINING_CRDS: tuple[str, ...] = ("training-operator", "mpi-operator", "jobset", "kuberay")
 
 
 class Gone(Exception):

@@ -17,7 +17,7 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.live import LiveTarget
@@ -25,7 +25,8 @@ from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
 from inno_notify.domain.series import PodPoints, grid_time, series_step
-from inno_notify.sim.workload import GIB, GPU_MODEL, Behaviour, SimJob, SimWorkspace
+from inno_notify.sim.behaviour import GIB, Behaviour
+from inno_notify.sim.workload import GPU_MODEL, SimJob, SimWorkspace
 
 MIB = 1024 * 1024
 
@@ -55,9 +56,12 @@ class SimMetrics:
         scrape_seconds: float = 15.0,
         pods: Mapping[str, Behaviour] | None = None,
         workspaces: Sequence[SimWorkspace] = (),
+        spans: Mapping[str, tuple[str, datetime, datetime | None]] | None = None,
     ) -> None:
-        """`pods`: more pods to answer for (workflow steps), each with how it really ran;
-        `workspaces`: notebook servers, which the live check looks at while they run."""
+        """`pods`: more pods to answer for (workflow steps, training pods), each with how it really
+        ran; `workspaces`: notebook servers, which the live check looks at while they run; `spans`:
+        more of `pods` for the live check, each with its node and when it held its GPUs (until
+        None: still holding)."""
         self._by_pod: dict[str, tuple[Behaviour, str | None]] = {
             job.pod_uid: (job.behaviour, job.mig_profile) for job in jobs
         }
@@ -66,6 +70,7 @@ class SimMetrics:
         # What the live check needs besides: when each pod ran, and on which node.
         self._jobs = {job.pod_uid: job for job in jobs}
         self._workspaces = {w.pod_uid: w for w in workspaces}
+        self._spans = {uid: span for uid, span in (spans or {}).items() if uid in self._by_pod}
         self._step = scrape_seconds
         self.calls = 0
 
@@ -120,6 +125,17 @@ class SimMetrics:
         if uid in self._workspaces:
             w = self._workspaces[uid]
             return (0.0,) * w.gpus, (w.gpu_memory_gib,) * w.gpus, None, w.node, w.start, w.stop
+        if uid in self._spans:
+            node, start, end = self._spans[uid]
+            b = self._by_pod[uid][0]
+            return (
+                b.gpu_util_percent,
+                b.gpu_memory_gib,
+                None,
+                node,
+                start,
+                end or datetime.max.replace(tzinfo=UTC),
+            )
         job = self._jobs.get(uid)
         if job is None:
             return None

@@ -27,7 +27,7 @@ from inno_notify.sim.kube_store import ARGO_WORKFLOWS, INFERENCE_SERVICES, PODS,
 from inno_notify.sim.objects import pod_running, pod_terminated, ts
 
 if TYPE_CHECKING:  # the workload module builds pipelines: only the type is needed here
-    from inno_notify.sim.workload import Behaviour
+    from inno_notify.sim.behaviour import Behaviour
 
 JsonObj = dict[str, Any]
 ARGOEXEC = "quay.io/argoproj/argoexec:v3.5.8"

@@ -4,7 +4,8 @@ Teams of researchers submit jobs of 1–8 GPUs (and MIG slices), a hyper-paramet
 fail (OOM, a crash, a deadline); a training pipeline runs on Argo Workflows (a CPU data step, a GPU
 training step that leaves a GPU idle, a CPU publish step) and ends with its model served by KServe,
 a nightly Airflow DAG run embeds a corpus on a GPU (its first try OOM-killed, the retry fine), and
-someone leaves a JupyterHub server holding a GPU it never uses. Requests are drawn the way people
+someone leaves a JupyterHub server holding a GPU it never uses; on request (`training=True`), a
+distributed PyTorchJob whose Workers partly idle (sim.training). Requests are drawn the way people
 make them — rounded up "just in case" — and usage the way jobs behave: some GPUs never used,
 memory far below the request. Each
 job's behaviour is a `Behaviour` from which `sim.metrics` derives the per-GPU and per-container
@@ -21,6 +22,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+# Re-exported: the generator's callers describe pods with them.
+from inno_notify.sim.behaviour import GIB as GIB
+from inno_notify.sim.behaviour import Behaviour as Behaviour
 from inno_notify.sim.objects import JobSpec
 from inno_notify.sim.pipelines import (
     Change,
@@ -34,8 +38,14 @@ from inno_notify.sim.pipelines import (
     gpu_behaviours,
     serving_changes,
 )
-
-GIB = 1024**3
+from inno_notify.sim.training import (
+    SimTrainingRun,
+    plan_training,
+    pod_spans,
+    pytorchjob_run,
+    training_behaviours,
+    training_changes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +77,6 @@ PEOPLE = (
 )
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 MIG_PROFILE = "1g.10gb"
-
-
-@dataclass(frozen=True, slots=True)
-class Behaviour:
-    """How the job really runs: the truth behind the traces."""
-
-    gpu_util_percent: tuple[float, ...]  # mean utilization per GPU (0 = never used)
-    gpu_memory_gib: tuple[float, ...]  # peak framebuffer per GPU
-    memory_peak_bytes: int  # peak working set of the pod
-    cpu_cores: float  # typical CPU use
-    memory_spike_seconds: float = 0.0  # a short spike to the peak (the rest of the time ~60 %)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +161,8 @@ class Workload:
     dag_runs: tuple[SimDagRun, ...] = ()
     services: tuple[SimInferenceService, ...] = ()
     workspaces: tuple[SimWorkspace, ...] = ()
+    # Distributed training runs (PyTorchJob, MPIJob, JobSet, RayJob: sim.training).
+    training: tuple[SimTrainingRun, ...] = ()
 
     @property
     def end(self) -> datetime:
@@ -169,13 +170,16 @@ class Workload:
             [j.ends_at for j in self.jobs] + [w.end for w in self.workflows] + [r.end for r in self.dag_runs]
         )
         ends += [s.ready_at for s in self.services]
+        ends += [plan_training(run).last_change for run in self.training]
         return max(ends, default=self.start)
 
     def pipeline_changes(self) -> list[Change]:
-        """Every write of the Argo controller, the Airflow KPO pods and KServe, in time order."""
+        """Every write of the Argo controller, the Airflow KPO pods, KServe and the training
+        operators, in time order."""
         changes = [c for w in self.workflows for c in argo_changes(w)]
         changes += [c for r in self.dag_runs for c in airflow_changes(r)]
         changes += [c for s in self.services for c in serving_changes(s)]
+        changes += [c for run in self.training for c in training_changes(run)]
         return sorted(changes, key=lambda c: c.at)
 
     def step_behaviours(self) -> dict[str, Behaviour]:
@@ -183,13 +187,25 @@ class Workload:
         steps = [s for w in self.workflows for s in w.steps] + [t for r in self.dag_runs for t in r.tasks]
         return gpu_behaviours(steps)
 
+    def pod_behaviours(self) -> dict[str, Behaviour]:
+        """How every pipeline step's and training run's GPU pod really ran, by pod uid."""
+        return {**self.step_behaviours(), **training_behaviours(self.training)}
+
+    def pod_spans(self) -> dict[str, tuple[str, datetime, datetime | None]]:
+        """Where and when each training run's GPU pod held its GPUs (for the live check)."""
+        return pod_spans(self.training)
+
 
 def _suffix(rng: random.Random) -> str:
     return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
 
 
-def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 2 * 3600) -> Workload:
-    """`n_jobs` jobs submitted over `span_seconds` from `start`: a mix of every case the service handles."""
+def generate(
+    n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 2 * 3600, *, training: bool = False
+) -> Workload:
+    """`n_jobs` jobs submitted over `span_seconds` from `start`: a mix of every case the service handles.
+    With `training`, also Emil's distributed PyTorchJob (`demo_training_run`); the rest of the
+    workload is the same with or without it."""
     rng = random.Random(seed)
     jobs: list[SimJob] = []
     kinds = _kinds(n_jobs)
@@ -223,7 +239,29 @@ def generate(n_jobs: int, start: datetime, seed: int = 7, span_seconds: float = 
         node=f"gpu-node-{rng.randint(1, 12):02d}",
         pod_uid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
     )
-    return replace(workload, workspaces=(workspace,))
+    runs = (demo_training_run(start + timedelta(seconds=span_seconds * 0.2), seed),) if training else ()
+    return replace(workload, workspaces=(workspace,), training=runs)
+
+
+def demo_training_run(at: datetime, seed: int = 7) -> SimTrainingRun:
+    """Emil's PyTorchJob: 1 Master + 3 Workers on 4 GPUs each, of which two Workers hold their GPUs
+    idle (a data-parallel run whose sharding left them without work), succeeded after ~40 minutes.
+    Drawn from its own generator, so turning it on changes nothing else in the workload."""
+    rng = random.Random(f"{seed}/training")
+    person = PEOPLE[4]
+    team = next(t for t in TEAMS if t.name == person.team)
+    run = pytorchjob_run(
+        f"asr-ddp-{_suffix(rng)}",
+        team.namespace,
+        start=at,
+        workers=3,
+        gpus=4,
+        idle_workers=2,
+        seconds=rng.uniform(38, 42) * 60,
+        owner=person.email,
+        uid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    )
+    return replace(run, node=f"gpu-node-{rng.randint(1, 12):02d}")
 
 
 def _minutes(at: datetime, minutes: float) -> datetime:
