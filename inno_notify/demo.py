@@ -34,6 +34,7 @@ from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.domain.model import DeliveryStatus, JobStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.weeks import week_of
@@ -169,6 +170,8 @@ async def run_demo(
         argo=True,
         kserve=True,
         options=WatchOptions(),
+        workloads=[(spec, True) for spec in OPTIONAL_KINDS],
+        on_kinds=pipeline.ingestor.watch_kinds,
     )
     player = ClusterPlayer(server, workload, clock)
     stop = asyncio.Event()

@@ -290,7 +290,9 @@ def _gpu_util_figures(
         used += h.pod.gpu_equivalents * h.minutes * (sum(utils) / len(utils)) / 100.0
         share = h.pod.gpu_equivalents * h.minutes / len(rows)
         for row, util in zip(rows, utils, strict=True):
-            weighted[row.gpu].append((h.minutes, util, share))
+            # The physical GPU: its UUID with the name (a MIG instance shares its GPU's UUID), so
+            # that two pods' "GPU 0" on two nodes stay two GPUs.
+            weighted[f"{row.uuid or ''}|{row.gpu}"].append((h.minutes, util, share))
     idle_count = 0
     idle_minutes = 0.0
     for parts in weighted.values():

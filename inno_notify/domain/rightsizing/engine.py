@@ -13,6 +13,7 @@ from inno_notify.domain.model import JobRecord, PodRecord, Recommendation, Sever
 from inno_notify.domain.rightsizing.family import FamilyRun, recent_runs
 from inno_notify.domain.rightsizing.inputs import RuleInput, current_run
 from inno_notify.domain.rightsizing.policy import RightsizingPolicy
+from inno_notify.domain.rightsizing.replicas import PER_ROLE_RULES, role_advice
 from inno_notify.domain.rightsizing.rules import RULES
 
 _SEVERITY_RANK = {Severity.CRITICAL: 2, Severity.WARNING: 1, Severity.INFO: 0}
@@ -41,5 +42,10 @@ def recommend(
     window = timedelta(days=policy.family_window_days)
     family = (this, *recent_runs(earlier, now, window, policy.family_max_runs - 1))
     inp = RuleInput(job=job, usage=usage, pods=tuple(pods), family=family, policy=policy, now=now)
-    found = [rec for _, rule in RULES if (rec := rule(inp)) is not None]
+    if not job.replicas:
+        found = [rec for _, rule in RULES if (rec := rule(inp)) is not None]
+    else:
+        # A multi-pod run: its GPUs judged role by role, the rest as a whole.
+        found = [rec for name, rule in RULES if name not in PER_ROLE_RULES and (rec := rule(inp)) is not None]
+        found += role_advice(inp)
     return sorted(found, key=_order, reverse=True)

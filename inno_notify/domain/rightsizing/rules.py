@@ -90,7 +90,7 @@ def _pods_evidence(
     }
 
 
-def _gpu_severity(inp: RuleInput, waste: float) -> Severity | None:
+def gpu_severity(inp: RuleInput, waste: float) -> Severity | None:
     p = inp.policy
     return severity_for(waste, p.min_waste_gpu_minutes, p.warning_gpu_minutes, p.critical_gpu_minutes)
 
@@ -117,7 +117,7 @@ def idle_gpus(inp: RuleInput) -> Recommendation | None:
         return None
     idle = [g for gpus in by_pod.values() for g in gpus if is_idle(g)]
     waste = sum(g.held_minutes or 0.0 for g in idle)
-    severity = _gpu_severity(inp, waste)
+    severity = gpu_severity(inp, waste)
     if severity is None:
         return None
     span = max(g.held_minutes or 0.0 for gpus in by_pod.values() for g in gpus)
@@ -221,7 +221,7 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
         if candidate is None or candidate.slices >= current.slices:
             return None
         waste = sum((g.held_minutes or 0.0) * (1 - candidate.slices / current.slices) for g in gpus)
-        severity = _gpu_severity(inp, waste)
+        severity = gpu_severity(inp, waste)
         if severity is None:
             return None
         new_key = f"{MIG_PREFIX}{candidate.name}"
@@ -247,7 +247,7 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
     if total is None or needed > exact(policy.time_slicing_max_memory_fraction) * total:
         return None
     waste = sum((g.held_minutes or 0.0) * (1 - (g.util_mean_percent or 0.0) / 100) for g in gpus)
-    severity = _gpu_severity(inp, waste)
+    severity = gpu_severity(inp, waste)
     if severity is None:
         return None
     return Recommendation(
