@@ -119,13 +119,15 @@ async def run_demo(
     timeout_seconds: float = 300.0,
     workload: Workload | None = None,
     training: bool = True,
+    database_url: str | None = None,
 ) -> DemoResult:
     """Plays a generated workload of `jobs` jobs (or the given `workload`, a scenario) through the
     whole service on a simulated clock, and reports what was delivered. `training`: the generated
-    workload includes a distributed PyTorchJob (1 Master + 3 Workers on 4 GPUs each)."""
+    workload includes a distributed PyTorchJob (1 Master + 3 Workers on 4 GPUs each). `database_url`:
+    another database than the demo's own SQLite file (a scenario test on Postgres)."""
     console = console or Console()
     db_path, mail_dir = _fresh_output(out)
-    database_url = f"sqlite+aiosqlite:///{db_path}"
+    database_url = database_url or f"sqlite+aiosqlite:///{db_path}"
     start = start or datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
     if workload is None:
         workload = generate(jobs, start, training=training)
@@ -273,7 +275,7 @@ def _run_uids(workload: Workload) -> list[str]:
 async def _settled(store: Store, workload: Workload) -> bool:
     """Every job ended and was summarized, every pipeline summarized and every model announced, every
     workspace stopped, and no message is still waiting to be sent."""
-    total = len(workload.jobs) + len(workload.workspaces)
+    total = len(workload.jobs) + len(workload.workspaces) + len(workload.training)
     # Pipelines' GPU steps are workloads of their own too.
     page = (await store.jobs.job_page(JobFilter(), limit=total + 100)).rows
     if len(page) < total or any(not JobStatus(row[STATUS]).is_terminal for row in page):

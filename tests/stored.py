@@ -188,3 +188,9 @@ async def mark_retry(store: Store, claim: Claim | str, rows: Sequence[RetryRecor
 async def mark_failed(store: Store, claim: Claim | str, rows: Sequence[FailureRecord], at: datetime) -> int:
     async with store.outbox.recorder(claim) as outcomes:
         return await outcomes.failed(rows, at)
+
+
+async def get_usage(store: Store, cluster: str, uid: str) -> Usage | None:
+    """The job's stored usage figures."""
+    async with store.read() as conn:
+        return await jobs.get_usage(conn, cluster, uid)

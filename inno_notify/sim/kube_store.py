@@ -285,7 +285,10 @@ class KubeStore:
 
     def __init__(self, *, now: Callable[[], datetime] = _now_utc) -> None:
         self._now = now
-        self.resource_version = 0
+        # Never "0": a LIST of an empty store must name a version that a WATCH resumes from, and
+        # "0" asks a watch for the current state instead (as on a real API server, whose versions
+        # are never 0), losing whatever happened between the LIST and the WATCH.
+        self.resource_version = 1
         # Every version at or below this one has been dropped from every history.
         self.compacted_rv = 0
         self._objects: dict[str, dict[tuple[str, str], JsonObj]] = {}

@@ -54,6 +54,12 @@ def apply_change(server: SimKubeServer, change: Change) -> None:
         server.update(change.rt, change.obj)
     else:
         with contextlib.suppress(NotFound):  # already gone (a controller's second delete)
+            if change.rt is PODS:
+                # A graceful deletion: the API server stamps deletionTimestamp (a MODIFIED event)
+                # before the pod goes, so its last state says when it was deleted.
+                current = server.store.get(change.rt, meta.get("namespace"), meta["name"])
+                current["metadata"].setdefault("deletionTimestamp", ts(change.at))
+                server.update(change.rt, current)
             server.delete(change.rt, meta.get("namespace"), meta["name"])
 
 

@@ -54,11 +54,11 @@ async def test_list_pages_are_one_consistent_snapshot(sim: SimKubeServer, api: A
     sim.create(JOBS, job("j9"))
     rest = await batch.list_job_for_all_namespaces(limit=10, _continue=first.metadata._continue)
     assert [j.metadata.name for j in first.items + rest.items] == ["j0", "j1", "j2", "j3", "j4"]
-    assert first.metadata.resource_version == rest.metadata.resource_version == "5"
+    assert first.metadata.resource_version == rest.metadata.resource_version == "6"
     assert first.metadata.remaining_item_count == 3
     assert rest.metadata._continue is None
     fresh = await batch.list_namespaced_job("ml")
-    assert fresh.metadata.resource_version == "7"
+    assert fresh.metadata.resource_version == "8"
     assert [j.metadata.name for j in fresh.items] == ["j0", "j1", "j2", "j4", "j9"]
 
 
@@ -107,8 +107,8 @@ async def test_library_watch_sees_changes_in_order_and_bookmarks(sim: SimKubeSer
             seen.append((event["type"], event["raw_object"]["metadata"]["resourceVersion"]))
             if event["type"] == "BOOKMARK":
                 break
-    assert listed.metadata.resource_version == "1"
-    assert seen == [("ADDED", "2"), ("MODIFIED", "3"), ("DELETED", "4"), ("BOOKMARK", "4")]
+    assert listed.metadata.resource_version == "2"
+    assert seen == [("ADDED", "3"), ("MODIFIED", "4"), ("DELETED", "5"), ("BOOKMARK", "5")]
 
 
 async def test_timeout_seconds_ends_the_watch(sim: SimKubeServer, api: ApiClient) -> None:
@@ -277,4 +277,4 @@ async def test_watch_delivers_thousands_of_events_in_order(sim: SimKubeServer, a
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
         ("ADDED", f"j{i}") for i in range(count)
     ]
-    assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events] == list(range(1, count + 1))
+    assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events] == list(range(2, count + 2))

@@ -137,7 +137,8 @@ def test_writes_set_metadata_and_share_one_version_counter() -> None:
     pod = store.create(PODS, {"metadata": {"name": "p", "namespace": "ml"}})
     assert job["metadata"]["namespace"] == "default"
     assert job["metadata"]["creationTimestamp"] == "2026-11-30T10:00:00Z"
-    assert (job["metadata"]["resourceVersion"], pod["metadata"]["resourceVersion"]) == ("1", "2")
+    # Versions start above 0 (an API server's never are 0: "0" asks a watch for the current state).
+    assert (job["metadata"]["resourceVersion"], pod["metadata"]["resourceVersion"]) == ("2", "3")
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     with pytest.raises(Conflict):
         store.create(JOBS, {"metadata": {"name": "j"}})
@@ -147,24 +148,24 @@ def test_writes_set_metadata_and_share_one_version_counter() -> None:
     assert status_only["metadata"]["uid"] == job["metadata"]["uid"]
     assert (status_only["metadata"]["generation"], new_spec["metadata"]["generation"]) == (1, 2)
     gone = store.delete(JOBS, "default", "j")
-    assert gone["metadata"]["resourceVersion"] == "5"
+    assert gone["metadata"]["resourceVersion"] == "6"
     with pytest.raises(NotFound):
         store.get(JOBS, "default", "j")
     assert [e.type for e in store.events_after(JOBS, 0)] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]
-    assert [e.rv for e in store.events_after(JOBS, 3)] == [4, 5]
+    assert [e.rv for e in store.events_after(JOBS, 4)] == [5, 6]
 
 
 def test_compaction_makes_older_versions_gone() -> None:
     store = KubeStore(now=lambda: NOW)
     for i in range(5):
         store.create(JOBS, {"metadata": {"name": f"j{i}"}})
-    assert store.compact(3) == 3
+    assert store.compact(4) == 4
     with pytest.raises(Gone) as caught:
-        store.events_after(JOBS, 2)
-    assert str(caught.value) == "too old resource version: 2 (4)"
-    assert [e.rv for e in store.events_after(JOBS, 3)] == [4, 5]
+        store.events_after(JOBS, 3)
+    assert str(caught.value) == "too old resource version: 3 (5)"
+    assert [e.rv for e in store.events_after(JOBS, 4)] == [5, 6]
     store.compact()
-    assert store.events_after(JOBS, 5) == []
+    assert store.events_after(JOBS, 6) == []
 
 
 def test_preload_puts_objects_in_place_with_versions_and_compacted_history() -> None:
@@ -174,15 +175,15 @@ def test_preload_puts_objects_in_place_with_versions_and_compacted_history() -> 
     pods = [{"metadata": {"name": f"p{i}", "namespace": "ml", "uid": f"u{i}"}, "spec": spec} for i in "012"]
     assert store.preload(PODS, pods) == 3
     listed, version = store.snapshot(PODS, None, lambda _: True)
-    assert [p["metadata"]["resourceVersion"] for p in listed] == ["2", "3", "4"] and version == 4
+    assert [p["metadata"]["resourceVersion"] for p in listed] == ["3", "4", "5"] and version == 5
     assert listed[0]["kind"] == "Pod" and listed[0]["apiVersion"] == "v1"
     # A preloaded cluster has been running a while: the history before it is gone.
     with pytest.raises(Gone):
         store.events_after(JOBS, 0)
-    assert store.events_after(PODS, 4) == []
+    assert store.events_after(PODS, 5) == []
     # Later writes are ordinary: they have history and bump the global version.
     store.patch(PODS, "ml", "p1", {"status": {"phase": "Running"}})
-    assert [e.type for e in store.events_after(PODS, 4)] == ["MODIFIED"]
+    assert [e.type for e in store.events_after(PODS, 5)] == ["MODIFIED"]
     with pytest.raises(Conflict):
         store.preload(PODS, [{"metadata": {"name": "p0", "namespace": "ml", "uid": "again"}}])
     with pytest.raises(ValueError, match="uid"):
