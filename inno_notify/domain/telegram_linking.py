@@ -151,7 +151,9 @@ def verify(key: bytes, payload: str, now: datetime) -> LinkGrant | LinkRefusal:
     epoch = 0
     if body[0] == _VERSION:
         epoch = int.from_bytes(body[5 + _REF_BYTES : 5 + _REF_BYTES + _EPOCH_BYTES], "big")
-    return LinkGrant(user_ref=body[1 : 1 + _REF_BYTES], token_id=body.hex(), expires_at=expires_at, epoch=epoch)
+    return LinkGrant(
+        user_ref=body[1 : 1 + _REF_BYTES], token_id=body.hex(), expires_at=expires_at, epoch=epoch
+    )
 
 
 def link_allowed(grant: LinkGrant, current_epoch: int) -> LinkRefusal | None:

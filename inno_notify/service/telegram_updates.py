@@ -228,7 +228,9 @@ class UpdateHandler:
         told = None
         if decision.previous_chat is not None and decision.previous_reply is not None:
             told = (decision.previous_chat, decision.previous_reply)
-            log.warning("telegram: %s relinked from chat %d to chat %d", email, decision.previous_chat, chat_id)
+            log.warning(
+                "telegram: %s relinked from chat %d to chat %d", email, decision.previous_chat, chat_id
+            )
         return decision.reply, decision.changes, told
 
     async def stored_offset(self) -> int:

@@ -123,7 +123,9 @@ def test_hold_muted_holds_a_muted_recipient_s_rows_but_never_a_bot_reply() -> No
         (frozenset(), Channel.EMAIL, False),
     ],
 )
-def test_a_mute_holds_its_own_channels_only(scope: frozenset[str] | None, channel: Channel, held: bool) -> None:
+def test_a_mute_holds_its_own_channels_only(
+    scope: frozenset[str] | None, channel: Channel, held: bool
+) -> None:
     row = replace(_row(1, "alice@example.com"), channel=channel)
     free, kept = hold_muted([row], {"alice@example.com": Mute(NOW + timedelta(hours=1), scope)}, NOW)
     assert (len(kept), len(free)) == ((1, 0) if held else (0, 1))

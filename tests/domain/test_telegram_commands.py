@@ -182,7 +182,9 @@ def test_help_tells_a_muted_person_until_when_and_on_what(
     ("text", "everywhere", "others"),
     [("/mute 2", False, ("slack",)), ("/mute all 2", True, ("slack",)), ("/stop all", True, ())],
 )
-def test_the_answer_says_what_a_mute_or_stop_holds(text: str, everywhere: bool, others: tuple[str, ...]) -> None:
+def test_the_answer_says_what_a_mute_or_stop_holds(
+    text: str, everywhere: bool, others: tuple[str, ...]
+) -> None:
     decision = decide(_message(text, chat=222), USERS, NOW, KEY)
     assert decision.reply is not None
     assert (decision.reply.everywhere, decision.reply.channels) == (everywhere, others)

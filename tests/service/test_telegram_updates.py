@@ -198,7 +198,9 @@ async def test_forged_expired_and_reused_tokens_are_refused_and_link_nothing(har
     assert (await h.user()).telegram_chat_id == ALICE_CHAT
 
 
-async def test_mute_all_holds_summaries_and_releases_them_as_one_message_without_loss(harness: Harness) -> None:
+async def test_mute_all_holds_summaries_and_releases_them_as_one_message_without_loss(
+    harness: Harness,
+) -> None:
     h = harness
     await h.says(BOB_CHAT, "/mute all 2", first_name="Bob")
     assert "Muted until" in h.answers(BOB_CHAT)[-1] and "on every channel" in h.answers(BOB_CHAT)[-1]
@@ -559,7 +561,11 @@ async def test_a_mute_from_the_chat_holds_telegram_only_unless_the_person_says_a
     assert [m.rcpt_tos for m in h.smtp.received] == [["bob@example.com"]]
     assert "train-t1" in h.smtp.received[0].message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     assert len(h.answers(BOB_CHAT)) == 1
-    held = [r for r in await all_rows(h.store) if r.channel is Channel.TELEGRAM and r.kind is NotificationKind.JOB_SUMMARY]
+    held = [
+        r
+        for r in await all_rows(h.store)
+        if r.channel is Channel.TELEGRAM and r.kind is NotificationKind.JOB_SUMMARY
+    ]
     assert [r.status for r in held] == [DeliveryStatus.PENDING]
 
     await h.says(BOB_CHAT, "/mute all 720")
@@ -568,7 +574,11 @@ async def test_a_mute_from_the_chat_holds_telegram_only_unless_the_person_says_a
     assert "Muted on every channel" in h.answers(BOB_CHAT)[-1]
     await _bob_s_summary(h, "t2")
     assert len(h.smtp.received) == 1  # the e-mail of t2 is held too
-    rows = {(r.dedup_key.split("/")[1], r.channel): r.status for r in await all_rows(h.store) if r.kind is NotificationKind.JOB_SUMMARY}
+    rows = {
+        (r.dedup_key.split("/")[1], r.channel): r.status
+        for r in await all_rows(h.store)
+        if r.kind is NotificationKind.JOB_SUMMARY
+    }
     assert rows[("t2", Channel.EMAIL)] is DeliveryStatus.PENDING
 
 

@@ -151,7 +151,9 @@ async def locked_preferences(conn: AsyncConnection, email: str, now: datetime) -
     first's epoch (SQLite's write transactions take turns anyway)."""
     empty = to_row(Preferences(email), now)
     await conn.execute(
-        dialect_insert(conn, user_preferences).values(**empty).on_conflict_do_nothing(index_elements=["email"])
+        dialect_insert(conn, user_preferences)
+        .values(**empty)
+        .on_conflict_do_nothing(index_elements=["email"])
     )
     found = await get_preferences(conn, email, lock=True)
     assert found is not None  # just made
@@ -178,7 +180,9 @@ async def bump_directory_version(conn: AsyncConnection) -> None:
 
 async def directory_version(conn: AsyncConnection) -> str:
     """The directory version now ("0": never changed since the store was made)."""
-    value = await conn.scalar(sa.select(checkpoints.c.value).where(checkpoints.c.key == DIRECTORY_VERSION_KEY))
+    value = await conn.scalar(
+        sa.select(checkpoints.c.value).where(checkpoints.c.key == DIRECTORY_VERSION_KEY)
+    )
     return "0" if value is None else str(value)
 
 

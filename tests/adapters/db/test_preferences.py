@@ -61,7 +61,9 @@ async def test_an_unlinked_chat_overrides_the_directory_chat_and_a_reset_restore
         entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API
     )
     await store.directory.change_preferences(entry.email, T0, reset=("telegram_chat_id", "channels"))
-    assert await store.directory.get_user(entry.email) == replace(entry, notify=NotifyMode.FAILURE, link_epoch=2)
+    assert await store.directory.get_user(entry.email) == replace(
+        entry, notify=NotifyMode.FAILURE, link_epoch=2
+    )
     prefs = await store.directory.get_preferences(entry.email)
     assert prefs is not None and prefs.origins == {"notify": BY_API}
 
@@ -235,7 +237,9 @@ async def test_every_change_of_a_chat_from_any_surface_moves_the_link_epoch_and_
 
     await store.directory.upsert_user(entry)
     assert await epoch() == 0
-    await store.directory.change_preferences(entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API)
+    await store.directory.change_preferences(
+        entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API
+    )
     assert await epoch() == 0  # no chat changed
     await store.directory.change_preferences(entry.email, T0, changes={"telegram_chat_id": 7}, origin=BY_CHAT)
     assert await epoch() == 1
@@ -253,7 +257,10 @@ async def test_every_change_of_a_chat_from_any_surface_moves_the_link_epoch_and_
 async def test_a_mute_s_scope_is_stored_and_holds_only_its_channels(store: Store) -> None:
     until = T0 + timedelta(hours=2)
     await store.directory.change_preferences(
-        "alice@example.com", T0, changes={"muted_until": until, "muted_channels": ("telegram",)}, origin=BY_CHAT
+        "alice@example.com",
+        T0,
+        changes={"muted_until": until, "muted_channels": ("telegram",)},
+        origin=BY_CHAT,
     )
     prefs = await store.directory.get_preferences("alice@example.com")
     assert prefs is not None and prefs.muted_channels == ("telegram",)
@@ -265,6 +272,8 @@ async def test_a_mute_s_scope_is_stored_and_holds_only_its_channels(store: Store
 
     assert [r.dedup_key for m in claim.messages for r in m] == ["m"]
     # A mute set without a scope (the API's) holds every channel again.
-    await store.directory.change_preferences("alice@example.com", T0, changes={"muted_until": until}, origin=BY_API)
+    await store.directory.change_preferences(
+        "alice@example.com", T0, changes={"muted_until": until}, origin=BY_API
+    )
     prefs = await store.directory.get_preferences("alice@example.com")
     assert prefs is not None and prefs.muted_channels is None

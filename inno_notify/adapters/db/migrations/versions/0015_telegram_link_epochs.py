@@ -50,7 +50,8 @@ def upgrade() -> None:
     users = sa.table("users", sa.column("email", sa.String()), sa.column("telegram_chat_id", sa.BigInteger()))
     linked = {email for (email,) in conn.execute(sa.select(uses.c.email).distinct())}
     linked |= {
-        email for (email,) in conn.execute(sa.select(users.c.email).where(users.c.telegram_chat_id.is_not(None)))
+        email
+        for (email,) in conn.execute(sa.select(users.c.email).where(users.c.telegram_chat_id.is_not(None)))
     }
     for email, origins in conn.execute(sa.select(prefs.c.email, prefs.c.origins)):
         if isinstance(origins, str):
