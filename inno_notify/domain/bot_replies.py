@@ -48,6 +48,8 @@ class ReplyKind(enum.StrEnum):
     FAILURES_ONLY = "failures_only"
     ALL_SUMMARIES = "all_summaries"
     STOPPED = "stopped"
+    # To the chat a person's link moved away from (a relink from another chat).
+    RELINKED_AWAY = "relinked_away"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,9 @@ class Reply:
     muted_until: datetime | None = None
     channels: tuple[str, ...] = ()
     status: StatusFigures | None = None
+    # A /mute or /stop that holds every channel (`all`), not only Telegram; for /help, a running
+    # mute of every channel.
+    everywhere: bool = False
     # The zone times are shown in (the installation's digest.timezone).
     timezone: str = "UTC"
 
@@ -108,6 +113,7 @@ def encode_reply(reply: Reply) -> dict[str, Any]:
         "failures_only": reply.failures_only,
         "muted_until": _iso(reply.muted_until),
         "channels": list(reply.channels),
+        "everywhere": reply.everywhere,
         "timezone": reply.timezone,
         "status": None
         if status is None
@@ -149,6 +155,7 @@ def decode_reply(payload: Mapping[str, Any]) -> Reply:
             failures_only=bool(data.get("failures_only", False)),
             muted_until=_time(data, "muted_until"),
             channels=tuple(channels),
+            everywhere=bool(data.get("everywhere", False)),
             timezone=_str(data, "timezone") or "UTC",
             status=None if status is None else _decode_status(status),
         )

@@ -11,7 +11,9 @@ the time it will be.
 
 A muted recipient's rows are held (`hold_muted`): due at the end of the mute, none lost, and since
 they all come due at that one moment, the grouping above sends a recipient's held summaries as one
-message per channel. Bot replies are never held: they answer what the person just asked.
+message per channel. A mute holds the channels it names only (a `/mute` from Telegram: Telegram;
+`/mute all` or the API: every channel), so e-mail keeps flowing while a chat is muted. Bot replies
+are never held: they answer what the person just asked.
 
 Retries follow Alertmanager's schedule: 0.5 s × 1.5 per attempt up to 60 s, with jitter, unless
 the provider said how long to wait; a failure the provider calls permanent, or any failure
@@ -45,6 +47,17 @@ DEFAULT_MAX_PER_MESSAGE = 500
 MAX_RETRY_AFTER_SECONDS = 3600.0
 # Kinds a mute does not hold: the bot's answers to the person's own commands.
 UNHELD_KINDS = frozenset({NotificationKind.BOT_REPLY})
+
+
+@dataclass(frozen=True, slots=True)
+class Mute:
+    """A running mute: until when, and on which channels (None: every channel)."""
+
+    until: datetime
+    channels: frozenset[str] | None = None
+
+    def holds(self, channel: str, now: datetime) -> bool:
+        return self.until > now and (self.channels is None or channel in self.channels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,19 +219,20 @@ def plan_batch(
 
 
 def hold_muted(
-    due: Sequence[Notification], muted_until: Mapping[str, datetime], now: datetime
+    due: Sequence[Notification], mutes: Mapping[str, Mute], now: datetime
 ) -> tuple[list[Notification], list[tuple[Notification, datetime]]]:
     """Splits due rows into those that may go now and those held until their recipient's mute ends.
 
-    `muted_until` is keyed by lower-case e-mail; a mute that has ended holds nothing. A held row is
-    due again (and counts as due, for give-up and grouping) from the end of the mute.
+    `mutes` is keyed by lower-case e-mail; a mute that has ended holds nothing, and a mute holds
+    only rows on its channels. A held row is due again (and counts as due, for give-up and
+    grouping) from the end of the mute.
     """
     free: list[Notification] = []
     held: list[tuple[Notification, datetime]] = []
     for row in due:
-        until = muted_until.get(row.recipient.strip().lower())
-        if until is not None and until > now and row.kind not in UNHELD_KINDS:
-            held.append((row, until))
+        found = mutes.get(row.recipient.strip().lower())
+        if found is not None and found.holds(row.channel.value, now) and row.kind not in UNHELD_KINDS:
+            held.append((row, found.until))
         else:
             free.append(row)
     return free, held

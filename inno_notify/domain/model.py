@@ -451,6 +451,9 @@ class DirectoryUser:
     # `telegram_stopped` says they unlinked Telegram with /stop, so summaries stop offering a link.
     notify: NotifyMode = NotifyMode.ALWAYS
     telegram_stopped: bool = False
+    # The person's Telegram link generation (domain.telegram_linking): a linking token minted for
+    # them carries it and links only while it is still theirs.
+    link_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,14 @@ from (`Origin`): the API shows it next to the value.
 A field overrides the directory only when it was set, which `origins` records; so "unlinked"
 (a chat id set to None by /stop) differs from "never said anything" (the directory's chat id
 stands). `muted_until` has no counterpart in the directory: the dispatcher holds a muted
-person's messages until then (domain.delivery.hold_muted).
+person's messages until then (domain.delivery.hold_muted), on the channels of `muted_channels`
+only (None: on every channel). A mute sent from Telegram holds Telegram only unless the person
+wrote `all` (issue 29); one set through the API holds every channel. The scope belongs to the
+mute: it is set with `muted_until`, shares its origin, and goes when the mute is unset.
+
+`link_epoch` is no preference: the store moves it on whenever the person's chat changes (link,
+relink, /stop, an admin's edit), which voids every linking token minted before
+(domain.telegram_linking).
 
 Pure: times are passed in.
 """
@@ -32,6 +39,8 @@ __all__ = [
     "Via",
     "apply_preferences",
     "link_chat",
+    "mute",
+    "stop_all",
     "unlink_chat",
 ]
 
@@ -39,6 +48,8 @@ __all__ = [
 PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until")
 # What a person may ask for through `notify`: never is an annotation for a job, not a person.
 PERSON_NOTIFY_MODES = frozenset({NotifyMode.ALWAYS, NotifyMode.FAILURE})
+# Set together with `muted_until` (its scope), never on its own.
+MUTE_SCOPE = "muted_channels"
 
 
 class Via(enum.StrEnum):
@@ -80,20 +91,30 @@ class Preferences:
     notify: NotifyMode | None = None
     muted_until: datetime | None = None
     origins: Mapping[str, Origin] = field(default_factory=dict)
+    # The channels the mute holds (None: every channel); see the module docstring.
+    muted_channels: tuple[str, ...] | None = None
+    link_epoch: int = 0
 
     def is_set(self, name: str) -> bool:
         return name in self.origins
 
     def changed(self, changes: Mapping[str, Any], origin: Origin) -> Preferences:
-        """These preferences with `changes` (field → value) set, each recorded as from `origin`."""
-        unknown = set(changes) - set(PREFERENCE_FIELDS)
+        """These preferences with `changes` (field → value) set, each recorded as from `origin`.
+
+        A change of `muted_until` without `muted_channels` beside it mutes every channel."""
+        unknown = set(changes) - {*PREFERENCE_FIELDS, MUTE_SCOPE}
         if unknown:
             raise ValueError(f"not a preference: {', '.join(sorted(unknown))}")
+        if MUTE_SCOPE in changes and "muted_until" not in changes:
+            raise ValueError("muted_channels is set with muted_until only")
         notify = changes.get("notify")
         if notify is not None and NotifyMode(notify) not in PERSON_NOTIFY_MODES:
             raise ValueError("notify: always or failure")
-        origins = {**self.origins, **dict.fromkeys(changes, origin)}
         values = dict(changes)
+        origins = {**self.origins, **dict.fromkeys((n for n in values if n != MUTE_SCOPE), origin)}
+        if "muted_until" in values:
+            scope = values.get(MUTE_SCOPE)
+            values[MUTE_SCOPE] = None if scope is None or values["muted_until"] is None else tuple(scope)
         if values.get("channels") is not None:
             values["channels"] = tuple(dict.fromkeys(values["channels"]))
         if values.get("notify") is not None:
@@ -103,6 +124,8 @@ class Preferences:
     def reset(self, names: tuple[str, ...]) -> Preferences:
         """These preferences without the given fields: the directory's values stand again."""
         defaults = Preferences(self.email)
+        if "muted_until" in names:
+            names = (*names, MUTE_SCOPE)
         values = {name: getattr(defaults, name) for name in names}
         origins = {k: v for k, v in self.origins.items() if k not in names}
         return replace(self, **values, origins=origins)
@@ -110,12 +133,19 @@ class Preferences:
     def muted_at(self, now: datetime) -> bool:
         return self.muted_until is not None and self.muted_until > now
 
+    def chat_changed(self, after: Preferences) -> bool:
+        """Whether going from these preferences to `after` links, relinks or unlinks a chat (which
+        moves the person's link epoch on)."""
+        return self.telegram_chat_id != after.telegram_chat_id or (
+            self.is_set("telegram_chat_id") != after.is_set("telegram_chat_id")
+        )
+
 
 def apply_preferences(user: DirectoryUser, prefs: Preferences | None) -> DirectoryUser:
     """The directory entry as the person's own preferences change it."""
     if prefs is None:
         return user
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {"link_epoch": prefs.link_epoch}
     if prefs.is_set("telegram_chat_id"):
         changes["telegram_chat_id"] = prefs.telegram_chat_id
         origin = prefs.origins["telegram_chat_id"]
@@ -138,3 +168,14 @@ def unlink_chat(user: DirectoryUser) -> dict[str, Any]:
     as the last resort, so that unlinking never silences someone by accident)."""
     channels = tuple(c for c in user.channels if c != Channel.TELEGRAM.value) or (Channel.EMAIL.value,)
     return {"telegram_chat_id": None, "channels": channels}
+
+
+def stop_all() -> dict[str, Any]:
+    """The changes of `/stop all`: the chat unlinked and no channel left; the person asked, in so
+    many words, for nothing at all (the admin, or the API, can turn channels on again)."""
+    return {"telegram_chat_id": None, "channels": ()}
+
+
+def mute(until: datetime, channels: tuple[str, ...] | None) -> dict[str, Any]:
+    """The changes of a mute until `until` holding `channels` (None: every channel)."""
+    return {"muted_until": until, MUTE_SCOPE: channels}

@@ -52,7 +52,9 @@ from inno_notify.domain.model import (
 KNOWN_CHANNELS = frozenset(c.value for c in Channel)
 # Payload key of a row to a directory user who has no Telegram chat yet (and did not /stop it).
 TELEGRAM_LINKABLE = "telegram_linkable"
+TELEGRAM_LINK_EPOCH = "telegram_link_epoch"
 FAILURES_ONLY = "the recipient asked for failed jobs only"
+NO_CHANNELS = "the recipient has no channel (stopped all)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +243,8 @@ def _addresses(user: DirectoryUser | None) -> dict[str, object]:
         payload["telegram_chat_id"] = user.telegram_chat_id
     elif not user.telegram_stopped:
         payload[TELEGRAM_LINKABLE] = True
+        # The link generation the offered token is minted under (domain.telegram_linking).
+        payload[TELEGRAM_LINK_EPOCH] = user.link_epoch
     if user.slack_user_id:
         payload["slack_user_id"] = user.slack_user_id
     return payload
@@ -476,6 +480,11 @@ def _wanted_channels(
                 yield name, "channel not configured in the service"
             else:
                 yield name, None
+        return
+    if not user.channels:
+        # A person with no channel at all asked for nothing (`/stop all`): a job's annotation,
+        # which anyone who names them as owner can write, does not override that.
+        yield "*", NO_CHANNELS
         return
     for name in wanted if wanted is not None else user.channels:
         if name not in KNOWN_CHANNELS:

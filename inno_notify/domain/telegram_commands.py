@@ -4,12 +4,17 @@ Commands (docs/channels.md):
 
 - `/start <token>`: links the chat to the user the token names (domain.telegram_linking), adds
   Telegram to their channels, and confirms. A forged, expired, used or orphaned token links
-  nothing and gets a polite refusal. `/start` alone: the help, or how to link.
+  nothing and gets a polite refusal, and so does a token of an older link generation (minted
+  before the person's latest link, relink or /stop: the store checks, `link_allowed`). Relinking a
+  person who has another chat tells that chat (`previous_chat`). `/start` alone: the help, or how
+  to link.
 - `/status`: the person's running jobs and this week's GPU-hours held and used.
-- `/mute <hours>` and `/unmute`: their messages wait (none is lost) and go out together when the
-  mute ends (domain.delivery.hold_muted).
+- `/mute <hours>` and `/unmute`: their Telegram messages wait (none is lost) and go out together
+  when the mute ends (domain.delivery.hold_muted); `/mute all <hours>` holds every channel. A
+  chat speaks for its own channel unless the person says `all` in so many words (issue 29).
 - `/failures`: from now on only failed jobs' summaries; `/all` undoes it.
-- `/stop`: unlinks the chat (summaries go to their other channels, e-mail at least).
+- `/stop`: unlinks the chat (summaries go to their other channels, e-mail at least); `/stop all`
+  unlinks it and turns every channel off.
 - `/help`, and any unknown command or free text: the help.
 
 Only private chats are answered; anything from a group, a channel, or without text is ignored,
@@ -32,8 +37,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from inno_notify.domain.bot_replies import WORD_MAX_CHARS, Reply, ReplyKind
-from inno_notify.domain.model import DirectoryUser, NotifyMode
-from inno_notify.domain.preferences import link_chat, unlink_chat
+from inno_notify.domain.delivery import Mute
+from inno_notify.domain.model import Channel, DirectoryUser, NotifyMode
+from inno_notify.domain.preferences import link_chat, mute, stop_all, unlink_chat
 from inno_notify.domain.telegram_linking import LinkGrant, LinkRefusal, user_ref, verify
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "IncomingMessage",
     "decide",
     "parse_hours",
+    "parse_mute",
     "read_command",
     "resolve_link",
     "user_of_chat",
@@ -55,6 +62,8 @@ MAX_MUTE_HOURS = 720.0
 _COMMAND_LINE_MAX = 256
 _COMMAND = re.compile(r"/([A-Za-z0-9_]{1,32})(?:@[A-Za-z0-9_]{1,64})?")
 _HOURS = re.compile(r"([0-9]{1,4}(?:\.[0-9]{1,3})?)\s*(?:h|hours?)?", re.IGNORECASE)
+# The word that widens a /mute or /stop from the chat's own channel to every channel.
+ALL_WORD = "all"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +109,11 @@ class Decision:
 
     `reply`: the answer (None: say nothing). `changes`: preference changes by e-mail, made with the
     chat as their origin. `grant`: a linking token to record as used (for `link_to`) first; if the
-    store has it already, nothing else happens and `used_reply` is the answer. `status_of`: the
-    e-mail whose figures /status needs (the caller fills them into the reply).
+    store has it already, nothing else happens and `used_reply` is the answer; if the person's link
+    epoch is no longer the token's (`link_allowed`), nothing happens either and `superseded_reply`
+    is the answer. `previous_chat`: the chat the link takes the person away from, told so with
+    `previous_reply` once the link holds. `status_of`: the e-mail whose figures /status needs (the
+    caller fills them into the reply).
     """
 
     reply: Reply | None
@@ -109,6 +121,9 @@ class Decision:
     grant: LinkGrant | None = None
     link_to: str | None = None
     used_reply: Reply | None = None
+    superseded_reply: Reply | None = None
+    previous_chat: int | None = None
+    previous_reply: Reply | None = None
     status_of: str | None = None
 
 
@@ -136,6 +151,15 @@ def parse_hours(argument: str) -> float | None:
     if not math.isfinite(hours) or not 0 < hours <= MAX_MUTE_HOURS:
         return None
     return hours
+
+
+def parse_mute(argument: str) -> tuple[float, bool] | None:
+    """The hours of `/mute [all] <hours>` and whether it holds every channel (`all`); None when the
+    hours do not read (see parse_hours)."""
+    words = argument.strip().split(maxsplit=1)
+    everywhere = bool(words) and words[0].lower() == ALL_WORD
+    hours = parse_hours(words[1] if everywhere and len(words) > 1 else "" if everywhere else argument)
+    return None if hours is None else (hours, everywhere)
 
 
 def user_of_chat(users: Iterable[DirectoryUser], chat_id: int) -> DirectoryUser | None:
@@ -166,7 +190,7 @@ def decide(
     link_key: bytes,
     timezone: str = "UTC",
     *,
-    muted_until: Mapping[str, datetime] | None = None,
+    muted_until: Mapping[str, Mute] | None = None,
 ) -> Decision:
     """What `message` leads to, given the directory as it stands (preferences applied).
 
@@ -192,12 +216,20 @@ def decide(
             changes[linked.email] = unlink_chat(linked)
         link = link_chat(user, message.chat_id)
         changes[user.email] = link
+        previous = user.telegram_chat_id if user.telegram_chat_id != message.chat_id else None
+        person = user.name or user.email
         return Decision(
-            reply(ReplyKind.LINKED, person=user.name or user.email, channels=link["channels"]),
+            reply(ReplyKind.LINKED, person=person, channels=link["channels"]),
             changes,
             grant=grant,
             link_to=user.email,
             used_reply=reply(ReplyKind.LINK_REFUSED, refusal=LinkRefusal.USED),
+            superseded_reply=reply(ReplyKind.LINK_REFUSED, refusal=LinkRefusal.SUPERSEDED),
+            previous_chat=previous,
+            # Said to the old chat, whose reader did not write this message: no first name.
+            previous_reply=None
+            if previous is None
+            else Reply(ReplyKind.RELINKED_AWAY, person=person, timezone=timezone),
         )
     if command.name in (CommandName.HELP, CommandName.UNKNOWN, CommandName.TEXT, CommandName.START):
         if linked is None:
@@ -210,12 +242,16 @@ def decide(
     if command.name is CommandName.STATUS:
         return Decision(reply(ReplyKind.STATUS, person=person), status_of=linked.email)
     if command.name is CommandName.MUTE:
-        hours = parse_hours(command.argument)
-        if hours is None:
+        parsed = parse_mute(command.argument)
+        if parsed is None:
             return Decision(reply(ReplyKind.MUTE_USAGE, person=person))
+        hours, everywhere = parsed
         until = now + timedelta(hours=hours)
+        scope = None if everywhere else (Channel.TELEGRAM.value,)
+        others = tuple(c for c in linked.channels if c != Channel.TELEGRAM.value)
         return Decision(
-            reply(ReplyKind.MUTED, person=person, until=until), {linked.email: {"muted_until": until}}
+            reply(ReplyKind.MUTED, person=person, until=until, everywhere=everywhere, channels=others),
+            {linked.email: mute(until, scope)},
         )
     if command.name is CommandName.UNMUTE:
         return Decision(reply(ReplyKind.UNMUTED, person=person), {linked.email: {"muted_until": None}})
@@ -228,22 +264,26 @@ def decide(
             reply(ReplyKind.ALL_SUMMARIES, person=person), {linked.email: {"notify": NotifyMode.ALWAYS}}
         )
     # STOP
-    unlink = unlink_chat(linked)
+    everywhere = command.argument.strip().lower() == ALL_WORD
+    unlink = stop_all() if everywhere else unlink_chat(linked)
     return Decision(
-        reply(ReplyKind.STOPPED, person=person, channels=unlink["channels"]), {linked.email: unlink}
+        reply(ReplyKind.STOPPED, person=person, channels=unlink["channels"], everywhere=everywhere),
+        {linked.email: unlink},
     )
 
 
 def _help(
-    reply: Any, command: Command, user: DirectoryUser, now: datetime, mutes: Mapping[str, datetime]
+    reply: Any, command: Command, user: DirectoryUser, now: datetime, mutes: Mapping[str, Mute]
 ) -> Reply:
-    until = mutes.get(user.email)
+    found = mutes.get(user.email)
+    running = found is not None and found.until > now
     result: Reply = reply(
         ReplyKind.HELP,
         person=user.name or user.email,
         unknown=command.word if command.name is CommandName.UNKNOWN else None,
         failures_only=user.notify is NotifyMode.FAILURE,
-        muted_until=until if until is not None and until > now else None,
+        muted_until=found.until if found is not None and running else None,
+        everywhere=running and found is not None and found.channels is None,
         channels=user.channels,
     )
     return result

@@ -1,8 +1,11 @@
 """Plans a finished job's notifications from the directory held in the store.
 
 The routing rules are pure (domain.routing); this keeps the directory they need at hand — users and
-teams read from the store, refreshed every `refresh_seconds` so edits made through the API take
-effect without a restart — and logs each skipped channel once instead of once per job.
+teams read from the store, read again whenever the store's directory version has moved (every
+write of a user, team or preference moves it in the same transaction, on any replica: a link,
+relink, mute, stop or an edit through the API applies to the very next message planned, issue
+29) — and logs each skipped channel once instead of once per job. The version is one primary-key
+read per use; the whole directory is read only when it changed.
 
 What it logs comes partly from annotations anyone can write (an owner of any length, with any
 characters): values are logged with repr, cut to a few hundred characters, and the set of what
@@ -42,7 +45,6 @@ class DirectoryPlanner:
         enabled_channels: frozenset[str],
         group_wait_seconds: float,
         clock: Callable[[], datetime],
-        refresh_seconds: float = 30.0,
         *,
         allowed_email_domains: Collection[str] = (),
         logged_once_limit: int = LOGGED_ONCE_LIMIT,
@@ -51,24 +53,27 @@ class DirectoryPlanner:
         self.enabled_channels = enabled_channels
         self.group_wait_seconds = group_wait_seconds
         self.clock = clock
-        self.refresh_seconds = refresh_seconds
         self.allowed_email_domains = tuple(allowed_email_domains)
         self._users: dict[str, DirectoryUser] = {}
         self._teams: dict[str, Team] = {}
-        self._loaded_at: datetime | None = None
+        self._version: str | None = None
+        self.loads = 0  # whole reads of the directory (tests read it)
         self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._logged_limit = max(1, logged_once_limit)
 
     async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-        now = self.clock()
-        if self._loaded_at is None or (now - self._loaded_at).total_seconds() >= self.refresh_seconds:
+        # The version is read before the directory: a change that commits in between is in what is
+        # read and moves the version past the one kept, so it costs one more read, never a stale one.
+        version = await self.store.directory.version()
+        if version != self._version:
             self._users = {u.email.lower(): u for u in await self.store.directory.list_users()}
             self._teams = {t.name: t for t in await self.store.directory.list_teams()}
-            self._loaded_at = now
+            self._version = version
+            self.loads += 1
         return self._users, self._teams
 
     async def directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-        """The users (by lower-case e-mail) and teams (by name), at most `refresh_seconds` old."""
+        """The users (by lower-case e-mail) and teams (by name) as they stand in the store now."""
         return await self._directory()
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:

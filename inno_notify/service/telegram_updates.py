@@ -36,12 +36,21 @@ from inno_notify.adapters.channels.base import ChannelError
 from inno_notify.adapters.channels.telegram_updates import IncomingUpdate, TelegramUpdates, bot_id_of
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.telegram_bot import BotTransaction
 from inno_notify.domain.bot_replies import Reply, encode_reply
+from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.domain.preferences import Origin, Via
-from inno_notify.domain.routing import TELEGRAM_LINKABLE
-from inno_notify.domain.telegram_commands import decide, user_of_chat
-from inno_notify.domain.telegram_linking import deep_link, derive_key, derive_secret_token, mint
+from inno_notify.domain.routing import TELEGRAM_LINK_EPOCH, TELEGRAM_LINKABLE
+from inno_notify.domain.telegram_commands import Decision, decide, user_of_chat
+from inno_notify.domain.telegram_linking import (
+    MAX_EPOCH,
+    deep_link,
+    derive_key,
+    derive_secret_token,
+    link_allowed,
+    mint,
+)
 from inno_notify.domain.weeks import week_bounds, week_of
 from inno_notify.service.pausing import pause
 from inno_notify.settings import Settings, secret_value
@@ -105,7 +114,12 @@ class LinkOffer:
             return None
         if row.payload.get(TELEGRAM_LINKABLE) is not True or "@" not in row.recipient:
             return None
-        return deep_link(self.bot_username, mint(self.key, row.recipient, now, self.ttl, self.nonce(8)))
+        # The person's link generation when the row was planned: a link since voids the token.
+        epoch = row.payload.get(TELEGRAM_LINK_EPOCH, 0)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+            return None
+        token = mint(self.key, row.recipient, now, self.ttl, self.nonce(8), epoch)
+        return deep_link(self.bot_username, token)
 
 
 def link_offer(settings: Settings) -> LinkOffer | None:
@@ -161,27 +175,31 @@ class UpdateHandler:
                 users = await tx.users()
                 linked = user_of_chat(users, message.chat_id)
                 prefs = await tx.preferences(linked.email) if linked is not None else None
-                mutes = {prefs.email: prefs.muted_until} if prefs and prefs.muted_until else {}
+                mutes = {}
+                if prefs is not None and prefs.muted_until is not None:
+                    scope = None if prefs.muted_channels is None else frozenset(prefs.muted_channels)
+                    mutes[prefs.email] = Mute(prefs.muted_until, scope)
                 decision = decide(message, users, now, self._key, self._timezone, muted_until=mutes)
                 reply, changes = decision.reply, decision.changes
+                told: tuple[int, Reply] | None = None
                 if decision.grant is not None and decision.link_to is not None:
-                    first = await tx.use_link_token(
-                        decision.grant.token_id,
-                        decision.link_to,
-                        message.chat_id,
-                        now,
-                        decision.grant.expires_at,
-                    )
-                    if not first:
-                        reply, changes = decision.used_reply, {}
+                    reply, changes, told = await self._link(tx, decision, message.chat_id, now)
                 origin = Origin(Via.TELEGRAM, now, str(message.chat_id))
                 for email, change in changes.items():
-                    await tx.change_preferences(email, change, origin, now)
+                    await tx.change_preferences(
+                        email, change, origin, now, new_link=email == decision.link_to
+                    )
                 if reply is not None and decision.status_of is not None:
                     week_start = week_bounds(week_of(now, self._timezone), self._timezone)[0]
                     reply = replace(reply, status=await tx.owner_status(decision.status_of, week_start, now))
+                rows = []
                 if reply is not None:
-                    await tx.enqueue([self._reply_row(key, message.chat_id, reply, now)])
+                    rows.append(self._reply_row(key, message.chat_id, reply, now))
+                if told is not None:
+                    # The chat the person's messages moved away from hears of it, once per update.
+                    rows.append(self._reply_row(f"{key}/previous", told[0], told[1], now))
+                if rows:
+                    await tx.enqueue(rows)
                 if changes:
                     log.info(
                         "telegram chat %d: %s for %s",
@@ -191,6 +209,29 @@ class UpdateHandler:
                     )
             if polled:
                 await tx.set_offset(self.bot_id, update.update_id + 1)
+
+    @staticmethod
+    async def _link(
+        tx: BotTransaction, decision: Decision, chat_id: int, now: datetime
+    ) -> tuple[Reply | None, Mapping[str, Mapping[str, Any]], tuple[int, Reply] | None]:
+        """The answer, the changes and the notice to an old chat of a `/start <token>`: the token
+        is recorded as used (a second use is refused), then held against the person's link epoch,
+        locked until the commit (a token of an older generation is refused)."""
+        grant, email = decision.grant, decision.link_to
+        assert grant is not None and email is not None
+        if not await tx.use_link_token(grant.token_id, email, chat_id, now, grant.expires_at):
+            return decision.used_reply, {}, None
+        refusal = link_allowed(grant, await tx.link_epoch(email, now))
+        if refusal is not None:
+            log.warning("telegram chat %d: a linking token of an older link generation was refused", chat_id)
+            return decision.superseded_reply, {}, None
+        told = None
+        if decision.previous_chat is not None and decision.previous_reply is not None:
+            told = (decision.previous_chat, decision.previous_reply)
+            log.warning(
+                "telegram: %s relinked from chat %d to chat %d", email, decision.previous_chat, chat_id
+            )
+        return decision.reply, decision.changes, told
 
     async def stored_offset(self) -> int:
         """The first update id not handled yet, as stored."""

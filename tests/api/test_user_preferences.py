@@ -3,6 +3,7 @@ dropped by PUT (admin), recorded under the token's name."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DirectoryUser, NotifyMode
 from inno_notify.domain.preferences import Origin, Via
+from inno_notify.service.planner import DirectoryPlanner
+from tests.service.support import ALL_CHANNELS, FakeClock, finished_job
 
 from .support import NOW, Api
 
@@ -115,3 +118,38 @@ async def test_bad_preferences_are_refused_and_change_nothing(
     assert (status, body["error"]["code"]) == (400, "invalid_body")
     assert await store.directory.get_user(ALICE.email) == ALICE
     assert await store.directory.get_preferences(ALICE.email) is None
+
+
+@pytest.mark.parametrize(
+    ("preferences", "channels"),
+    [
+        ({"notify": "failure"}, []),  # a succeeded job's summary: none any more
+        ({"channels": ["slack", "email"]}, ["email", "slack"]),
+        ({"telegram_chat_id": 555, "channels": ["telegram"]}, ["telegram"]),
+    ],
+)
+async def test_a_change_through_the_api_applies_to_the_next_planned_message_on_another_replica(
+    api: Api, store: Store, database_url: str, preferences: dict[str, object], channels: list[str]
+) -> None:
+    """Issue 29: the planner's directory follows an edit at once, on any replica sharing the
+    database, not after its cache has aged."""
+    await store.directory.upsert_user(replace(ALICE, slack_user_id="U1"))
+    replica = Store.from_url(database_url)
+    try:
+        clock = FakeClock()
+        planner = DirectoryPlanner(replica, ALL_CHANNELS, 30.0, clock)
+        before = await planner(finished_job("j1"), clock())
+        assert [r.channel.value for r in before] == ["email"]
+
+        body = {"name": "Alice", "channels": ["email"], "slack_user_id": "U1", "preferences": preferences}
+        status, _, _ = await api.call("PUT", "/api/v1/users/alice@example.com", json=body)
+        assert status == 200
+
+        after = await planner(finished_job("j2"), clock())  # the same instant
+        assert sorted(r.channel.value for r in after) == channels
+        # Nothing changed since: the directory is not read again, only its version.
+        loads = planner.loads
+        await planner(finished_job("j3"), clock())
+        assert planner.loads == loads
+    finally:
+        await replica.close()

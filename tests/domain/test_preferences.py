@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inno_notify.domain.delivery import hold_muted, plan_batch
+from inno_notify.domain.delivery import Mute, hold_muted, plan_batch
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, NotifyMode
 from inno_notify.domain.preferences import (
     Origin,
@@ -106,10 +106,65 @@ def test_hold_muted_holds_a_muted_recipient_s_rows_but_never_a_bot_reply() -> No
         _row(4, "bob@example.com"),
         _row(5, "carol@example.com"),
     ]
-    mutes = {"alice@example.com": until, "carol@example.com": NOW}  # carol's mute ends now
+    mutes = {"alice@example.com": Mute(until), "carol@example.com": Mute(NOW)}  # carol's mute ends now
     free, held = hold_muted(due, mutes, NOW)
     assert [r.id for r in free] == [3, 4, 5]
     assert [(r.id, at) for r, at in held] == [(1, until), (2, until)]
+
+
+@pytest.mark.parametrize(
+    ("scope", "channel", "held"),
+    [
+        (None, Channel.EMAIL, True),  # /mute all, or a mute set through the API: every channel
+        (None, Channel.TELEGRAM, True),
+        (frozenset({"telegram"}), Channel.TELEGRAM, True),  # /mute from the chat: the chat only
+        (frozenset({"telegram"}), Channel.EMAIL, False),
+        (frozenset({"telegram"}), Channel.SLACK, False),
+        (frozenset(), Channel.EMAIL, False),
+    ],
+)
+def test_a_mute_holds_its_own_channels_only(
+    scope: frozenset[str] | None, channel: Channel, held: bool
+) -> None:
+    row = replace(_row(1, "alice@example.com"), channel=channel)
+    free, kept = hold_muted([row], {"alice@example.com": Mute(NOW + timedelta(hours=1), scope)}, NOW)
+    assert (len(kept), len(free)) == ((1, 0) if held else (0, 1))
+
+
+@pytest.mark.parametrize(
+    ("changes", "scope"),
+    [
+        ({"muted_until": NOW}, None),
+        ({"muted_until": NOW, "muted_channels": ("telegram",)}, ("telegram",)),
+        ({"muted_until": None, "muted_channels": ("telegram",)}, None),
+    ],
+)
+def test_a_mute_s_scope_travels_with_it(changes: dict[str, object], scope: tuple[str, ...] | None) -> None:
+    origin = Origin(Via.TELEGRAM, NOW, "1")
+    prefs = Preferences("a@example.com").changed(changes, origin)
+    assert prefs.muted_channels == scope and "muted_channels" not in prefs.origins
+    assert prefs.reset(("muted_until",)).muted_channels is None
+    with pytest.raises(ValueError, match="muted_channels"):
+        Preferences("a@example.com").changed({"muted_channels": ("telegram",)}, origin)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "moved"),
+    [
+        ({}, {"telegram_chat_id": 1}, True),  # a link
+        ({"telegram_chat_id": 1}, {"telegram_chat_id": 2}, True),  # a relink
+        ({"telegram_chat_id": 1}, {"telegram_chat_id": None}, True),  # /stop
+        ({"telegram_chat_id": 1}, {"telegram_chat_id": 1}, False),
+        ({"telegram_chat_id": 1}, {"notify": "failure"}, False),
+        ({}, {"muted_until": NOW}, False),
+    ],
+)
+def test_which_changes_start_a_new_link_generation(
+    before: dict[str, object], after: dict[str, object], moved: bool
+) -> None:
+    origin = Origin(Via.TELEGRAM, NOW, "1")
+    old = Preferences("a@example.com").changed(before, origin) if before else Preferences("a@example.com")
+    assert old.chat_changed(old.changed(after, origin)) is moved
 
 
 def test_held_summaries_come_due_together_and_go_out_as_one_message() -> None:

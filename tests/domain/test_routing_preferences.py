@@ -11,6 +11,8 @@ from inno_notify.domain.live import IdleFinding, IdleGpu
 from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, NotifyMode
 from inno_notify.domain.routing import (
     FAILURES_ONLY,
+    NO_CHANNELS,
+    TELEGRAM_LINK_EPOCH,
     TELEGRAM_LINKABLE,
     Audience,
     Skipped,
@@ -93,3 +95,21 @@ def test_failures_only_leaves_idle_nudges_alone() -> None:
     running = job(status=JobStatus.RUNNING)
     plan = plan_nudge(running, finding, FAILURES, TEAMS, ALL, NOW, 24.0)
     assert {n.channel.value for n in plan.notifications} == {"slack", "email"}
+
+
+@pytest.mark.parametrize("epoch", [0, 3])
+def test_the_offered_link_is_of_the_person_s_current_link_generation(epoch: int) -> None:
+    user = DirectoryUser("alice@example.com", channels=("email",), link_epoch=epoch)
+    (row,) = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0).notifications
+    assert row.payload[TELEGRAM_LINK_EPOCH] == epoch
+
+
+@pytest.mark.parametrize("annotation", [None, ("email", "slack")])
+def test_a_person_with_no_channel_left_gets_nothing_whatever_the_job_says(
+    annotation: tuple[str, ...] | None,
+) -> None:
+    """`/stop all`: a job's channels annotation, which anyone naming the person can write, does not
+    bring a channel back."""
+    user = DirectoryUser("alice@example.com", slack_user_id="U1", channels=())
+    plan = plan_summary(job(channels=annotation), {user.email: user}, TEAMS, ALL, NOW, 30.0)
+    assert plan.notifications == () and plan.skipped == (Skipped("alice@example.com", "*", NO_CHANNELS),)

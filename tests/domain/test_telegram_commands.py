@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inno_notify.domain.bot_replies import Reply, ReplyKind, decode_reply, encode_reply
+from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import DirectoryUser, NotifyMode
 from inno_notify.domain.telegram_commands import (
     Command,
@@ -14,6 +15,7 @@ from inno_notify.domain.telegram_commands import (
     IncomingMessage,
     decide,
     parse_hours,
+    parse_mute,
     read_command,
 )
 from inno_notify.domain.telegram_linking import LinkRefusal, derive_key, mint
@@ -120,13 +122,23 @@ def test_a_bad_token_links_nothing_and_is_refused_politely(payload: str, refusal
 @pytest.mark.parametrize(
     ("text", "kind", "changes"),
     [
-        ("/mute 2", ReplyKind.MUTED, {"muted_until": NOW + timedelta(hours=2)}),
+        # A chat speaks for its own channel: /mute holds Telegram only, unless the person says all.
+        (
+            "/mute 2",
+            ReplyKind.MUTED,
+            {"muted_until": NOW + timedelta(hours=2), "muted_channels": ("telegram",)},
+        ),
+        ("/mute all 2", ReplyKind.MUTED, {"muted_until": NOW + timedelta(hours=2), "muted_channels": None}),
+        ("/mute ALL 8h", ReplyKind.MUTED, {"muted_until": NOW + timedelta(hours=8), "muted_channels": None}),
         ("/mute", ReplyKind.MUTE_USAGE, {}),
+        ("/mute all", ReplyKind.MUTE_USAGE, {}),
         ("/mute forever", ReplyKind.MUTE_USAGE, {}),
+        ("/mute allx 2", ReplyKind.MUTE_USAGE, {}),
         ("/unmute", ReplyKind.UNMUTED, {"muted_until": None}),
         ("/failures", ReplyKind.FAILURES_ONLY, {"notify": NotifyMode.FAILURE}),
         ("/all", ReplyKind.ALL_SUMMARIES, {"notify": NotifyMode.ALWAYS}),
         ("/stop", ReplyKind.STOPPED, {"telegram_chat_id": None, "channels": ("slack",)}),
+        ("/stop all", ReplyKind.STOPPED, {"telegram_chat_id": None, "channels": ()}),
         ("/status", ReplyKind.STATUS, {}),
         ("/help", ReplyKind.HELP, {}),
         ("/start", ReplyKind.HELP, {}),
@@ -155,17 +167,66 @@ def test_groups_are_ignored(text: str) -> None:
     assert decide(_message(text, chat=222, private=False), USERS, NOW, KEY).reply is None
 
 
-def test_help_tells_a_muted_person_until_when() -> None:
+@pytest.mark.parametrize(("channels", "everywhere"), [(frozenset({"telegram"}), False), (None, True)])
+def test_help_tells_a_muted_person_until_when_and_on_what(
+    channels: frozenset[str] | None, everywhere: bool
+) -> None:
     until = NOW + timedelta(hours=3)
-    decision = decide(_message("/help", chat=222), USERS, NOW, KEY, muted_until={"bob@example.com": until})
+    mutes = {"bob@example.com": Mute(until, channels)}
+    decision = decide(_message("/help", chat=222), USERS, NOW, KEY, muted_until=mutes)
     assert decision.reply is not None and decision.reply.muted_until == until
+    assert decision.reply.everywhere is everywhere
+
+
+@pytest.mark.parametrize(
+    ("text", "everywhere", "others"),
+    [("/mute 2", False, ("slack",)), ("/mute all 2", True, ("slack",)), ("/stop all", True, ())],
+)
+def test_the_answer_says_what_a_mute_or_stop_holds(
+    text: str, everywhere: bool, others: tuple[str, ...]
+) -> None:
+    decision = decide(_message(text, chat=222), USERS, NOW, KEY)
+    assert decision.reply is not None
+    assert (decision.reply.everywhere, decision.reply.channels) == (everywhere, others)
+
+
+@pytest.mark.parametrize(
+    ("argument", "parsed"),
+    [
+        ("2", (2.0, False)),
+        ("all 2", (2.0, True)),
+        ("All 8h", (8.0, True)),
+        ("all", None),
+        ("all all 2", None),
+        ("2 all", None),
+        ("everything 2", None),
+        ("", None),
+    ],
+)
+def test_parse_mute(argument: str, parsed: tuple[float, bool] | None) -> None:
+    assert parse_mute(argument) == parsed
+
+
+def test_relinking_a_person_from_another_chat_tells_their_previous_chat() -> None:
+    carol = DirectoryUser("carol@example.com", "Carol", telegram_chat_id=333, channels=("telegram",))
+    decision = decide(_message(f"/start {_token('carol@example.com')}"), [*USERS, carol], NOW, KEY)
+    assert decision.changes == {"carol@example.com": {"telegram_chat_id": 111, "channels": ("telegram",)}}
+    assert decision.previous_chat == 333
+    assert decision.previous_reply == Reply(ReplyKind.RELINKED_AWAY, person="Carol")
+    assert decision.superseded_reply is not None
+    assert decision.superseded_reply.refusal is LinkRefusal.SUPERSEDED
+    # From the chat already linked, nobody else is told.
+    same = decide(_message(f"/start {_token('carol@example.com')}", chat=333), [*USERS, carol], NOW, KEY)
+    assert same.previous_chat is None and same.previous_reply is None
 
 
 def test_replies_round_trip_through_the_payload_and_hostile_text_is_capped() -> None:
-    reply = Reply(ReplyKind.HELP, first_name="<b>" * 100, unknown="/" + "&" * 100, muted_until=NOW)
+    reply = Reply(
+        ReplyKind.HELP, first_name="<b>" * 100, unknown="/" + "&" * 100, muted_until=NOW, everywhere=True
+    )
     decoded = decode_reply({"message": encode_reply(reply)})
     assert decoded.first_name == ("<b>" * 100)[:64] and decoded.unknown == "/" + "&" * 31
-    assert decoded.muted_until == NOW
+    assert decoded.muted_until == NOW and decoded.everywhere
     with pytest.raises(ValueError):
         decode_reply({"message": {"kind": "launch_missiles"}})
     with pytest.raises(ValueError):

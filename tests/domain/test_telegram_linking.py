@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +17,7 @@ from inno_notify.domain.telegram_linking import (
     deep_link,
     derive_key,
     derive_secret_token,
+    link_allowed,
     mint,
     user_ref,
     verify,
@@ -102,3 +105,45 @@ def test_deep_link_and_derived_secrets() -> None:
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret)
     assert "AAE" not in secret
     assert secret != derive_secret_token("123456:other", "telegram-webhook")
+
+
+def _version_1_token(email: str = "alice@example.com") -> str:
+    """A token as minted before link epochs (issue 29): version 1, no epoch."""
+    body = bytes([1]) + user_ref(KEY, email) + int((NOW + TTL).timestamp()).to_bytes(4, "big") + NONCE
+    mac = hmac.new(KEY, b"inno-notify telegram link\x00" + body, hashlib.sha256).digest()[:12]
+    return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize("epoch", [0, 1, 7, 2**32 - 1])
+def test_a_token_carries_the_link_epoch_it_was_minted_under(epoch: int) -> None:
+    token = mint(KEY, "alice@example.com", NOW, TTL, NONCE, epoch)
+    assert len(token) <= PAYLOAD_MAX_CHARS
+    grant = verify(KEY, token, NOW)
+    assert isinstance(grant, LinkGrant) and grant.epoch == epoch
+
+
+def test_the_epoch_is_signed_and_a_version_1_token_counts_as_epoch_0() -> None:
+    token = mint(KEY, "alice@example.com", NOW, TTL, NONCE, 3)
+    # Characters 18-22 carry the epoch's bytes (13-16): moving it on breaks the MAC.
+    assert verify(KEY, _flip(token, 20), NOW) is LinkRefusal.FORGED
+    old = verify(KEY, _version_1_token(), NOW)
+    assert isinstance(old, LinkGrant) and old.epoch == 0
+    assert old.user_ref == user_ref(KEY, "alice@example.com")
+    with pytest.raises(ValueError, match="epoch"):
+        mint(KEY, "alice@example.com", NOW, TTL, NONCE, -1)
+
+
+@pytest.mark.parametrize(
+    ("minted", "current", "expected"),
+    [
+        (0, 0, None),  # never linked: the token of its generation links
+        (4, 4, None),  # minted after the latest link, relink or /stop
+        (0, 1, LinkRefusal.SUPERSEDED),  # an older token after a link (the takeover of issue 29)
+        (3, 4, LinkRefusal.SUPERSEDED),  # after a /stop, or a relink from another token
+        (5, 4, LinkRefusal.SUPERSEDED),  # never minted by the store as it stands (entry re-added)
+    ],
+)
+def test_link_allowed(minted: int, current: int, expected: LinkRefusal | None) -> None:
+    grant = verify(KEY, mint(KEY, "alice@example.com", NOW, TTL, NONCE, minted), NOW)
+    assert isinstance(grant, LinkGrant)
+    assert link_allowed(grant, current) is expected

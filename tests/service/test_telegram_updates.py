@@ -25,8 +25,9 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.channels.telegram_updates import TelegramUpdates, bot_id_of
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, JobStatus, NotificationKind
-from inno_notify.domain.telegram_linking import derive_key
+from inno_notify.domain.telegram_linking import derive_key, mint
 from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import LinkOffer, UpdateHandler, UpdatePoller, WebhookRegistration
 from inno_notify.telemetry import Telemetry
@@ -197,10 +198,12 @@ async def test_forged_expired_and_reused_tokens_are_refused_and_link_nothing(har
     assert (await h.user()).telegram_chat_id == ALICE_CHAT
 
 
-async def test_mute_holds_summaries_and_releases_them_as_one_message_without_loss(harness: Harness) -> None:
+async def test_mute_all_holds_summaries_and_releases_them_as_one_message_without_loss(
+    harness: Harness,
+) -> None:
     h = harness
-    await h.says(BOB_CHAT, "/mute 2", first_name="Bob")
-    assert "Muted until" in h.answers(BOB_CHAT)[-1]
+    await h.says(BOB_CHAT, "/mute all 2", first_name="Bob")
+    assert "Muted until" in h.answers(BOB_CHAT)[-1] and "on every channel" in h.answers(BOB_CHAT)[-1]
 
     users = {u.email: u for u in await h.store.directory.list_users()}
     jobs = [finished_job(f"m{i}", owner="bob@example.com") for i in range(3)]
@@ -470,3 +473,146 @@ async def test_the_settings_decide_the_bot_s_parts(
     finally:
         if bot is not None:
             await bot.aclose()
+
+
+# --- trust boundaries (issue 29) ---------------------------------------------------------------
+
+
+async def test_an_older_token_is_void_once_a_newer_link_happened(harness: Harness) -> None:
+    """The takeover of issue 29: Alice links with one e-mail's token; an older, unused one (a
+    forwarded mail, a shared mailbox) must not move her chat to a stranger's."""
+    h = harness
+    older = await _emailed_link(h, "j1")
+    newer = await _emailed_link(h, "j2")
+    await h.says(ALICE_CHAT, f"/start {newer}", first_name="Alice")
+    assert (await h.user()).telegram_chat_id == ALICE_CHAT
+
+    h.fake.chats.add(333)
+    await h.says(333, f"/start {older}", first_name="Mallory")
+
+    assert "replaced" in h.answers(333)[-1] and "Nothing was linked" in h.answers(333)[-1]
+    alice = await h.user()
+    assert (alice.telegram_chat_id, alice.channels) == (ALICE_CHAT, ("email", "telegram"))
+    # The stranger's chat is not Alice's: /status tells it nothing of hers.
+    await h.says(333, "/status")
+    assert "not linked" in h.answers(333)[-1]
+    assert len(h.answers(ALICE_CHAT)) == 1  # her own chat heard of nothing to worry about
+
+
+async def test_stop_voids_every_token_minted_before_it(harness: Harness) -> None:
+    h = harness
+    first = await _emailed_link(h, "j1")
+    second = await _emailed_link(h, "j2")
+    await h.says(ALICE_CHAT, f"/start {first}")
+    await h.says(ALICE_CHAT, "/stop")
+    assert (await h.user()).telegram_chat_id is None
+
+    h.fake.chats.add(333)
+    await h.says(333, f"/start {second}")
+    assert "replaced" in h.answers(333)[-1]
+    await h.says(ALICE_CHAT, f"/start {second}")  # from her own chat too: spent for nothing
+    assert "Nothing was linked" in h.answers(ALICE_CHAT)[-1]
+    alice = await h.user()
+    assert (alice.telegram_chat_id, alice.telegram_stopped) == (None, True)
+
+
+async def test_a_relink_tells_the_old_chat_and_needs_a_token_newer_than_the_link(harness: Harness) -> None:
+    h = harness
+    older = await _emailed_link(h, "j1")
+    newer = await _emailed_link(h, "j2")
+    await h.says(ALICE_CHAT, f"/start {newer}", first_name="Alice")
+    epoch = (await h.user()).link_epoch
+    assert epoch >= 1
+    # A token of the current generation (minted after the link) moves the chat, and says so to the
+    # chat it moves away from.
+    current = mint(KEY, "alice@example.com", h.clock(), TTL, b"\x05" * 8, epoch)
+    h.fake.chats.add(333)
+    await h.says(333, f"/start {current}", first_name="Alice")
+
+    assert (await h.user()).telegram_chat_id == 333
+    assert "linked to <b>Alice</b>" in h.answers(333)[-1]
+    notice = h.answers(ALICE_CHAT)[-1]
+    assert "now go to another chat" in notice and "if that was not you" in notice
+    # The relink started a generation of its own: neither the older token nor the one just used
+    # moves the chat again.
+    for token, chat in ((older, 444), (current, 555)):
+        h.fake.chats.add(chat)
+        await h.says(chat, f"/start {token}")
+        assert "Nothing was linked" in h.answers(chat)[-1]
+    assert (await h.user()).telegram_chat_id == 333
+    assert len(h.answers(ALICE_CHAT)) == 2 and len(h.answers(333)) == 1
+
+
+async def _bob_s_summary(h: Harness, uid: str) -> None:
+    users = {u.email: u for u in await h.store.directory.list_users()}
+    await finish(h.store, [finished_job(uid, owner="bob@example.com")], users, h.clock(), enabled=ENABLED)
+    h.clock.advance(30)
+    await h.dispatcher.run_once(h.clock())
+
+
+async def test_a_mute_from_the_chat_holds_telegram_only_unless_the_person_says_all(harness: Harness) -> None:
+    h = harness
+    await h.says(BOB_CHAT, "/mute 720", first_name="Bob")
+    answer = h.answers(BOB_CHAT)[-1]
+    assert "here on Telegram only" in answer and "/mute all" in answer
+
+    await _bob_s_summary(h, "t1")
+    # E-mail keeps flowing; the chat's summary waits.
+    assert [m.rcpt_tos for m in h.smtp.received] == [["bob@example.com"]]
+    assert "train-t1" in h.smtp.received[0].message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert len(h.answers(BOB_CHAT)) == 1
+    held = [
+        r
+        for r in await all_rows(h.store)
+        if r.channel is Channel.TELEGRAM and r.kind is NotificationKind.JOB_SUMMARY
+    ]
+    assert [r.status for r in held] == [DeliveryStatus.PENDING]
+
+    await h.says(BOB_CHAT, "/mute all 720")
+    assert "on every channel" in h.answers(BOB_CHAT)[-1]
+    await h.says(BOB_CHAT, "/help")
+    assert "Muted on every channel" in h.answers(BOB_CHAT)[-1]
+    await _bob_s_summary(h, "t2")
+    assert len(h.smtp.received) == 1  # the e-mail of t2 is held too
+    rows = {
+        (r.dedup_key.split("/")[1], r.channel): r.status
+        for r in await all_rows(h.store)
+        if r.kind is NotificationKind.JOB_SUMMARY
+    }
+    assert rows[("t2", Channel.EMAIL)] is DeliveryStatus.PENDING
+
+
+async def test_stop_all_turns_every_channel_off(harness: Harness) -> None:
+    h = harness
+    await h.says(BOB_CHAT, "/stop all", first_name="Bob")
+    assert "no summaries on any channel" in h.answers(BOB_CHAT)[-1]
+    bob = await h.user("bob@example.com")
+    assert (bob.telegram_chat_id, bob.channels) == (None, ())
+    await _bob_s_summary(h, "s1")
+    await _bob_s_summary(h, "s2")
+    assert h.smtp.received == [] and len(h.answers(BOB_CHAT)) == 1
+
+
+async def test_a_summary_right_after_start_goes_to_the_new_chat(harness: Harness) -> None:
+    """The planner's directory follows a link at once, not after its cache's age (issue 29)."""
+    h = harness
+    planner = DirectoryPlanner(h.store, ENABLED, 30.0, h.clock)
+    token = await _emailed_link(h, "j1")
+    # The planner has read the directory (Alice: e-mail only) just before she links.
+    before = await planner(finished_job("j2"), h.clock())
+    assert [r.channel for r in before] == [Channel.EMAIL]
+
+    await h.says(ALICE_CHAT, f"/start {token}", first_name="Alice")
+    job = finished_job("j3")
+    await stored.upsert_jobs(h.store, [job])
+    rows = await planner(job, h.clock())  # the same instant: no cache has aged
+
+    assert sorted(r.channel.value for r in rows) == ["email", "telegram"]
+    assert all(r.payload.get("telegram_chat_id") == ALICE_CHAT for r in rows)
+    await stored.summarize(h.store, job.cluster, job.uid, rows)
+    h.clock.advance(30)
+    await h.dispatcher.run_once(h.clock())
+    assert any("train-j3" in text for text in h.answers(ALICE_CHAT))
+    # A mute and a /stop apply to the next planned message the same way.
+    await h.says(ALICE_CHAT, "/stop")
+    assert [r.channel for r in await planner(finished_job("j4"), h.clock())] == [Channel.EMAIL]

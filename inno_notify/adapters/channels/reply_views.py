@@ -22,6 +22,7 @@ _REFUSAL_TEXT = {
     LinkRefusal.FORGED: "it is not one of our links (perhaps it was copied incompletely).",
     LinkRefusal.EXPIRED: "it has expired.",
     LinkRefusal.USED: "it has been used already.",
+    LinkRefusal.SUPERSEDED: "a newer link or /stop for this person has replaced it.",
     LinkRefusal.UNKNOWN_USER: "it belongs to someone who is no longer in the directory.",
 }
 _CHANNEL_NAMES = {"email": "e-mail", "slack": "Slack", "telegram": "Telegram"}
@@ -57,6 +58,7 @@ class BotReplyView:
     muted_until: str | None
     channels: str
     status: StatusView | None
+    everywhere: bool = False
 
     @classmethod
     def of(cls, reply: Reply) -> BotReplyView:
@@ -73,6 +75,7 @@ class BotReplyView:
             muted_until=_when(reply.muted_until, zone) if reply.muted_until is not None else None,
             channels=", ".join(_CHANNEL_NAMES.get(c, c) for c in reply.channels),
             status=None if reply.status is None else _status(reply.status, zone),
+            everywhere=reply.everywhere,
         )
 
 

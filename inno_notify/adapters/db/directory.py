@@ -3,17 +3,28 @@
 Users are read as they stand for routing: each one's own preferences (preferences.py), where they
 set any, override the directory entry (domain.preferences.apply_preferences). `directory_user`
 reads the entry alone, as the YAML file or an admin wrote it.
+
+Every write here moves the directory version on in its own transaction
+(preferences.bump_version), so that caches of the directory follow at once; a directory entry
+whose chat changes moves that person's link epoch on (domain.telegram_linking).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.preferences import all_preferences, get_preferences
+from inno_notify.adapters.db.preferences import (
+    advance_link_epochs,
+    all_preferences,
+    bump_directory_version,
+    directory_version,
+    get_preferences,
+)
 from inno_notify.adapters.db.sql import chunks, last_per_key, upsert
 from inno_notify.adapters.db.tables import checkpoints, teams, user_preferences, users
 from inno_notify.domain.model import DirectoryUser, Team
@@ -32,7 +43,15 @@ async def upsert_users(conn: AsyncConnection, entries: Sequence[DirectoryUser]) 
         return
     statement = upsert(conn, users, ["email"], [c for c in rows[0] if c != "email"])
     for chunk in chunks(rows):
+        chats = {row["email"]: row["telegram_chat_id"] for row in chunk}
+        stored = await conn.execute(
+            sa.select(users.c.email, users.c.telegram_chat_id).where(users.c.email.in_(list(chats)))
+        )
+        moved = [email for email, chat in stored if chat != chats[email]]
         await conn.execute(statement, list(chunk))
+        if moved:
+            await advance_link_epochs(conn, moved, datetime.now(UTC))
+    await bump_directory_version(conn)
 
 
 async def directory_user(conn: AsyncConnection, email: str) -> DirectoryUser | None:
@@ -59,6 +78,7 @@ async def delete_user(conn: AsyncConnection, email: str) -> bool:
     """Removes the user and what they set for themselves (a user added again starts afresh)."""
     result = await conn.execute(sa.delete(users).where(users.c.email == email))
     await conn.execute(sa.delete(user_preferences).where(user_preferences.c.email == email))
+    await bump_directory_version(conn)
     return result.rowcount == 1
 
 
@@ -66,6 +86,12 @@ async def replace_teams(conn: AsyncConnection, new_teams: Sequence[Team]) -> Non
     await conn.execute(sa.delete(teams))
     if new_teams:
         await conn.execute(sa.insert(teams), [codec.team_to_row(t) for t in new_teams])
+    await bump_directory_version(conn)
+
+
+async def version(conn: AsyncConnection) -> str:
+    """The directory version (preferences.DIRECTORY_VERSION_KEY): equal means nothing changed."""
+    return await directory_version(conn)
 
 
 async def list_teams(conn: AsyncConnection) -> list[Team]:

@@ -38,6 +38,12 @@ class DirectoryRepository(Repository):
         async with self.read() as conn:
             return await directory.list_users(conn)
 
+    async def version(self) -> str:
+        """The directory version: it changes with every write of a user, team or preference, on
+        any replica (a primary-key read, cheap enough to ask before each use of a cache)."""
+        async with self.read() as conn:
+            return await directory.version(conn)
+
     async def delete_user(self, email: str) -> bool:
         async with self._write() as conn:
             return await directory.delete_user(conn, email)

@@ -6,12 +6,18 @@ change is read-modify-write in the caller's transaction (the row locked on Postg
 person's mute changes, the rows held until the old end are released at once (due now), and the
 next claim holds them again until the new end if there is one: so /unmute sends what waited,
 and a shorter mute does not keep rows to the longer one's end.
+
+A change that links, relinks or unlinks the person's chat (from any surface) moves their link epoch
+on in the same transaction (domain.telegram_linking: every linking token minted before is void);
+and every change moves the directory version on (directory.bump_version), so that a cache of the
+directory on any replica knows at its next use that it is stale.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -19,14 +25,18 @@ import sqlalchemy as sa
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import chunks, upsert
-from inno_notify.adapters.db.tables import outbox, user_preferences
+from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert
+from inno_notify.adapters.db.tables import checkpoints, outbox, user_preferences
+from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import DeliveryStatus, NotifyMode
 from inno_notify.domain.preferences import PREFERENCE_FIELDS, Origin, Preferences
 
 log = logging.getLogger(__name__)
 
 _PENDING = DeliveryStatus.PENDING.value
+# The checkpoint that counts changes of the directory and of anyone's preferences: a cache of the
+# directory (service.planner) compares it before each use, on any replica sharing the database.
+DIRECTORY_VERSION_KEY = "directory.version"
 
 
 def to_row(prefs: Preferences, now: datetime) -> dict[str, Any]:
@@ -36,8 +46,10 @@ def to_row(prefs: Preferences, now: datetime) -> dict[str, Any]:
         "channels": None if prefs.channels is None else list(prefs.channels),
         "notify": None if prefs.notify is None else prefs.notify.value,
         "muted_until": prefs.muted_until,
+        "muted_channels": None if prefs.muted_channels is None else list(prefs.muted_channels),
         "origins": {name: origin.encode() for name, origin in prefs.origins.items()},
         "updated_at": now,
+        "link_epoch": prefs.link_epoch,
     }
 
 
@@ -71,7 +83,17 @@ def from_row(row: RowMapping) -> Preferences:
         notify=notify,
         muted_until=row["muted_until"],
         origins=origins,
+        muted_channels=_mute_scope(row["muted_channels"]),
+        link_epoch=int(row["link_epoch"] or 0),
     )
+
+
+def _mute_scope(value: object) -> tuple[str, ...] | None:
+    """The stored scope of a mute; None (every channel) for NULL. A value that does not read holds
+    every channel too: a mute errs on the side of holding, never of letting through."""
+    if isinstance(value, list) and all(isinstance(c, str) for c in value):
+        return tuple(value)
+    return None
 
 
 async def get_preferences(conn: AsyncConnection, email: str, *, lock: bool = False) -> Preferences | None:
@@ -100,33 +122,86 @@ async def change_preferences(
     changes: Mapping[str, Any] | None = None,
     origin: Origin | None = None,
     reset: Sequence[str] = (),
+    new_link: bool = False,
 ) -> Preferences:
     """Sets `changes` (as from `origin`) and unsets `reset` in the person's preferences; returns
-    them as stored. Rows a changed mute held are released (see the module docstring)."""
-    before = await get_preferences(conn, email, lock=True) or Preferences(email)
+    them as stored. Rows a changed mute held are released, and a changed chat (or `new_link`: a
+    linking token was spent, even on the chat already linked) moves the link epoch on (see the
+    module docstring)."""
+    before = await locked_preferences(conn, email, now)
     after = before.reset(tuple(reset)) if reset else before
     if changes:
         if origin is None:
             raise ValueError("a change needs its origin")
         after = after.changed(changes, origin)
+    if new_link or before.chat_changed(after):
+        after = replace(after, link_epoch=before.link_epoch + 1)
     await save_preferences(conn, after, now)
     if before.muted_until is not None and before.muted_until != after.muted_until:
         await release_held(conn, email, before.muted_until, now)
+    await bump_directory_version(conn)
     return after
 
 
-async def mutes_of(conn: AsyncConnection, recipients: Collection[str], now: datetime) -> dict[str, datetime]:
-    """The mutes still running of those recipients (lower-case e-mail → end)."""
-    found: dict[str, datetime] = {}
+async def locked_preferences(conn: AsyncConnection, email: str, now: datetime) -> Preferences:
+    """The person's preferences, their row locked for the rest of the transaction on Postgres.
+
+    The row is made first where there is none (setting nothing), so that there is always a row to
+    lock: two transactions linking one person at once then take turns, and the second sees the
+    first's epoch (SQLite's write transactions take turns anyway)."""
+    empty = to_row(Preferences(email), now)
+    await conn.execute(
+        dialect_insert(conn, user_preferences)
+        .values(**empty)
+        .on_conflict_do_nothing(index_elements=["email"])
+    )
+    found = await get_preferences(conn, email, lock=True)
+    assert found is not None  # just made
+    return found
+
+
+async def advance_link_epochs(conn: AsyncConnection, emails: Collection[str], now: datetime) -> None:
+    """Moves those people's link epochs on (their chat changed in the directory entry itself)."""
+    for email in sorted(set(emails)):
+        await locked_preferences(conn, email, now)
+        await conn.execute(
+            sa.update(user_preferences)
+            .where(user_preferences.c.email == email)
+            .values(link_epoch=user_preferences.c.link_epoch + 1)
+        )
+
+
+async def bump_directory_version(conn: AsyncConnection) -> None:
+    """Moves the directory version on, in the caller's transaction (see DIRECTORY_VERSION_KEY)."""
+    stmt = dialect_insert(conn, checkpoints).values(key=DIRECTORY_VERSION_KEY, value="1")
+    counter = sa.cast(sa.cast(checkpoints.c.value, sa.BigInteger) + 1, sa.String)
+    await conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": counter}))
+
+
+async def directory_version(conn: AsyncConnection) -> str:
+    """The directory version now ("0": never changed since the store was made)."""
+    value = await conn.scalar(
+        sa.select(checkpoints.c.value).where(checkpoints.c.key == DIRECTORY_VERSION_KEY)
+    )
+    return "0" if value is None else str(value)
+
+
+async def mutes_of(conn: AsyncConnection, recipients: Collection[str], now: datetime) -> dict[str, Mute]:
+    """The mutes still running of those recipients (lower-case e-mail → the mute)."""
+    found: dict[str, Mute] = {}
     emails = sorted({r.strip().lower() for r in recipients if "@" in r})
     for chunk in chunks(emails):
         rows = await conn.execute(
-            sa.select(user_preferences.c.email, user_preferences.c.muted_until).where(
+            sa.select(
+                user_preferences.c.email, user_preferences.c.muted_until, user_preferences.c.muted_channels
+            ).where(
                 user_preferences.c.muted_until > now,
                 sa.func.lower(user_preferences.c.email).in_(list(chunk)),
             )
         )
-        found.update({email.lower(): until for email, until in rows})
+        for email, until, scope in rows:
+            channels = _mute_scope(scope)
+            found[email.lower()] = Mute(until, None if channels is None else frozenset(channels))
     return found
 
 

@@ -471,6 +471,11 @@ user_preferences = sa.Table(
     sa.Column("muted_until", UTCDateTime()),
     sa.Column("origins", _json(), nullable=False),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
+    # The channels the mute holds (NULL: every channel); set and unset with muted_until.
+    sa.Column("muted_channels", _json()),
+    # The person's Telegram link generation (domain.telegram_linking): moved on by every link,
+    # relink and /stop; a linking token of an older one links nothing.
+    sa.Column("link_epoch", sa.BigInteger(), nullable=False, server_default="0"),
     # The claim looks up the mutes of its rows' recipients; few people are muted at a time.
     sa.Index(None, "muted_until"),
 )

@@ -70,10 +70,19 @@ class BotTransaction:
         )
         return int((await self._conn.execute(stmt)).rowcount) == 1
 
+    async def link_epoch(self, email: str, now: datetime) -> int:
+        """The person's link epoch, their preferences row locked until the update's commit, so
+        that two links of one person at once take turns (the second sees the first's epoch)."""
+        return (await preferences.locked_preferences(self._conn, email, now)).link_epoch
+
     async def change_preferences(
-        self, email: str, changes: Mapping[str, Any], origin: Origin, now: datetime
+        self, email: str, changes: Mapping[str, Any], origin: Origin, now: datetime, *, new_link: bool = False
     ) -> Preferences:
-        return await preferences.change_preferences(self._conn, email, now, changes=changes, origin=origin)
+        """Changes a person's preferences; `new_link`: a linking token was spent for them, which
+        starts a new link generation even when the chat stays the same."""
+        return await preferences.change_preferences(
+            self._conn, email, now, changes=changes, origin=origin, new_link=new_link
+        )
 
     async def enqueue(self, rows: Sequence[Notification]) -> int:
         return await outbox.enqueue(self._conn, rows)

@@ -33,7 +33,8 @@ async def test_preferences_override_the_directory_and_survive_a_reseed(store: St
         origin=BY_CHAT,
     )
 
-    linked = replace(entry, telegram_chat_id=555, channels=("slack", "email", "telegram"))
+    # Linking the chat started a new link generation (issue 29).
+    linked = replace(entry, telegram_chat_id=555, channels=("slack", "email", "telegram"), link_epoch=1)
     assert await store.directory.get_user(entry.email) == linked
     assert await store.directory.list_users() == [linked]
     # The entry as written is untouched, and a restart re-seeding it from the YAML file changes nothing.
@@ -53,14 +54,16 @@ async def test_an_unlinked_chat_overrides_the_directory_chat_and_a_reset_restore
         entry.email, T0, changes={"telegram_chat_id": None, "channels": ("email",)}, origin=BY_CHAT
     )
     assert await store.directory.get_user(entry.email) == replace(
-        entry, telegram_chat_id=None, channels=("email",), telegram_stopped=True
+        entry, telegram_chat_id=None, channels=("email",), telegram_stopped=True, link_epoch=1
     )
 
     await store.directory.change_preferences(
         entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API
     )
     await store.directory.change_preferences(entry.email, T0, reset=("telegram_chat_id", "channels"))
-    assert await store.directory.get_user(entry.email) == replace(entry, notify=NotifyMode.FAILURE)
+    assert await store.directory.get_user(entry.email) == replace(
+        entry, notify=NotifyMode.FAILURE, link_epoch=2
+    )
     prefs = await store.directory.get_preferences(entry.email)
     assert prefs is not None and prefs.origins == {"notify": BY_API}
 
@@ -217,3 +220,60 @@ async def test_deleting_a_user_forgets_their_preferences(store: Store) -> None:
     await store.directory.upsert_user(user(telegram_chat_id=None))
     assert await store.directory.get_preferences("alice@example.com") is None
     assert (await store.directory.get_user("alice@example.com")) == user(telegram_chat_id=None)
+
+
+async def test_every_change_of_a_chat_from_any_surface_moves_the_link_epoch_and_every_write_the_version(
+    store: Store,
+) -> None:
+    """Issue 29: the epoch voids older linking tokens; the version tells caches to read again."""
+    entry = user(telegram_chat_id=None, channels=("email",))
+    versions = [await store.directory.version()]
+
+    async def epoch() -> int:
+        found = await store.directory.get_user(entry.email)
+        assert found is not None
+        versions.append(await store.directory.version())
+        return found.link_epoch
+
+    await store.directory.upsert_user(entry)
+    assert await epoch() == 0
+    await store.directory.change_preferences(
+        entry.email, T0, changes={"notify": NotifyMode.FAILURE}, origin=BY_API
+    )
+    assert await epoch() == 0  # no chat changed
+    await store.directory.change_preferences(entry.email, T0, changes={"telegram_chat_id": 7}, origin=BY_CHAT)
+    assert await epoch() == 1
+    await store.directory.upsert_user(replace(entry, telegram_chat_id=8))  # an admin's edit of the entry
+    assert await epoch() == 2
+    await store.directory.upsert_user(replace(entry, telegram_chat_id=8))  # the same again
+    assert await epoch() == 2
+    await store.directory.change_preferences(entry.email, T0, changes={"muted_until": T0}, origin=BY_CHAT)
+    assert await epoch() == 2
+    await store.directory.replace_teams([])
+    assert await epoch() == 2
+    assert len(set(versions)) == len(versions)  # every write moved it, each to a value of its own
+
+
+async def test_a_mute_s_scope_is_stored_and_holds_only_its_channels(store: Store) -> None:
+    until = T0 + timedelta(hours=2)
+    await store.directory.change_preferences(
+        "alice@example.com",
+        T0,
+        changes={"muted_until": until, "muted_channels": ("telegram",)},
+        origin=BY_CHAT,
+    )
+    prefs = await store.directory.get_preferences("alice@example.com")
+    assert prefs is not None and prefs.muted_channels == ("telegram",)
+    mail = notification("m", group_key=None)
+    chat = replace(notification("t", group_key=None), channel=Channel.TELEGRAM)
+    await store.outbox.enqueue([mail, chat])
+
+    claim = await store.outbox.claim(T0 + timedelta(minutes=5), 10, 60)
+
+    assert [r.dedup_key for m in claim.messages for r in m] == ["m"]
+    # A mute set without a scope (the API's) holds every channel again.
+    await store.directory.change_preferences(
+        "alice@example.com", T0, changes={"muted_until": until}, origin=BY_API
+    )
+    prefs = await store.directory.get_preferences("alice@example.com")
+    assert prefs is not None and prefs.muted_channels is None

@@ -1,0 +1,77 @@
+"""a person's Telegram link epoch and the channels a mute holds
+
+Revision ID: 0015
+Revises: 0013
+Create Date: 2026-12-02 10:00:00.000000
+
+Trust boundaries (issue 29). `user_preferences.link_epoch`: the person's link generation, moved on
+by every link, relink and /stop; a linking token carries the epoch it was minted under and links
+only while it is current, so a newer link voids every older token. Tokens minted before this
+revision carry none and count as epoch 0: everyone who already linked or stopped a chat
+(self-service recorded it in `origins`, or used a token) starts at 1, so that such a token can no
+longer take their chat over; everyone else stays at 0, and the tokens in their inboxes still link.
+`user_preferences.muted_channels`: the channels a mute holds (NULL: every channel, as before).
+Every existing row is kept.
+"""
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision: str = "0015"
+down_revision: str | Sequence[str] | None = "0013"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def _json() -> sa.types.TypeEngine:  # type: ignore[type-arg]
+    return sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
+
+
+def upgrade() -> None:
+    json_type = _json()
+    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("link_epoch", sa.BigInteger(), nullable=False, server_default="0"))
+        batch_op.add_column(sa.Column("muted_channels", json_type, nullable=True))
+
+    conn = op.get_bind()
+    prefs = sa.table(
+        "user_preferences",
+        sa.column("email", sa.String()),
+        sa.column("origins", _json()),
+        sa.column("link_epoch", sa.BigInteger()),
+        sa.column("updated_at", sa.DateTime(timezone=True)),
+    )
+    uses = sa.table("telegram_link_uses", sa.column("email", sa.String()))
+    users = sa.table("users", sa.column("email", sa.String()), sa.column("telegram_chat_id", sa.BigInteger()))
+    linked = {email for (email,) in conn.execute(sa.select(uses.c.email).distinct())}
+    linked |= {
+        email
+        for (email,) in conn.execute(sa.select(users.c.email).where(users.c.telegram_chat_id.is_not(None)))
+    }
+    for email, origins in conn.execute(sa.select(prefs.c.email, prefs.c.origins)):
+        if isinstance(origins, str):
+            try:
+                origins = json.loads(origins)
+            except ValueError:
+                origins = None
+        if isinstance(origins, dict) and "telegram_chat_id" in origins:
+            linked.add(email)
+    have = {email for (email,) in conn.execute(sa.select(prefs.c.email))}
+    now = datetime.now(UTC)
+    for email in sorted(linked):
+        if email in have:
+            conn.execute(sa.update(prefs).where(prefs.c.email == email).values(link_epoch=1))
+        else:
+            # A row that sets nothing (no origins) but the epoch: the directory's values stand.
+            conn.execute(sa.insert(prefs).values(email=email, origins={}, link_epoch=1, updated_at=now))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
+        batch_op.drop_column("muted_channels")
+        batch_op.drop_column("link_epoch")
