@@ -1,7 +1,7 @@
 """a person's Telegram link epoch and the channels a mute holds
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-02 10:00:00.000000
 
 Trust boundaries (issue 29). `user_preferences.link_epoch`: the person's link generation, moved on
@@ -23,7 +23,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0013"
+down_revision: str | Sequence[str] | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
