@@ -109,14 +109,19 @@ PROBES = (
     ),
 )
 
-# The pages the links in messages open (outside /api/v1, HTML): a signed link or any role's token.
-PAGE_ROLES: frozenset[Role] = frozenset({"admin", "viewer", "pipeline"})
+# The pages the links in messages open (outside /api/v1, HTML): a signed link or a reader's token.
+# Not a pipeline token: it sits in CI systems and DAG definitions, the likeliest to leak, and it
+# reads nothing else either (CONTRACT §5).
+PAGE_ROLES: frozenset[Role] = READERS
 _PAGE_REPLIES = {
     400: Reply("A parameter that is not one (invalid_parameter); a page.", Error, media=("text/html",)),
     401: Reply(
         "Neither a valid signed link (link_expired, invalid_link) nor a token (unauthorized); a page.",
         Error,
         media=("text/html",),
+    ),
+    403: Reply(
+        "forbidden: a pipeline token (pages are for viewers and admins); a page.", Error, media=("text/html",)
     ),
     404: Reply("No such job or team (job_not_found, team_not_found); a page.", Error, media=("text/html",)),
 }
@@ -129,7 +134,7 @@ PAGES = (
         {
             200: Reply(
                 "The job's page (figures, chart, advice with its evidence, Kueue, logs), for the signed "
-                "link a message carried (exp, sig) or a token of any role.",
+                "link a message carried (exp, sig) or a viewer or admin token.",
                 media=("text/html",),
             ),
             **_PAGE_REPLIES,
@@ -146,7 +151,8 @@ PAGES = (
         pages.TeamPageRequest,
         {
             200: Reply(
-                "The team's weekly digest page, for the signed link a digest carried or a token of any role.",
+                "The team's weekly digest page, for the signed link a digest carried or a viewer or admin "
+                "token.",
                 media=("text/html",),
             ),
             **_PAGE_REPLIES,
