@@ -1,8 +1,8 @@
 """The pages the links in messages open: a summary's signed link opens its job's page without a
 token and shows its figures; a link with a value, its expiry or its signature changed, or past its
 expiry, is 401; a viewer's or admin's token opens any page, a pipeline token none (403); the team
-page likewise; no page hands out a link that lives longer than the one it was opened with. Real app, real store,
-the service's own renderers and providers."""
+page likewise; no page hands out a link that lives longer than the one it was opened with. Real
+app, real store, the service's own renderers and providers."""
 
 from __future__ import annotations
 
