@@ -324,10 +324,24 @@ ENDPOINTS = (
                 "address in to, a link URL without a host.",
                 Error,
             ),
+            403: Reply(
+                "forbidden: a role other than admin and pipeline; out_of_scope: a team or address "
+                "outside the pipeline token's scope (api.tokens[].teams, recipients).",
+                Error,
+            ),
+            409: Reply(
+                "key_reused: this token posted the key before with another message; nothing sent.", Error
+            ),
             413: Reply("payload_too_large: a body over 64 KiB.", Error),
             422: Reply(
                 "no_recipients: nobody can receive it (unknown team, an address outside "
                 "allowed_email_domains, no channel configured); nothing was recorded.",
+                Error,
+            ),
+            429: Reply(
+                "rate_limited: past api.events.per_token_per_minute for this token or "
+                "per_recipient_per_hour for a recipient (counted over all replicas); nothing was "
+                "queued; Retry-After says when to try again.",
                 Error,
             ),
         },
