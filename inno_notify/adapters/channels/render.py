@@ -211,7 +211,9 @@ class Renderer:
         """A pipeline's own message for `channel`, escaped like everything else."""
         return self.render_pipelines(channel, (message,))
 
-    def render_pipelines(self, channel: Channel | str, messages: Sequence[PipelineMessage]) -> RenderedMessage:
+    def render_pipelines(
+        self, channel: Channel | str, messages: Sequence[PipelineMessage]
+    ) -> RenderedMessage:
         """Pipeline messages to one recipient within the group wait, as one message, oldest first
         (`message` in the templates is the first, `messages` all of them)."""
         views = [PipelineView.of(m) for m in messages]
