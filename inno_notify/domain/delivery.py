@@ -1,13 +1,13 @@
 """The dispatcher's decisions, kept pure: which claimed rows form one message, when to retry, when to give up.
 
-Grouping (CONTRACT.md §6): rows of one kind to the same recipient on the same channel form a
-bucket (job summaries and pipeline messages; other kinds go one row per message). A bucket fires
-when one of its ungrouped rows is due, or when one of its `inno-notify/group` sets is ready; it
-then takes every ungrouped row it holds (those that became due within the window of the first
-ride along) and every ready set. A set is ready once no new member has arrived for `group_wait` (each row is due `group_wait` after it was created, so that
-is the latest due time of the set), but no later than `cap_factor × group_wait` after its first
-member, so a never-ending sweep still reports. Rows of a set that is not ready are deferred to
-the time it will be.
+Grouping (CONTRACT.md §6): rows of one kind to the same recipient on the same channel form a bucket
+(job summaries and pipeline messages; other kinds go one row per message). A bucket fires when one
+of its ungrouped rows is due, or when one of its `inno-notify/group` sets is ready; it then takes
+every ungrouped row it holds (those that became due within the window of the first ride along) and
+every ready set. A set is ready once no new member has arrived for `group_wait` (each row is due
+`group_wait` after it was created, so that is the latest due time of the set), but no later than
+`cap_factor × group_wait` after its first member, so a never-ending sweep still reports. Rows of a
+set that is not ready are deferred to the time it will be.
 
 A muted recipient's rows are held (`hold_muted`): due at the end of the mute, none lost, and since
 they all come due at that one moment, the grouping above sends a recipient's held summaries as one
