@@ -260,10 +260,11 @@ async def bench(args: argparse.Namespace) -> None:
         print(f"tokens={args.tokens}")
         print(f"recipients={args.recipients}")
         print(f"post_seconds={result['seconds']:.1f}")
-        print(f"posts_per_s={args.events / result['seconds']:.0f}")
+        print(f"posts_per_s={result['posted'] / result['seconds']:.0f}")
         print(f"statuses={','.join(f'{k}:{v}' for k, v in sorted(statuses.items()))}")
-        print(f"accepted={statuses.get(202, 0)}")
-        print(f"limited={statuses.get(429, 0)}")
+        # JSON keys: the statuses came back from the load process as strings.
+        print(f"accepted={statuses.get('202', 0)}")
+        print(f"limited={statuses.get('429', 0)}")
         print(f"messages_sent={len(smtp.received)}")
         print(f"per_recipient_per_hour={limits.per_recipient_per_hour}")
         print(
