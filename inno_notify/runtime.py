@@ -426,7 +426,11 @@ def api_component(
             link_key=settings.links.key,
             close_store=True,
             warm_usage=True,
-            event_routing=EventRouting(configured_channels(settings), settings.notify.allowed_email_domains),
+            event_routing=EventRouting(
+                configured_channels(settings),
+                settings.notify.allowed_email_domains,
+                settings.notify.group_wait_seconds,
+            ),
             telegram_webhook=telegram_webhook,
             trends_timezone=settings.digest.timezone,
         )

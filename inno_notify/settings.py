@@ -601,6 +601,18 @@ class ApiToken(_Section):
         description="admin (all), viewer (read-only) or pipeline (POST /api/v1/events only: for `inno-notify send` in Airflow tasks and Argo steps).",
     )
 
+    teams: tuple[str, ...] | None = Field(
+        None,
+        description="Scope of a pipeline token: the teams it may post events to (`team:`). null with "
+        "`recipients` null too: any team and any address; once either is set, only what they list "
+        "(`teams: [face], recipients: []`: team face only). Outside it: 403.",
+    )
+    recipients: tuple[str, ...] | None = Field(
+        None,
+        description="Scope of a pipeline token: the addresses it may post events to (`to:`), "
+        "matched case-insensitively; see `teams`.",
+    )
+
     @field_validator("sha256")
     @classmethod
     def _hex_digest(cls, value: str) -> str:
@@ -608,12 +620,45 @@ class ApiToken(_Section):
             raise ValueError("must be the 64 hex digits of a SHA-256 hash (store hashes, not tokens)")
         return value.lower()
 
+    @field_validator("recipients")
+    @classmethod
+    def _lower_addresses(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(a.strip().lower() for a in value)
+
+    @model_validator(mode="after")
+    def _scope_of_pipelines_only(self) -> ApiToken:
+        if self.role != "pipeline" and (self.teams is not None or self.recipients is not None):
+            raise ValueError(f"teams/recipients scope a pipeline token; token {self.name!r} is {self.role}")
+        return self
+
+
+class ApiEventsSettings(_Section):
+    """Limits on pipeline messages (POST /api/v1/events): over one, 429 with Retry-After and nothing
+    queued (docs/hardening.md)."""
+
+    per_token_per_minute: int = Field(
+        60,
+        ge=1,
+        description="Events one token (by its name) may have accepted in any 60 s, counted in the "
+        "database over all replicas.",
+    )
+    per_recipient_per_hour: int = Field(
+        10,
+        ge=1,
+        description="Events one resolved recipient (a person's address, a team's Slack channel) may "
+        "be sent in any hour, from all tokens and replicas together.",
+    )
+
 
 class ApiSettings(_Section):
     listen: ListenAddress = Field(
         "127.0.0.1:8080", description='host:port of the REST API; "" disables the API.'
     )
     tokens: tuple[ApiToken, ...] = Field((), description="Bearer tokens as SHA-256 hashes, with roles.")
+    events: ApiEventsSettings = Field(
+        default_factory=ApiEventsSettings,  # type: ignore[arg-type]
+        description="Rate limits on POST /api/v1/events.",
+    )
 
 
 class ProbesSettings(_Section):

@@ -21,11 +21,13 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store, create_engine
 from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS
+from inno_notify.adapters.db.pipeline_events import EventLimits
 from inno_notify.api import keys, openapi, routes
 from inno_notify.api.auth import ApiConfigError, SignedPages, TokenTable, auth_middleware
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
+from inno_notify.api.throttle import RecentAccepts
 from inno_notify.api.views import telegram, usage
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
@@ -107,7 +109,8 @@ def create_app(
     Digests from `digest_provider` are cached per (team, week) for `digest_fresh_seconds`. A
     handler still running after `handler_timeout_seconds` is cancelled and answers 503.
     `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the
-    directory (the runtime passes the configured channels; default: every channel).
+    directory (the runtime passes the configured channels and the group wait; default: every
+    channel, no wait); `settings.events` limits them.
     `job_pages` renders the job pages (GET /jobs/…; the team pages come from `digest_provider`);
     `link_key` is the key the links in messages are signed with (`links.secret_file`): a request
     for a page with a link it signed needs no token (auth.SignedPages).
@@ -158,6 +161,10 @@ def create_app(
     )
     app[keys.OPENAPI] = openapi.encoded()
     app[keys.EVENT_ROUTING] = event_routing or keys.EventRouting()
+    app[keys.EVENT_LIMITS] = EventLimits(
+        per_token=settings.events.per_token_per_minute, per_recipient=settings.events.per_recipient_per_hour
+    )
+    app[keys.RECENT_EVENTS] = RecentAccepts()
     if telemetry is not None:
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))

@@ -55,8 +55,29 @@ class ApiConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
+    """Who called: the token's name (its idempotency keys and rate limit are its own) and role, and
+    for a pipeline token with a scope (`api.tokens[].teams` / `recipients`) where it may post."""
+
     name: str
     role: Role
+    teams: frozenset[str] | None = None
+    recipients: frozenset[str] | None = None
+
+    @property
+    def scoped(self) -> bool:
+        return self.teams is not None or self.recipients is not None
+
+    def refuses(self, to: str | None, team: str | None) -> str | None:
+        """Why this principal may not post an event to `to` or `team`; None when it may."""
+        if not self.scoped:
+            return None
+        if team is not None and team not in (self.teams or frozenset()):
+            allowed = ", ".join(sorted(self.teams or ())) or "none"
+            return f"token {self.name} may not post to team {team!r} (its teams: {allowed})"
+        if to is not None and to.strip().lower() not in (self.recipients or frozenset()):
+            allowed = ", ".join(sorted(self.recipients or ())) or "none"
+            return f"token {self.name} may not post to {to.strip()!r} (its recipients: {allowed})"
+        return None
 
 
 PRINCIPAL = web.RequestKey("principal", Principal)
@@ -71,7 +92,7 @@ class TokenTable:
                 "api.tokens is empty: the REST API refuses to start without tokens "
                 '(set api.listen: "" to disable it)'
             )
-        self._entries = [(bytes.fromhex(t.sha256), Principal(t.name, t.role)) for t in tokens]
+        self._entries = [(bytes.fromhex(t.sha256), _principal(t)) for t in tokens]
 
     def authenticate(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
@@ -80,6 +101,15 @@ class TokenTable:
             if hmac.compare_digest(expected, digest) and found is None:
                 found = principal
         return found
+
+
+def _principal(token: ApiToken) -> Principal:
+    teams = None if token.teams is None else frozenset(token.teams)
+    recipients = None if token.recipients is None else frozenset(token.recipients)
+    if token.teams is not None or token.recipients is not None:
+        # One listed, the other not: nothing of the other kind (a scope names all it allows).
+        teams, recipients = teams or frozenset(), recipients or frozenset()
+    return Principal(token.name, token.role, teams, recipients)
 
 
 def bearer_token(header: str | None) -> str | None:

@@ -11,9 +11,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.pipeline_events import EventLimits
 from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.resources import ProvidedDigest
+from inno_notify.api.throttle import RecentAccepts
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
@@ -32,6 +34,8 @@ class EventRouting:
 
     channels: frozenset[str] = frozenset({"telegram", "slack", "email"})
     allowed_email_domains: tuple[str, ...] = ()
+    # `notify.group_wait_seconds`: events to one recipient within it go out as one message.
+    group_wait_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,4 +62,6 @@ TRENDS_TIMEZONE = web.AppKey("trends_timezone", str)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)
+EVENT_LIMITS = web.AppKey("event_limits", EventLimits)
+RECENT_EVENTS = web.AppKey("recent_events", RecentAccepts)
 TELEGRAM_WEBHOOK = web.AppKey("telegram_webhook", TelegramWebhook)

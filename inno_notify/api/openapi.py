@@ -147,7 +147,7 @@ def _build(endpoints: tuple[routes.Endpoint[Any], ...]) -> Schema:
             "description": "Jobs, usage, recommendations, deliveries and the directory (CONTRACT.md §5). "
             "Every /api/v1 path needs `Authorization: Bearer TOKEN`; viewers may only read, and a pipeline "
             "token may only post pipeline events. The job and team pages (/jobs/…, /teams/…, HTML) open "
-            "with the signed link a message carried (exp, sig) or a token of any role.",
+            "with the signed link a message carried (exp, sig) or a viewer or admin token.",
         },
         "components": {
             "schemas": dict(sorted(components.items())),

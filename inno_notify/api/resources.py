@@ -440,7 +440,8 @@ class EventBody(BaseModel):
     key: str | None = Field(
         None,
         pattern=KEY_PATTERN,
-        description="The message is sent once per key: the same key again sends nothing.",
+        description="The message is sent once per key of the posting token: the same token and key "
+        "again sends nothing (409 with another body); another token's key is another key.",
     )
 
     @model_validator(mode="after")

@@ -109,14 +109,19 @@ PROBES = (
     ),
 )
 
-# The pages the links in messages open (outside /api/v1, HTML): a signed link or any role's token.
-PAGE_ROLES: frozenset[Role] = frozenset({"admin", "viewer", "pipeline"})
+# The pages the links in messages open (outside /api/v1, HTML): a signed link or a reader's token.
+# Not a pipeline token: it sits in CI systems and DAG definitions, the likeliest to leak, and it
+# reads nothing else either (CONTRACT §5).
+PAGE_ROLES: frozenset[Role] = READERS
 _PAGE_REPLIES = {
     400: Reply("A parameter that is not one (invalid_parameter); a page.", Error, media=("text/html",)),
     401: Reply(
         "Neither a valid signed link (link_expired, invalid_link) nor a token (unauthorized); a page.",
         Error,
         media=("text/html",),
+    ),
+    403: Reply(
+        "forbidden: a pipeline token (pages are for viewers and admins); a page.", Error, media=("text/html",)
     ),
     404: Reply("No such job or team (job_not_found, team_not_found); a page.", Error, media=("text/html",)),
 }
@@ -129,7 +134,7 @@ PAGES = (
         {
             200: Reply(
                 "The job's page (figures, chart, advice with its evidence, Kueue, logs), for the signed "
-                "link a message carried (exp, sig) or a token of any role.",
+                "link a message carried (exp, sig) or a viewer or admin token.",
                 media=("text/html",),
             ),
             **_PAGE_REPLIES,
@@ -146,7 +151,8 @@ PAGES = (
         pages.TeamPageRequest,
         {
             200: Reply(
-                "The team's weekly digest page, for the signed link a digest carried or a token of any role.",
+                "The team's weekly digest page, for the signed link a digest carried or a viewer or admin "
+                "token.",
                 media=("text/html",),
             ),
             **_PAGE_REPLIES,
@@ -318,10 +324,24 @@ ENDPOINTS = (
                 "address in to, a link URL without a host.",
                 Error,
             ),
+            403: Reply(
+                "forbidden: a role other than admin and pipeline; out_of_scope: a team or address "
+                "outside the pipeline token's scope (api.tokens[].teams, recipients).",
+                Error,
+            ),
+            409: Reply(
+                "key_reused: this token posted the key before with another message; nothing sent.", Error
+            ),
             413: Reply("payload_too_large: a body over 64 KiB.", Error),
             422: Reply(
                 "no_recipients: nobody can receive it (unknown team, an address outside "
                 "allowed_email_domains, no channel configured); nothing was recorded.",
+                Error,
+            ),
+            429: Reply(
+                "rate_limited: past api.events.per_token_per_minute for this token or "
+                "per_recipient_per_hour for a recipient (counted over all replicas); nothing was "
+                "queued; Retry-After says when to try again.",
                 Error,
             ),
         },

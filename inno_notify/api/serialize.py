@@ -17,9 +17,9 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from inno_notify.adapters.db.codec import parse_iso
+from inno_notify.adapters.db.pipeline_events import EventRecord
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
-from inno_notify.adapters.db.workflows import EventRecord
 from inno_notify.api import resources
 from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotifyMode, Recommendation
 from inno_notify.domain.preferences import Preferences

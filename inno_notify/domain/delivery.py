@@ -1,13 +1,13 @@
 """The dispatcher's decisions, kept pure: which claimed rows form one message, when to retry, when to give up.
 
-Grouping (CONTRACT.md §6): rows of one kind to the same recipient on the same channel form a
-bucket. A bucket fires when one of its ungrouped rows is due, or when one of its
-`inno-notify/group` sets is ready; it then takes every ungrouped row it holds (those that became
-due within the window of the first ride along) and every ready set. A set is ready once no new
-member has arrived for `group_wait` (each row is due `group_wait` after it was created, so that
-is the latest due time of the set), but no later than `cap_factor × group_wait` after its first
-member, so a never-ending sweep still reports. Rows of a set that is not ready are deferred to
-the time it will be.
+Grouping (CONTRACT.md §6): rows of one kind to the same recipient on the same channel form a bucket
+(job summaries and pipeline messages; other kinds go one row per message). A bucket fires when one
+of its ungrouped rows is due, or when one of its `inno-notify/group` sets is ready; it then takes
+every ungrouped row it holds (those that became due within the window of the first ride along) and
+every ready set. A set is ready once no new member has arrived for `group_wait` (each row is due
+`group_wait` after it was created, so that is the latest due time of the set), but no later than
+`cap_factor × group_wait` after its first member, so a never-ending sweep still reports. Rows of a
+set that is not ready are deferred to the time it will be.
 
 A muted recipient's rows are held (`hold_muted`): due at the end of the mute, none lost, and since
 they all come due at that one moment, the grouping above sends a recipient's held summaries as one
@@ -45,6 +45,9 @@ DEFAULT_MAX_PER_MESSAGE = 500
 # The longest wait a provider may impose on one row: an hour is more than any documented rate
 # limit (Telegram and Slack ask for seconds to minutes), and it keeps `now + wait` a valid date.
 MAX_RETRY_AFTER_SECONDS = 3600.0
+# Kinds whose rows to one recipient and channel share a message within the group wait: job
+# summaries, and pipeline messages (a pipeline posting in a loop is one message, not a flood).
+GROUPED_KINDS = frozenset({NotificationKind.JOB_SUMMARY, NotificationKind.PIPELINE_EVENT})
 # Kinds a mute does not hold: the bot's answers to the person's own commands.
 UNHELD_KINDS = frozenset({NotificationKind.BOT_REPLY})
 
@@ -172,7 +175,7 @@ def plan_batch(
     """Groups claimed rows into messages.
 
     `due`: rows whose next attempt time has come. `waiting`: never-tried rows of the same buckets
-    that are not due yet (candidates to ride along or to hold a group back). Only job summaries
+    that are not due yet (candidates to ride along or to hold a group back). Only GROUPED_KINDS
     are grouped; any other kind goes out one row per message. Rows are told apart by their id.
     """
     buckets: dict[BucketKey, list[Notification]] = {}
@@ -189,7 +192,7 @@ def plan_batch(
     cap = timedelta(seconds=cap_factor * group_wait_seconds)
     window = timedelta(seconds=group_wait_seconds)
     for rows in buckets.values():
-        if rows[0].kind is not NotificationKind.JOB_SUMMARY:
+        if rows[0].kind not in GROUPED_KINDS:
             messages.extend((row,) for row in rows if row.id in due_ids)
             continue
         # A row that is not due rides along only if it becomes due within the window (a row from

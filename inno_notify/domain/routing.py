@@ -31,6 +31,7 @@ Rules (CONTRACT.md §3, issue 6):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -358,10 +359,33 @@ def plan_event(
     enabled_channels: frozenset[str],
     now: datetime,
     allowed_email_domains: Collection[str] = (),
+    *,
+    group_wait_seconds: float = 0.0,
 ) -> RoutingPlan:
     """Routes a pipeline's message: to one person like an owner (directory channels; e-mail only
     for an address outside the directory), or to a team: its Slack channel where it has one and
-    Slack is configured, else each of its leads like an owner."""
+    Slack is configured, else each of its leads like an owner. Rows are due `group_wait_seconds`
+    after `now`, like summaries, so that events to one recipient meanwhile share one message."""
+    plan = _plan_event(
+        to, team_name, subject, payload, users, teams, enabled_channels, now, allowed_email_domains
+    )
+    due_at = now + timedelta(seconds=group_wait_seconds)
+    return dataclasses.replace(
+        plan, notifications=tuple(dataclasses.replace(n, due_at=due_at) for n in plan.notifications)
+    )
+
+
+def _plan_event(
+    to: str | None,
+    team_name: str | None,
+    subject: str,
+    payload: Mapping[str, object],
+    users: Mapping[str, DirectoryUser],
+    teams: Mapping[str, Team],
+    enabled_channels: frozenset[str],
+    now: datetime,
+    allowed_email_domains: Collection[str],
+) -> RoutingPlan:
     directory = _by_email(users)
     if to is not None:
         address = to.strip()

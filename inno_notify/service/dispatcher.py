@@ -20,7 +20,7 @@ meanwhile. A dispatcher that has just started (`run`: a new term, a restart) ram
 message in flight to `concurrency` over `ramp_seconds`, claiming in proportion
 (domain.delivery.ramped_concurrency says why).
 
-Job summaries (grouped per recipient), weekly digests (one row per message, rendered by
+Job summaries and pipeline messages (grouped per recipient), weekly digests (one row per message, rendered by
 service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
 once per team and week in a round) are claimed here, and so are the messages that carry their
 content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges, the
@@ -352,6 +352,8 @@ class Dispatcher:
         link = self._telegram_link(rows[0], self._clock()) if self._telegram_link is not None else None
         if rows[0].kind in PAYLOAD_KINDS:
             try:
+                if len(rows) > 1:  # pipeline messages grouped by plan_batch (GROUPED_KINDS)
+                    return self._renderer.render_payloads(channel, rows[0].kind, [r.payload for r in rows])
                 return self._renderer.render_payload(
                     channel, rows[0].kind, rows[0].payload, telegram_link=link
                 )

@@ -35,15 +35,16 @@ async def serve_api(
     store: Store, digest_provider: DigestProvider | None = None, **options: Any
 ) -> AsyncIterator[Api]:
     """The app over `store`, served; every response it gave is checked against the document after.
-    `options` go to create_app as they are (the pages' provider and link key)."""
+    `options` go to create_app as they are (the pages' provider and link key, a clock, the API
+    settings as `settings`)."""
     readiness = {"watchers_synced": True, "dispatcher_alive": True}
     monotonic = [1000.0]
+    options.setdefault("clock", lambda: NOW)
     app = create_app(
         store,
-        SETTINGS,
+        options.pop("settings", SETTINGS),
         readiness=lambda: readiness,
         digest_provider=digest_provider,
-        clock=lambda: NOW,
         monotonic=lambda: monotonic[0],
         **options,
     )

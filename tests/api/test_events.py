@@ -1,10 +1,13 @@
 """Pipeline messages, POST /api/v1/events, on both databases: routed through the directory, queued
-once per key (the same key twice sends once, through the real dispatcher), refused with a reason
-when nobody can get them; a pipeline token may do this and nothing else."""
+once per token and key (the same key twice sends once, through the real dispatcher; another token's
+key is its own; another body 409), refused with a reason when nobody can get them; a pipeline token
+may do this and nothing else, within its scope (403) and the limits per token and per recipient
+(429, held across replicas); events to one recipient within the group wait are one message."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -14,12 +17,15 @@ from inno_notify.adapters.channels.base import MailMessage, Recipient, RenderedM
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.api import openapi
+from inno_notify.api.keys import EventRouting
 from inno_notify.api.params import MAX_BODY
 from inno_notify.domain.messages import decode_pipeline
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, Team
 from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
 
-from .support import NOW, Api, schema_errors
+from .conftest import serve_api
+from .support import NOW, SETTINGS, Api, schema_errors, sha256
 from .test_auth import OPERATIONS
 
 EVENT = {
@@ -57,7 +63,7 @@ async def directory(store: Store) -> None:
 async def test_the_same_key_twice_sends_once(api: Api, store: Store) -> None:
     await directory(store)
     first = await api.call("POST", "/api/v1/events", "pipeline", json=EVENT)
-    again = await api.call("POST", "/api/v1/events", "pipeline", json={**EVENT, "title": "changed"})
+    again = await api.call("POST", "/api/v1/events", "pipeline", json=EVENT)
     assert first[0] == again[0] == 202
     assert first[1]["recipients"] == [{"recipient": "alice@example.com", "channel": "email"}]
     assert (first[1]["duplicate"], again[1]["duplicate"]) == (False, True)
@@ -81,7 +87,7 @@ async def test_the_same_key_twice_sends_once(api: Api, store: Store) -> None:
     assert mail.subject == "[inno-notify] Training finished, model in prod"
     assert "Model card: https://models.example.org/resnet?v=2" in mail.text
     # Posting it again after it was sent still sends nothing.
-    status, body, _ = await api.call("POST", "/api/v1/events", "admin", json=EVENT)
+    status, body, _ = await api.call("POST", "/api/v1/events", "pipeline", json=EVENT)
     assert (status, body["duplicate"]) == (202, True)
     assert await dispatcher.run_once(NOW) == 0 and len(sender.sent) == 1
 
@@ -144,8 +150,7 @@ async def test_a_pipeline_token_gets_403_on_every_other_route(api: Api, method: 
         403,
         {
             "code": "forbidden",
-            "message": "role pipeline may only post pipeline events (POST /api/v1/events); a job run's page "
-            "(GET /jobs/{namespace}/{name}); a team's digest page (GET /teams/{team})",
+            "message": "role pipeline may only post pipeline events (POST /api/v1/events)",
         },
     )
 
@@ -205,8 +210,8 @@ async def test_a_chunked_body_is_read_whole_and_bounded(
 
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:
-    """The list above is complete: every route of the app but POST /events and the pages (which a
-    token of any role opens, tests/api/test_pages.py) is in it."""
+    """The list above is complete: every route of the app but POST /events and the pages (403 to a
+    pipeline token too, tests/api/test_pages.py) is in it."""
     routed = {
         (route.method, route.resource.canonical)
         for route in api.app.router.routes()
@@ -225,3 +230,178 @@ async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api)
     pages = {("GET", "/jobs/{namespace}/{name}"), ("GET", "/teams/{team}")}
     for operation in routed - open_paths - pages:
         assert shapes.get(operation, operation) in listed, operation
+
+
+# --- trust boundaries (issue 29): keys per token, scopes, rate limits, grouping ---------------------
+
+CI_TOKEN = "ci-token-5d1e90"
+TEAM_TOKEN = "face-etl-token-11ab"
+ALICE_TOKEN = "alice-only-token-3c"
+
+
+def bounded(per_token: int = 60, per_recipient: int = 10) -> ApiSettings:
+    """The tests' settings plus pipeline tokens of their own: `ci` (no scope), `face-etl` (team
+    face only) and `alice-only` (alice only), under the given limits."""
+    return ApiSettings(
+        listen=SETTINGS.listen,
+        tokens=(
+            *SETTINGS.tokens,
+            ApiToken(name="ci", sha256=sha256(CI_TOKEN), role="pipeline"),
+            ApiToken(
+                name="face-etl", sha256=sha256(TEAM_TOKEN), role="pipeline", teams=("face",), recipients=()
+            ),
+            ApiToken(
+                name="alice-only",
+                sha256=sha256(ALICE_TOKEN),
+                role="pipeline",
+                recipients=("Alice@Example.com",),
+            ),
+        ),
+        events=ApiEventsSettings(per_token_per_minute=per_token, per_recipient_per_hour=per_recipient),
+    )
+
+
+async def post(api: Api, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with api.client.post("/api/v1/events", json=body, headers=headers) as response:
+        return response.status, await response.json(), dict(response.headers)
+
+
+async def outbox_rows(store: Store) -> list[tuple[str, str]]:
+    rows, _ = await store.outbox.list_notifications(limit=500)
+    return sorted((r.recipient, decode_pipeline(r.payload).title) for r in rows)
+
+
+async def test_a_key_belongs_to_the_token_that_posted_it(store: Store) -> None:
+    """Another pipeline's key neither answers with the first one's receipt (and recipients) nor
+    drops its own message; the same token's key again is a duplicate, with another body 409."""
+    await directory(store)
+    async with serve_api(store, settings=bounded()) as api:
+        first = await api.call("POST", "/api/v1/events", "pipeline", json=EVENT)
+        theirs = await post(api, CI_TOKEN, {**EVENT, "to": "lead@example.com", "title": "ci's own"})
+        assert first[0] == theirs[0] == 202
+        assert theirs[1]["duplicate"] is False and theirs[1]["id"] != first[1]["id"]
+        assert theirs[1]["recipients"] == [{"recipient": "lead@example.com", "channel": "email"}]
+        again = await post(api, CI_TOKEN, {**EVENT, "to": "lead@example.com", "title": "ci's own"})
+        assert (again[0], again[1]["duplicate"], again[1]["id"]) == (202, True, theirs[1]["id"])
+        changed = await post(api, CI_TOKEN, {**EVENT, "to": "lead@example.com", "title": "another"})
+        assert (changed[0], changed[1]["error"]["code"]) == (409, "key_reused")
+        assert EVENT["key"] in changed[1]["error"]["message"]
+    assert await outbox_rows(store) == [
+        ("alice@example.com", EVENT["title"]),
+        ("lead@example.com", "ci's own"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("token", "body", "allowed"),
+    [
+        (TEAM_TOKEN, {"team": "face", "title": "t"}, True),
+        (TEAM_TOKEN, {"team": "nlp", "title": "t"}, False),
+        (TEAM_TOKEN, {"to": "alice@example.com", "title": "t"}, False),
+        (ALICE_TOKEN, {"to": "ALICE@example.com", "title": "t"}, True),
+        (ALICE_TOKEN, {"to": "lead@example.com", "title": "t"}, False),
+        (ALICE_TOKEN, {"team": "face", "title": "t"}, False),
+        (CI_TOKEN, {"to": "lead@example.com", "title": "t"}, True),
+    ],
+)
+async def test_a_scoped_token_posts_only_within_its_scope(
+    store: Store, token: str, body: dict[str, Any], allowed: bool
+) -> None:
+    await directory(store)
+    async with serve_api(store, settings=bounded()) as api:
+        status, answer, _ = await post(api, token, body)
+    if allowed:
+        assert status == 202, answer
+    else:
+        assert (status, answer["error"]["code"]) == (403, "out_of_scope")
+        assert "may not post to" in answer["error"]["message"]
+        assert await outbox_rows(store) == []
+
+
+async def test_a_token_over_its_limit_gets_429_on_every_replica_and_nothing_is_queued(store: Store) -> None:
+    """Per token per minute, counted in the store: a second replica (a fresh app over the same
+    database, its memory empty) refuses too; a minute later the token may post again."""
+    await directory(store)
+    now = [NOW]
+    settings = bounded(per_token=3)
+    async with (
+        serve_api(store, settings=settings, clock=lambda: now[0]) as one,
+        serve_api(store, settings=settings, clock=lambda: now[0]) as two,
+    ):
+        for i, api in enumerate((one, two, one)):
+            status, _, _ = await post(api, CI_TOKEN, {"to": f"p{i}@example.com", "title": f"t{i}"})
+            assert status == 202
+        for api in (one, two):
+            status, answer, headers = await post(api, CI_TOKEN, {"to": "p9@example.com", "title": "t9"})
+            assert (status, answer["error"]["code"]) == (429, "rate_limited")
+            assert headers["Retry-After"] == "60"
+            assert "api.events.per_token_per_minute: 3" in answer["error"]["message"]
+        # Another token is not held back by this one.
+        assert (await post(one, ALICE_TOKEN, {"to": "alice@example.com", "title": "a"}))[0] == 202
+        assert len(await outbox_rows(store)) == 4
+        now[0] = NOW + timedelta(seconds=61)
+        assert (await post(two, CI_TOKEN, {"to": "p9@example.com", "title": "t9"}))[0] == 202
+
+
+async def test_a_recipient_gets_at_most_its_hourly_events_from_all_tokens_and_replicas(store: Store) -> None:
+    """Per resolved recipient per hour: alice by address and by her team's leads count alike; two
+    replicas and two tokens share the count; over it 429 with Retry-After and nothing queued."""
+    await directory(store)
+    await store.directory.replace_teams(
+        [Team("face", namespaces=("face-research",), leads=("alice@example.com",))]
+    )
+    now = [NOW]
+    settings = bounded(per_recipient=2)
+    async with (
+        serve_api(store, settings=settings, clock=lambda: now[0]) as one,
+        serve_api(store, settings=settings, clock=lambda: now[0]) as two,
+    ):
+        assert (await post(one, CI_TOKEN, {"to": "Alice@example.com", "title": "one"}))[0] == 202
+        now[0] = NOW + timedelta(minutes=10)
+        assert (await post(two, TEAM_TOKEN, {"team": "face", "title": "two"}))[0] == 202
+        status, answer, headers = await post(one, ALICE_TOKEN, {"to": "alice@example.com", "title": "three"})
+        assert (status, answer["error"]["code"]) == (429, "rate_limited")
+        assert headers["Retry-After"] == str(50 * 60)  # the first one leaves the hour in 50 min
+        assert "alice@example.com has been sent 2 events in the last hour" in answer["error"]["message"]
+        # Others are not held back by her limit.
+        assert (await post(two, CI_TOKEN, {"to": "lead@example.com", "title": "lead"}))[0] == 202
+        now[0] = NOW + timedelta(hours=1, seconds=1)
+        assert (await post(one, ALICE_TOKEN, {"to": "alice@example.com", "title": "four"}))[0] == 202
+    assert await outbox_rows(store) == [
+        ("alice@example.com", "four"),
+        ("alice@example.com", "one"),
+        ("alice@example.com", "two"),
+        ("lead@example.com", "lead"),
+    ]
+
+
+async def test_events_to_one_recipient_within_the_group_wait_are_one_message(store: Store) -> None:
+    """Like job summaries (the dispatcher's grouping): three posts within notify.group_wait_seconds
+    are one e-mail to alice; lead's is his own."""
+    await directory(store)
+    routing = EventRouting(frozenset({"email"}), group_wait_seconds=30)
+    now = [NOW]
+    async with serve_api(store, settings=bounded(), event_routing=routing, clock=lambda: now[0]) as api:
+        for i, token in enumerate((CI_TOKEN, ALICE_TOKEN, CI_TOKEN)):
+            now[0] = NOW + timedelta(seconds=5 * i)
+            assert (await post(api, token, {"to": "alice@example.com", "title": f"step {i}"}))[0] == 202
+        assert (await post(api, CI_TOKEN, {"to": "lead@example.com", "title": "lead's"}))[0] == 202
+    sender = RecordingSender()
+    dispatcher = Dispatcher(store, {"email": sender}, Renderer(), clock=lambda: now[0], group_wait_seconds=30)
+    assert await dispatcher.run_once(NOW + timedelta(seconds=29)) == 0  # nothing due yet
+    now[0] = NOW + timedelta(seconds=30)
+    assert await dispatcher.run_once(now[0]) == 3  # alice's first is due; her later two ride along
+    now[0] = NOW + timedelta(seconds=40)
+    assert await dispatcher.run_once(now[0]) == 1  # lead's, posted at +10 s
+    mails = {recipient.email: mail for recipient, mail in sender.sent}
+    assert sorted(mails) == ["alice@example.com", "lead@example.com"] and len(sender.sent) == 2
+    alice = mails["alice@example.com"]
+    assert isinstance(alice, MailMessage)
+    assert alice.subject == "[inno-notify] step 0 (and 2 more)"
+    assert [line for line in alice.text.splitlines() if line.startswith("step")] == [
+        "step 0",
+        "step 1",
+        "step 2",
+    ]
+    assert "Posted by pipeline ci, alice-only through inno-notify." in alice.text

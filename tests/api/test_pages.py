@@ -1,7 +1,8 @@
 """The pages the links in messages open: a summary's signed link opens its job's page without a
 token and shows its figures; a link with a value, its expiry or its signature changed, or past its
-expiry, is 401; a token of any role opens any page; the team page likewise. Real app, real store,
-the service's own renderers and providers."""
+expiry, is 401; a viewer's or admin's token opens any page, a pipeline token none (403); the team
+page likewise; no page hands out a link that lives longer than the one it was opened with. Real
+app, real store, the service's own renderers and providers."""
 
 from __future__ import annotations
 
@@ -123,13 +124,51 @@ async def test_a_link_to_another_page_does_not_open_this_one(pages: Api) -> None
     assert (await get(pages, elsewhere))[0] == 401
 
 
-@pytest.mark.parametrize("role", ["admin", "viewer", "pipeline"])
-async def test_a_token_of_any_role_opens_the_pages(pages: Api, role: str) -> None:
+@pytest.mark.parametrize("role", ["admin", "viewer"])
+async def test_a_readers_token_opens_the_pages(pages: Api, role: str) -> None:
     status, body, _ = await get(pages, f"/jobs/face-research/train-resnet-7?uid={sample.UID}", role)
     assert status == 200 and "137 (OOMKilled)" in body
     assert (await get(pages, "/teams/face?week=2026-W48", role))[0] == 200
     # Any token still opens it when the link beside it is bad.
     assert (await get(pages, with_query(summary_link(), sig="B" * 43), role))[0] == 200
+
+
+@pytest.mark.parametrize(
+    "path", [f"/jobs/face-research/train-resnet-7?uid={sample.UID}", "/teams/face?week=2026-W48"]
+)
+async def test_a_pipeline_token_opens_no_page(pages: Api, path: str) -> None:
+    """The token most likely to leak (it sits in CI and DAG definitions) reads no job or team: 403,
+    as on the same data's JSON (issue 29)."""
+    status, body, headers = await get(pages, path, "pipeline")
+    assert status == 403 and "forbidden" in body and "137 (OOMKilled)" not in body
+    assert headers["Content-Type"].startswith("text/html")
+    # A signed link still opens its page, whoever else's token rides along.
+    assert (await get(pages, summary_link(), "pipeline"))[0] == 200
+
+
+def signed_expiries(body: str) -> list[int]:
+    """The expiry of every signed link on a page."""
+    hrefs = [unescape(h) for h in re.findall(r'href="([^"]+)"', body)]
+    return [int(parse_qs(urlsplit(h).query)["exp"][0]) for h in hrefs if "exp=" in h]
+
+
+async def test_no_page_mints_a_link_that_outlives_the_one_it_was_opened_with(pages: Api) -> None:
+    """A team link about to expire opened the page, which carried a fresh 30-day link to itself
+    (issue 29): every signed link on a page expires no later than the link that opened it."""
+    short = PageLinks(PUBLIC, KEY, ttl_seconds=60)
+    for link in (
+        short.team("face", "2026-W48", NOW),
+        short.job("face-research", "train-resnet-7", sample.UID, NOW),
+    ):
+        assert link is not None
+        opened_with = int(parse_qs(urlsplit(link).query)["exp"][0])
+        status, body, _ = await get(pages, link.removeprefix(PUBLIC))
+        assert status == 200
+        assert all(exp <= opened_with for exp in signed_expiries(body)), link
+    # Opened with a token, likewise nothing that opens without one.
+    for path in ("/teams/face?week=2026-W48", f"/jobs/face-research/train-resnet-7?uid={sample.UID}"):
+        status, body, _ = await get(pages, path, "viewer")
+        assert status == 200 and signed_expiries(body) == []
 
 
 async def test_without_a_link_or_a_token_a_page_is_401_and_an_unknown_job_404(pages: Api) -> None:

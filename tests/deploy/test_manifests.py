@@ -170,6 +170,16 @@ def test_probes_point_at_the_probe_port_of_the_configuration(tree: str, tmp_path
     assert ports["probes"]["targetPort"] == "probes"
 
 
+@pytest.mark.parametrize("tree", TREES)
+def test_e_mail_is_limited_to_named_domains(tree: str, tmp_path: Path) -> None:
+    """Issue 29: the example ships a non-empty `notify.allowed_email_domains`, so a deployment made
+    from it is no mail relay to any address (pipeline messages, owners' summaries)."""
+    objects = render(tree)
+    settings = _settings_of(objects, pod_spec(objects)["containers"][0], tmp_path)
+    assert settings.notify.allowed_email_domains
+    assert settings.api.events.per_recipient_per_hour <= 10
+
+
 def _settings_of(objects: list[dict[str, Any]], container: dict[str, Any], tmp_path: Path) -> Any:
     """Loads the ConfigMap's file with the container's environment, as the pod would; the Secret's
     files (which the operator creates) are stand-ins written under tmp_path."""

@@ -397,7 +397,10 @@ class DigestRenderer:
     def html_page(self, digest: Digest, chart_png: bytes | None) -> str:
         """A standalone page (`--format html`, the API's text/html) with the chart as a data: URI."""
         src = None if chart_png is None else "data:image/png;base64," + base64.b64encode(chart_png).decode()
-        context = {"d": digest_view(digest), "chart_src": src, **self._links(digest)}
+        # No link to itself: whoever reads the page is on it already, and a link minted now would
+        # carry a fresh expiry, so a page opened with a link about to expire would hand out one
+        # that lives a full `links.ttl_days` (CONTRACT §5: a page never outlives its link).
+        context = {"d": digest_view(digest), "chart_src": src, "dashboard_url": None}
         return self._render((WEB_PAGE,), context)[0]
 
     def _links(self, digest: Digest) -> dict[str, Any]:

@@ -209,8 +209,25 @@ class Renderer:
 
     def render_pipeline(self, channel: Channel | str, message: PipelineMessage) -> RenderedMessage:
         """A pipeline's own message for `channel`, escaped like everything else."""
-        context = {"message": PipelineView.of(message)}
+        return self.render_pipelines(channel, (message,))
+
+    def render_pipelines(
+        self, channel: Channel | str, messages: Sequence[PipelineMessage]
+    ) -> RenderedMessage:
+        """Pipeline messages to one recipient within the group wait, as one message, oldest first
+        (`message` in the templates is the first, `messages` all of them)."""
+        views = [PipelineView.of(m) for m in messages]
+        context = {"message": views[0], "messages": views}
         return self._render(Channel(channel), NotificationKind.PIPELINE_EVENT.value, context, ())
+
+    def render_payloads(
+        self, channel: Channel | str, kind: NotificationKind, payloads: Sequence[Mapping[str, Any]]
+    ) -> RenderedMessage:
+        """One message for several rows of a kind the dispatcher groups and renders from the payload
+        (pipeline messages); ValueError when a payload is not one."""
+        if kind is not NotificationKind.PIPELINE_EVENT:
+            raise ValueError(f"{kind.value} messages are not grouped")
+        return self.render_pipelines(channel, [decode_pipeline(p) for p in payloads])
 
     def render_reply(self, reply: Reply) -> TelegramMessage:
         """The bot's answer in a Telegram chat."""

@@ -37,13 +37,13 @@ from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.live_repository import LiveRepository
 from inno_notify.adapters.db.outbox_repository import OutboxRepository
+from inno_notify.adapters.db.pipeline_events import EventRecord, EventRepository
 from inno_notify.adapters.db.queue_quotas import QueueRepository
 from inno_notify.adapters.db.telegram_bot import BotTransaction
 from inno_notify.adapters.db.trend_queries import TrendRepository
 from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.adapters.db.workflow_repository import WorkflowRepository
 from inno_notify.adapters.db.workflows import (
-    EventRecord,
     TerminalWorkflow,
     WorkflowState,
     WorkflowTransaction,
@@ -79,6 +79,7 @@ class Store:
         self.directory = DirectoryRepository(engine, fence)
         self.digest = DigestRepository(engine, fence)
         self.workflows = WorkflowRepository(engine, fence)
+        self.events = EventRepository(engine, fence)
         self.adoption = AdoptionRepository(engine, fence)
         self.trends = TrendRepository(engine)
         self.queues = QueueRepository(engine, fence)

@@ -443,7 +443,9 @@ served_models = sa.Table(
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
 )
 
-# Messages pipelines posted (POST /api/v1/events): one per key, ever.
+# Messages pipelines posted (POST /api/v1/events): one per (token name, key), ever (issue 29: a key
+# of one pipeline neither answers nor suppresses another's). `fingerprint` is a hash of the body
+# posted, so the same key with another body is told apart (409); NULL for events posted before.
 pipeline_events = sa.Table(
     "pipeline_events",
     metadata,
@@ -453,7 +455,21 @@ pipeline_events = sa.Table(
     sa.Column("title", sa.Text(), nullable=False),
     sa.Column("recipients", _json(), nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
-    sa.UniqueConstraint("key"),
+    sa.Column("fingerprint", sa.String()),
+    sa.UniqueConstraint("sender", "key"),
+    # The per-token rate limit counts a token's events of the last minute.
+    sa.Index(None, "sender", "created_at"),
+)
+
+# Who each event went to, one row per resolved recipient (lower-case address, or a team's Slack
+# channel): the per-recipient rate limit counts them over the last hour, on every replica alike.
+pipeline_event_recipients = sa.Table(
+    "pipeline_event_recipients",
+    metadata,
+    sa.Column("event_id", _BIG_ID, primary_key=True),
+    sa.Column("recipient", sa.String(), primary_key=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Index(None, "recipient", "created_at"),
 )
 
 # --- self-service on Telegram (issue 19) ---------------------------------------------------------------

@@ -16,7 +16,6 @@ from inno_notify.adapters.db import workflows
 from inno_notify.adapters.db.outbox_repository import Summary
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
 from inno_notify.adapters.db.workflows import (
-    EventRecord,
     TerminalWorkflow,
     WorkflowClaim,
     WorkflowState,
@@ -27,7 +26,7 @@ from inno_notify.domain.workflows import WorkflowPod, WorkflowRecord
 
 
 class WorkflowRepository(Repository):
-    """Workflows, their pods and summaries, and pipeline events."""
+    """Workflows, their pods and summaries."""
 
     @contextlib.asynccontextmanager
     async def workflow_transaction(self) -> AsyncIterator[WorkflowTransaction]:
@@ -104,15 +103,3 @@ class WorkflowRepository(Repository):
         """Records, usage and advice of workflow steps' pods (by pod uid), and their summary states."""
         async with self.read() as conn:
             return await workflows.step_figures(conn, cluster, uids)
-
-    async def get_event(self, key: str) -> EventRecord | None:
-        """The pipeline event posted under `key`, if any."""
-        async with self.read() as conn:
-            return await workflows.find_event(conn, key)
-
-    async def record_event(
-        self, key: str, sender: str, title: str, notifications: Sequence[Notification], at: datetime
-    ) -> EventRecord:
-        """A pipeline event and its outbox rows, once per key (see workflows.record_event)."""
-        async with self._write() as conn:
-            return await workflows.record_event(conn, key, sender, title, notifications, at)

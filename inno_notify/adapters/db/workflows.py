@@ -25,7 +25,7 @@ from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
 from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
-from inno_notify.adapters.db.tables import pipeline_events, served_models, workflow_pods, workflows
+from inno_notify.adapters.db.tables import served_models, workflow_pods, workflows
 from inno_notify.domain.model import JobStatus, Link, Notification, NotifyMode
 from inno_notify.domain.workflows import (
     AttemptRecord,
@@ -37,7 +37,6 @@ from inno_notify.domain.workflows import (
 )
 
 __all__ = [
-    "EventRecord",
     "TerminalWorkflow",
     "WorkflowClaim",
     "WorkflowState",
@@ -588,53 +587,3 @@ async def find_workflow(
         .first()
     )
     return None if row is None else _record_from_row(row)
-
-
-# --- pipeline events ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EventRecord:
-    """A pipeline event as stored: its id, key, and the (recipient, channel) pairs it went to."""
-
-    id: int
-    key: str
-    recipients: tuple[tuple[str, str], ...]
-    created: bool
-
-
-async def record_event(
-    conn: AsyncConnection,
-    key: str,
-    sender: str,
-    title: str,
-    notifications: Sequence[Notification],
-    at: datetime,
-) -> EventRecord:
-    """Records the event and enqueues its rows, unless its key was seen before: then nothing is
-    written and the first event's record comes back (`created` False)."""
-    recipients = [[n.recipient, n.channel.value] for n in notifications]
-    stmt = (
-        dialect_insert(conn, pipeline_events)
-        .values(key=key, sender=sender, title=title, recipients=recipients, created_at=at)
-        .on_conflict_do_nothing(index_elements=["key"])
-        .returning(pipeline_events.c.id)
-    )
-    inserted = (await conn.execute(stmt)).scalar()
-    if inserted is not None:
-        await outbox.enqueue(conn, notifications)
-        return EventRecord(int(inserted), key, tuple((r, c) for r, c in recipients), True)
-    found = await find_event(conn, key)
-    assert found is not None  # the conflict was on this key, and events are never deleted
-    return found
-
-
-async def find_event(conn: AsyncConnection, key: str) -> EventRecord | None:
-    row = (
-        await conn.execute(
-            sa.select(pipeline_events.c.id, pipeline_events.c.recipients).where(pipeline_events.c.key == key)
-        )
-    ).first()
-    if row is None:
-        return None
-    return EventRecord(int(row.id), key, tuple((r, c) for r, c in row.recipients), False)

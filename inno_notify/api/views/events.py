@@ -3,10 +3,20 @@
 A script in an Airflow task or an Argo step (`inno-notify send`) posts `{to | team, title, text,
 links, key}`; the message is routed through the directory like a summary (a person on their own
 channels, e-mail only outside the directory; a team's Slack channel, else its leads) and enqueued
-in the outbox, where the dispatcher sends it rendered and escaped like everything else. Exactly
-once per `key`: the event and its outbox rows are written in one transaction under a unique key,
-and the same key again writes nothing and answers with the first event (`duplicate: true`), so a
-retried task cannot send twice. Without a key, every post is a new message.
+in the outbox, where the dispatcher sends it rendered and escaped like everything else, grouped
+like job summaries: events to one recipient within `notify.group_wait_seconds` are one message.
+
+A pipeline token is the most exposed credential there is (it sits in CI systems and DAG
+definitions), so what it can do with this endpoint is bounded (issue 29, docs/hardening.md):
+- its scope (`api.tokens[].teams` / `recipients`), when it has one: 403 `out_of_scope` outside it;
+- `api.events` limits, counted in the store over all replicas: events accepted per token per
+  minute, events per resolved recipient per hour; over one, 429 `rate_limited` with Retry-After,
+  and nothing is queued;
+- keys are the token's own: the event and its outbox rows are written in one transaction under a
+  unique (token name, key), so the same token and key again writes nothing and answers with the
+  first event (`duplicate: true`), a retried task cannot send twice, the same key with another
+  body is 409 `key_reused`, and another token's key is another key (it can neither read another
+  pipeline's receipt nor suppress its message). Without a key, every post is a new message.
 
 Everything in the body is the poster's word: its shape is resources.EventBody (400 `invalid_body`
 from params.py), the recipient must be exactly one plain address (the one-address rule of
@@ -16,12 +26,17 @@ per channel when rendered.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated
+from urllib.parse import quote
 
+import orjson
 from aiohttp import web
 
+from inno_notify.adapters.db.pipeline_events import EventLimited, EventRecord, KeyReused
 from inno_notify.api import keys, serialize
 from inno_notify.api.auth import PRINCIPAL
 from inno_notify.api.errors import ApiError, bad_request
@@ -50,19 +65,77 @@ def _links(body: EventBody) -> tuple[Link, ...]:
     return tuple(links)
 
 
+def _fingerprint(body: EventBody, links: tuple[Link, ...]) -> str:
+    """What tells two posts of one key apart: a hash of everything the message says."""
+    said = {
+        "to": None if body.to is None else body.to.strip().lower(),
+        "team": body.team,
+        "title": body.title,
+        "text": body.text,
+        "links": [[item.title, item.url] for item in links],
+    }
+    return hashlib.sha256(orjson.dumps(said, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _span(window: timedelta) -> str:
+    seconds = int(window.total_seconds())
+    return "hour" if seconds == 3600 else "minute" if seconds == 60 else f"{seconds} s"
+
+
+def _limited(limited: EventLimited) -> ApiError:
+    if limited.limit == "token":
+        what = f"token {limited.subject} has had {limited.count} events accepted"
+        setting = "api.events.per_token_per_minute"
+    else:
+        what = f"{limited.subject} has been sent {limited.count} events"
+        setting = "api.events.per_recipient_per_hour"
+    return ApiError(
+        429,
+        "rate_limited",
+        f"{what} in the last {_span(limited.window)} (limit {setting}: {limited.allowed}); nothing was "
+        f"queued; try again in {limited.retry_after} s",
+        {"Retry-After": str(limited.retry_after)},
+    )
+
+
+def _answer(earlier: EventRecord | KeyReused) -> web.Response:
+    if isinstance(earlier, KeyReused):
+        raise ApiError(
+            409,
+            "key_reused",
+            f"this token posted key {earlier.earlier.key!r} before with another message (event "
+            f"{earlier.earlier.id}); nothing was sent: use a new key for a new message",
+        )
+    return json(serialize.event_receipt(earlier, duplicate=True), status=202)
+
+
 async def post_event(request: web.Request, given: EventPost) -> web.Response:
-    """Routes and enqueues a pipeline's message, once per key: 202 {id, key, recipients, duplicate}."""
+    """Routes and enqueues a pipeline's message, once per token and key, within the token's scope
+    and the limits: 202 {id, key, recipients, duplicate}."""
     body = given.body
     if body.to is not None and not is_single_address(body.to):
         raise bad_request("to: not exactly one plain e-mail address", code="invalid_body")
     links = _links(body)
-    store = request.app[keys.STORE]
-    key = body.key or f"anonymous-{secrets.token_hex(16)}"
     principal = request[PRINCIPAL]
+    refusal = principal.refuses(body.to, body.team)
+    if refusal is not None:
+        raise ApiError(403, "out_of_scope", refusal)
+    store = request.app[keys.STORE]
+    limits = request.app[keys.EVENT_LIMITS]
+    recent = request.app[keys.RECENT_EVENTS]
     now = request.app[keys.CLOCK]()
-    earlier = await store.workflows.get_event(key) if body.key is not None else None
-    if earlier is not None:
-        return json(serialize.event_receipt(earlier, duplicate=True), status=202)
+    fingerprint = _fingerprint(body, links)
+    if body.key is not None:
+        earlier = await store.events.get_event(principal.name, body.key, fingerprint)
+        if earlier is not None:
+            return _answer(earlier)
+    wait = recent.wait(principal.name, now, limits.per_token, limits.per_token_window)
+    if wait is not None:
+        window = limits.per_token_window
+        raise _limited(
+            EventLimited("token", principal.name, limits.per_token, limits.per_token, window, wait)
+        )
+    key = body.key or f"anonymous-{secrets.token_hex(16)}"
     routing = request.app[keys.EVENT_ROUTING]
     users = {u.email.lower(): u for u in await store.directory.list_users()}
     teams = {t.name: t for t in await store.directory.list_teams()}
@@ -72,17 +145,26 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
     plan = plan_event(
         body.to,
         body.team,
-        f"event/{key}",
+        # The token's name is part of the outbox key, as it is of the event's (quoted: no "/").
+        f"event/{quote(principal.name, safe='')}/{key}",
         {MESSAGE_KEY: encode_pipeline(message)},
         users,
         teams,
         routing.channels,
         now,
         routing.allowed_email_domains,
+        group_wait_seconds=routing.group_wait_seconds,
     )
     if not plan.notifications:
         reasons = [plan.silent_reason] if plan.silent_reason else []
         reasons += [f"{s.channel} for {s.recipient}: {s.reason}" for s in plan.skipped]
         raise ApiError(422, "no_recipients", "nobody to send to: " + "; ".join(reasons or ["no channel"]))
-    event = await store.workflows.record_event(key, principal.name, body.title, plan.notifications, now)
-    return json(serialize.event_receipt(event, duplicate=not event.created), status=202)
+    outcome = await store.events.record_event(
+        principal.name, key, fingerprint, body.title, plan.notifications, now, limits
+    )
+    if isinstance(outcome, EventLimited):
+        raise _limited(outcome)
+    if isinstance(outcome, KeyReused) or not outcome.created:
+        return _answer(outcome)
+    recent.add(principal.name, now, limits.per_token)
+    return json(serialize.event_receipt(outcome, duplicate=False), status=202)

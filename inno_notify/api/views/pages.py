@@ -2,9 +2,11 @@
 
 Outside /api/v1 and HTML, for a person in a browser (docs/pages.md). They open with the signed,
 expiring link a message carried (its `exp` and `sig`, checked by the auth middleware before the
-view runs, auth.SignedPages) or with a bearer token of any role. The job page is built by an
-injected provider (the channel views render it; the API may not import them), the team page is the
-digest page of the digest provider, from the same cache as GET /api/v1/digests/{team}.
+view runs, auth.SignedPages) or with a viewer or admin token (a pipeline token gets 403). The job
+page is built by an injected provider (the channel views render it; the API may not import them),
+the team page is the digest page of the digest provider, from the same cache as
+GET /api/v1/digests/{team}. A page carries no signed link that outlives the one it was opened with
+(the team page has no link to itself).
 
 Every page answers with headers that keep it to itself: no script and nothing from elsewhere
 (Content-Security-Policy), no Referer carrying a signed link to the log or Grafana links on it,

@@ -1,0 +1,307 @@
+"""Benchmark: a flood of pipeline messages against the real API and dispatcher, and what gets out.
+
+Issue 29: `POST /api/v1/events` was a spam relay (200 posts, 200 e-mails to one person in 8.7 s).
+This posts ``--events`` events (10,000) from ``--tokens`` pipeline tokens (5) to ``--recipients``
+directory people (50), as fast as ``--concurrency`` connections allow, against what `serve` runs:
+the real app (``create_api_store`` + ``create_app`` with the default ``api.events`` limits) and the
+real dispatcher with the real e-mail channel (aiosmtpd on loopback, the tests' fake_smtp), over
+Postgres (its own database, dropped at the end). Meanwhile another caller, a viewer, asks
+``GET /api/v1/jobs`` at ``--other-rate`` per second on a fixed schedule (open loop: a request's
+latency counts from when it was due). The load runs in a child process so that its CPU is not the
+server's. Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after
+``--seconds`` (90) even if not all events were posted (``posted=`` says how many were).
+
+Prints ``name=value`` lines: ``accepted=`` (202, new), ``limited=`` (429), ``messages_sent=``
+(e-mails the SMTP server received), ``max_messages_per_recipient_hour=`` (the most any one person
+received within an hour; never above ``per_recipient_per_hour``), ``other_p99_ms=`` (target ≤ 50)
+and the load average before and after.
+
+    .venv/bin/python bench/events.py [--events 10000 --tokens 5 --recipients 50 --group-wait 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+import asyncpg
+from aiohttp import web
+from sqlalchemy.engine import make_url
+
+from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.render import Renderer
+from inno_notify.adapters.db import Store, migrate
+from inno_notify.api.app import create_api_store, create_app
+from inno_notify.api.keys import EventRouting
+from inno_notify.domain.model import DeliveryStatus, DirectoryUser
+from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
+from tests.adapters.channels import fake_smtp
+
+ADMIN_URL = os.environ.get(
+    "INNO_NOTIFY_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+VIEWER = "bench-viewer-token"
+HOUR = 3600.0
+
+
+def token(i: int) -> str:
+    return f"bench-pipeline-token-{i}"
+
+
+def person(i: int) -> str:
+    return f"person{i:03d}@example.org"
+
+
+# --- the load (child process) --------------------------------------------------------------------
+
+
+async def load(spec: dict[str, Any]) -> dict[str, Any]:
+    base, events, tokens, people = spec["base"], spec["events"], spec["tokens"], spec["recipients"]
+    statuses: dict[int, int] = {}
+    other: list[float] = []
+    done = asyncio.Event()
+    connector = aiohttp.TCPConnector(limit=spec["concurrency"] + 16)
+    async with aiohttp.ClientSession(base, connector=connector) as session:
+
+        async def post(i: int) -> None:
+            # Keyless, as a flood would be: each post is a new message unless a limit says no.
+            body = {"to": person(i % people), "title": f"Nightly step {i} finished"}
+            headers = {"Authorization": f"Bearer {token(i % tokens)}"}
+            async with session.post("/api/v1/events", json=body, headers=headers) as response:
+                await response.read()
+            statuses[response.status] = statuses.get(response.status, 0) + 1
+
+        async def poster(start: int) -> None:
+            for i in range(start, events, spec["concurrency"]):
+                if time.perf_counter() > stop_at:
+                    return  # out of time: report what was posted
+                await post(i)
+
+        async def other_caller() -> None:
+            headers = {"Authorization": f"Bearer {VIEWER}"}
+            start = time.perf_counter()
+            pending: list[asyncio.Task[None]] = []
+
+            async def one(due: float) -> None:
+                async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
+                    await response.read()
+                    assert response.status == 200, response.status
+                other.append((time.perf_counter() - due) * 1000)
+
+            i = 0
+            while not done.is_set():
+                due = start + i / spec["other_rate"]
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                pending.append(asyncio.create_task(one(due)))
+                i += 1
+            await asyncio.gather(*pending)
+
+        started = time.perf_counter()
+        stop_at = started + spec["seconds"]
+        watcher = asyncio.create_task(other_caller())
+        await asyncio.gather(*(poster(c) for c in range(spec["concurrency"])))
+        seconds = time.perf_counter() - started
+        done.set()
+        await watcher
+    other.sort()
+    return {
+        "posted": sum(statuses.values()),
+        "statuses": statuses,
+        "seconds": seconds,
+        "other_n": len(other),
+        "other_p50": statistics.median(other),
+        "other_p99": other[max(0, int(len(other) * 0.99) - 1)],
+    }
+
+
+def run_load(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--load", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+# --- the service side ------------------------------------------------------------------------------
+
+
+async def admin(sql: str) -> None:
+    url = make_url(ADMIN_URL)
+    conn = await asyncpg.connect(user=url.username, host=url.host, port=url.port, database=url.database)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def per_hour_peak(times: list[float]) -> int:
+    """The most of `times` (seconds, sorted) within any one hour."""
+    best, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= HOUR:
+            first += 1
+        best = max(best, last - first + 1)
+    return best
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def bench(args: argparse.Namespace) -> None:
+    name = f"inno_bench_events_{uuid.uuid4().hex[:8]}"
+    await admin(f'CREATE DATABASE "{name}"')
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    smtp = fake_smtp.RecordingHandler()
+    arrived: dict[str, list[float]] = {}
+    handle_data = smtp.handle_DATA
+
+    async def recording(server: Any, session: Any, envelope: Any) -> str:
+        for address in envelope.rcpt_tos:
+            arrived.setdefault(address.lower(), []).append(time.monotonic())
+        return await handle_data(server, session, envelope)
+
+    smtp.handle_DATA = recording  # type: ignore[method-assign]
+    from aiosmtpd.controller import Controller
+
+    smtp_port = fake_smtp.free_port()
+    controller = Controller(smtp, hostname="127.0.0.1", port=smtp_port)
+    controller.start()
+    service = Store.from_url(url)
+    api_store = None
+    runner = None
+    stop = asyncio.Event()
+    dispatching: asyncio.Task[None] | None = None
+    try:
+        await migrate(url)
+        for i in range(args.recipients):
+            await service.directory.upsert_user(DirectoryUser(person(i), f"Person {i}", channels=("email",)))
+        limits = ApiEventsSettings()
+        settings = ApiSettings(
+            listen="127.0.0.1:0",
+            tokens=(
+                ApiToken(name="viewer", sha256=hashlib.sha256(VIEWER.encode()).hexdigest(), role="viewer"),
+                *(
+                    ApiToken(
+                        name=f"pipeline-{i}",
+                        sha256=hashlib.sha256(token(i).encode()).hexdigest(),
+                        role="pipeline",
+                    )
+                    for i in range(args.tokens)
+                ),
+            ),
+            events=limits,
+        )
+        api_store = create_api_store(url)
+        routing = EventRouting(frozenset({"email"}), ("example.org",), args.group_wait)
+        app = create_app(api_store, settings, event_routing=routing)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        email = EmailSender("127.0.0.1", "inno-notify@example.org", port=smtp_port, starttls=False)
+        dispatcher = Dispatcher(
+            service,
+            {"email": email},
+            Renderer(),
+            clock=lambda: datetime.now(UTC),
+            group_wait_seconds=args.group_wait,
+            poll_seconds=0.2,
+        )
+        dispatching = asyncio.create_task(dispatcher.run(stop))
+        print(f"load_before={load_average()}", flush=True)
+        spec = {
+            "base": base,
+            "events": args.events,
+            "tokens": args.tokens,
+            "recipients": args.recipients,
+            "concurrency": args.concurrency,
+            "other_rate": args.other_rate,
+            "seconds": args.seconds,
+        }
+        result = await asyncio.to_thread(run_load, spec, args.seconds + 60)
+        print(f"load_after={load_average()}", flush=True)
+        # Let the last group wait pass and the dispatcher send what is due.
+        deadline = time.monotonic() + args.group_wait + 30
+        while time.monotonic() < deadline:
+            page, _ = await service.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
+            if not page:
+                break
+            await asyncio.sleep(0.5)
+        stop.set()
+        await dispatching
+        dispatching = None
+        await email.aclose()
+        statuses = result["statuses"]
+        print(f"events={args.events}")
+        print(f"posted={result['posted']}")
+        print(f"tokens={args.tokens}")
+        print(f"recipients={args.recipients}")
+        print(f"post_seconds={result['seconds']:.1f}")
+        print(f"posts_per_s={result['posted'] / result['seconds']:.0f}")
+        print(f"statuses={','.join(f'{k}:{v}' for k, v in sorted(statuses.items()))}")
+        # JSON keys: the statuses came back from the load process as strings.
+        print(f"accepted={statuses.get('202', 0)}")
+        print(f"limited={statuses.get('429', 0)}")
+        print(f"messages_sent={len(smtp.received)}")
+        print(f"per_recipient_per_hour={limits.per_recipient_per_hour}")
+        print(
+            f"max_messages_per_recipient_hour={max((per_hour_peak(t) for t in arrived.values()), default=0)}"
+        )
+        print(f"other_requests={result['other_n']}")
+        print(f"other_p50_ms={result['other_p50']:.1f}")
+        print(f"other_p99_ms={result['other_p99']:.1f}", flush=True)
+    finally:
+        stop.set()
+        if dispatching is not None:
+            await dispatching
+        if runner is not None:
+            await runner.cleanup()
+        if api_store is not None:
+            await api_store.close()
+        await service.close()
+        controller.stop()
+        await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--tokens", type=int, default=5)
+    parser.add_argument("--recipients", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=16, help="posts in flight")
+    parser.add_argument("--other-rate", type=float, default=20.0, help="the other caller's GETs per second")
+    parser.add_argument("--group-wait", type=float, default=2.0, help="notify.group_wait_seconds")
+    parser.add_argument("--seconds", type=float, default=90.0, help="posting stops after this (s)")
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load:
+        print(json.dumps(asyncio.run(load(json.loads(args.load)))))
+        return
+    asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""pipeline event keys per token, and the recipients the rate limits count
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-12-02 10:00:00.000000
+
+Issue 29: an idempotency key belongs to the token that posted it, so the unique key becomes
+(sender, key) (every existing row stays: keys were unique, so are the pairs); `fingerprint` tells
+the same key with another body apart (NULL for the events posted before, taken as the same body).
+The per-token limit counts a sender's events of the last minute (index on sender, created_at); the
+per-recipient limit counts `pipeline_event_recipients`, one row per event and resolved recipient,
+filled from here on.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0016"
+down_revision: str | Sequence[str] | None = "0015"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("pipeline_events", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("fingerprint", sa.String(), nullable=True))
+        batch_op.drop_constraint(batch_op.f("uq_pipeline_events_key"), type_="unique")
+        batch_op.create_unique_constraint(batch_op.f("uq_pipeline_events_sender_key"), ["sender", "key"])
+        batch_op.create_index(batch_op.f("ix_pipeline_events_sender_created_at"), ["sender", "created_at"])
+    op.create_table(
+        "pipeline_event_recipients",
+        sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("recipient", sa.String(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("event_id", "recipient", name=op.f("pk_pipeline_event_recipients")),
+    )
+    op.create_index(
+        op.f("ix_pipeline_event_recipients_recipient_created_at"),
+        "pipeline_event_recipients",
+        ["recipient", "created_at"],
+    )
+
+
+def downgrade() -> None:
+    op.drop_index(
+        op.f("ix_pipeline_event_recipients_recipient_created_at"), table_name="pipeline_event_recipients"
+    )
+    op.drop_table("pipeline_event_recipients")
+    # Keys were unique per sender only: a downgrade keeps each key's first event.
+    op.execute(
+        "DELETE FROM pipeline_events WHERE id NOT IN (SELECT MIN(id) FROM pipeline_events GROUP BY key)"
+    )
+    with op.batch_alter_table("pipeline_events", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_pipeline_events_sender_created_at"))
+        batch_op.drop_constraint(batch_op.f("uq_pipeline_events_sender_key"), type_="unique")
+        batch_op.create_unique_constraint(batch_op.f("uq_pipeline_events_key"), ["key"])
+        batch_op.drop_column("fingerprint")
