@@ -110,7 +110,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
 
 @pytest.mark.prometheus
 @pytest.mark.parametrize("pod", ON_SERVER)
-async def test_a_real_prometheus_selects_exactly_the_pod_named(prometheus: PrometheusServer, pod: str) -> None:
+async def test_a_real_prometheus_selects_exactly_the_pod_named(
+    prometheus: PrometheusServer, pod: str
+) -> None:
     client = PrometheusClient(ClientConfig(url=prometheus.url, timeout_seconds=30))
     try:
         exact = await client.query(f'probe{{pod=~"{q.regex_alternation([pod])}"}} @ {T}')
