@@ -386,6 +386,8 @@ class DirectoryUser:
     # `telegram_stopped` says they unlinked Telegram with /stop, so summaries stop offering a link.
     notify: NotifyMode = NotifyMode.ALWAYS
     telegram_stopped: bool = False
+    # False: the person turned idle-GPU nudges off (`/nudges off`, the API), on every channel.
+    nudges: bool = True
 
 
 @dataclass(frozen=True, slots=True)

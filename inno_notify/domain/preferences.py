@@ -10,7 +10,8 @@ from (`Origin`): the API shows it next to the value.
 A field overrides the directory only when it was set, which `origins` records; so "unlinked"
 (a chat id set to None by /stop) differs from "never said anything" (the directory's chat id
 stands). `muted_until` has no counterpart in the directory: the dispatcher holds a muted
-person's messages until then (domain.delivery.hold_muted).
+person's messages until then (domain.delivery.hold_muted). Nor has `nudges`: False turns the live
+check's idle-GPU nudges off for that person on every channel (domain.routing).
 
 Pure: times are passed in.
 """
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 # The fields a person can set; each one a key of `Preferences.origins` once set.
-PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until")
+PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until", "nudges")
 # What a person may ask for through `notify`: never is an annotation for a job, not a person.
 PERSON_NOTIFY_MODES = frozenset({NotifyMode.ALWAYS, NotifyMode.FAILURE})
 
@@ -79,6 +80,8 @@ class Preferences:
     channels: tuple[str, ...] | None = None
     notify: NotifyMode | None = None
     muted_until: datetime | None = None
+    # False: no idle-GPU nudges on any channel (`/nudges off`); the directory has no counterpart.
+    nudges: bool | None = None
     origins: Mapping[str, Origin] = field(default_factory=dict)
 
     def is_set(self, name: str) -> bool:
@@ -124,6 +127,8 @@ def apply_preferences(user: DirectoryUser, prefs: Preferences | None) -> Directo
         changes["channels"] = prefs.channels
     if prefs.is_set("notify") and prefs.notify is not None:
         changes["notify"] = prefs.notify
+    if prefs.is_set("nudges") and prefs.nudges is not None:
+        changes["nudges"] = prefs.nudges
     return replace(user, **changes)
 
 

@@ -9,6 +9,7 @@ Commands (docs/channels.md):
 - `/mute <hours>` and `/unmute`: their messages wait (none is lost) and go out together when the
   mute ends (domain.delivery.hold_muted).
 - `/failures`: from now on only failed jobs' summaries; `/all` undoes it.
+- `/nudges off` and `/nudges on`: no idle-GPU nudges (on any channel), or nudges again.
 - `/stop`: unlinks the chat (summaries go to their other channels, e-mail at least).
 - `/help`, and any unknown command or free text: the help.
 
@@ -75,6 +76,7 @@ class CommandName(enum.StrEnum):
     UNMUTE = "unmute"
     FAILURES = "failures"
     ALL = "all"
+    NUDGES = "nudges"
     STOP = "stop"
     HELP = "help"
     UNKNOWN = "unknown"  # a command we do not have
@@ -223,6 +225,12 @@ def decide(
         return Decision(
             reply(ReplyKind.FAILURES_ONLY, person=person), {linked.email: {"notify": NotifyMode.FAILURE}}
         )
+    if command.name is CommandName.NUDGES:
+        wanted = {"off": False, "on": True}.get(command.argument.strip().lower())
+        if wanted is None:
+            return Decision(reply(ReplyKind.NUDGES_USAGE, person=person))
+        kind = ReplyKind.NUDGES_ON if wanted else ReplyKind.NUDGES_OFF
+        return Decision(reply(kind, person=person), {linked.email: {"nudges": wanted}})
     if command.name is CommandName.ALL:
         return Decision(
             reply(ReplyKind.ALL_SUMMARIES, person=person), {linked.email: {"notify": NotifyMode.ALWAYS}}

@@ -36,6 +36,7 @@ def to_row(prefs: Preferences, now: datetime) -> dict[str, Any]:
         "channels": None if prefs.channels is None else list(prefs.channels),
         "notify": None if prefs.notify is None else prefs.notify.value,
         "muted_until": prefs.muted_until,
+        "nudges": prefs.nudges,
         "origins": {name: origin.encode() for name, origin in prefs.origins.items()},
         "updated_at": now,
     }
@@ -70,6 +71,7 @@ def from_row(row: RowMapping) -> Preferences:
         channels=None if channels is None else tuple(channels),
         notify=notify,
         muted_until=row["muted_until"],
+        nudges=row["nudges"] if isinstance(row["nudges"], bool) else None,
         origins=origins,
     )
 
