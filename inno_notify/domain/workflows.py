@@ -307,8 +307,6 @@ class StepFigures:
     name: str
     phase: str
     attempts: int = 1
-    # Of `attempts`, those the record did not keep (StepRecord.attempts_dropped).
-    attempts_dropped: int = 0
     started_at: datetime | None = None
     finished_at: datetime | None = None
     exit_code: int | None = None
@@ -318,6 +316,8 @@ class StepFigures:
     used_gpu_minutes: float | None = None
     missing: str | None = None
     advice: tuple[str, ...] = ()
+    # Of `attempts`, those the record did not keep (StepRecord.attempts_dropped).
+    attempts_dropped: int = 0
 
     @property
     def duration_seconds(self) -> float | None:

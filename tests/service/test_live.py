@@ -19,7 +19,7 @@ from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter
-from inno_notify.domain.live import NUDGE_PODS_LISTED, findings_from_payload, parse_quiet_hours
+from inno_notify.domain.live import findings_from_payload, parse_quiet_hours
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, WorkloadKind
 from inno_notify.service.configuration import parse_config, seed_directory
 from inno_notify.service.dispatcher import Dispatcher
