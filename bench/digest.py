@@ -315,12 +315,14 @@ OUTBOX_COLUMNS = [
 def outbox_rows(
     jobs: list[tuple[Any, ...]], week_start: datetime, nudged: float, rnd: random.Random
 ) -> tuple[
-    list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[list[Notification], tuple[str, NudgeEntry]]]
+    list[tuple[Any, ...]],
+    list[tuple[Any, ...]],
+    list[tuple[list[Notification], list[tuple[str, NudgeEntry]]]],
 ]:
     """Each job's pod and sent summary (rows to copy); for a share of the week's GPU jobs, 1-3 idle
     nudges about its pod while it ran, as the live check enqueues them (rows and ledger entry)."""
     pods, rows = [], []
-    nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
+    nudges: list[tuple[list[Notification], list[tuple[str, NudgeEntry]]]] = []
     for job in jobs:
         uid, namespace, name, owner, team, finished, gpus = (
             job[1],
@@ -389,7 +391,7 @@ def outbox_rows(
                 job_uid=pod_uid,
                 payload={"nudge": finding_to_payload(finding)},
             )
-            nudges.append(([row], (team, nudge_entry(finding))))
+            nudges.append(([row], [(team, nudge_entry(finding))]))
     return pods, rows, nudges
 
 
@@ -416,7 +418,7 @@ async def fill(
     # Its own stream, so that the jobs are the same with or without the outbox.
     nudge_rnd = random.Random(49)
     adoption_rnd = random.Random(50)
-    all_nudges: list[tuple[list[Notification], tuple[str, NudgeEntry]]] = []
+    all_nudges: list[tuple[list[Notification], list[tuple[str, NudgeEntry]]]] = []
     week_start, end = week_bounds(WEEK, "UTC")
     first = end - timedelta(weeks=WEEKS)
     span = (end - first).total_seconds()

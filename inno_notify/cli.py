@@ -140,12 +140,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    # Before anything slow (settings, the service's imports): a SIGTERM from here on is a graceful
+    # stop, whatever start-up is doing (service/stopping.py).
+    from inno_notify.service.stopping import StopSignal
+
+    stop = StopSignal()
+    stop.install()
     settings = _settings(args)
     from inno_notify.gc_tuning import tune_for_ingest
     from inno_notify.runtime import serve
 
     tune_for_ingest()
-    asyncio.run(serve(settings))
+    asyncio.run(serve(settings, stop))
     return EXIT_OK
 
 

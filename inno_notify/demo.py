@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
-from inno_notify.adapters.channels.nudge_views import NudgeView
+from inno_notify.adapters.channels.nudge_views import NudgeListView
 from inno_notify.adapters.db.job_details import STATUS, UID
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
@@ -203,7 +203,7 @@ async def run_demo(
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
     nudges = tuple(
-        (row.recipient, NudgeView.from_payload(row.payload).headline)
+        (row.recipient, NudgeListView.from_payload(row.payload).headline)
         for row in sent
         if row.kind is NotificationKind.IDLE_NUDGE
     )

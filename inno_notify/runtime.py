@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +67,7 @@ from inno_notify.service.leadership import Elector, Timings, replica_identity
 from inno_notify.service.live import live_component
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.single_instance import single_instance
+from inno_notify.service.stopping import StopSignal
 from inno_notify.service.telegram_updates import TelegramBot, link_offer
 from inno_notify.service.telemetry_sampler import telemetry_component
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
@@ -331,13 +331,6 @@ def watch_component(watcher: ClusterWatcher) -> Component:
 # --- inno-notify serve -----------------------------------------------------------------------------------
 
 
-def _install_signal_handlers(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-
-
 async def _kube_client(settings: Settings) -> Any:
     """The Kubernetes API client, or None when no configuration exists and none was named."""
     try:
@@ -464,18 +457,37 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
     return scheduler.run
 
 
-async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Runs the service until `stop` is set (by SIGTERM/SIGINT when not given)."""
+async def serve(settings: Settings, stop: asyncio.Event | StopSignal | None = None) -> None:
+    """Runs the service until `stop` is set (by SIGTERM/SIGINT when not given, or when a
+    StopSignal installed earlier is given). A stop during start-up (the migration, the directory,
+    the Kubernetes client, binding the probes) cancels the start-up: `serve` returns at once."""
     election = election_enabled(settings)
-    if stop is None:
-        stop = asyncio.Event()
-        _install_signal_handlers(stop)
+    if not isinstance(stop, asyncio.Event):
+        stop = (stop or StopSignal()).event()
+    started = asyncio.Event()
     with single_instance(settings.database_url):
-        await _serve(settings, stop, election)
+        serving = asyncio.ensure_future(_serve(settings, stop, election, started))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not serving.done() and not started.is_set():
+                # Stopped before it was ready: nothing is in flight yet that a graceful stop would
+                # wait for, so the start-up is cancelled (its own clean-up runs).
+                log.info("stopping during start-up")
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+                log.info("stopped")
+                return
+            await serving
+        finally:
+            stopping.cancel()
+            if not serving.done():
+                serving.cancel()
     log.info("stopped")
 
 
-async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> None:
+async def _serve(settings: Settings, stop: asyncio.Event, election: bool, started: asyncio.Event) -> None:
     applied = await migrate(settings.database_url)
     if applied:
         log.info("database migrated to %s", applied[-1])
@@ -576,6 +588,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
         async with asyncio.TaskGroup() as group:
             for name, component in components:
                 group.create_task(component(stop), name=name)
+            started.set()
             log.info(
                 "inno-notify ready: cluster=%s database=%s kubernetes=%s channels=%s api=%s ha=%s",
                 settings.cluster,

@@ -6,7 +6,9 @@ whether the service accepted it (0), refused it (1: a wrong token, nobody to sen
 unreachable) or was called wrongly (2). With `--key`, a task that is retried sends its message once.
 
 Standard library only (urllib): the command runs inside pipeline images where nothing else of ours
-is needed, and it makes one request.
+is needed, and it makes one request. It follows no redirect: urllib would repeat the request,
+bearer token included, at whatever host a `Location` names, and report that host's answer as the
+service's. A 3xx is a refusal naming the new location (exit 1); fix `--api` instead.
 """
 
 from __future__ import annotations
@@ -21,6 +23,21 @@ from typing import Any
 
 EVENTS_PATH = "/api/v1/events"
 TIMEOUT_SECONDS = 30.0
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Turns every redirect into the HTTPError of the 3xx itself: the token goes nowhere else."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
 
 
 class UsageError(ValueError):
@@ -91,12 +108,19 @@ def post_event(api: str, token: str, body: dict[str, Any], timeout: float = TIME
         method="POST",
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPSHandler(context=ssl.create_default_context()), _NoRedirects()
+    )
     try:
-        with urllib.request.urlopen(
-            request, timeout=timeout, context=ssl.create_default_context()
-        ) as response:
+        with opener.open(request, timeout=timeout) as response:
             answer = json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            location = exc.headers.get("Location") if exc.headers is not None else None
+            raise Refused(
+                f"{exc.code}: the service redirects to {location or 'an unnamed location'}; "
+                "not followed (the token is sent only to --api): fix --api"
+            ) from None
         raise Refused(f"{exc.code}: {_reason(exc)}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

@@ -130,6 +130,45 @@ async def test_send_exits_1_when_the_service_cannot_be_reached(
     assert "cannot reach http://127.0.0.1:9/api/v1/events" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_send_follows_no_redirect_and_keeps_the_token_at_its_origin(
+    service: str, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    """A service (or anything in front of it) that answers 3xx to another port: the command exits 1
+    naming the new location, and the other origin never sees a request, let alone the token."""
+    seen: list[web.Request] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        seen.append(request)
+        return web.json_response({"id": 1, "key": "k", "recipients": []}, status=202)
+
+    async def redirect(request: web.Request) -> web.Response:
+        return web.Response(status=status, headers={"Location": target + "/api/v1/events"})
+
+    other = web.Application()
+    other.router.add_route("*", "/{tail:.*}", elsewhere)
+    front = web.Application()
+    front.router.add_route("*", "/{tail:.*}", redirect)
+    runners = [web.AppRunner(other), web.AppRunner(front)]
+    for runner in runners:
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+    target = f"http://127.0.0.1:{runners[0].addresses[0][1]}"
+    try:
+        code = await send(
+            "--api", f"http://127.0.0.1:{runners[1].addresses[0][1]}",
+            "--token-file", token_file(tmp_path, PIPELINE_TOKEN), "--to", "alice@example.com", "--title", "t",
+        )  # fmt: skip
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"{status}: the service redirects to {target}/api/v1/events" in err
+    assert PIPELINE_TOKEN not in err
+    assert seen == []
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -297,3 +297,72 @@ async def test_no_secret_reaches_the_log(tmp_path: Path) -> None:
     for what, secret in known.items():
         assert secret not in log, f"the {what} secret appears in the log"
         assert secret.split(":")[-1] not in log, f"part of the {what} secret appears in the log"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("moment", ["migrating", "before_the_loop"])
+async def test_sigterm_during_start_up_ends_serve_with_exit_0(tmp_path: Path, moment: str) -> None:
+    """`serve` as a process, held in its start-up by the test: its database migration waits on the
+    migration lock the test holds (what another replica's migration looks like). A SIGTERM then
+    ends it at once, exit 0, without the lock ever being released. `before_the_loop`: the SIGTERM
+    comes while the process is still importing and reading its settings (it waits on a config file
+    that is a FIFO the test has not written yet), before any event loop runs."""
+    import json
+    import os
+    import sys
+
+    from asyncpg import connect
+    from sqlalchemy import make_url
+
+    from inno_notify.adapters.db.migrate import _PG_MIGRATE_LOCK
+    from tests.db_support import create_postgres_database, drop_postgres_database
+
+    database_url = await create_postgres_database("sigterm")
+    plain = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    config = {
+        "database_url": database_url,
+        "kubernetes": {"kubeconfig": None},
+        "api": {"listen": f"127.0.0.1:{free_port()}"},
+        "probes": {"listen": f"127.0.0.1:{free_port()}"},
+    }
+    config_path = tmp_path / "config.yaml"
+    if moment == "before_the_loop":
+        os.mkfifo(config_path)  # opening it for reading blocks until the test opens it for writing
+    else:
+        config_path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INNO_NOTIFY_")}
+    env |= {"KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    holder = await connect(plain)
+    log_path = tmp_path / "serve.log"
+    proc = None
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", _PG_MIGRATE_LOCK)
+        with log_path.open("w") as log_file:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "inno_notify", "serve", "--config", str(config_path),
+                cwd=tmp_path, env=env, stdout=log_file, stderr=log_file,
+            )  # fmt: skip
+        if moment == "before_the_loop":
+            # The process blocks opening the FIFO until a writer opens it; the SIGTERM comes while
+            # it reads its settings, and the settings arrive only after it.
+            writer = await asyncio.to_thread(os.open, config_path, os.O_WRONLY)
+            proc.send_signal(signal.SIGTERM)
+            os.write(writer, json.dumps(config).encode())
+            os.close(writer)
+        else:
+            waiting_sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+
+            async def migration_waits() -> bool:
+                return bool(await holder.fetchval(waiting_sql))
+
+            await waiting.eventually(migration_waits, within=60, what="serve's migration waiting on the lock")
+            proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), timeout=30)
+        assert code == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await holder.close()
+        await drop_postgres_database(database_url)
+    assert "stopping during start-up" in log_path.read_text()

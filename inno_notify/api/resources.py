@@ -324,7 +324,7 @@ PersonNotify = Literal["always", "failure"]
 class Preference(TypedDict):
     """One preference a person (or an admin for them) set over the directory, and where it came from."""
 
-    value: int | list[Channel] | PersonNotify | datetime | None
+    value: int | list[Channel] | PersonNotify | datetime | bool | None
     via: Via
     """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}."""
     by: str | None
@@ -340,6 +340,7 @@ class UserPreferences(TypedDict):
     channels: NotRequired[Preference]
     notify: NotRequired[Preference]
     muted_until: NotRequired[Preference]
+    nudges: NotRequired[Preference]
 
 
 @with_config(CLOSED)
@@ -355,6 +356,8 @@ class User(TypedDict):
     """failure: the person asked for failed jobs' summaries only (/failures)."""
     muted_until: datetime | None
     """Their messages are held until then (none is lost); null: not muted."""
+    nudges: bool
+    """false: the person turned idle-GPU nudges off (/nudges off), on every channel."""
     preferences: UserPreferences
 
 
@@ -374,6 +377,10 @@ class PreferencesBody(BaseModel):
     channels: tuple[Channel, ...] | None = Field(None, min_length=1)
     notify: PersonNotify | None = None
     muted_until: AwareDatetime | None = Field(None, description=f"At most {MAX_MUTE_HOURS:g} hours ahead.")
+    nudges: bool | None = Field(
+        None,
+        description="false: no idle-GPU nudges on any channel (Telegram: /nudges off); true: nudges again.",
+    )
 
 
 class UserBody(BaseModel):

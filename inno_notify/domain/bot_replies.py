@@ -47,6 +47,9 @@ class ReplyKind(enum.StrEnum):
     UNMUTED = "unmuted"
     FAILURES_ONLY = "failures_only"
     ALL_SUMMARIES = "all_summaries"
+    NUDGES_OFF = "nudges_off"
+    NUDGES_ON = "nudges_on"
+    NUDGES_USAGE = "nudges_usage"
     STOPPED = "stopped"
     # To the chat a person's link moved away from (a relink from another chat).
     RELINKED_AWAY = "relinked_away"

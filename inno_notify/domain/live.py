@@ -21,8 +21,12 @@ idle, when it was last busy. What is left here is pure:
   from enqueuing the same nudge twice. Within ``quiet_hours`` no nudge is planned; the first check
   after them nudges with the figures of that moment.
 
-A finding travels in the outbox row's payload (``finding_to_payload``), so that the dispatcher
-renders it without reading anything else; what the weekly digest adds up of it is a ``NudgeEntry``
+A person gets one nudge per round, on each of their channels, listing all their idle pods (the
+ones with most idle GPU-hours first, at most ``NUDGE_PODS_LISTED``, and how many more): anyone can
+name a colleague in ``inno-notify/owner`` on many pods, and that must not become many messages.
+The findings travel in the outbox row's payload (``findings_to_payload``; a row written before the
+grouping carries one finding under ``nudge``), so that the dispatcher renders it without reading
+anything else; what the weekly digest adds up of it is a ``NudgeEntry``
 (``nudge_entry``).
 """
 
@@ -50,6 +54,8 @@ __all__ = [
     "find_idle",
     "finding_from_payload",
     "finding_to_payload",
+    "findings_from_payload",
+    "findings_to_payload",
     "held_from",
     "in_quiet_hours",
     "nudge_dedup_key",
@@ -61,6 +67,10 @@ __all__ = [
 DEFAULT_MEMORY_HELD_MIB = 1024.0
 DEFAULT_MIN_COVERAGE = 0.5
 PAYLOAD_KEY = "nudge"
+# A round's nudge to one person: the findings listed, and how many more idle pods were left out.
+LIST_KEY = "nudges"
+MORE_KEY = "nudges_more"
+NUDGE_PODS_LISTED = 20
 _CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
 
@@ -349,6 +359,27 @@ def _moment(data: Mapping[str, Any], key: str) -> datetime:
         return datetime.fromtimestamp(_number(data, key), tz=UTC)
     except (OverflowError, OSError) as exc:
         raise ValueError(f"nudge payload: {key} is not a time") from exc
+
+
+def findings_to_payload(findings: Sequence[IdleFinding]) -> dict[str, Any]:
+    """One person's findings of a round: the most idle GPU-hours first, NUDGE_PODS_LISTED listed."""
+    ranked = sorted(findings, key=lambda f: (-f.idle_gpu_hours, f.namespace, f.pod, f.pod_uid))
+    listed = ranked[:NUDGE_PODS_LISTED]
+    return {LIST_KEY: [finding_to_payload(f) for f in listed], MORE_KEY: len(ranked) - len(listed)}
+
+
+def findings_from_payload(payload: Mapping[str, Any]) -> tuple[tuple[IdleFinding, ...], int]:
+    """(the findings listed, how many more there were) of a nudge row, grouped or of one pod;
+    raises ValueError when the payload lacks a part."""
+    listed = payload.get(LIST_KEY)
+    if listed is None:
+        return (finding_from_payload(payload),), 0
+    if not isinstance(listed, list) or not listed:
+        raise ValueError("nudge payload: no finding listed")
+    more = payload.get(MORE_KEY, 0)
+    if isinstance(more, bool) or not isinstance(more, int) or more < 0:
+        raise ValueError("nudge payload: nudges_more is not a count")
+    return tuple(finding_from_payload({PAYLOAD_KEY: item}) for item in listed), more
 
 
 def finding_from_payload(payload: Mapping[str, Any]) -> IdleFinding:

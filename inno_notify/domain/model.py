@@ -454,6 +454,8 @@ class DirectoryUser:
     # The person's Telegram link generation (domain.telegram_linking): a linking token minted for
     # them carries it and links only while it is still theirs.
     link_epoch: int = 0
+    # False: the person turned idle-GPU nudges off (`/nudges off`, the API), on every channel.
+    nudges: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,9 @@ mute: it is set with `muted_until`, shares its origin, and goes when the mute is
 relink, /stop, an admin's edit), which voids every linking token minted before
 (domain.telegram_linking).
 
+`nudges` False turns the live check's idle-GPU nudges off for that person on every channel
+(domain.routing).
+
 Pure: times are passed in.
 """
 
@@ -45,7 +48,7 @@ __all__ = [
 ]
 
 # The fields a person can set; each one a key of `Preferences.origins` once set.
-PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until")
+PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until", "nudges")
 # What a person may ask for through `notify`: never is an annotation for a job, not a person.
 PERSON_NOTIFY_MODES = frozenset({NotifyMode.ALWAYS, NotifyMode.FAILURE})
 # Set together with `muted_until` (its scope), never on its own.
@@ -90,6 +93,8 @@ class Preferences:
     channels: tuple[str, ...] | None = None
     notify: NotifyMode | None = None
     muted_until: datetime | None = None
+    # False: no idle-GPU nudges on any channel (`/nudges off`); the directory has no counterpart.
+    nudges: bool | None = None
     origins: Mapping[str, Origin] = field(default_factory=dict)
     # The channels the mute holds (None: every channel); see the module docstring.
     muted_channels: tuple[str, ...] | None = None
@@ -154,6 +159,8 @@ def apply_preferences(user: DirectoryUser, prefs: Preferences | None) -> Directo
         changes["channels"] = prefs.channels
     if prefs.is_set("notify") and prefs.notify is not None:
         changes["notify"] = prefs.notify
+    if prefs.is_set("nudges") and prefs.nudges is not None:
+        changes["nudges"] = prefs.nudges
     return replace(user, **changes)
 
 

@@ -18,7 +18,9 @@ Rules (CONTRACT.md §3, issue 6):
 - Channels the service has not configured, and channels a recipient has no address for
   (Telegram without a chat id), are skipped with a reason the caller logs.
 - Idle nudges (plan_nudge) go to the same recipients on the same channels, except that only
-  `notify: never` silences them.
+  `notify: never` silences them, and a person who turned nudges off (their `nudges` preference:
+  `/nudges off`, the API) gets none on any channel. A round's nudges are bundled (bundle_nudges):
+  one row per recipient and channel listing all their idle pods.
 - A person's own preferences (domain.preferences, applied to the directory entry before routing):
   one who asked for failures only (`/failures`) gets no summary of a job or workflow that did not
   fail. A directory user without a Telegram chat (who did not /stop it) has rows marked
@@ -32,12 +34,20 @@ Rules (CONTRACT.md §3, issue 6):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from inno_notify.domain.addresses import email_refusal, is_single_address
-from inno_notify.domain.live import PAYLOAD_KEY, IdleFinding, finding_to_payload, nudge_dedup_key
+from inno_notify.domain.live import (
+    PAYLOAD_KEY,
+    IdleFinding,
+    finding_from_payload,
+    finding_to_payload,
+    findings_to_payload,
+    nudge_dedup_key,
+)
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
@@ -56,6 +66,7 @@ TELEGRAM_LINKABLE = "telegram_linkable"
 TELEGRAM_LINK_EPOCH = "telegram_link_epoch"
 FAILURES_ONLY = "the recipient asked for failed jobs only"
 NO_CHANNELS = "the recipient has no channel (stopped all)"
+NUDGES_OFF = "the recipient turned nudges off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +184,37 @@ def plan_nudge(
             payload={**payload, PAYLOAD_KEY: nudge},
         )
 
-    return _route(job, users, teams, enabled_channels, allowed_email_domains, row)
+    return _route(job, users, teams, enabled_channels, allowed_email_domains, row, nudge=True)
+
+
+def bundle_nudges(rows: Sequence[Notification], now: datetime, repeat_hours: float) -> list[Notification]:
+    """The rows of a round's nudges (one per pod, recipient and channel, from plan_nudge) as one
+    row per recipient and channel listing all that person's idle pods (domain.live.findings_to_payload).
+
+    The row is about no one pod (`job_uid` None; the live check records per pod when it was
+    nudged); its dedup key names the pods, so two writers of the same round write one row."""
+    groups: dict[tuple[str, str], list[Notification]] = {}
+    for row in rows:
+        groups.setdefault((row.recipient.strip().lower(), row.channel.value), []).append(row)
+    bundled: list[Notification] = []
+    for (_, channel), members in groups.items():
+        first = members[0]
+        findings = {f.pod_uid: f for f in (finding_from_payload(r.payload) for r in members)}
+        payload = {k: v for k, v in first.payload.items() if k != PAYLOAD_KEY}
+        payload.update(findings_to_payload(list(findings.values())))
+        pods = hashlib.sha256("\n".join(sorted(findings)).encode()).hexdigest()[:16]
+        cluster = first.cluster or ""
+        bundled.append(
+            replace(
+                first,
+                dedup_key=nudge_dedup_key(
+                    cluster, f"pods-{pods}", now, repeat_hours, channel, first.recipient
+                ),
+                job_uid=None,
+                payload=payload,
+            )
+        )
+    return bundled
 
 
 def _route(
@@ -185,6 +226,7 @@ def _route(
     make_row: Callable[[str, str, dict[str, object]], Notification],
     *,
     failed: bool | None = None,
+    nudge: bool = False,
 ) -> RoutingPlan:
     """The rows for `job`'s recipients (its owner, else its team's leads) on their channels.
 
@@ -214,6 +256,9 @@ def _route(
         user = directory.get(address.lower())
         if user is not None and not _wants(user, failed):
             skipped.append(Skipped(user.email, "*", FAILURES_ONLY))
+            continue
+        if nudge and user is not None and not user.nudges:
+            skipped.append(Skipped(user.email, "*", NUDGES_OFF))
             continue
         for channel, reason in _channels_for(job, user, enabled_channels):
             recipient = user.email if user is not None else address

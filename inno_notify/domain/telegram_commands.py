@@ -13,6 +13,7 @@ Commands (docs/channels.md):
   when the mute ends (domain.delivery.hold_muted); `/mute all <hours>` holds every channel. A
   chat speaks for its own channel unless the person says `all` in so many words (issue 29).
 - `/failures`: from now on only failed jobs' summaries; `/all` undoes it.
+- `/nudges off` and `/nudges on`: no idle-GPU nudges (on any channel), or nudges again.
 - `/stop`: unlinks the chat (summaries go to their other channels, e-mail at least); `/stop all`
   unlinks it and turns every channel off.
 - `/help`, and any unknown command or free text: the help.
@@ -84,6 +85,7 @@ class CommandName(enum.StrEnum):
     UNMUTE = "unmute"
     FAILURES = "failures"
     ALL = "all"
+    NUDGES = "nudges"
     STOP = "stop"
     HELP = "help"
     UNKNOWN = "unknown"  # a command we do not have
@@ -259,6 +261,12 @@ def decide(
         return Decision(
             reply(ReplyKind.FAILURES_ONLY, person=person), {linked.email: {"notify": NotifyMode.FAILURE}}
         )
+    if command.name is CommandName.NUDGES:
+        wanted = {"off": False, "on": True}.get(command.argument.strip().lower())
+        if wanted is None:
+            return Decision(reply(ReplyKind.NUDGES_USAGE, person=person))
+        kind = ReplyKind.NUDGES_ON if wanted else ReplyKind.NUDGES_OFF
+        return Decision(reply(kind, person=person), {linked.email: {"nudges": wanted}})
     if command.name is CommandName.ALL:
         return Decision(
             reply(ReplyKind.ALL_SUMMARIES, person=person), {linked.email: {"notify": NotifyMode.ALWAYS}}

@@ -28,6 +28,7 @@ from inno_notify.domain.model import JobRecord, JobStatus, Link, NotifyMode, Rec
 
 __all__ = [
     "ARGO_WORKFLOW_LABEL",
+    "ATTEMPTS_KEPT_EACH_END",
     "STEPS_KEPT",
     "AttemptRecord",
     "Creator",
@@ -49,6 +50,9 @@ AIRFLOW_KPO_LABEL = "kubernetes_pod_operator"
 # Steps a workflow record keeps (a sweep of thousands of pods still fits one row); the summary
 # says how many more there were.
 STEPS_KEPT = 2000
+# Attempts a step keeps at each end (the first and the last ones): a retry strategy without a
+# limit can leave tens of thousands under one Retry node; the step counts the ones in between.
+ATTEMPTS_KEPT_EACH_END = 5
 # Advice shown per GPU step, and steps whose advice is shown.
 ADVICE_PER_STEP = 2
 ADVICE_STEPS = 5
@@ -85,6 +89,13 @@ class StepRecord:
     phase: str
     template: str | None = None
     attempts: tuple[AttemptRecord, ...] = ()
+    # Attempts between the first and the last ATTEMPTS_KEPT_EACH_END, counted but not kept.
+    attempts_dropped: int = 0
+
+    @property
+    def tries(self) -> int:
+        """How many attempts the step made, kept or not."""
+        return len(self.attempts) + self.attempts_dropped
 
     @property
     def started_at(self) -> datetime | None:
@@ -305,6 +316,8 @@ class StepFigures:
     used_gpu_minutes: float | None = None
     missing: str | None = None
     advice: tuple[str, ...] = ()
+    # Of `attempts`, those the record did not keep (StepRecord.attempts_dropped).
+    attempts_dropped: int = 0
 
     @property
     def duration_seconds(self) -> float | None:
@@ -377,12 +390,17 @@ def _figures(step: StepRecord, pods: Mapping[str, WorkflowPod], measured: StepUs
         if found is not None and found[2]:
             ranked = sorted(found[2], key=lambda r: r.waste_gpu_minutes, reverse=True)
             advice = tuple(r.message for r in ranked[:ADVICE_PER_STEP])
+    if step.attempts_dropped and gpu_attempts:
+        # The attempts not kept may have held GPUs too: a sum over the kept ones would understate.
+        missing = f"{step.attempts_dropped} attempts not kept"
+        held = []
     complete = gpu_attempts > 0 and len(held) == gpu_attempts
     last = step.last
     return StepFigures(
         name=step.name,
         phase=step.phase,
-        attempts=len(step.attempts),
+        attempts=step.tries,
+        attempts_dropped=step.attempts_dropped,
         started_at=step.started_at,
         finished_at=step.finished_at,
         exit_code=last.exit_code if last else None,

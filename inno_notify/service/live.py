@@ -7,7 +7,9 @@ nudged less than `live.repeat_hours` ago (the outbox says when, so a restart doe
 again), asks the metrics source once about the rest (adapters/prometheus/live.py: a fixed number
 of queries whatever the pod count), decides which GPUs idled the whole sliding window
 (domain.live), and routes a nudge per idle pod like a summary (domain.routing.plan_nudge): the
-owner's channels, `notify: never` honoured. Within `live.quiet_hours` no round runs. The
+owner's channels, `notify: never` and a person's own `nudges: false` honoured; then bundles them
+(domain.routing.bundle_nudges): one message per person and channel a round, listing all their
+idle pods, however many pods name them as owner. Within `live.quiet_hours` no round runs. The
 dispatcher sends the rows.
 
 Report only. inno-notify never stops, scales or deletes a workload (docs/nudges.md says why). An
@@ -43,7 +45,7 @@ from inno_notify.domain.live import (
     parse_quiet_hours,
 )
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
-from inno_notify.domain.routing import plan_nudge
+from inno_notify.domain.routing import bundle_nudges, plan_nudge
 from inno_notify.service.pausing import pause
 from inno_notify.settings import Settings
 from inno_notify.telemetry import Telemetry
@@ -200,7 +202,8 @@ class LiveCheck:
             return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
         # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
         users, teams = await self._directory()
-        planned: list[tuple[list[Notification], tuple[str, NudgeEntry] | None]] = []
+        rows: list[Notification] = []
+        ledger: dict[str, list[tuple[str, NudgeEntry]]] = {}
         nudged: list[str] = []
         silent = 0
         for job, finding in found:
@@ -215,13 +218,32 @@ class LiveCheck:
                 options.allowed_email_domains,
             )
             if plan.notifications:
-                entry = (finding.team, nudge_entry(finding)) if finding.team else None
-                planned.append((list(plan.notifications), entry))
+                rows.extend(plan.notifications)
+                if finding.team:
+                    for row in plan.notifications:
+                        ledger.setdefault(row.recipient.strip().lower(), []).append(
+                            (finding.team, nudge_entry(finding))
+                        )
                 nudged.append(finding.pod_uid)
             else:
                 silent += 1
                 log.debug("no nudge about %s/%s: %s", finding.namespace, finding.pod, plan.silent_reason)
-        written = await self.store.live.enqueue_nudges(planned) if planned else 0
+        bundles = bundle_nudges(rows, now, options.repeat_hours)
+        planned: list[tuple[list[Notification], list[tuple[str, NudgeEntry]]]] = []
+        for row in bundles:
+            # A pod's ledger entry goes with its recipient's first row of the round (the ledger
+            # keeps an entry once however often it is added).
+            planned.append(([row], ledger.pop(row.recipient.strip().lower(), [])))
+        written = (
+            await self.store.live.enqueue_nudges(
+                planned,
+                nudged=[(options.cluster, uid) for uid in nudged],
+                at=now,
+                keep_after=now - timedelta(hours=options.repeat_hours),
+            )
+            if planned
+            else 0
+        )
         self.stats.nudges += len(nudged)
         if self.telemetry is not None:
             self.telemetry.nudges.inc(len(nudged))

@@ -51,7 +51,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.parsing import ParseConfig, ParseError, SetAside, identity
 from inno_notify.domain.parsing.airflow import parse_airflow_pod
-from inno_notify.domain.parsing.argo import creator_matches, parse_argo_pod, parse_workflow
+from inno_notify.domain.parsing.argo import creator_matches, parse_argo_pod, parse_off_loop, parse_workflow
 from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD, mapping, timestamp
 from inno_notify.domain.parsing.kserve import parse_inference_service
 from inno_notify.domain.routing import Audience, plan_message
@@ -115,6 +115,10 @@ class TrackerStats:
     workflows_ended: int = 0
     rejected: int = 0
     dropped_batches: int = 0
+    # Workflows parsed in a thread (domain.parsing.argo.parse_off_loop), and updates that changed
+    # nothing the record keeps (not written).
+    parsed_off_loop: int = 0
+    unchanged: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -274,7 +278,13 @@ class WorkflowTracker:
                 continue
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
-            unit = self._parse(kind, event_type, obj, now)
+            if kind == WORKFLOW and parse_off_loop(obj):
+                # A Workflow of thousands of nodes takes long to parse: not on the loop that also
+                # answers the liveness probe (nothing else touches the tracker meanwhile).
+                self.stats.parsed_off_loop += 1
+                unit = await asyncio.to_thread(self._parse, kind, event_type, obj, now)
+            else:
+                unit = self._parse(kind, event_type, obj, now)
             if unit is not None:
                 parsed[(kind, unit.uid)] = unit  # the last state of an object in the batch wins
         units = list(parsed.values())
@@ -396,6 +406,9 @@ class WorkflowTracker:
             old = stored.get(workflow.uid)
             if old is not None and old.status.is_terminal:
                 continue  # what ended stays as it ended (a late, older state changes nothing)
+            if old is not None and replace(old, resource_version=workflow.resource_version) == workflow:
+                self.stats.unchanged += 1
+                continue  # a status update that changed nothing the record keeps: no rewrite
             records.append((workflow, None))
             if workflow.status.is_terminal:
                 ends.append(self._end(workflow, now))

@@ -475,3 +475,58 @@ def serving_changes(isvc: SimInferenceService) -> list[Change]:
 def gpu_behaviours(steps: Sequence[SimStep]) -> dict[str, Behaviour]:
     """The behaviour of every GPU attempt's pod, by pod uid (for the simulated metrics)."""
     return {a.pod_uid: s.behaviour for s in steps if s.gpus and s.behaviour for a in s.attempts}
+
+
+def retry_storm_workflow(
+    name: str, namespace: str, at: datetime, *, attempts: int, name_chars: int = 0, owner: str | None = None
+) -> JsonObj:
+    """A hostile Argo Workflow (issue 29): one step whose Retry node has `attempts` failed Pod
+    children (a retry strategy without a limit), each node name padded to `name_chars` characters
+    (the node IDs derived from them). Its phase is Running: the controller keeps adding to it."""
+    pad = "x" * max(0, name_chars - len(name) - 20)
+    step = f"{name}{pad}.train"
+    retry_id = argo_node_id(name, f"{name}.train") + pad
+    nodes: JsonObj = {
+        retry_id: {
+            "id": retry_id,
+            "name": step,
+            "displayName": "train",
+            "type": "Retry",
+            "phase": "Running",
+            "templateName": "train",
+            "children": [],
+        }
+    }
+    children = nodes[retry_id]["children"]
+    for n in range(attempts):
+        node_name = f"{step}({n})"
+        # Hashing 10,000 characters per node in Python would make the object slow to build.
+        node_id = argo_node_id(name, f"{name}.train({n})") + pad
+        children.append(node_id)
+        started = at + timedelta(seconds=n)
+        nodes[node_id] = {
+            "id": node_id,
+            "name": node_name,
+            "displayName": f"train({n})",
+            "type": "Pod",
+            "phase": "Failed",
+            "templateName": "train",
+            "startedAt": ts(started),
+            "finishedAt": ts(started + timedelta(seconds=1)),
+            "message": "Error (exit code 1)",
+            "outputs": {"exitCode": "1"},
+        }
+    annotations = {"inno-notify/owner": owner} if owner else {}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"retry-storm/{namespace}/{name}")),
+            "creationTimestamp": ts(at),
+            "resourceVersion": "1",
+            "annotations": annotations,
+        },
+        "status": {"phase": "Running", "startedAt": ts(at), "nodes": nodes},
+    }

@@ -19,7 +19,7 @@ from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter
-from inno_notify.domain.live import finding_from_payload, parse_quiet_hours
+from inno_notify.domain.live import findings_from_payload, parse_quiet_hours
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, WorkloadKind
 from inno_notify.service.configuration import parse_config, seed_directory
 from inno_notify.service.dispatcher import Dispatcher
@@ -225,18 +225,20 @@ async def test_a_round_nudges_each_idle_pod_once_except_the_opted_out(
 
     rows = await all_rows(ingested)
     assert all(r.kind is NotificationKind.IDLE_NUDGE for r in rows)
-    assert {r.job_uid for r in rows} == set(idle) - {opted_out}
-    recipients = {finding_from_payload(r.payload).pod: r.recipient for r in rows}
+    # One row per recipient and channel, listing all that person's idle pods (issue 29).
+    assert len({(r.recipient, r.channel) for r in rows}) == len(rows)
+    listed = [(f, r.recipient) for r in rows for f in findings_from_payload(r.payload)[0]]
+    assert {f.pod_uid for f, _ in listed} == set(idle) - {opted_out}
+    recipients = {f.pod: recipient for f, recipient in listed}
     assert recipients["coder-ws-gpu"] == CODER_OWNER
     assert recipients["jupyter-j51000101"] == JHUB_OWNER
     assert recipients["busy-then-idle"] == POD_OWNER
-    for row in rows:
-        finding = finding_from_payload(row.payload)
+    for finding, _ in listed:
         pod = idle[finding.pod_uid]
         assert len(finding.idle) == pod.idle_gpus
         assert abs(finding.idle_since.timestamp() - (pod.idle_since or 0)) <= 60
         assert finding.memory_held is pod.memory_held
-    coder = next(finding_from_payload(r.payload) for r in rows if r.recipient == CODER_OWNER)
+    coder = next(f for f, recipient in listed if recipient == CODER_OWNER)
     assert (coder.platform, coder.platform_user, coder.workspace_name) == ("coder", "bob", "dev")
 
 
@@ -286,7 +288,12 @@ async def test_the_dispatcher_sends_the_nudges(
     subjects = {str(m["Subject"]) for m in mails}
     # Its last busy sample was 15 s before the hour ended; "last busy" is read at the subquery's
     # one-minute steps, so the idle time reads up to a minute longer.
-    assert subjects & {f"[inno-notify] busy-then-idle: its GPU idle for {t}" for t in ("2 h", "2 h 1 min")}
+    # Carol's idle pods come in one message (issue 29), each under its own headline.
+    assert "[inno-notify] 6 of your pods hold idle GPUs" in subjects
+    carol = next(m for m in mails if "6 of your pods" in str(m["Subject"]))
+    body = carol.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert any(f"busy-then-idle: its GPU idle for {t}" in body for t in ("2 h", "2 h 1 min")), body[:3000]
+    assert body.count("To release them") == 6
     assert "[inno-notify] workspace dev: its GPU idle for 3 h" in subjects
     jhub = next(m for m in mails if "JupyterHub" in str(m["Subject"]))
     text = jhub.get_body(("plain",)).get_content()  # type: ignore[union-attr]
@@ -303,3 +310,20 @@ async def test_a_directory_user_added_later_is_reached(ingested: Store, meter: L
     await live.run_once(NOW)
     channels = {r.channel.value for r in await all_rows(ingested) if r.recipient == POD_OWNER}
     assert channels == {"email", "slack"}
+
+
+async def test_a_person_who_turned_nudges_off_gets_none_on_any_channel(
+    ingested: Store, meter: LiveMeter
+) -> None:
+    """Issue 29: a per-person opt-out (`/nudges off`, the API's `nudges` preference)."""
+    from inno_notify.domain.preferences import Origin, Via
+
+    await ingested.directory.change_preferences(
+        CODER_OWNER, NOW, changes={"nudges": False}, origin=Origin(Via.API, NOW, "ops")
+    )
+    result = await check(ingested, meter).run_once(NOW)
+    rows = await all_rows(ingested)
+    assert rows and CODER_OWNER not in {r.recipient for r in rows}
+    assert result.silent == 1  # the coder workspace: idle, and its owner asked for no nudges
+    user = await ingested.directory.get_user(CODER_OWNER)
+    assert user is not None and user.nudges is False

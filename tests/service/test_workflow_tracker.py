@@ -6,26 +6,40 @@ where the team asks for it."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import itertools
+import time
 from datetime import timedelta
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.repository import SummaryState, WorkflowState
+from inno_notify.adapters.db.workflows import record_to_json
 from inno_notify.domain.messages import decode_workflow
 from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, Team
 from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.parsing.argo import parse_workflow
+from inno_notify.domain.workflows import ATTEMPTS_KEPT_EACH_END
 from inno_notify.runtime import Pipeline, build_pipeline
 from inno_notify.service.configuration import seed_directory
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflows import WorkflowOptions, WorkflowTracker
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS
 from inno_notify.sim.objects import JobSpec, job_object, pod_object, pod_running, pod_terminated
-from inno_notify.sim.pipelines import Change, SimArgoWorkflow, SimAttempt, SimStep, argo_changes
+from inno_notify.sim.pipelines import (
+    Change,
+    SimArgoWorkflow,
+    SimAttempt,
+    SimStep,
+    argo_changes,
+    retry_storm_workflow,
+)
 from inno_notify.telemetry import Telemetry
 from tests import stored
 from tests.domain.parsing.hostile import KIND_OF, hostile_object
@@ -244,3 +258,54 @@ async def test_an_unowned_gpu_pod_is_recorded_and_reaches_the_leads_only_if_aske
     assert [(r.kind, r.recipient, r.job_uid) for r in rows] == [
         (NotificationKind.JOB_SUMMARY, "lead@example.com", loud[0][2]["metadata"]["uid"])
     ]
+
+
+async def test_a_retry_storm_is_parsed_off_the_loop_kept_small_and_rewritten_only_when_changed(
+    store: Store, database_url: str
+) -> None:
+    """Issue 29: a Workflow with 20,000 retry attempts and 10,000-character node names. Its record
+    keeps the first and last attempts and counts the rest; it is parsed in a thread, so the event
+    loop (which answers /healthz) keeps turning; the same state again (a new resourceVersion and
+    nothing else) is not written again."""
+    tracker = bare_tracker(store, Telemetry.create(CollectorRegistry()))
+    obj = retry_storm_workflow("storm", "face-research", T0, attempts=20_000, name_chars=10_000)
+    began = time.perf_counter()
+    parse_workflow(obj, ParseConfig(cluster="test"))
+    parse_seconds = time.perf_counter() - began
+
+    gaps: list[float] = []
+    stop = asyncio.Event()
+
+    async def heartbeat() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    beating = asyncio.create_task(heartbeat())
+    await tracker.apply([("Workflow", "ADDED", obj)])
+    stop.set()
+    await beating
+    assert tracker.stats.parsed_off_loop == 1 and tracker.stats.rejected == 0
+    # While the parse ran in its thread the loop went round many times, never blocked for the
+    # length of the parse (which it was, on the loop, before).
+    assert max(gaps) < parse_seconds / 2, (max(gaps), parse_seconds)
+
+    record = await stored.get_workflow(store, "test", obj["metadata"]["uid"])
+    assert record is not None
+    [step] = record.steps
+    assert (len(step.attempts), step.attempts_dropped) == (2 * ATTEMPTS_KEPT_EACH_END, 20_000 - 10)
+    assert len(orjson.dumps(record_to_json(record))) < 20_000
+
+    again = copy.deepcopy(obj)
+    again["metadata"]["resourceVersion"] = "2"
+    await tracker.apply([("Workflow", "MODIFIED", again)])
+    assert tracker.stats.unchanged == 1
+    changed = copy.deepcopy(again)
+    changed["status"]["phase"] = "Failed"
+    await tracker.apply([("Workflow", "MODIFIED", changed)])
+    assert tracker.stats.unchanged == 1
+    record = await stored.get_workflow(store, "test", obj["metadata"]["uid"])
+    assert record is not None and record.status is JobStatus.FAILED

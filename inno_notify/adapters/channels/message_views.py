@@ -32,6 +32,15 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _attempts(step: StepFigures) -> str:
+    if step.attempts <= 1:
+        return ""
+    if not step.attempts_dropped:
+        return _plural(step.attempts, "attempt")
+    kept = step.attempts - step.attempts_dropped
+    return f"{step.attempts} attempts ({kept} kept, the first and the last; {step.attempts_dropped} not)"
+
+
 @dataclass(frozen=True, slots=True)
 class StepView:
     name: str
@@ -52,7 +61,7 @@ class StepView:
             name=step.name,
             phase=step.phase,
             failed=step.failed,
-            attempts=_plural(step.attempts, "attempt") if step.attempts > 1 else "",
+            attempts=_attempts(step),
             duration=figures.duration(duration) if duration is not None else figures.not_available(None),
             gpus=f"{figures.number(step.gpus)} GPU{'' if step.gpus == 1 else 's'}" if gpu else "no GPU",
             gpu_minutes=_gpu_figure(step.gpu_minutes, step.used_gpu_minutes, step.missing) if gpu else "",

@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from inno_notify.adapters.channels import figures
-from inno_notify.domain.live import IdleFinding, IdleGpu, finding_from_payload
+from inno_notify.domain.live import IdleFinding, IdleGpu, finding_from_payload, findings_from_payload
 from inno_notify.domain.parsing.workspace import CODER, JUPYTERHUB
 
 MIB = 1024 * 1024
@@ -103,6 +103,32 @@ class NudgeView:
             memory_note=memory_note,
             release=_release(f),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class NudgeListView:
+    """A round's nudge to one person: each idle pod's view, and how many more were not listed."""
+
+    items: tuple[NudgeView, ...]
+    more: int = 0
+
+    @property
+    def headline(self) -> str:
+        """The one pod's headline, else how many pods idle (the e-mail subject, the first line)."""
+        pods = len(self.items) + self.more
+        if pods == 1:
+            return self.items[0].headline
+        return f"{pods} of your pods hold idle GPUs"
+
+    @property
+    def many(self) -> bool:
+        return len(self.items) > 1 or self.more > 0
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> NudgeListView:
+        """The view of a nudge row's payload, grouped or of one pod; ValueError when it lacks a part."""
+        findings, more = findings_from_payload(payload)
+        return cls(tuple(NudgeView.from_finding(f) for f in findings), more)
 
 
 def _moment(moment: datetime, zone: ZoneInfo) -> str:

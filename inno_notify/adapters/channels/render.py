@@ -48,7 +48,7 @@ from inno_notify.adapters.channels.markup import (
     truncate_html,
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
-from inno_notify.adapters.channels.nudge_views import NudgeView
+from inno_notify.adapters.channels.nudge_views import NudgeListView, NudgeView
 from inno_notify.adapters.channels.reply_views import BotReplyView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
 from inno_notify.domain.bot_replies import Reply, decode_reply
@@ -187,9 +187,10 @@ class Renderer:
         }
         return self._render(Channel(channel), GROUP_SUMMARY, context, images)
 
-    def render_nudge(self, channel: Channel | str, view: NudgeView) -> RenderedMessage:
-        """A nudge about a running pod whose GPUs idle (the live check's finding)."""
-        return self._render(Channel(channel), IDLE_NUDGE, {"n": view}, ())
+    def render_nudge(self, channel: Channel | str, view: NudgeView | NudgeListView) -> RenderedMessage:
+        """A nudge about a person's running pods whose GPUs idle (the live check's findings)."""
+        nudges = NudgeListView((view,)) if isinstance(view, NudgeView) else view
+        return self._render(Channel(channel), IDLE_NUDGE, {"nudges": nudges}, ())
 
     def render_workflow(
         self, channel: Channel | str, summary: WorkflowSummary, *, telegram_link: str | None = None
@@ -256,7 +257,7 @@ class Renderer:
         if kind is NotificationKind.PIPELINE_EVENT:
             return self.render_pipeline(channel, decode_pipeline(payload))
         if kind is NotificationKind.IDLE_NUDGE:
-            return self.render_nudge(channel, NudgeView.from_payload(payload))
+            return self.render_nudge(channel, NudgeListView.from_payload(payload))
         raise ValueError(f"{kind.value} messages are not rendered from their payload")
 
     def log_url(self, view: SummaryView) -> str | None:

@@ -26,20 +26,33 @@ class LiveRepository(Repository):
             return await live_queries.running_gpu_pods(conn, cluster, namespaces)
 
     async def enqueue_nudges(
-        self, nudges: Sequence[tuple[Sequence[Notification], tuple[str, NudgeEntry] | None]]
+        self,
+        nudges: Sequence[tuple[Sequence[Notification], Sequence[tuple[str, NudgeEntry]]]],
+        *,
+        nudged: Sequence[tuple[str, str]] = (),
+        at: datetime | None = None,
+        keep_after: datetime | None = None,
     ) -> int:
-        """Enqueues each nudge's rows and, for a nudge whose rows were new, adds its (team, entry)
-        to the nudge ledger the digest reads; one fenced transaction (the live check is leader-only
-        work). Returns how many rows were new."""
+        """Enqueues each nudge's rows (one person's, of one round) and, for a nudge whose rows were
+        new, adds its (team, entry) pairs to the nudge ledger the digest reads; records the
+        (cluster, pod uid) pairs of `nudged` as nudged `at` (forgetting those nudged before
+        `keep_after`); one fenced transaction (the live check is leader-only work). Returns how
+        many rows were new."""
         written = 0
         entries: list[tuple[str, NudgeEntry]] = []
         async with self._leader_write() as conn:
-            for rows, entry in nudges:
+            for rows, ledger in nudges:
                 new = await outbox.enqueue(conn, rows)
                 written += new
-                if new and entry is not None:
-                    entries.append(entry)
+                if new:
+                    entries.extend(ledger)
             await nudge_ledger.record(conn, entries)
+            if at is not None:
+                by_cluster: dict[str, list[str]] = {}
+                for cluster, uid in nudged:
+                    by_cluster.setdefault(cluster, []).append(uid)
+                for cluster, uids in by_cluster.items():
+                    await live_queries.record_nudged(conn, cluster, uids, at, keep_after or at)
         return written
 
     async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:

@@ -485,6 +485,8 @@ user_preferences = sa.Table(
     sa.Column("channels", _json()),
     sa.Column("notify", sa.String()),
     sa.Column("muted_until", UTCDateTime()),
+    # False: the person turned idle-GPU nudges off (NULL: never said).
+    sa.Column("nudges", sa.Boolean()),
     sa.Column("origins", _json(), nullable=False),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
     # The channels the mute holds (NULL: every channel); set and unset with muted_until.

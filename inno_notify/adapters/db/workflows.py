@@ -113,6 +113,7 @@ def record_to_json(record: WorkflowRecord) -> dict[str, Any]:
                 "phase": step.phase,
                 "template": step.template,
                 "attempts": [_attempt_json(a) for a in step.attempts],
+                "attempts_dropped": step.attempts_dropped,
             }
             for step in record.steps
         ],
@@ -154,6 +155,7 @@ def _record_from_row(row: Row) -> WorkflowRecord:
                 phase=step["phase"],
                 template=step.get("template"),
                 attempts=tuple(_attempt(a) for a in step.get("attempts", ())),
+                attempts_dropped=step.get("attempts_dropped", 0),
             )
             for step in data.get("steps", ())
         ),

@@ -156,7 +156,11 @@ def window_terms(target: PodWindow, uuids: Sequence[str], labels: AgentLabels) -
     duration = max(1, math.ceil(target.held_seconds))
     rng = f"[{duration}s] @ {target.held_until.timestamp():.3f}"
     # One GPU (the usual case): an equality matcher, which Prometheus looks up without a regex.
-    gpus = f'gpu_uuid="{uuids[0]}"' if len(uuids) == 1 else f'gpu_uuid=~"{q.regex_alternation(list(uuids))}"'
+    gpus = (
+        f'gpu_uuid="{q.promql_string(uuids[0])}"'
+        if len(uuids) == 1
+        else f'gpu_uuid=~"{q.regex_alternation(list(uuids))}"'
+    )
     agent_gpu = ", ".join(AGENT_GPU)
     device = f"max by ({agent_gpu}) (count_over_time({DEVICE_TOTAL}{{{gpus}}}{rng}))"
     pods = (

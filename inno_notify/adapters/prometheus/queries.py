@@ -15,7 +15,6 @@ value in the ``STAT_VALUE`` label, exact: Prometheus writes it in shortest round
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -97,14 +96,40 @@ class Window:
         return f"[{self.range_seconds}s:{step_seconds or self.step_seconds}s] @ {self.at:.3f}"
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# RE2's metacharacters (Go's regexp.QuoteMeta escapes exactly these); anything else stands for itself.
+_RE2_META = frozenset("\\.+*?()|[]{}^$")
+# Matches no string: the alternative for a value that is not valid Unicode (a lone surrogate from a
+# JSON escape), which no label value, always UTF-8, can equal.
+_NEVER = "[^\\x{0}-\\x{10FFFF}]"
+
+
+def promql_string(text: str) -> str:
+    """`text` as the inside of a double-quoted PromQL string literal, for any text: backslash and
+    quote escaped, control characters as `\\xNN` (a literal newline would end the query's string),
+    everything else, non-ASCII included, as UTF-8 itself."""
+    out: list[str] = []
+    for c in text:
+        if c in '\\"':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def re2_quote(value: str) -> str:
+    """An RE2 pattern that matches exactly `value` (PromQL anchors it)."""
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        return _NEVER
+    return "".join("\\" + c if c in _RE2_META else c for c in value)
 
 
 def regex_alternation(values: list[str]) -> str:
-    """`a|b\\.c` for a PromQL string literal (regexes are fully anchored in PromQL)."""
-    # Kubernetes names are DNS labels; escape anything else (only '.' in practice) for RE2, then
-    # double the backslash for the PromQL string literal.
-    return "|".join(_UNSAFE.sub(lambda m: "\\\\" + m.group(), value) for value in sorted(set(values)))
+    """The inside of a PromQL string literal holding the RE2 alternation that matches exactly these
+    values, whatever they contain (cluster names are DNS labels in practice, but nothing here
+    relies on it): RE2-quoted first, then escaped for the string literal."""
+    return promql_string("|".join(re2_quote(value) for value in sorted(set(values))))
 
 
 def _tag(expr: str, stat: str) -> str:

@@ -23,6 +23,7 @@ from ..links import mlflow_links
 from ..model import JobStatus, PodRecord
 from ..workflows import (
     ARGO_WORKFLOW_LABEL,
+    ATTEMPTS_KEPT_EACH_END,
     STEPS_KEPT,
     AttemptRecord,
     Creator,
@@ -60,6 +61,7 @@ __all__ = [
     "dns_friendly",
     "fnv1a_32",
     "parse_argo_pod",
+    "parse_off_loop",
     "parse_workflow",
     "workflow_creator",
 ]
@@ -81,6 +83,9 @@ _STATUS = {
 }
 # Kubernetes object names are at most 253 characters; Argo keeps 10 for the hash.
 _MAX_POD_NAME_PREFIX = 253 - 10 - 1
+# A Workflow with more nodes than this is parsed off the event loop (parse_off_loop): parsing
+# takes about a millisecond per hundred nodes, and the loop also answers the liveness probe.
+PARSE_ON_LOOP_MAX_NODES = 500
 _FNV_OFFSET = 0x811C9DC5
 _FNV_PRIME = 0x01000193
 
@@ -149,6 +154,29 @@ def creator_matches(creator: Creator, email: str) -> bool:
 # --- the Workflow ---------------------------------------------------------------------------------
 
 
+def parse_off_loop(obj: JsonObject) -> bool:
+    """Whether parsing this Workflow takes long enough to block an event loop: its node count,
+    which a dict knows without a walk."""
+    status = obj.get("status")
+    nodes = status.get("nodes") if isinstance(status, Mapping) else None
+    return isinstance(nodes, Mapping) and len(nodes) > PARSE_ON_LOOP_MAX_NODES
+
+
+def _node_key(node_id: object) -> str:
+    """A node ID as records keep it: any string a cluster user wrote, made storable (cut like any
+    indexed value; the pods' node-id annotation is cut the same way, so they still match)."""
+    return storable(node_id if isinstance(node_id, str) else str(node_id), INDEXED_MAX_BYTES)
+
+
+def _kept(members: list[str]) -> tuple[list[str], int]:
+    """The first and the last ATTEMPTS_KEPT_EACH_END attempts (in the controller's order, which is
+    the order it created them in), and how many lie between."""
+    if len(members) <= 2 * ATTEMPTS_KEPT_EACH_END:
+        return members, 0
+    kept = members[:ATTEMPTS_KEPT_EACH_END] + members[-ATTEMPTS_KEPT_EACH_END:]
+    return kept, len(members) - len(kept)
+
+
 def _template(node: JsonObject) -> str | None:
     return indexed_text(node, "templateName") or indexed_text(mapping(node, "templateRef"), "template")
 
@@ -157,7 +185,7 @@ def _attempt(node_id: str, node: JsonObject, workflow: str, version: str) -> Att
     name = text(node, "name") or node_id
     outputs = mapping(node, "outputs")
     return AttemptRecord(
-        key=node_id,
+        key=_node_key(node_id),
         phase=indexed_text(node, "phase") or "Pending",
         started_at=timestamp(node, "startedAt"),
         finished_at=timestamp(node, "finishedAt"),
@@ -173,11 +201,14 @@ def _steps(nodes: JsonObject, workflow: str, version: str) -> tuple[list[StepRec
     """The workflow's steps (Pod nodes, with the attempts of a Retry node gathered into one step)."""
     typed = {node_id: node for node_id, node in nodes.items() if isinstance(node, Mapping)}
     retry_of: dict[str, str] = {}
+    order: dict[str, int] = {}
     for node_id, node in typed.items():
         if node.get("type") == "Retry":
-            for child in node.get("children") or ():
+            children = node.get("children")
+            for n, child in enumerate(children if isinstance(children, list) else ()):
                 if isinstance(child, str):
                     retry_of[child] = node_id
+                    order[child] = n
     groups: dict[str, list[str]] = {}
     for node_id, node in typed.items():
         if node.get("type") == "Pod":
@@ -186,17 +217,20 @@ def _steps(nodes: JsonObject, workflow: str, version: str) -> tuple[list[StepRec
     for group_id, members in groups.items():
         if len(steps) >= STEPS_KEPT:
             break
+        members.sort(key=lambda m: order.get(m, 0))
+        kept, dropped = _kept(members)
         attempts = sorted(
-            (_attempt(m, typed[m], workflow, version) for m in members),
+            (_attempt(m, typed[m], workflow, version) for m in kept),
             key=lambda a: (a.started_at is None, a.started_at.timestamp() if a.started_at else 0.0, a.key),
         )
         head = typed[group_id]
         steps.append(
             StepRecord(
-                name=indexed_text(head, "displayName") or indexed_text(head, "name") or group_id,
+                name=indexed_text(head, "displayName") or indexed_text(head, "name") or _node_key(group_id),
                 phase=indexed_text(head, "phase") or attempts[-1].phase,
                 template=_template(head) or _template(typed[members[0]]),
                 attempts=tuple(attempts),
+                attempts_dropped=dropped,
             )
         )
     steps.sort(

@@ -5,6 +5,7 @@ address only through Argo's own reduction."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,17 @@ from inno_notify.domain.parsing.argo import (
     dns_friendly,
     fnv1a_32,
     parse_argo_pod,
+    parse_off_loop,
     parse_workflow,
 )
-from inno_notify.domain.workflows import Creator, WorkflowKind
+from inno_notify.domain.parsing.storable import INDEXED_MAX_BYTES
+from inno_notify.domain.workflows import ATTEMPTS_KEPT_EACH_END, Creator, WorkflowKind, summarize_workflow
+from inno_notify.sim.pipelines import retry_storm_workflow
 
 from ._load import utc
 
 CFG = ParseConfig(cluster="lab", namespace_teams={"argo": "ml"})
+T = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 def capture(captures: Path, name: str) -> dict[str, Any]:
@@ -253,3 +258,26 @@ def test_dns_friendly_keeps_the_last_63_label_characters() -> None:
     long = "x" * 70 + "@example.com"
     assert dns_friendly(long) == ("x" * 70 + "-example.com")[-63:]
     assert dns_friendly("-_-bob_-") == "bob"
+
+
+def test_a_retry_storm_keeps_the_first_and_last_attempts_and_counts_the_rest() -> None:
+    """Issue 29: attempts under a Retry node were not capped (95,000 became a 14.8 MB record), and
+    node IDs and names went into the record as written."""
+    obj = retry_storm_workflow("storm", "face-research", T, attempts=3000, name_chars=10_000)
+    assert parse_off_loop(obj)
+    record = parse_workflow(obj, CFG)
+    [step] = record.steps
+    n = ATTEMPTS_KEPT_EACH_END
+    assert len(step.attempts) == 2 * n and step.attempts_dropped == 3000 - 2 * n and step.tries == 3000
+    assert [a.started_at for a in step.attempts] == [
+        T + timedelta(seconds=s) for s in [*range(n), *range(3000 - n, 3000)]
+    ]
+    for value in [step.name, *(a.key for a in step.attempts), *(a.pod_name or "" for a in step.attempts)]:
+        assert len(value.encode()) <= INDEXED_MAX_BYTES
+    summary = summarize_workflow(record, [], {})
+    assert (summary.steps[0].attempts, summary.steps[0].attempts_dropped) == (3000, 3000 - 2 * n)
+
+
+def test_a_small_workflow_is_parsed_on_the_loop() -> None:
+    assert not parse_off_loop(_retried_workflow())
+    assert not parse_off_loop({"status": {"nodes": "not a map"}})

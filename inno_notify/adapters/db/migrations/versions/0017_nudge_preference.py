@@ -1,0 +1,30 @@
+"""a person's own nudge preference
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-02 10:00:00.000000
+
+Issue 29: a person may turn idle-GPU nudges off for themselves (`/nudges off` on Telegram, the
+`nudges` preference of PUT /api/v1/users/{email}), on every channel. NULL: never said (nudges
+come); every existing row keeps its values.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0017"
+down_revision: str | Sequence[str] | None = "0016"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("nudges", sa.Boolean(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
+        batch_op.drop_column("nudges")
