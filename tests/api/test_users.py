@@ -21,7 +21,14 @@ async def test_create_read_replace_delete(api: Api, store: Store) -> None:
     status, body, _ = await api.call("PUT", "/api/v1/users/alice@example.com", json=ALICE)
     assert (status, body) == (
         201,
-        {"email": "alice@example.com", **ALICE, "notify": "always", "muted_until": None, "preferences": {}},
+        {
+            "email": "alice@example.com",
+            **ALICE,
+            "nudges": True,
+            "notify": "always",
+            "muted_until": None,
+            "preferences": {},
+        },
     )
     assert await store.directory.get_user("alice@example.com") == DirectoryUser(
         "alice@example.com", "Alice", "U0123", 123456789, ("slack", "email")

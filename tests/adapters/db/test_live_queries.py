@@ -150,11 +150,11 @@ def planned(
     kind: str = "job",
     pod_name: str = "",
     channels: tuple[Channel, ...] = (Channel.EMAIL,),
-) -> tuple[list[Notification], tuple[str, NudgeEntry]]:
-    """A nudge as the live check enqueues it: its rows (one per channel) and its ledger entry."""
+) -> tuple[list[Notification], list[tuple[str, NudgeEntry]]]:
+    """A nudge as the live check enqueues it: its rows (one per channel) and its ledger entries."""
     finding = replace(nudge_finding(pod_uid, since, at, gpus, pod_name, kind), owner=owner, team=team)
     rows = [nudge(pod_uid, since, at, channel=c, gpus=gpus, recipient=owner, kind=kind) for c in channels]
-    return rows, (team, nudge_entry(finding))
+    return rows, [(team, nudge_entry(finding))]
 
 
 @pytest.fixture

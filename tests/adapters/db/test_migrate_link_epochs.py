@@ -77,6 +77,6 @@ async def test_0015_starts_everyone_who_had_a_chat_at_epoch_1(empty_database_url
                 lambda c: {col["name"] for col in sa.inspect(c).get_columns("user_preferences")}
             )
         assert "link_epoch" not in columns and "muted_channels" not in columns
-        assert (await migrate(empty_database_url))[0] == "0015"
+        assert (await migrate(empty_database_url))[0] == "0014"
     finally:
         await engine.dispose()

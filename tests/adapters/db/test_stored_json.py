@@ -84,6 +84,11 @@ def _new_json() -> dict[str, Any]:
         "teams": codec.team_to_row(team()),
     }
     out: dict[str, Any] = {name: {column: rows[name][column] for column in OLD[name]} for name in rows}
+    # Fields the domain gained after the old codec, at their defaults (a multi-pod run's figures per
+    # role, issue 28): written as new keys after the old ones, which stay as they were.
+    detail = dict(out["usage"]["detail"])
+    assert (detail.pop("replicas"), detail.pop("held_after_end")) == ([], None)
+    out["usage"] = {**out["usage"], "detail": detail}
     out["recommendations"] = [
         {
             column: codec.recommendation_to_row("default", "job-1", i, rec)[column]
