@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from inno_notify.agent import check_agent_settings

@@ -44,6 +44,7 @@ def outputs() -> dict[Path, str]:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
-        sys.exit(0 if all(path.read_text(encoding="utf-8") == text for path, text in outputs().items()) else 1)
+        stale = [path for path, text in outputs().items() if path.read_text(encoding="utf-8") != text]
+        sys.exit(1 if stale else 0)
     for path, text in outputs().items():
         path.write_text(text, encoding="utf-8")

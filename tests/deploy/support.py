@@ -108,8 +108,14 @@ def renderer(name: str) -> Path:
 
 def run_renderer(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     # An empty KUBECONFIG and HOME under /tmp: rendering reads no cluster and no user's settings.
-    env = {**os.environ, "KUBECONFIG": "/dev/null", "HELM_CACHE_HOME": "/tmp/inno-notify-helm/cache",
-           "HELM_CONFIG_HOME": "/tmp/inno-notify-helm/config", "HELM_DATA_HOME": "/tmp/inno-notify-helm/data"}  # fmt: skip
+    helm_home = "/tmp/inno-notify-helm"
+    env = {
+        **os.environ,
+        "KUBECONFIG": "/dev/null",
+        "HELM_CACHE_HOME": f"{helm_home}/cache",
+        "HELM_CONFIG_HOME": f"{helm_home}/config",
+        "HELM_DATA_HOME": f"{helm_home}/data",
+    }
     return subprocess.run(
         [str(renderer(name)), *args], capture_output=True, text=True, timeout=timeout, env=env
     )

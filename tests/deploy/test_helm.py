@@ -112,11 +112,10 @@ def test_kubernetes_validate_cli_strict_passes_with_only_the_prometheus_operator
 def _security_probes_rbac(objects: list[dict[str, Any]], workload: str) -> dict[str, Any]:
     """What must not differ between the installers: pod and container security contexts, probes,
     the service account's ClusterRole rules."""
-    kind = "Deployment" if workload == "service" else "DaemonSet"
-    (obj,) = [
-        o for o in objects
-        if o["kind"] == kind and o["metadata"]["name"] == ("inno-notify" if workload == "service" else "inno-notify-agent")
-    ]  # fmt: skip
+    kind, name = (
+        ("Deployment", "inno-notify") if workload == "service" else ("DaemonSet", "inno-notify-agent")
+    )
+    obj = one(objects, kind, name)
     spec = obj["spec"]["template"]["spec"]
     role = one(objects, "ClusterRole", spec["serviceAccountName"])
     return {
