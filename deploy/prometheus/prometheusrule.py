@@ -1,8 +1,10 @@
-"""Writes the PrometheusRule of deploy/kustomize/components/monitoring from rules.yaml.
+"""Writes the PrometheusRule of deploy/kustomize/components/monitoring, and the Helm chart's copy of
+the rules, from rules.yaml.
 
 rules.yaml is the one definition of the alerts (promtool checks and unit-tests it); the Prometheus
-Operator wants the same groups inside a PrometheusRule object. `make manifests` runs this, and a
-test fails when the two differ.
+Operator wants the same groups inside a PrometheusRule object, and a Helm chart can read no file
+outside its own directory. `make manifests` runs this, and `--check` (run by a test) fails when a
+copy differs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 RULES = HERE / "rules.yaml"
 TARGET = HERE.parent / "kustomize" / "components" / "monitoring" / "prometheusrule.yaml"
+CHART_RULES = HERE.parent / "helm" / "inno-notify" / "files" / "prometheus-rules.yaml"
 
 HEADER = "# Generated from deploy/prometheus/rules.yaml by deploy/prometheus/prometheusrule.py: edit that.\n"
 
@@ -30,7 +33,18 @@ def render() -> str:
     return HEADER + yaml.safe_dump(rule, sort_keys=False, width=1000, allow_unicode=True)
 
 
+def render_chart_rules() -> str:
+    groups = yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
+    return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=1000, allow_unicode=True)
+
+
+def outputs() -> dict[Path, str]:
+    return {TARGET: render(), CHART_RULES: render_chart_rules()}
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
-        sys.exit(0 if TARGET.read_text(encoding="utf-8") == render() else 1)
-    TARGET.write_text(render(), encoding="utf-8")
+        stale = [path for path, text in outputs().items() if path.read_text(encoding="utf-8") != text]
+        sys.exit(1 if stale else 0)
+    for path, text in outputs().items():
+        path.write_text(text, encoding="utf-8")

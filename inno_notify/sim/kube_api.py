@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +149,9 @@ class SimKubeServer:
         self.crds = tuple(crds)
         self.bookmark_interval = bookmark_interval
         self.stats = SimStats()
+        # The latest requests (path, query), so a test can see what a client asked for (a field
+        # selector, a resourceVersion); bounded for long simulations.
+        self.requests: deque[tuple[str, dict[str, str]]] = deque(maxlen=1000)
         self._clock = clock
         self._watches: set[_Watch] = set()
         self._failure: _Failure | None = None
@@ -290,6 +293,7 @@ class SimKubeServer:
         return None
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append((request.path, dict(request.query)))
         parts = [p for p in request.match_info["path"].split("/") if p]
         if parts == ["version"]:
             return _json({"major": "1", "minor": "31", "gitVersion": "v1.31.0-inno-sim", "platform": "sim"})

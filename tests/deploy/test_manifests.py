@@ -14,43 +14,28 @@ import pytest
 import yaml
 
 from inno_notify.runtime import election_enabled
-from inno_notify.settings import load_settings
 
-from .support import DEPLOY, OVERLAYS, TREES, containers, one, pod_spec, render, venv_tool
+from .support import (
+    DEPLOY,
+    EXPECTED_CLUSTER_RULES,
+    KUBERNETES_VERSIONS,
+    NO_SCHEMA,
+    OVERLAYS,
+    TREES,
+    containers,
+    flat_rules,
+    one,
+    pod_spec,
+    render,
+    settings_of,
+    venv_tool,
+)
 
-# The Kubernetes versions the project supports (oldest and newest); schemas ship inside the wheel.
-KUBERNETES_VERSIONS = ("1.29", "1.32")
-# Custom resources of the Prometheus Operator: no schema offline; checked field by field below.
-NO_SCHEMA = {"ServiceMonitor", "PrometheusRule"}
-READ = ["get", "list", "watch"]
-EXPECTED_CLUSTER_RULES = {
-    ("batch", "jobs"): READ,
-    ("", "pods"): READ,
-    ("", "events"): READ,
-    ("events.k8s.io", "events"): READ,
-    ("kueue.x-k8s.io", "workloads"): READ,
-    ("kueue.x-k8s.io", "clusterqueues"): READ,
-    ("kueue.x-k8s.io", "localqueues"): READ,
-    ("argoproj.io", "workflows"): READ,
-    ("serving.kserve.io", "inferenceservices"): READ,
-}
 # Volume types the "restricted" Pod Security Standard allows.
 RESTRICTED_VOLUMES = {
     "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
     "secret",
 }  # fmt: skip
-SECRETS_DIR = "/var/run/secrets/inno-notify"
-
-
-def flat_rules(role: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
-    rules: dict[tuple[str, str], list[str]] = {}
-    for rule in role["rules"]:
-        assert "nonResourceURLs" not in rule and "resourceNames" not in rule, rule
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                assert (group, resource) not in rules, f"{group}/{resource} granted twice"
-                rules[(group, resource)] = sorted(rule["verbs"])
-    return rules
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -160,7 +145,7 @@ def test_probes_point_at_the_probe_port_of_the_configuration(tree: str, tmp_path
     service = spec["containers"][0]
     assert service["args"] == ["serve"]
     probe_port = next(p for p in service["ports"] if p["name"] == "probes")
-    settings = _settings_of(objects, service, tmp_path)
+    settings = settings_of(objects, service, tmp_path)
     assert int(settings.probes.listen.rpartition(":")[2]) == probe_port["containerPort"]
     assert settings.probes.listen.startswith("0.0.0.0:"), "kubelet reaches the pod IP, not loopback"
     expected = {"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"}
@@ -175,29 +160,9 @@ def test_e_mail_is_limited_to_named_domains(tree: str, tmp_path: Path) -> None:
     """Issue 29: the example ships a non-empty `notify.allowed_email_domains`, so a deployment made
     from it is no mail relay to any address (pipeline messages, owners' summaries)."""
     objects = render(tree)
-    settings = _settings_of(objects, pod_spec(objects)["containers"][0], tmp_path)
+    settings = settings_of(objects, pod_spec(objects)["containers"][0], tmp_path)
     assert settings.notify.allowed_email_domains
     assert settings.api.events.per_recipient_per_hour <= 10
-
-
-def _settings_of(objects: list[dict[str, Any]], container: dict[str, Any], tmp_path: Path) -> Any:
-    """Loads the ConfigMap's file with the container's environment, as the pod would; the Secret's
-    files (which the operator creates) are stand-ins written under tmp_path."""
-    secrets = tmp_path / "secrets"
-    secrets.mkdir(exist_ok=True)
-    (secrets / "database-url").write_text("postgresql+asyncpg://inno:pw@postgres/inno\n")
-    config = tmp_path / "config.yaml"
-    config.write_text(one(objects, "ConfigMap")["data"]["config.yaml"])
-    env = {
-        e["name"]: e["value"].replace(SECRETS_DIR, str(secrets))
-        for e in container.get("env", [])
-        if "value" in e
-    }
-    assert env.pop("INNO_NOTIFY_CONFIG") == "/etc/inno-notify/config.yaml"
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    config_volume = next(v for v in pod_spec(objects)["volumes"] if v["name"] == mounts["/etc/inno-notify"])
-    assert config_volume["configMap"]["name"] == one(objects, "ConfigMap")["metadata"]["name"]
-    return load_settings(config, env)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -209,7 +174,7 @@ def test_the_migration_runs_first_with_the_same_configuration(overlay: str, tmp_
     assert migrate["args"] == ["migrate"]
     for field in ("image", "env", "volumeMounts", "securityContext"):
         assert migrate[field] == service[field], field
-    settings = _settings_of(objects, service, tmp_path)
+    settings = settings_of(objects, service, tmp_path)
     assert settings.log_format == "json"
     if overlay == "overlays/single":
         data_mount = next(m["mountPath"] for m in service["volumeMounts"] if m["name"] == "data")
