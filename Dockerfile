@@ -39,8 +39,7 @@ COPY --from=build /opt/inno-notify /opt/inno-notify
 ENV PATH=/opt/inno-notify/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp \
-    MPLCONFIGDIR=/tmp/matplotlib
+    HOME=/tmp
 WORKDIR /tmp
 USER 10001:10001
 EXPOSE 8081 8080

@@ -33,4 +33,5 @@ fi
 
 buildah bud --quiet --isolation chroot --layers "${volumes[@]}" \
   --build-arg "BASE_IMAGE=$base" -t "$tag" "$repo" >/dev/null
-echo "built $tag: $(podman image inspect --format '{{.Size}}' "$tag") bytes"
+echo "built $tag"
+echo "image_bytes=$(podman image inspect --format '{{.Size}}' "$tag")"
