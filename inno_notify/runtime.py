@@ -537,12 +537,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool) -> Non
             current.remove(work)
 
     def readiness() -> dict[str, bool]:
+        # A follower is ready when it can serve the API (the probe checks the database itself);
+        # without election this instance leads from the start, and is not ready before it does.
+        checks: dict[str, bool] = {} if election else {"dispatcher_alive": False}
         if current:
             checks = current[-1].readiness()
-        else:
-            # A follower is ready when it can serve the API (the probe checks the database itself);
-            # without election this instance leads from the start, and is not ready before it does.
-            checks = {} if election else {"dispatcher_alive": False}
         if api is None:
             # No Kubernetes configuration was found: no watcher runs on any replica, so none is
             # ready (readiness means "watchers live"), and the failed check says why.
