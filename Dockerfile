@@ -22,7 +22,7 @@ RUN python3 -m venv /opt/inno-notify \
  && /opt/inno-notify/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/inno-notify/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && /opt/inno-notify/bin/pip install --no-cache-dir --compile /wheels/inno_notify-*.whl \
- && /opt/inno-notify/bin/pip uninstall --yes pip \
+ && /opt/inno-notify/bin/pip uninstall --yes pip setuptools \
  && /opt/inno-notify/bin/inno-notify version
 
 FROM ${BASE_IMAGE}
@@ -39,8 +39,7 @@ COPY --from=build /opt/inno-notify /opt/inno-notify
 ENV PATH=/opt/inno-notify/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp \
-    MPLCONFIGDIR=/tmp/matplotlib
+    HOME=/tmp
 WORKDIR /tmp
 USER 10001:10001
 EXPOSE 8081 8080

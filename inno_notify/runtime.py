@@ -338,7 +338,11 @@ async def _kube_client(settings: Settings) -> Any:
     except KubeConfigError as exc:
         if settings.kubernetes.kubeconfig is not None:
             raise
-        log.warning("kubernetes: %s; no jobs will be watched until it is configured", exc)
+        log.warning(
+            "kubernetes: %s; no jobs will be watched, and /readyz answers 503 (kubernetes_configured: "
+            "false), until it is configured",
+            exc,
+        )
         return None
 
 
@@ -552,11 +556,16 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
             current.remove(work)
 
     def readiness() -> dict[str, bool]:
-        if current:
-            return current[-1].readiness()
         # A follower is ready when it can serve the API (the probe checks the database itself);
         # without election this instance leads from the start, and is not ready before it does.
-        return {} if election else {"dispatcher_alive": False}
+        checks: dict[str, bool] = {} if election else {"dispatcher_alive": False}
+        if current:
+            checks = current[-1].readiness()
+        if api is None:
+            # No Kubernetes configuration was found: no watcher runs on any replica, so none is
+            # ready (readiness means "watchers live"), and the failed check says why.
+            checks["kubernetes_configured"] = False
+        return checks
 
     probes: web.AppRunner | None = None
     try:

@@ -464,7 +464,7 @@ class LiveSettings(_Section):
     )
     workspace_selectors: tuple[str, ...] = Field(
         DEFAULT_WORKSPACE_SELECTORS,
-        description="Label selectors (kubectl -l syntax) of long-running workspace pods; the defaults match Coder workspaces and JupyterHub single-user servers; [] watches no workspaces.",
+        description="Label selectors (kubectl -l syntax) of long-running workspace pods. The default is two selectors, Coder workspaces and JupyterHub single-user servers; [] turns workspace nudges off; another platform is one more selector (docs/nudges.md).",
     )
     quiet_hours: str | None = Field(
         None,

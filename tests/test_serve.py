@@ -117,6 +117,51 @@ async def test_serve_watches_stores_and_answers_the_api(tmp_path: Path) -> None:
         await sim.stop()
 
 
+async def test_serve_without_kubernetes_is_not_ready_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No kubeconfig anywhere and not in a cluster: `serve` still starts (the demo, a first look at
+    the probes), but no watcher runs, so /readyz answers 503 naming the missing configuration (it
+    answered 200 while no job could ever be watched)."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    probes_port = free_port()
+    settings = Settings.model_validate(
+        {
+            "database_url": f"sqlite+aiosqlite:///{tmp_path / 'nokube.db'}",
+            "prometheus": {"url": "http://127.0.0.1:9"},
+            "api": {"listen": ""},
+            "probes": {"listen": f"127.0.0.1:{probes_port}"},
+        }
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(serve(settings, stop))
+    answers: list[tuple[int, Any]] = []
+
+    async def leading() -> bool:
+        # Answered once this instance leads (its dispatcher runs): only the missing cluster is left.
+        try:
+            status, body = await get_json(session, f"http://127.0.0.1:{probes_port}/readyz")
+        except aiohttp.ClientConnectionError:
+            return False
+        answers.append((status, body))
+        return bool(body["checks"].get("dispatcher_alive"))
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            await waiting.eventually(leading, within=30, what="/readyz of the leading instance")
+            status, body = answers[-1]
+            assert status == 503
+            assert body["ready"] is False and body["not_ready"] == ["kubernetes_configured"]
+            assert body["checks"]["database"] is True
+            async with session.get(f"http://127.0.0.1:{probes_port}/healthz") as response:
+                assert response.status == 200
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, timeout=10)
+
+
 async def test_serve_without_api_tokens_answers_probes_on_their_own_port(tmp_path: Path) -> None:
     """No api.tokens: the admin API stays off (fail closed), yet kubelet and Prometheus get their
     answers on probes.listen, with no token."""

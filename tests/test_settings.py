@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -511,3 +512,23 @@ def test_allowed_email_domains_default_to_any_and_are_normalised(tmp_path: Path)
     bad = write(tmp_path, "notify: {allowed_email_domains: ['corp.example, evil.example']}\n", "bad.yaml")
     with pytest.raises(ConfigError, match="allowed_email_domains"):
         load_settings(bad, {})
+
+
+@pytest.mark.parametrize(
+    ("live", "selectors"),
+    [
+        ({}, ["com.coder.workspace.id", "component=singleuser-server,hub.jupyter.org/username"]),
+        ({"workspace_selectors": []}, []),
+        ({"workspace_selectors": ["notebook-name"]}, ["notebook-name"]),
+    ],
+    ids=["default: Coder and JupyterHub", "[]: off", "one other platform"],
+)
+def test_workspace_selectors_default_to_coder_and_jupyterhub_and_empty_turns_them_off(
+    tmp_path: Path, live: dict[str, object], selectors: list[str]
+) -> None:
+    """What CONTRACT and docs/nudges.md say: the default is the two selectors, [] none at all."""
+    from inno_notify.service.configuration import parse_config
+
+    settings = load_settings(write(tmp_path, json.dumps({"live": live})), {})  # JSON is YAML
+    assert list(settings.live.workspace_selectors) == selectors
+    assert len(parse_config(settings).workspace_selectors) == len(selectors)

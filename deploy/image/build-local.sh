@@ -13,12 +13,21 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 tag=${1:-localhost/inno-notify:dev}
 work=${INNO_NOTIFY_IMAGE_WORK:-$repo/.image-build}
-base=localhost/inno-notify-base:bookworm
+base=localhost/inno-notify-base:bookworm-slim
 mkdir -p "$work"
 
+# The base stands in for the public slim image, so it is made the way debian:bookworm-slim is:
+# no manuals, documentation (but the copyrights) or translations, and merged /usr set up by
+# mmdebstrap's hook rather than by the usrmerge package, which would bring perl (~47 MB).
 if ! podman image exists "$base"; then
   echo "building the base $base with mmdebstrap (Debian bookworm, python3)"
-  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv bookworm "$work/base.tar"
+  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+    --dpkgopt='path-exclude=/usr/share/groff/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+    bookworm "$work/base.tar"
   podman import --quiet "$work/base.tar" "$base" >/dev/null
   rm -f "$work/base.tar"
 fi
@@ -33,4 +42,5 @@ fi
 
 buildah bud --quiet --isolation chroot --layers "${volumes[@]}" \
   --build-arg "BASE_IMAGE=$base" -t "$tag" "$repo" >/dev/null
-echo "built $tag: $(podman image inspect --format '{{.Size}}' "$tag") bytes"
+echo "built $tag"
+echo "image_bytes=$(podman image inspect --format '{{.Size}}' "$tag")"

@@ -7,7 +7,7 @@
 #   unshare -m --propagation private deploy/image/run-readonly.sh ROOTFS MOUNTPOINT CMD [ARG...]
 #
 # ROOTFS is `buildah mount CONTAINER`; MOUNTPOINT an empty directory. The environment is the
-# image's (PATH, HOME, MPLCONFIGDIR, PYTHON*) plus every INNO_NOTIFY_* variable of the caller.
+# image's (PATH, HOME, PYTHON*) plus every INNO_NOTIFY_* variable of the caller.
 # The network is the host's: the container's own network isolation is not reproduced.
 set -eu
 rootfs=$1
@@ -18,7 +18,7 @@ mount -o remount,bind,ro "$ro"
 mount -t tmpfs -o size=256m,mode=1777 tmpfs "$ro/tmp"
 mount -t proc proc "$ro/proc"
 mount --rbind /dev "$ro/dev"
-set -- PATH=/opt/inno-notify/bin:/usr/bin:/bin HOME=/tmp MPLCONFIGDIR=/tmp/matplotlib \
-  PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 $(env | grep '^INNO_NOTIFY_' || true) \
+set -- PATH=/opt/inno-notify/bin:/usr/bin:/bin HOME=/tmp PYTHONDONTWRITEBYTECODE=1 \
+  PYTHONUNBUFFERED=1 $(env | grep '^INNO_NOTIFY_' || true) \
   sh -c 'cd /tmp && exec "$@"' sh "$@"
 exec chroot --userspec=10001:10001 "$ro" /usr/bin/env -i "$@"

@@ -232,7 +232,7 @@ class DigestMessages:
         key = (team, week, tz)
         if key not in self._built:
             digest = await self._store.digest.team_digest(team, week, tz, cluster=self._cluster)
-            # matplotlib is CPU-bound (~0.1-1 s): keep it off the event loop.
+            # Drawing is CPU-bound: keep it off the event loop.
             chart = await asyncio.to_thread(render_chart, digest)
             self._built[key] = (digest, chart)
         return self._built[key]

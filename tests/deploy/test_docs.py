@@ -47,6 +47,32 @@ def test_readme_says_first_how_to_install_in_a_cluster() -> None:
     assert "docs/install.md" in first_screen
 
 
+# The demo grows (more kinds of workload, more channels): the README shows an excerpt of a real run
+# but states no count of what it sent, which went stale with each addition ("12 summaries in 9
+# e-mails" while the demo sent 27 and 5 nudges in 26); the demo's own last lines give the counts.
+DEMO_COUNTS = re.compile(
+    r"\b\d+ (?:job summaries|summaries|e-mails|idle nudges|nudges)\b|delivered in|real run, \d+ jobs"
+)
+
+
+def test_readme_states_no_demo_counts_that_drift() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    demo = text[text.index("`make demo` plays") : text.index("## Run it")]
+    assert "```" in demo, "the README shows an excerpt of a real demo run"
+    assert DEMO_COUNTS.findall(demo) == []
+
+
+def test_readme_layout_names_every_adapter_and_benchmark() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Layout") :]
+    adapters = [
+        p.name for p in (ROOT / "inno_notify" / "adapters").iterdir() if p.is_dir() and p.name[0] != "_"
+    ]
+    benches = [p.name for p in (ROOT / "bench").iterdir() if p.suffix in (".py", ".sh") and p.name[0] != "_"]
+    missing = [name for name in sorted(adapters + benches) if f"`{name}`" not in layout]
+    assert missing == []
+
+
 # Paths that would only resolve on a developer's machine, with the project's shared notes beside the
 # checkout: a fresh clone has nothing beside it (CI clones into an empty directory).
 OUTSIDE = re.compile(r"\.\./shared\b|/work/shared\b|\bshared/(fixtures|CONTRACT|FACTS|DESIGN|STYLE)\b")

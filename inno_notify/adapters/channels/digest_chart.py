@@ -1,33 +1,44 @@
 """The digest's chart: daily GPU-hours held vs used per person, and the team's weeks, as a PNG.
 
-A lead reads the digest in a mail client or Slack, where no script runs, so the chart is an image
-(matplotlib, Agg backend, no display needed). One small panel per person, days along the bottom,
-a light bar for GPU-hours held and a dark one for GPU-hours used: the gap between them is the idle
-time, visible at a glance. Below them, when the team has a trend (domain/trends.py), one wide panel
-of the same bars per week. The figure object is built directly (not through pyplot) so rendering
-keeps no global state and is safe from any thread. The PNG carries no timestamp, so the same
-digest always gives the same bytes.
+A lead reads the digest in a mail client or Slack, where no script runs, so the chart is an image.
+One small panel per person, days along the bottom, a light bar for GPU-hours held and a dark one
+for GPU-hours used: the gap between them is the idle time, visible at a glance. The person panels
+share one scale, so the panels compare. Below them, when the team has a trend (domain/trends.py),
+one wide panel of the same bars per week. It paints on the job charts' ``PngCanvas``
+(job_chart.py): every chart is drawn one way, with Pillow, and nothing here reads a clock, so the
+same digest always gives the same bytes.
 """
 
 from __future__ import annotations
 
-import io
 import math
+from collections.abc import Sequence
 
-from matplotlib.axes import Axes
-
-# The Agg canvas is attached to the figure directly: no pyplot, so no backend switch is needed.
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
+from inno_notify.adapters.channels import figures
+from inno_notify.adapters.channels.job_chart import (
+    GRID,
+    INK,
+    MUTED,
+    SMALL,
+    TEXT,
+    WIDTH,
+    Canvas,
+    PngCanvas,
+    ascii_text,
+)
 from inno_notify.domain.digest import Digest, PersonSeries
 
 # More panels than this stop being readable in a mail; the rest are summed into one "others" panel.
 MAX_PANELS = 8
 _COLUMNS = 2
-_HELD = "#b9cde5"
-_USED = "#1f4e79"
+HELD = "#b9cde5"
+USED = "#1f4e79"
 _DAY_LABELS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+# Heights of a person's panel and of the trend's bars; the room left of a plot for its scale.
+_PANEL_PLOT = 110
+_TREND_PLOT = 100
+_SCALE_ROOM = 40
+_GAP = 12
 
 
 def panels(digest: Digest, limit: int = MAX_PANELS) -> list[PersonSeries]:
@@ -44,73 +55,117 @@ def panels(digest: Digest, limit: int = MAX_PANELS) -> list[PersonSeries]:
     return [*shown, PersonSeries(f"{len(rest)} others", held, tuple(used))]
 
 
-def render_chart(digest: Digest, *, dpi: int = 100) -> bytes | None:
+def render_chart(digest: Digest) -> bytes | None:
     """The chart as PNG bytes; None for a week without measured GPU-hours (nothing to draw)."""
     drawn = panels(digest)
     if not drawn:
         return None
-    rows = math.ceil(len(drawn) / _COLUMNS)
+    canvas = PngCanvas(_draw(None, digest, drawn), colors=(HELD, USED))
+    _draw(canvas, digest, drawn)
+    return canvas.png()
+
+
+def _draw(canvas: Canvas | None, digest: Digest, drawn: Sequence[PersonSeries]) -> int:
+    """Lays the chart out top-down on ``canvas`` (None: only measures); returns the height used."""
     columns = min(_COLUMNS, len(drawn))
-    trend = _trend_drawn(digest)
-    figure = Figure(
-        figsize=(4.2 * columns, 2.2 * rows + 0.6 + (1.6 if trend else 0.0)), dpi=dpi, layout="constrained"
-    )
-    FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(rows + (1 if trend else 0), columns)
-    axes: list[Axes] = []
-    for index in range(rows * columns):
-        share = axes[0] if axes else None
-        axes.append(figure.add_subplot(grid[index // columns, index % columns], sharey=share))
+    width = WIDTH // columns
+    y = 8
+    if canvas is not None:
+        title = f"{digest.team} · {digest.week}: GPU-hours held vs used per day"
+        canvas.text(WIDTH / 2, y, _fit(canvas, ascii_text(title.replace("·", "-")), TEXT, WIDTH - 16),
+                    size=TEXT, anchor="ma")  # fmt: skip
+    y += 28
     top = max((max(s.held) for s in drawn), default=0.0) or 1.0
-    days = range(7)
-    for index, ax in enumerate(axes):
-        if index >= len(drawn):
-            ax.set_visible(False)
-            continue
-        person = drawn[index]
-        ax.bar(days, person.held, width=0.8, color=_HELD, label="held")
-        # A day with any job lacking a utilization figure has no "used" bar, rather than a false 0.
-        used = [v if v is not None else 0.0 for v in person.used]
-        ax.bar(days, used, width=0.45, color=_USED, label="used")
-        for d, v in enumerate(person.used):
-            if v is None and person.held[d] > 0:
-                ax.text(d, person.held[d], "n/a", ha="center", va="bottom", fontsize=7)
-        ax.set_title(person.owner, fontsize=9, loc="left")
-        ax.set_xticks(list(days), _DAY_LABELS, fontsize=8)
-        ax.set_ylim(0, top * 1.15)
-        ax.tick_params(axis="y", labelsize=8)
-        ax.grid(axis="y", linewidth=0.3)
-        if index % _COLUMNS == 0:
-            ax.set_ylabel("GPU-hours", fontsize=8)
-    if trend:
-        _draw_trend(figure.add_subplot(grid[rows, :]), digest)
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
-    figure.suptitle(f"{digest.team} · {digest.week}: GPU-hours held vs used per day", fontsize=10)
-    buffer = io.BytesIO()
-    # No Software/creation metadata: identical digests give identical bytes.
-    figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+    for row in range(math.ceil(len(drawn) / columns)):
+        for column, person in enumerate(drawn[row * columns : (row + 1) * columns]):
+            if canvas is not None:
+                left = column * width
+                canvas.text(left + _SCALE_ROOM, y, _fit(canvas, ascii_text(person.owner), SMALL, width - 52),
+                            size=SMALL, color=INK)  # fmt: skip
+                _bars(canvas, left, width, y + 20, _PANEL_PLOT, top, person.held, person.used, _DAY_LABELS)
+        y += 20 + _PANEL_PLOT + 22 + _GAP
+    if _trend_drawn(digest):
+        if canvas is not None:
+            weeks = digest.trend
+            canvas.text(_SCALE_ROOM, y, f"last {len(weeks)} weeks (GPU-hours)", size=SMALL, color=INK)
+            held = tuple(p.gpu_hours or 0.0 for p in weeks)
+            # A week whose use was not measured has no "used" bar, rather than a false 0.
+            used = tuple(p.used_gpu_hours for p in weeks)
+            top_week = max(held) or 1.0
+            _bars(canvas, 0, WIDTH, y + 20, _TREND_PLOT, top_week, held, used, [p.week[-3:] for p in weeks])
+        y += 20 + _TREND_PLOT + 22 + _GAP
+    if canvas is not None:
+        _legend(canvas, y)
+    return y + 24
+
+
+def _bars(
+    canvas: Canvas,
+    left: float,
+    width: float,
+    top: float,
+    height: float,
+    high: float,
+    held: Sequence[float],
+    used: Sequence[float | None],
+    labels: Sequence[str],
+) -> None:
+    """One panel: a scale, then per slot a wide light bar (held) and a narrow dark one (used)."""
+    x0, x1 = left + _SCALE_ROOM, left + width - 10
+    bottom = top + height
+    ceiling = high * 1.15
+
+    def ypos(value: float) -> float:
+        return bottom - min(value, ceiling) / ceiling * height
+
+    for value in _ticks(ceiling):
+        canvas.line([(x0, ypos(value)), (x1, ypos(value))], GRID, 1)
+        canvas.text(x0 - 5, ypos(value), figures.number(value), size=SMALL, color=MUTED, anchor="rm")
+    step = (x1 - x0) / max(1, len(held))
+    label_size = SMALL if step >= 30 else SMALL - 2
+    for slot, value in enumerate(held):
+        middle = x0 + (slot + 0.5) * step
+        if value > 0:
+            canvas.rect(middle - 0.4 * step, ypos(value), middle + 0.4 * step, bottom, HELD)
+        measured = used[slot]
+        # A slot with any job lacking a utilization figure has no "used" bar, rather than a false 0.
+        if measured is None:
+            if value > 0:
+                canvas.text(middle, ypos(value) - 14, "n/a", size=SMALL - 2, color=MUTED, anchor="ma")
+        elif measured > 0:
+            canvas.rect(middle - 0.225 * step, ypos(measured), middle + 0.225 * step, bottom, USED)
+        canvas.text(middle, bottom + 5, labels[slot], size=label_size, color=MUTED, anchor="ma")
+    canvas.line([(x0, bottom), (x1, bottom)], MUTED, 1)
+
+
+def _ticks(ceiling: float) -> list[float]:
+    """Round values from 0 up to ``ceiling``: steps of 1, 2 or 5 times a power of ten, 3 to 6 of them."""
+    raw = ceiling / 4
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(ceiling / step + 1e-9) + 1)]
+
+
+def _legend(canvas: Canvas, y: float) -> None:
+    x = WIDTH / 2 - 90
+    for color, label in ((HELD, "held"), (USED, "used")):
+        canvas.rect(x, y + 3, x + 22, y + 13, color)
+        canvas.text(x + 28, y, label, size=SMALL, color=INK)
+        x += 100
+
+
+def _fit(canvas: Canvas, text: str, size: int, width: float) -> str:
+    """The text cut (with "...") to fit ``width`` pixels: a long address stays in its panel."""
+    if canvas.text_width(text, size) <= width:
+        return text
+    while text and canvas.text_width(text + "...", size) > width:
+        text = text[:-1]
+    return text + "..."
 
 
 def _trend_drawn(digest: Digest) -> bool:
     """Whether the weekly trend gets its panel: more than one week, some of it held."""
     return len(digest.trend) > 1 and any(p.gpu_hours for p in digest.trend)
-
-
-def _draw_trend(ax: Axes, digest: Digest) -> None:
-    """The team's weeks: GPU-hours held (light) and used (dark), the newest week on the right."""
-    weeks = range(len(digest.trend))
-    held = [p.gpu_hours or 0.0 for p in digest.trend]
-    # A week whose use was not measured has no "used" bar, rather than a false 0.
-    used = [p.used_gpu_hours or 0.0 for p in digest.trend]
-    ax.bar(weeks, held, width=0.8, color=_HELD)
-    ax.bar(weeks, used, width=0.45, color=_USED)
-    ax.set_xticks(list(weeks), [p.week[-3:] for p in digest.trend], fontsize=7)
-    ax.set_title(f"last {len(digest.trend)} weeks", fontsize=9, loc="left")
-    ax.tick_params(axis="y", labelsize=8)
-    ax.grid(axis="y", linewidth=0.3)
-    ax.set_ylabel("GPU-hours", fontsize=8)
 
 
 def chart_alt_text(digest: Digest) -> str:

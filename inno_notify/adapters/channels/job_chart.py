@@ -5,7 +5,8 @@ job page gets the same picture as inline SVG, crisp at any width. The layout dra
 ``Canvas``: ``PngCanvas`` paints with Pillow (a palette image, C drawing calls, zlib level 1),
 ``SvgCanvas`` writes elements. Pillow, not matplotlib: every summary carries its own chart, and a
 matplotlib figure costs far more CPU per chart (docs/channels.md, Charts, has the measurements),
-which would make drawing the dispatcher's bottleneck.
+which would make drawing the dispatcher's bottleneck. The digest's chart (digest_chart.py) paints
+on the same ``PngCanvas``, so every chart is drawn one way and the image ships no plotting library.
 
 Sized for a phone: 560 px wide with 15 px text, so a phone showing it 360 px wide still reads
 it; the page's SVG has a narrower layout too (NARROW_WIDTH), which a phone shrinks less. Up to 8
@@ -47,11 +48,11 @@ NARROW_WIDTH = 400
 _LEFT, _RIGHT = 56, 12
 # Okabe-Ito (safe for colour-blind readers), yellow left out (unreadable on white).
 LINE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999")
-_INK, _MUTED, _GRID, _PAPER = "#222222", "#666666", "#DDDDDD", "#FFFFFF"
+INK, MUTED, GRID, PAPER = "#222222", "#666666", "#DDDDDD", "#FFFFFF"
 _HEAT = tuple(
     f"#{r:02X}{g:02X}{b:02X}" for r, g, b in ((240 - 20 * i, 244 - 14 * i, 250 - 8 * i) for i in range(11))
 )
-_PALETTE = (_PAPER, _INK, _MUTED, _GRID, *LINE_COLORS, *_HEAT)
+_PALETTE = (PAPER, INK, MUTED, GRID, *LINE_COLORS, *_HEAT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ class Canvas(Protocol):
     def rect(self, x0: float, y0: float, x1: float, y1: float, color: str) -> None: ...
 
     def text(
-        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = _INK, anchor: str = "la"
+        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = INK, anchor: str = "la"
     ) -> None:
         """``anchor``: horizontal l/m/r, then vertical a (top) or m (middle), as Pillow spells it."""
         ...
@@ -103,10 +104,10 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
     """Draws the chart of one job top-down; returns the height used."""
     s = job.series
     y: float = 8
-    canvas.text(_LEFT, y, _ascii(job.ref), size=TEXT, anchor="la")
+    canvas.text(_LEFT, y, ascii_text(job.ref), size=TEXT, anchor="la")
     y += 24
     if s.gpu_util:
-        canvas.text(_LEFT, y, "GPU utilization per GPU (%)", size=SMALL, color=_MUTED)
+        canvas.text(_LEFT, y, "GPU utilization per GPU (%)", size=SMALL, color=MUTED)
         y += 18
         if len(s.gpu_util) <= MAX_LINES:
             y = _line_panel(canvas, s, s.gpu_util, y, 140, 0.0, 100.0, _percent_ticks())
@@ -115,7 +116,7 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
             y = _heat_panel(canvas, s, s.gpu_util, y, idle_percent)
     if s.gpu_memory and len(s.gpu_memory) <= MAX_LINES:
         y += 10
-        canvas.text(_LEFT, y, "GPU memory per GPU (GiB)", size=SMALL, color=_MUTED)
+        canvas.text(_LEFT, y, "GPU memory per GPU (GiB)", size=SMALL, color=MUTED)
         y += 18
         top = _nice_top(max((v for line in s.gpu_memory for v in line.values if v is not None), default=0.0))
         y = _line_panel(canvas, s, s.gpu_memory, y, 70, 0.0, top, _size_ticks(top))
@@ -125,7 +126,7 @@ def _draw_job(canvas: Canvas, job: ChartJob, *, idle_percent: float) -> int:
         caption = "RAM (GiB)" if len(s.memory) == 1 else "RAM per pod (GiB)"
         if len(s.memory) > 4:
             caption = f"RAM of the largest of {len(s.memory)} pods at each time (GiB)"
-        canvas.text(_LEFT, y, caption, size=SMALL, color=_MUTED)
+        canvas.text(_LEFT, y, caption, size=SMALL, color=MUTED)
         y += 18
         top = _nice_top(max((v for line in lines for v in line.values if v is not None), default=0.0))
         y = _line_panel(canvas, s, lines, y, 60, 0.0, top, _size_ticks(top), ram=True)
@@ -157,9 +158,9 @@ def _line_panel(
         return bottom - pad - (min(high, max(low, value)) - low) * scale
 
     for value, label in ticks:
-        canvas.line([(_LEFT, ypos(value)), (_LEFT + _plot_w(canvas), ypos(value))], _GRID, 1)
-        canvas.text(_LEFT - 6, ypos(value), label, size=SMALL, color=_MUTED, anchor="rm")
-    canvas.line([(_LEFT, bottom), (_LEFT + _plot_w(canvas), bottom)], _MUTED, 1)
+        canvas.line([(_LEFT, ypos(value)), (_LEFT + _plot_w(canvas), ypos(value))], GRID, 1)
+        canvas.text(_LEFT - 6, ypos(value), label, size=SMALL, color=MUTED, anchor="rm")
+    canvas.line([(_LEFT, bottom), (_LEFT + _plot_w(canvas), bottom)], MUTED, 1)
     xstep = _plot_w(canvas) / max(1, s.points)
     for index, line in enumerate(lines if canvas.draws else ()):
         color = LINE_COLORS[0] if ram and len(lines) == 1 else LINE_COLORS[index % len(LINE_COLORS)]
@@ -196,7 +197,7 @@ def _heat_panel(
         bottom + 6,
         f"{len(lines)} GPUs, one row each, darker = busier; {idle_count} idle",
         size=SMALL,
-        color=_MUTED,
+        color=MUTED,
     )
     return bottom + 26
 
@@ -205,7 +206,7 @@ def _legend(canvas: Canvas, lines: Sequence[SeriesLine], top: float, idle: float
     x, y = float(_LEFT), top
     for index, line in enumerate(lines):
         mean = _mean(line)
-        label = f"{_ascii(line.label)}: {'n/a' if mean is None else figures.number(mean) + ' %'}"
+        label = f"{ascii_text(line.label)}: {'n/a' if mean is None else figures.number(mean) + ' %'}"
         if mean is not None and mean < idle:
             label += " idle"
         if line.shared:
@@ -214,7 +215,7 @@ def _legend(canvas: Canvas, lines: Sequence[SeriesLine], top: float, idle: float
         if x + width > canvas.width - _RIGHT and x > _LEFT:
             x, y = float(_LEFT), y + 20
         canvas.rect(x, y + 5, x + 16, y + 9, LINE_COLORS[index % len(LINE_COLORS)])
-        canvas.text(x + 22, y, label, size=SMALL, color=_INK)
+        canvas.text(x + 22, y, label, size=SMALL, color=INK)
         x += width
     return y + 22
 
@@ -232,11 +233,11 @@ def _time_axis(canvas: Canvas, job: ChartJob, *, y_axis: float) -> float:
     while t <= total + 1e-6:
         x = _LEFT + (origin + t - first) / (s.points * s.step_seconds) * _plot_w(canvas)
         if _LEFT - 1 <= x <= _LEFT + _plot_w(canvas) + 1:
-            canvas.line([(x, y_axis), (x, y_axis + 4)], _MUTED, 1)
-            canvas.text(x, y_axis + 6, _elapsed(t), size=SMALL, color=_MUTED, anchor="ma")
+            canvas.line([(x, y_axis), (x, y_axis + 4)], MUTED, 1)
+            canvas.text(x, y_axis + 6, _elapsed(t), size=SMALL, color=MUTED, anchor="ma")
         t += tick
     canvas.text(
-        _LEFT + _plot_w(canvas), y_axis + 24, "time since start", size=SMALL, color=_MUTED, anchor="ra"
+        _LEFT + _plot_w(canvas), y_axis + 24, "time since start", size=SMALL, color=MUTED, anchor="ra"
     )
     return y_axis + 44
 
@@ -306,7 +307,7 @@ def _elapsed(seconds: float) -> str:
     return f"{hours}:{minutes:02d}"
 
 
-def _ascii(text: str) -> str:
+def ascii_text(text: str) -> str:
     """The PNG's font has Latin letters only: anything else becomes "?" (the alt text keeps it)."""
     return "".join(c if " " <= c <= "~" else "?" for c in text)[:80]
 
@@ -318,7 +319,7 @@ def _draw_group(canvas: Canvas, jobs: Sequence[ChartJob], *, idle_percent: float
     y = 8
     shown = list(jobs[:MAX_GROUP_PANELS])
     title = "GPU utilization per GPU (%), one panel per job"
-    canvas.text(_LEFT, y, title, size=SMALL, color=_MUTED)
+    canvas.text(_LEFT, y, title, size=SMALL, color=MUTED)
     y += 22
     for job in shown:
         s = job.series
@@ -327,13 +328,13 @@ def _draw_group(canvas: Canvas, jobs: Sequence[ChartJob], *, idle_percent: float
         note = f"{len(s.gpu_util)} GPU{'s' if len(s.gpu_util) != 1 else ''}"
         if idle:
             note += f", {idle} idle"
-        canvas.text(_LEFT, y, f"{_ascii(job.ref)}  ({note})", size=SMALL, color=_INK)
+        canvas.text(_LEFT, y, f"{ascii_text(job.ref)}  ({note})", size=SMALL, color=INK)
         y += 18
         lines = s.gpu_util if len(s.gpu_util) <= MAX_LINES else s.gpu_util[:MAX_LINES]
         y = int(_line_panel(canvas, s, lines, y, 56, 0.0, 100.0, [(0.0, "0"), (100.0, "100")])) + 12
     if len(jobs) > len(shown):
         canvas.text(
-            _LEFT, y, f"and {len(jobs) - len(shown)} more jobs (see the links)", size=SMALL, color=_MUTED
+            _LEFT, y, f"and {len(jobs) - len(shown)} more jobs (see the links)", size=SMALL, color=MUTED
         )
         y += 20
     return y + 4
@@ -357,7 +358,7 @@ class _Measure:
         pass
 
     def text(
-        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = _INK, anchor: str = "la"
+        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = INK, anchor: str = "la"
     ) -> None:
         pass
 
@@ -454,14 +455,17 @@ def _ascent_descent(size: int) -> tuple[int, int]:
 
 
 class PngCanvas(_Measure):
+    """A palette image: the chart colours plus any ``colors`` a caller draws with (the digest's bars)."""
+
     draws = True
 
-    def __init__(self, height: int) -> None:
-        super().__init__(WIDTH)
-        self.image = Image.new("P", (WIDTH, height), 0)
-        self.image.putpalette([c for color in _PALETTE for c in _rgb(color)])
+    def __init__(self, height: int, *, width: int = WIDTH, colors: Sequence[str] = ()) -> None:
+        super().__init__(width)
+        palette = (*_PALETTE, *(c for c in colors if c not in _PALETTE))
+        self.image = Image.new("P", (width, height), 0)
+        self.image.putpalette([c for color in palette for c in _rgb(color)])
         self._draw = ImageDraw.Draw(self.image)
-        self._index = {color: i for i, color in enumerate(_PALETTE)}
+        self._index = {color: i for i, color in enumerate(palette)}
 
     def line(self, points: Sequence[tuple[float, float]], color: str, width: int = 2) -> None:
         self._draw.line(list(points), fill=self._index[color], width=1)
@@ -473,7 +477,7 @@ class PngCanvas(_Measure):
         self._draw.rectangle((x0, y0, max(x0, x1 - 1), max(y0, y1)), fill=self._index[color])
 
     def text(
-        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = _INK, anchor: str = "la"
+        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = INK, anchor: str = "la"
     ) -> None:
         mask, width, top = _line_of_text(text, size)
         left = x - {"l": 0.0, "m": width / 2, "r": width}[anchor[0]]
@@ -509,7 +513,7 @@ class SvgCanvas(_Measure):
         )
 
     def text(
-        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = _INK, anchor: str = "la"
+        self, x: float, y: float, text: str, *, size: int = TEXT, color: str = INK, anchor: str = "la"
     ) -> None:
         horizontal = {"l": "start", "m": "middle", "r": "end"}[anchor[0]]
         baseline = {"a": "hanging", "m": "central"}.get(anchor[1], "hanging")

@@ -40,7 +40,12 @@ def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
 @functools.cache
 def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool) -> sa.Select[Any]:
     c = jobs.c
-    week = sa.case(*[(c.finished_at < _at(f"b{i + 1}"), i) for i in range(weeks - 1)], else_=weeks - 1)
+    # One week needs no CASE: a CASE without a WHEN ("CASE ELSE 0 END") is a syntax error on both.
+    week: sa.ColumnElement[int] = (
+        sa.case(*[(c.finished_at < _at(f"b{i + 1}"), i) for i in range(weeks - 1)], else_=weeks - 1)
+        if weeks > 1
+        else sa.literal(0, sa.Integer())
+    )
     group = c.team if group_by is TrendGroup.TEAM else c.cluster
     rows = (
         sa.select(
