@@ -17,11 +17,19 @@ Prints `name=value` lines:
   plus one if the pipeline did not drain within --timeout;
 - normal_recorded, normal_expected: normal Jobs recorded as succeeded plus normal Pods stored;
 - events_per_s: watch events through the whole path, first write to drained;
+- hostile_workflows: Argo Workflows of issue 29 mixed in (a retry storm of 95,000 attempts, one of
+  thousands of 10,000-character node names), tracked by the workflow tracker as in `serve`, each
+  updated three times; workflow_record_bytes_max: the largest workflow record stored;
+- probe_p99_ms, probe_max_ms, probes: `GET /healthz` on the probe port, from another thread every
+  20 ms while the objects are written and drained (a blocked event loop shows here; the kubelet's
+  liveness timeout is 3 s);
 - loadavg: /proc/loadavg when the run ended.
 
-Exits 1 unless crashes=0, stalled_batches=0 and every normal object was recorded.
+Exits 1 unless crashes=0, stalled_batches=0, every normal object was recorded and probe_p99_ms
+is at most 250.
 
-Usage: .venv/bin/python bench/poison.py [--jobs 5000] [--hostile 1000] [--postgres postgresql+asyncpg://…]
+Usage: .venv/bin/python bench/poison.py [--jobs 5000] [--hostile 1000] [--storm 95000]
+    [--postgres postgresql+asyncpg://…]
 """
 
 from __future__ import annotations
@@ -29,10 +37,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http.client
 import logging
 import random
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -41,15 +52,28 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import orjson
 from ingest import fresh_database, until  # the sibling benchmark's helpers
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.db.workflows import record_to_json
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.api.probes import create_probe_app, start_probes
+from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.serving import ServingAnnouncer
+from inno_notify.service.workflows import WorkflowOptions, WorkflowTracker
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import CORE_EVENTS, JOBS, PODS, WORKLOADS_V1BETA2, ResourceType
+from inno_notify.sim.kube_store import (
+    ARGO_WORKFLOWS,
+    CORE_EVENTS,
+    JOBS,
+    PODS,
+    WORKLOADS_V1BETA2,
+    ResourceType,
+)
 from inno_notify.sim.objects import (
     JobSpec,
     job_object,
@@ -59,6 +83,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from inno_notify.sim.pipelines import retry_storm_workflow
 from inno_notify.telemetry import Telemetry
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -185,25 +210,92 @@ def hostile(i: int, rng: random.Random) -> Write:
     return recipes[i % len(recipes)]()
 
 
-async def run(url: str, jobs: int, hostile_count: int, drain_within: float, folder: Path) -> dict[str, Any]:
+def hostile_workflows(storm: int) -> list[Write]:
+    """Issue 29's Workflows, each written and then updated three times (the controller adds to a
+    running Workflow): a retry storm, and thousands of attempts under 10,000-character names."""
+    shapes = [
+        retry_storm_workflow("storm", "poison", T0, attempts=storm, owner="a@example.com"),
+        retry_storm_workflow("long-names", "poison", T0, attempts=2000, name_chars=10_000),
+    ]
+    writes: list[Write] = []
+    for shape in shapes:
+        writes.append((ARGO_WORKFLOWS, shape, True))
+        for n in range(3):
+            update = dict(shape, metadata={**shape["metadata"], "labels": {"update": str(n)}})
+            writes.append((ARGO_WORKFLOWS, update, False))
+    return writes
+
+
+class Prober:
+    """GET /healthz on the probe port every `interval` seconds from a thread of its own, so that a
+    blocked event loop is measured, not shared."""
+
+    def __init__(self, port: int, interval: float = 0.02) -> None:
+        self.port = port
+        self.interval = interval
+        self.latencies_ms: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            started = time.perf_counter()
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                connection.request("GET", "/healthz")
+                ok = connection.getresponse().status == 200
+                connection.close()
+            except OSError:
+                ok = False
+            self.latencies_ms.append((time.perf_counter() - started) * 1000)
+            self.failures += not ok
+
+
+async def _no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
+    return {}, {}
+
+
+async def run(
+    url: str, jobs: int, hostile_count: int, drain_within: float, folder: Path, storm: int
+) -> dict[str, Any]:
     rng = random.Random(12)
     store = Store.from_url(url)
-    sim = SimKubeServer(kueue_versions=("v1beta2",), bookmark_interval=30)
+    sim = SimKubeServer(kueue_versions=("v1beta2",), bookmark_interval=30, crds=("argo",))
     await sim.start()
     registry = CollectorRegistry()
-    ingestor = Ingestor(
-        store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0, Telemetry.create(registry)
-    )
+    telemetry = Telemetry.create(registry)
+    now = lambda: T0 + timedelta(days=1)  # noqa: E731
+    ingestor = Ingestor(store, CFG, IngestOptions(), now, T0, telemetry)
+    announcer = ServingAnnouncer(store, _no_directory, frozenset(), T0, 3600)
+    tracker = WorkflowTracker(store, CFG, WorkflowOptions(), now, T0, announcer, telemetry)
+    ingestor.taps.append(tracker)
+    stop = asyncio.Event()
     consumer = asyncio.create_task(ingestor.run())
+    tracking = asyncio.create_task(tracker.run(stop))
+    probes = await start_probes(create_probe_app(store, lambda: {}, registry), "127.0.0.1:0")
+    port = probes.addresses[0][1]
     api = await load_api_client(sim.kubeconfig(folder / "kubeconfig"))
-    watcher = ClusterWatcher(api, ingestor.on_event, ingestor.on_relist, options=WatchOptions())
+    watcher = ClusterWatcher(api, ingestor.on_event, ingestor.on_relist, options=WatchOptions(), argo=True)
     watch = asyncio.create_task(watcher.run())
     await asyncio.wait_for(watcher.wait_ready(), 30)
-    await until(lambda: sim.open_watches >= 4)  # Jobs, Pods, Events, Workloads
+    await until(lambda: sim.open_watches >= 5)  # Jobs, Pods, Events, Workloads, Workflows
 
     writes = [w for i in range(jobs) for w in normal(i)]
     for i in range(hostile_count):
         writes.insert(rng.randrange(len(writes) + 1), hostile(i, rng))
+    workflow_writes = hostile_workflows(storm)
+    for write in workflow_writes:
+        writes.insert(rng.randrange(len(writes) + 1), write)
+    prober = Prober(port).__enter__()
     started = time.perf_counter()
     for n, (rt, obj, create) in enumerate(writes):
         (sim.create if create else sim.update)(rt, obj)
@@ -213,12 +305,18 @@ async def run(url: str, jobs: int, hostile_count: int, drain_within: float, fold
     try:
         await asyncio.wait_for(until(lambda: ingestor.stats.events >= len(writes)), drain_within)
         await asyncio.wait_for(ingestor.drained(), drain_within)
+        await asyncio.wait_for(tracker.drained(), drain_within)
     except TimeoutError:
         stalled_at_end = 1
     elapsed = time.perf_counter() - started
+    prober.__exit__()
+    stop.set()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(tracking, 30)
+    await probes.cleanup()
     consumer_died = consumer.done() and not consumer.cancelled() and consumer.exception() is not None
     watch_died = watch.done()
-    for task in (watch, consumer):
+    for task in (watch, consumer, tracking):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
@@ -233,6 +331,9 @@ async def run(url: str, jobs: int, hostile_count: int, drain_within: float, fold
         for w in writes
         if w[0] is JOBS and w[2] and w[1]["metadata"]["name"].startswith("normal-")
     ]
+    workflow_names = sorted({w[1]["metadata"]["name"] for w in workflow_writes})
+    records = [await store.workflows.find_workflow(CFG.cluster, "poison", name) for name in workflow_names]
+    record_bytes = [len(orjson.dumps(record_to_json(r))) for r in records if r is not None]
     async with store.jobs.ingest_transaction() as tx:
         stored = await tx.get_jobs(CFG.cluster, job_uids)
     jobs_ok = sum(1 for job in stored.values() if job.status.value == "succeeded")
@@ -256,19 +357,34 @@ async def run(url: str, jobs: int, hostile_count: int, drain_within: float, fold
         "normal_recorded": jobs_ok + pods_ok,
         "normal_expected": len(uids),
         "events_per_s": round(stats.events / elapsed),
+        "hostile_workflows": len(workflow_names),
+        "hostile_workflows_recorded": len(record_bytes),
+        "workflow_record_bytes_max": max(record_bytes, default=0),
+        "workflow_writes_skipped": tracker.stats.unchanged,
+        "probes": len(prober.latencies_ms),
+        "probe_failures": prober.failures,
+        "probe_p99_ms": round(_p99(prober.latencies_ms), 1),
+        "probe_max_ms": round(max(prober.latencies_ms, default=0.0), 1),
     }
+
+
+def _p99(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     url = await fresh_database(args.postgres, "inno_bench_poison")
     with tempfile.TemporaryDirectory() as tmp:
-        return await run(url, args.jobs, args.hostile, args.timeout, Path(tmp))
+        return await run(url, args.jobs, args.hostile, args.timeout, Path(tmp), args.storm)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=5000, help="normal jobs, each with one pod")
     parser.add_argument("--hostile", type=int, default=1000)
+    parser.add_argument("--storm", type=int, default=95_000, help="attempts of the retry-storm Workflow")
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds to drain before calling it stalled"
     )
@@ -284,6 +400,9 @@ def main() -> int:
         figures["crashes"] == 0
         and figures["stalled_batches"] == 0
         and figures["normal_recorded"] == figures["normal_expected"]
+        and figures["probe_p99_ms"] <= 250
+        and figures["hostile_workflows_recorded"] == figures["hostile_workflows"]
+        and figures["probe_failures"] == 0
     )
     return 0 if healthy else 1
 

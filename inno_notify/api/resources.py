@@ -36,6 +36,7 @@ from inno_notify.domain.model import (
     Channel,
     DeliveryStatus,
     JobStatus,
+    KindName,
     MissingReason,
     NotificationKind,
     RecommendationKind,
@@ -128,11 +129,38 @@ class JobKueue(TypedDict):
 
 
 @with_config(CLOSED)
+class ReplicaFigures(TypedDict):
+    gpu_minutes: float | None
+    used_gpu_minutes: float | None
+    gpus_idle: int | None
+    idle_gpu_minutes: float | None
+    memory_peak_bytes: int | None
+
+
+@with_config(CLOSED)
+class JobReplica(TypedDict):
+    role: str
+    """Master, Worker, Launcher, a JobSet's replicated job, a Ray head or worker group…"""
+    pods: int
+    """Pods of the role: as asked for, or every pod seen once measured (restarts included)."""
+    gpus_requested: float
+    """GPU-equivalents each pod of the role asks for."""
+    usage: ReplicaFigures | None
+    """The role's own figures; null until the run is measured."""
+
+
+@with_config(CLOSED)
 class Job(TypedDict):
     uid: str
     cluster: str
     namespace: str
     name: str
+    kind: KindName
+    """What the run is (CONTRACT §3a)."""
+    parent: str | None
+    """The uid of the workload this one is a step of; null for a run of its own."""
+    attempts: int
+    """Runs of the same workload: a restart is an attempt, not a new workload."""
     owner: str | None
     team: str | None
     status: JobStatus
@@ -150,6 +178,8 @@ class Job(TypedDict):
     recommendations: list[Recommendation]
     kueue: JobKueue | None
     """What Kueue said about the job; null when Kueue does not manage it."""
+    replicas: list[JobReplica]
+    """A multi-pod run's replica roles; empty for a Job or a pod."""
 
 
 NextCursor = Annotated[

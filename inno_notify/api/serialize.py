@@ -21,7 +21,15 @@ from inno_notify.adapters.db.pipeline_events import EventRecord
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
 from inno_notify.api import resources
-from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotifyMode, Recommendation
+from inno_notify.domain.model import (
+    Channel,
+    DirectoryUser,
+    KindName,
+    Notification,
+    NotifyMode,
+    Recommendation,
+    WorkloadKind,
+)
 from inno_notify.domain.preferences import Preferences
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
@@ -81,6 +89,11 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         memory_peak,
         cpu_p95,
         missing,
+        kind,
+        parent,
+        attempts,
+        replicas,
+        usage_replicas,
         _recommendations,
     ) = row
     return {
@@ -88,6 +101,9 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         "cluster": cluster,
         "namespace": namespace,
         "name": name,
+        "kind": KindName(WorkloadKind(kind).api_name),
+        "parent": parent,
+        "attempts": attempts,
         "owner": owner,
         "team": team,
         "status": status,
@@ -119,6 +135,42 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         },
         "recommendations": recs,
         "kueue": job_kueue(kueue),
+        "replicas": job_replicas(replicas, usage_replicas),
+    }
+
+
+def job_replicas(
+    asked: Sequence[Mapping[str, Any]] | None, measured: Sequence[Mapping[str, Any]] | None
+) -> list[resources.JobReplica]:
+    """The run's roles (the jobs table's `replicas`, ReplicaSpec each) with their figures (the usage
+    detail's `replicas`, ReplicaUsage each) where measured."""
+    figures = {m["role"]: m for m in measured or ()}
+    roles: list[resources.JobReplica] = []
+    for spec in asked or ():
+        role = spec["role"]
+        per_pod = float((spec.get("requested") or {}).get("gpus") or 0.0)
+        found = figures.pop(role, None)
+        roles.append(_replica(role, spec.get("replicas") or 0, per_pod, found))
+    for role, found in figures.items():  # a role the pods showed that the spec did not name
+        pods = found.get("pods") or 0
+        roles.append(_replica(role, pods, (found.get("gpus_requested") or 0.0) / max(1, pods), found))
+    return roles
+
+
+def _replica(role: str, pods: int, per_pod: float, found: Mapping[str, Any] | None) -> resources.JobReplica:
+    return {
+        "role": role,
+        "pods": int(found["pods"]) if found is not None else int(pods),
+        "gpus_requested": per_pod,
+        "usage": None
+        if found is None
+        else {
+            "gpu_minutes": found.get("gpu_minutes"),
+            "used_gpu_minutes": found.get("used_gpu_minutes"),
+            "gpus_idle": found.get("gpus_idle"),
+            "idle_gpu_minutes": found.get("idle_gpu_minutes"),
+            "memory_peak_bytes": found.get("memory_peak_bytes"),
+        },
     }
 
 

@@ -55,6 +55,22 @@ class WorkloadKind(enum.StrEnum):
 _API_NAMES = {WorkloadKind.JOB: "Job", WorkloadKind.POD: "Pod", WorkloadKind.WORKSPACE: "Pod"}
 
 
+class KindName(enum.StrEnum):
+    """A workload kind as the API, pages and messages name it (CONTRACT.md §3a)."""
+
+    JOB = "Job"
+    POD = "Pod"
+    PYTORCH_JOB = "PyTorchJob"
+    MPI_JOB = "MPIJob"
+    JOB_SET = "JobSet"
+    RAY_JOB = "RayJob"
+
+    @property
+    def stored(self) -> tuple[str, ...]:
+        """The stored kinds it names (a Pod is a bare GPU pod or a workspace's)."""
+        return tuple(kind.value for kind in WorkloadKind if kind.api_name == self.value)
+
+
 class NotifyMode(enum.StrEnum):
     """The `inno-notify/notify` annotation (CONTRACT.md §3)."""
 

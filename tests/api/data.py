@@ -13,10 +13,13 @@ from inno_notify.domain.model import (
     MissingReason,
     Recommendation,
     RecommendationKind,
+    ReplicaSpec,
+    ReplicaUsage,
     Requested,
     Severity,
     Unit,
     Usage,
+    WorkloadKind,
 )
 from tests import stored
 from tests.adapters.db.records import T0, job
@@ -88,7 +91,20 @@ def jobs() -> list[JobRecord]:
         one("a", 1, team="face", owner="alice@example.com", namespace="face-research"),
         one("b", 2, team="face", owner="bob@example.com", namespace="face-research", status=JobStatus.FAILED),
         one("c", 3, team="face", owner="alice@example.com", namespace="face-infer"),
-        one("d", 4, team="speech", owner="carol@example.com", namespace="speech"),
+        # A distributed training run: a Master and two Workers, restarted once.
+        one(
+            "d",
+            4,
+            team="speech",
+            owner="carol@example.com",
+            namespace="speech",
+            kind=WorkloadKind.PYTORCH_JOB,
+            attempts=2,
+            replicas=(
+                ReplicaSpec("Master", 1, Requested(gpus=2.0, parallelism=1)),
+                ReplicaSpec("Worker", 2, Requested(gpus=2.0, parallelism=1)),
+            ),
+        ),
         one("e", 5, team=None, owner=None, namespace="speech"),
         replace(
             one(
@@ -105,7 +121,13 @@ USAGE = {
     "a": usage_of(120.0, 60.0, 30.0, 4 * GIB),
     "b": usage_of(60.0, 15.0, 45.0, None),
     "c": usage_of(None, None, None, 8 * GIB),
-    "d": usage_of(240.0, 200.0, 0.0, 10 * GIB),
+    "d": replace(
+        usage_of(240.0, 200.0, 0.0, 10 * GIB),
+        replicas=(
+            ReplicaUsage("Master", 1, 2.0, 80.0, 70.0, 0, 0.0, 10 * GIB),
+            ReplicaUsage("Worker", 3, 6.0, 160.0, 130.0, 0, 0.0, 8 * GIB),
+        ),
+    ),
 }
 RECOMMENDATIONS = {
     "a": [

@@ -63,6 +63,29 @@ def check_job(resource: dict[str, Any], record: JobRecord) -> None:
         "memory_bytes": record.requested.memory_bytes,
     }
     assert resource["usage"] == expected_usage(record.uid)
+    assert (resource["kind"], resource["parent"], resource["attempts"]) == (
+        record.kind.api_name,
+        record.parent_uid,
+        record.attempts,
+    )
+    measured = {r.role: r for r in USAGE[record.uid].replicas} if record.uid in USAGE else {}
+    assert resource["replicas"] == [
+        {
+            "role": spec.role,
+            "pods": measured[spec.role].pods if spec.role in measured else spec.replicas,
+            "gpus_requested": spec.requested.gpus,
+            "usage": None
+            if spec.role not in measured
+            else {
+                "gpu_minutes": measured[spec.role].gpu_minutes,
+                "used_gpu_minutes": measured[spec.role].used_gpu_minutes,
+                "gpus_idle": measured[spec.role].gpus_idle,
+                "idle_gpu_minutes": measured[spec.role].idle_gpu_minutes,
+                "memory_peak_bytes": measured[spec.role].memory_peak_bytes,
+            },
+        }
+        for spec in record.replicas
+    ]
     recs = RECOMMENDATIONS.get(record.uid, [])
     assert [
         (

@@ -35,6 +35,11 @@ JOB_FIELDS = {
     "recommendations",
     # Beyond CONTRACT.md §5's minimum (issue 17): what Kueue said about the job, or null.
     "kueue",
+    # Every workload kind (issue 28): what it is, its parent run, its attempts and replica roles.
+    "kind",
+    "parent",
+    "attempts",
+    "replicas",
 }
 USAGE_FIELDS = {
     "gpu_minutes",
@@ -57,6 +62,10 @@ USAGE_FIELDS = {
         ({"namespace": "speech"}, ["r", "e", "d"]),
         ({"status": "failed"}, ["b"]),
         ({"status": "running"}, ["r"]),
+        ({"kind": "PyTorchJob"}, ["d"]),
+        ({"kind": "Job"}, ["r", "e", "c", "b", "a"]),
+        ({"kind": "RayJob"}, []),
+        ({"kind": "PyTorchJob", "team": "speech"}, ["d"]),
         ({"since": "2026-11-30T13:00:00.123456Z"}, ["r", "e", "d", "c"]),
         ({"until": "2026-11-30T13:00:00.123456Z"}, ["b", "a"]),
         # An offset other than Z names the same instant.

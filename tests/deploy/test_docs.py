@@ -96,3 +96,26 @@ def test_no_tracked_file_refers_to_files_outside_the_repository() -> None:
             text = path.read_text(encoding="utf-8", errors="replace")
             found += [f"{name.decode()}: {m.group(0)}" for m in OUTSIDE.finditer(text)]
     assert not found, "files outside the repository are referred to:\n" + "\n".join(found)
+
+
+def test_every_row_of_the_threat_model_names_tests_that_exist() -> None:
+    """docs/hardening.md's threat model: each row names tests (`path::name`, or `::name` in the file
+    named before it in the same cell), and each one is defined there."""
+    text = (ROOT / "docs" / "hardening.md").read_text()
+    table = text.split("## Threat model", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) >= 10
+    for row in rows:
+        cell = row.rstrip(" |").rsplit(" | ", 1)[1]
+        named = re.findall(r"`([^`]*)`", cell)
+        assert named, row
+        path: Path | None = None
+        for item in named:
+            file, _, test = item.partition("::")
+            if file:
+                path = ROOT / file.split(" ")[0]
+                assert path.exists(), item
+            if test:
+                assert path is not None and path.suffix == ".py", item
+                name = test.split("[")[0]
+                assert re.search(rf"^(async )?def {re.escape(name)}\b", path.read_text(), re.M), item

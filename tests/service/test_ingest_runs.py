@@ -278,3 +278,48 @@ async def test_a_relist_closes_out_a_run_deleted_while_away(store: Store) -> Non
     await ing.apply([("relist", "PyTorchJob", frozenset())])
     [run] = await stored.all_jobs(store)
     assert run.status is JobStatus.DELETED
+
+
+async def test_kueue_gives_a_training_run_its_admission_and_preemptions(store: Store) -> None:
+    """Kueue's Workload for a PyTorchJob (`pytorchjob-<name>-<hash>`, controlled by it): the run
+    gets its queue, admission and preemption, whichever arrives first."""
+    run = load("pytorchjob-succeeded.yaml")
+    uid = run["metadata"]["uid"]
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "pytorchjob-pytorch-simple-1584c",
+            "namespace": "kubeflow",
+            "uid": "wl-pt-1",
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pytorch-simple",
+                 "uid": uid, "controller": True}
+            ],
+        },
+        "spec": {"queueName": "team-ml"},
+        "status": {
+            "admission": {"clusterQueue": "gpu-cq", "podSetAssignments": []},
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                 "lastTransitionTime": "2024-06-21T04:50:00Z", "message": ""},
+                {"type": "Admitted", "status": "True", "reason": "Admitted",
+                 "lastTransitionTime": "2024-06-21T04:51:00Z", "message": ""},
+                {"type": "Preempted", "status": "False", "reason": "InClusterQueue",
+                 "lastTransitionTime": "2024-06-21T04:45:00Z", "message": "Previously: preempted"},
+            ],
+            "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
+        },
+    }  # fmt: skip
+    ing = ingestor(store, datetime(2024, 6, 21, 6, tzinfo=UTC))
+    await ing.apply([("Workload", "ADDED", workload)])
+    await ing.apply([("PyTorchJob", "ADDED", run)])
+    [record] = await stored.all_jobs(store)
+    assert record.uid == uid and record.kueue is not None
+    assert (record.kueue.local_queue, record.kueue.cluster_queue) == ("team-ml", "gpu-cq")
+    assert record.kueue.admitted_at == datetime(2024, 6, 21, 4, 51, tzinfo=UTC)
+    assert record.kueue.preemptions == 1
+    assert (
+        record.queue_seconds == (datetime(2024, 6, 21, 4, 51, tzinfo=UTC) - record.created_at).total_seconds()
+    )

@@ -73,6 +73,8 @@ PAYLOAD_KINDS = (
     IDLE_NUDGE,
 )
 GROUP_RECOMMENDATIONS = 3
+# Job pages a grouped summary links by name (the HTML e-mail links every job in its table).
+GROUP_PAGES_SHOWN = 10
 
 _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
     Channel.TELEGRAM: ("{kind}.html.j2",),
@@ -121,8 +123,6 @@ class Renderer:
         dirs = [str(template_dir)] if template_dir is not None else []
         loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
         self._links = links if links is not None else PageLinks(dashboard_url)
-        base = self._links.public_url
-        self._dashboard_url = base.rstrip("/") if base else None
         self._clock = clock or _utc_now
         self._html = _environment(loader, autoescape=True)
         self._text = _environment(loader, autoescape=False)
@@ -181,7 +181,8 @@ class Renderer:
             "items": items,
             "totals": group_totals(views),
             "recommendations": _distinct_recommendations(views, GROUP_RECOMMENDATIONS),
-            "dashboard_url": self._dashboard_url,
+            # Each job links its own page (a page for the group as a whole does not exist).
+            "pages_shown": GROUP_PAGES_SHOWN,
             "images": tuple(images),
             "telegram_link": telegram_link,
         }
@@ -198,7 +199,8 @@ class Renderer:
         """The summary of one finished workflow (all its steps) for `channel`."""
         context = {
             "workflow": WorkflowView.of(summary),
-            "dashboard_url": self._dashboard_url,
+            # Workflows have no page of their own yet: no link that would not open one.
+            "dashboard_url": None,
             "telegram_link": telegram_link,
         }
         return self._render(Channel(channel), NotificationKind.WORKFLOW_SUMMARY.value, context, ())

@@ -65,6 +65,11 @@ PAGE_COLUMNS = (
     usage.c.memory_peak_bytes,
     usage.c.cpu_cores_p95,
     usage.c.detail["missing"].label("usage_missing"),
+    jobs.c.kind,
+    jobs.c.parent_uid,
+    jobs.c.attempts,
+    jobs.c.replicas,
+    usage.c.detail["replicas"].label("usage_replicas"),
 )
 # A recommendation as the job resource embeds it: field -> column (amounts hold the two figures).
 RECOMMENDATION_FIELDS: dict[str, sa.ColumnElement[Any]] = {
@@ -84,6 +89,7 @@ _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
     "owner": (jobs.c.owner, "eq"),
     "team": (jobs.c.team, "eq"),
     "status": (jobs.c.status, "eq"),
+    "kinds": (jobs.c.kind, "in"),
     "since": (jobs.c.sort_at, "ge"),
     "until": (jobs.c.sort_at, "lt"),
 }
@@ -145,6 +151,9 @@ def _page_statement(filters: frozenset[str], with_cursor: bool, dialect: str) ->
     query = _job_select(dialect)
     for name in sorted(filters):
         column, op = _FILTERS[name]
+        if op == "in":
+            query = query.where(_in(column, f"f_{name}", dialect))
+            continue
         value = sa.bindparam(f"f_{name}", type_=column.type)
         query = query.where(
             column == value if op == "eq" else column >= value if op == "ge" else column < value
@@ -184,9 +193,14 @@ def _recommendations_statement() -> sa.Select[Any]:
 
 
 def _uid_in(column: sa.ColumnElement[str], dialect: str) -> sa.ColumnElement[bool]:
+    return _in(column, "uids", dialect)
+
+
+def _in(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
+    """`column` among the values of the list parameter `name` (one bound array on Postgres)."""
     if dialect == "postgresql":
-        return column == sa.any_(sa.bindparam("uids", type_=postgresql.ARRAY(sa.String())))
-    return column.in_(sa.bindparam("uids", expanding=True))
+        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.String())))
+    return column.in_(sa.bindparam(name, expanding=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +252,7 @@ def _filter_values(filters: JobFilter) -> dict[str, Any]:
         "status": None if filters.status is None else filters.status.value,
         "since": filters.since,
         "until": filters.until,
+        "kinds": None if filters.kinds is None else list(filters.kinds),
     }
     return {name: value for name, value in values.items() if value is not None}
 

@@ -64,6 +64,8 @@ class JobFilter:
     status: JobStatus | None = None
     since: datetime | None = None
     until: datetime | None = None
+    # Stored kinds (domain.model.KindName.stored); None: every kind.
+    kinds: tuple[str, ...] | None = None
 
 
 async def upsert_jobs(conn: AsyncConnection, records: Sequence[JobRecord]) -> None:

@@ -20,7 +20,7 @@ from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import not_found
 from inno_notify.api.params import DEFAULT_LIMIT, Cursor, Later, Limit, Text, Time
 from inno_notify.api.views.respond import json
-from inno_notify.domain.model import JobStatus
+from inno_notify.domain.model import JobStatus, KindName
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,7 @@ class JobFilters:
     owner: Text | None = None
     team: Text | None = None
     status: Annotated[JobStatus | None, Field(description="Lifecycle state.")] = None
+    kind: Annotated[KindName | None, Field(description="Only runs of this kind (CONTRACT §3a).")] = None
     cluster: Annotated[
         Text | None,
         Field(description="Only this cluster's jobs (its `cluster` setting); without it, every cluster's."),
@@ -71,6 +72,7 @@ async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
         since=given.since,
         until=given.until,
         cluster=given.cluster,
+        kinds=None if given.kind is None else given.kind.stored,
     )
     page = await request.app[keys.STORE].jobs.job_page(filters, given.limit, given.cursor)
     return json(resources.JobPage(items=_items(page), next_cursor=page.next_cursor))

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from inno_notify.domain.kinds import KINDS, Link, kind_spec, owner_kinds
-from inno_notify.domain.model import JobRecord, JobStatus, WorkloadKind
+from inno_notify.domain.model import JobRecord, JobStatus, KindName, WorkloadKind
 from inno_notify.domain.parsing import ParseConfig, ParseError, parse_pod
 from inno_notify.domain.parsing.fields import SetAside
+from inno_notify.settings import WorkloadKindsSettings
 
 TRAINING = Path(__file__).resolve().parents[2] / "fixtures" / "training"
 EVERY_KIND = owner_kinds(KINDS)
@@ -313,3 +314,14 @@ def test_every_registered_kind_has_a_setting_and_an_api() -> None:
     for spec in KINDS:
         assert spec.group and spec.versions and spec.plural
         assert spec.setting in {"Job", "PyTorchJob", "MPIJob", "JobSet", "RayJob"}
+
+
+def test_the_settings_name_every_registered_kind() -> None:
+    fields = set(WorkloadKindsSettings.model_fields)
+    assert {spec.setting for spec in KINDS} <= fields
+    assert fields - {spec.setting for spec in KINDS} == {"Pod", "Workflow"}
+
+
+def test_every_stored_kind_is_found_by_its_api_name() -> None:
+    for kind in WorkloadKind:
+        assert kind.value in KindName(kind.api_name).stored
