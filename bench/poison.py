@@ -293,8 +293,10 @@ async def run(
     for i in range(hostile_count):
         writes.insert(rng.randrange(len(writes) + 1), hostile(i, rng))
     workflow_writes = hostile_workflows(storm)
-    for write in workflow_writes:
-        writes.insert(rng.randrange(len(writes) + 1), write)
+    # At random places, in their order: a Workflow is created before it is updated.
+    places = sorted(rng.randrange(len(writes) + 1) for _ in workflow_writes)
+    for offset, (place, write) in enumerate(zip(places, workflow_writes, strict=True)):
+        writes.insert(place + offset, write)
     prober = Prober(port).__enter__()
     started = time.perf_counter()
     for n, (rt, obj, create) in enumerate(writes):

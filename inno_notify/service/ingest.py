@@ -685,10 +685,10 @@ class Ingestor:
         JobSet's child Job, a RayJob's RayCluster) learnt in this batch or stored. The batch's links
         are stored, and pods stored under a link before it was known move to its run. Returns the
         pods and the runs whose pods moved."""
-        asked = {p.job_uid for p in pods if p.job_uid} | set(links.values())
-        if not asked and not links:
+        asked = {p.job_uid for p in pods if p.job_uid} | set(links) | set(links.values())
+        if not asked:
             return pods, set()
-        stored = await tx.runs_of(self.cfg.cluster, sorted(asked)) if asked else {}
+        stored = await tx.runs_of(self.cfg.cluster, sorted(asked))
 
         def run_of(uid: str) -> str:
             for _ in range(4):  # the links' depth (Pod → Job → JobSet), cycles end here
@@ -698,9 +698,10 @@ class Ingestor:
                 uid = parent
             return uid
 
-        moves = {child: run_of(child) for child in links}
-        if links:
-            await tx.save_links(self.cfg.cluster, links, moves, now)
+        # A relist hands every link over again: only new ones (or a changed parent) are written.
+        moves = {child: run for child in links if (run := run_of(child)) != stored.get(child)}
+        if moves:
+            await tx.save_links(self.cfg.cluster, {child: links[child] for child in moves}, moves, now)
         attributed = [
             replace(p, job_uid=run) if p.job_uid and (run := run_of(p.job_uid)) != p.job_uid else p
             for p in pods
