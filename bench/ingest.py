@@ -198,22 +198,23 @@ async def sim_child(kubeconfig: Path) -> None:
 
 
 class SimProcess:
-    """bench/ingest.py --sim-child, driven over its stdin and stdout."""
+    """A bench's `--sim-child` (this one's, or `script`'s), driven over its stdin and stdout."""
 
     def __init__(self, proc: asyncio.subprocess.Process, kubeconfig: Path) -> None:
         self.proc = proc
         self.kubeconfig = kubeconfig
 
     @classmethod
-    async def start(cls, kubeconfig: Path) -> SimProcess:
+    async def start(cls, kubeconfig: Path, script: str = __file__) -> SimProcess:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            __file__,
+            script,
             "--sim-child",
             "--kubeconfig",
             str(kubeconfig),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            # A child's own stdout is its answers: its logs go to stderr.
         )
         made = cls(proc, kubeconfig)
         await made.answer("ready")

@@ -357,6 +357,10 @@ def _version_of(obj: JsonObj) -> str | None:
     return version if isinstance(version, str) and 0 < len(version) <= _VERSION_MAX else None
 
 
+# Watch lines longer than this are decoded in a worker thread rather than on the event loop.
+_DECODE_OFF_LOOP_BYTES = 1 << 20
+
+
 class _EventStream:
     """Async iterator of (type, object) from a watch response, with a per-read inactivity timeout.
 
@@ -400,13 +404,19 @@ class _EventStream:
                 for _ in range(self._splitter.take_dropped()):
                     self._set_aside(LINE_TOO_LONG, f"a line over {self._splitter.max_line} bytes")
             line = self._pending.pop()
-            event = self._event(line)
+            event = await self._event(line)
             if event is not None:
                 return event
 
-    def _event(self, line: bytes) -> tuple[str, JsonObj] | None:
+    async def _event(self, line: bytes) -> tuple[str, JsonObj] | None:
         try:
-            event: Any = orjson.loads(line)
+            # A line of megabytes (a Workflow with its nodes) takes a second or more to decode:
+            # off the event loop, so that probes and every other stream keep being answered.
+            event: Any = (
+                await asyncio.to_thread(orjson.loads, line)
+                if len(line) > _DECODE_OFF_LOOP_BYTES
+                else orjson.loads(line)
+            )
         except orjson.JSONDecodeError:
             self._set_aside(INVALID_JSON, line[:200])
             return None
