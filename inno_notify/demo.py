@@ -39,7 +39,7 @@ from inno_notify.domain.model import DeliveryStatus, JobStatus, Notification, No
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
-from inno_notify.runtime import build_pipeline
+from inno_notify.runtime import build_digest_renderer, build_pipeline
 from inno_notify.service.configuration import seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live import LiveCheck, live_options
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 DEFAULT_OUT = Path("demo-out")
 SENDER = "gpu-bot@inno-notify.example"
 CLUSTER = "demo"
+# Where the links in the demo's messages point (`links.public_url`): nothing serves it during the demo;
+# `inno-notify serve` with the demo's database and settings would (tests/pages/test_message_links.py).
+PUBLIC_URL = "http://inno-notify.example/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +78,21 @@ class DemoResult:
     digests: dict[str, tuple[str, Path]]
 
 
-def demo_settings(workload: Workload, database_url: str) -> Settings:
-    """The configuration a team would write for this cluster: its people, teams and GPU resources."""
+def demo_settings(workload: Workload, database_url: str, links_secret_file: Path | None = None) -> Settings:
+    """The configuration a team would write for this cluster: its people, teams and GPU resources.
+    `links_secret_file`: the key the links in messages are signed with (`links.secret_file`); without
+    it they are plain links."""
+    links: dict[str, Any] = {"public_url": PUBLIC_URL}
+    if links_secret_file is not None:
+        links["secret_file"] = str(links_secret_file)
     config: dict[str, Any] = {
         "database_url": database_url,
         "cluster": CLUSTER,
         "prometheus": {"metrics_delay_seconds": 60, "give_up_after_seconds": 1800},
         "accounting": {"gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7}},
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
-        "notify": {"group_wait_seconds": 600, "dashboard_url": "http://inno-notify.example/"},
+        "notify": {"group_wait_seconds": 600},
+        "links": links,
         "channels": {"email": {"host": "mailbox", "sender": SENDER}},
         # Half an hour of an idle GPU is worth a nudge in a demo that lasts a few simulated hours.
         "live": {"idle_minutes": 30},
@@ -120,11 +129,13 @@ async def run_demo(
     workload: Workload | None = None,
     training: bool = True,
     database_url: str | None = None,
+    links_secret_file: Path | None = None,
 ) -> DemoResult:
     """Plays a generated workload of `jobs` jobs (or the given `workload`, a scenario) through the
     whole service on a simulated clock, and reports what was delivered. `training`: the generated
     workload includes a distributed PyTorchJob (1 Master + 3 Workers on 4 GPUs each). `database_url`:
-    another database than the demo's own SQLite file (a scenario test on Postgres)."""
+    another database than the demo's own SQLite file (a scenario test on Postgres).
+    `links_secret_file`: sign the links in messages with this key (`links.secret_file`)."""
     console = console or Console()
     db_path, mail_dir = _fresh_output(out)
     database_url = database_url or f"sqlite+aiosqlite:///{db_path}"
@@ -133,7 +144,7 @@ async def run_demo(
         workload = generate(jobs, start, training=training)
     else:
         start = workload.start
-    settings = demo_settings(workload, database_url)
+    settings = demo_settings(workload, database_url, links_secret_file)
     clock = SimClock(start, speed)
 
     await migrate(database_url)
@@ -199,7 +210,7 @@ async def run_demo(
         await server.stop()
     sent = await _sent(store)
     pipeline_kinds = (NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING)
-    digests = await _digests(store, workload, out)
+    digests = await _digests(store, workload, out, build_digest_renderer(settings))
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
     nudges = tuple(
@@ -223,10 +234,12 @@ async def run_demo(
     return result
 
 
-async def _digests(store: Store, workload: Workload, out: Path) -> dict[str, tuple[str, Path]]:
-    """Each team's weekly digest of the simulated week: its text, and its page written to `out`."""
+async def _digests(
+    store: Store, workload: Workload, out: Path, renderer: DigestRenderer
+) -> dict[str, tuple[str, Path]]:
+    """Each team's weekly digest of the simulated week: its text (with the team page's link, signed
+    like the service's digests), and its page written to `out`."""
     week = week_of(workload.start, "UTC")
-    renderer = DigestRenderer(dashboard_url="http://inno-notify.example/")
     found = {}
     for team in workload.teams:
         digest = await team_digest(store, team.name, week, "UTC", workload.end)

@@ -1,5 +1,6 @@
-"""Headless Chromium for the page tests: a screenshot at a given width, and what the page measures
-after layout (the widest element, the chart's width), read back through the DOM.
+"""Headless Chromium for the page tests: a screenshot at a given width, what the page measures
+after layout (the widest element, the chart's width), read back through the DOM, and a browser
+that follows links as a person would and reports the status each answered with (`Browser`).
 
 Headless Chromium will not make a window narrower than 500 px, so a phone is an iframe of the
 phone's width in a wider window: the page inside lays out for 390 px exactly as on the phone. The
@@ -9,9 +10,16 @@ Content-Security-Policy forbids any)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import aiohttp
 
 CHROMIUM = Path("/usr/bin/chromium")
 PHONE = (390, 844)  # an iPhone 12-15's CSS viewport
@@ -47,6 +55,8 @@ addEventListener("message", (event) => {{
 }});
 </script></body></html>
 """
+# How long a page may take to load before its test fails.
+OPEN_SECONDS = 30.0
 # Headless Chromium's narrowest window.
 _MIN_WINDOW = 500
 
@@ -114,3 +124,103 @@ def measure(html: str, size: tuple[int, int], workdir: Path) -> dict[str, float 
     dom = done.stdout.decode()
     start = dom.index('<pre id="measured">') + len('<pre id="measured">')
     return json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What Chromium got for a URL it navigated to: the document's HTTP status and its DOM."""
+
+    status: int | None
+    html: str
+    error: str | None = None
+
+
+class Browser:
+    """One headless Chromium, driven over the DevTools protocol (CDP): opens URLs the way a person's
+    browser does and tells the status of the document it got, which `--dump-dom` cannot. The pages
+    run no script (their CSP forbids any), so the DOM is read through the DOM domain, not by
+    evaluating script in the page."""
+
+    def __init__(self, profile: Path) -> None:
+        self._profile = profile
+        self._process: asyncio.subprocess.Process | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._ids = itertools.count(1)
+        self._pending: list[dict[str, Any]] = []
+
+    async def __aenter__(self) -> Browser:
+        self._process = await asyncio.create_subprocess_exec(
+            *_args(self._profile, LAPTOP),
+            "--remote-debugging-port=0",
+            "about:blank",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert self._process.stderr is not None
+        async with asyncio.timeout(60):
+            while not (line := (await self._process.stderr.readline()).decode()).startswith("DevTools"):
+                if not line:
+                    raise RuntimeError("chromium ended before it listened for DevTools")
+        # "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/ID": the page's socket is listed
+        # beside it.
+        origin = "http://" + line.split("ws://", 1)[1].split("/", 1)[0]
+        self._session = aiohttp.ClientSession()
+        async with self._session.get(f"{origin}/json/list") as response:
+            targets = await response.json()
+        page = next(t for t in targets if t["type"] == "page")
+        self._ws = await self._session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
+        for method in ("Page.enable", "Network.enable", "DOM.enable"):
+            await self._call(method)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._session is not None:
+            await self._session.close()
+        if self._process is not None and self._process.returncode is None:
+            self._process.kill()
+            await self._process.wait()
+
+    async def open(self, url: str) -> Opened:
+        """Navigates to `url` and waits until it loaded; the document's status and DOM."""
+        async with asyncio.timeout(OPEN_SECONDS):
+            sent = await self._call("Page.navigate", url=url)
+            if sent.get("errorText"):
+                return Opened(None, "", sent["errorText"])
+            loader = sent.get("loaderId")
+            status = None
+            async for event in self._events():
+                params = event.get("params", {})
+                if (
+                    event.get("method") == "Network.responseReceived"
+                    and params.get("loaderId") == loader
+                    and params.get("type") == "Document"
+                ):
+                    status = int(params["response"]["status"])
+                if event.get("method") == "Page.loadEventFired":
+                    break
+            root = await self._call("DOM.getDocument")
+            html = await self._call("DOM.getOuterHTML", nodeId=root["root"]["nodeId"])
+            return Opened(status, str(html["outerHTML"]))
+
+    async def _call(self, method: str, **params: Any) -> dict[str, Any]:
+        """Sends one command and returns its result; events arriving meanwhile are kept."""
+        assert self._ws is not None
+        call = next(self._ids)
+        await self._ws.send_json({"id": call, "method": method, "params": params})
+        while True:
+            message = await self._ws.receive_json()
+            if message.get("id") == call:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})  # type: ignore[no-any-return]
+            self._pending.append(message)
+
+    async def _events(self) -> AsyncIterator[dict[str, Any]]:
+        assert self._ws is not None
+        while True:
+            while self._pending:
+                yield self._pending.pop(0)
+            yield await self._ws.receive_json()
