@@ -26,8 +26,8 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Generic, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Generic, Protocol, TypeVar
 
 from inno_notify.adapters.db import failures
 from inno_notify.adapters.db.leases import LostLeadership
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 U = TypeVar("U")
 R = TypeVar("R")
+JsonObj = dict[str, Any]
+Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 # Reasons of objects set aside by the write path (parsing gives its own, see domain.parsing.fields).
@@ -62,6 +64,27 @@ def why_no_uid(obj: object) -> tuple[str, str]:
     if isinstance(metadata, dict) and metadata.get("uid") not in (None, ""):
         return BAD_KEY, "metadata.uid is not usable as a key"
     return MISSING_FIELD, "no metadata.uid"
+
+
+class Horizon(Protocol):
+    """The options that say when a summary is due (ingest's and the workflow tracker's)."""
+
+    @property
+    def catch_up_seconds(self) -> float: ...
+
+    @property
+    def metrics_delay_seconds(self) -> float: ...
+
+
+def summary_due(
+    ended: datetime | None, now: datetime, started_at: datetime, opts: Horizon
+) -> datetime | None:
+    """When the summary of what ended at `ended` (unknown: now) is due, once its metrics are in;
+    None for what ended before the catch-up horizon of this start: recorded, never announced."""
+    ended = ended or now
+    if ended < started_at - timedelta(seconds=opts.catch_up_seconds):
+        return None
+    return ended + timedelta(seconds=opts.metrics_delay_seconds)
 
 
 # --- the queue and its consumer ---------------------------------------------------------------------

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
@@ -48,20 +48,20 @@ from inno_notify.domain.parsing import (
 from inno_notify.domain.parsing.fields import mapping, timestamp
 from inno_notify.service.batches import (
     BatchQueue,
+    Clock,
+    JsonObj,
     Piece,
     PieceWriter,
     PipelineStats,
     Rejections,
+    Sleep,
     refusal,
+    summary_due,
     why_no_uid,
 )
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-JsonObj = dict[str, Any]
-Clock = Callable[[], datetime]
-Sleep = Callable[[float], Awaitable[None]]
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
 # What this pipeline records: the registered workload kinds (domain.kinds), their pods, Kueue's
@@ -542,9 +542,7 @@ class Ingestor:
         return len(gone)
 
     def _terminal_mark(self, job: JobRecord, now: datetime) -> TerminalMark:
-        ended = job.finished_at or now
-        horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-        if ended < horizon:
+        due = summary_due(job.finished_at, now, self.started_at, self.options)
+        if due is None:
             return TerminalMark(job.uid, now, SummaryState.SILENT, None)
-        due = ended + timedelta(seconds=self.options.metrics_delay_seconds)
         return TerminalMark(job.uid, now, SummaryState.AWAITING_USAGE, due)

@@ -69,11 +69,14 @@ from inno_notify.domain.workflows import (
 )
 from inno_notify.service.batches import (
     BatchQueue,
+    Clock,
+    JsonObj,
     Piece,
     PieceWriter,
     PipelineStats,
     Rejections,
     refusal,
+    summary_due,
     why_no_uid,
 )
 from inno_notify.service.planner import DirectoryPlanner, shown
@@ -82,10 +85,6 @@ from inno_notify.settings import Settings
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-JsonObj = dict[str, Any]
-Clock = Callable[[], datetime]
-Sleep = Callable[[float], Awaitable[None]]
 # The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
 Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Team]]]]
 PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
@@ -339,12 +338,7 @@ class WorkflowTracker:
         return ends
 
     def _end(self, workflow: WorkflowRecord, now: datetime) -> TerminalWorkflow:
-        ended = workflow.finished_at or now
-        horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-        if ended < horizon:
-            return TerminalWorkflow(workflow.uid, now, WorkflowState.SILENT, None)
-        due = ended + timedelta(seconds=self.options.metrics_delay_seconds)
-        return TerminalWorkflow(workflow.uid, now, WorkflowState.AWAITING, due)
+        return _terminal(workflow, now, self.started_at, self.options)
 
     async def _announce(self, unit: _Parsed, now: datetime) -> None:
         assert unit.service is not None
@@ -358,6 +352,17 @@ class WorkflowTracker:
                 )
                 return
             self._refused(Piece([unit]), exc)
+
+
+def _terminal(
+    workflow: WorkflowRecord, now: datetime, started_at: datetime, opts: WorkflowOptions
+) -> TerminalWorkflow:
+    """A workflow's end, recorded once: its summary due once its steps are measured, or silent if
+    it ended before the catch-up horizon."""
+    due = summary_due(workflow.finished_at, now, started_at, opts)
+    if due is None:
+        return TerminalWorkflow(workflow.uid, now, WorkflowState.SILENT, None)
+    return TerminalWorkflow(workflow.uid, now, WorkflowState.AWAITING, due)
 
 
 # --- the summarizer -------------------------------------------------------------------------------------
@@ -448,13 +453,9 @@ class WorkflowSummarizer:
             if not pods:
                 continue
             finished = airflow_run(record.cluster, pods, finished=True)
-            ended = finished.finished_at or now
-            horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-            if ended < horizon:
-                end = TerminalWorkflow(record.uid, now, WorkflowState.SILENT, None)
-            else:
-                due = max(now, ended + timedelta(seconds=self.options.metrics_delay_seconds))
-                end = TerminalWorkflow(record.uid, now, WorkflowState.AWAITING, due)
+            end = _terminal(finished, now, self.started_at, self.options)
+            if end.due_at is not None:  # a run found quiet late is summed up now, not in the past
+                end = replace(end, due_at=max(now, end.due_at))
             if await self.store.workflows.close_airflow_run(finished, end):
                 closed += 1
                 log.info(
