@@ -16,28 +16,24 @@ each written on its own in order, until the one object it cannot take is found; 
 aside and the rest commit. Only failures of the database itself (connection lost, timeouts) are
 retried, with capped backoff. An object set aside is counted
 (`inno_notify_rejected_objects_total{resource,reason}`), logged once per uid and reason, and stored
-in the rejected_objects table.
+in the rejected_objects table. The queue, the split write and the set-aside bookkeeping are
+service.batches', shared with the workflow tracker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
-from inno_notify.adapters.db import failures
-from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
-from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.kinds import KINDS, Link, kind_spec
-from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord, RejectedObject
+from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord
 from inno_notify.domain.parsing import (
     ParseConfig,
-    ParseError,
     SetAside,
     apply_pods_to_job,
     event_count,
@@ -49,14 +45,23 @@ from inno_notify.domain.parsing import (
     parse_workload,
     relevant_event,
 )
-from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD, mapping, timestamp
+from inno_notify.domain.parsing.fields import mapping, timestamp
+from inno_notify.service.batches import (
+    BatchQueue,
+    Clock,
+    JsonObj,
+    Piece,
+    PieceWriter,
+    PipelineStats,
+    Rejections,
+    Sleep,
+    refusal,
+    summary_due,
+    why_no_uid,
+)
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-JsonObj = dict[str, Any]
-Clock = Callable[[], datetime]
-Sleep = Callable[[float], Awaitable[None]]
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
 # What this pipeline records: the registered workload kinds (domain.kinds), their pods, Kueue's
@@ -65,11 +70,6 @@ INGESTED_KINDS = frozenset({POD, EVENT, WORKLOAD, *(spec.kind for spec in KINDS)
 _RELIST = "relist"
 # Kueue admissions seen before their job; kept until the job arrives, bounded.
 _MAX_PENDING_KUEUE = 10_000
-# Reasons of objects set aside by the write path (parsing gives its own, see domain.parsing.fields).
-UNSTORABLE = "unstorable"
-INTERNAL_ERROR = "internal_error"
-# Values in logs are shown with repr, cut to this many characters.
-_SHOWN = 200
 
 
 class Tap(Protocol):
@@ -100,7 +100,7 @@ class IngestOptions:
 
 
 @dataclass(slots=True)
-class IngestStats:
+class IngestStats(PipelineStats):
     events: int = 0
     batches: int = 0
     terminal_marked: int = 0
@@ -108,14 +108,6 @@ class IngestStats:
     parse_errors: int = 0
     unstorable: int = 0
     rejected_values: int = 0
-    # Writes the database failed for reasons of its own, each retried; and how many distinct
-    # writes needed a retry at all.
-    write_errors: int = 0
-    retried_writes: int = 0
-    # Writes split in two to find the object the database refuses.
-    splits: int = 0
-    # Batches that failed outside the per-object handling (a bug): their events were dropped.
-    dropped_batches: int = 0
     relists: int = 0
     closed_in_gap: int = 0
     last_commit_at: datetime | None = None
@@ -161,20 +153,8 @@ class _Unit:
     link: Link | None = None
 
 
-@dataclass(slots=True)
-class _Piece:
-    """Units written in one transaction, and the relist that closes the segment (on the last piece)."""
-
-    units: list[_Unit]
-    relist: tuple[str, frozenset[str]] | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.units) + (self.relist is not None)
-
-    def halves(self) -> tuple[_Piece, _Piece]:
-        middle = (len(self.units) + 1) // 2
-        return _Piece(self.units[:middle]), _Piece(self.units[middle:], self.relist)
+# Units written in one transaction, and the relist (kind, uids) that closes the segment.
+_Piece = Piece[_Unit, tuple[str, frozenset[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,19 +165,6 @@ class _Written:
     pending_kueue: dict[str, KueueInfo]
     relists: int
     closed_in_gap: int
-
-
-def _why_no_uid(obj: object) -> tuple[str, str]:
-    metadata = obj.get("metadata") if isinstance(obj, dict) else None
-    if isinstance(metadata, dict) and metadata.get("uid") not in (None, ""):
-        return BAD_KEY, "metadata.uid is not usable as a key"
-    return MISSING_FIELD, "no metadata.uid"
-
-
-def _shown(value: object) -> str:
-    """A value for a log line: repr (so control characters and NUL show as escapes), capped."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
 # The reason of a job whose success we inferred from its pods: its Complete condition was never seen.
@@ -234,19 +201,23 @@ class Ingestor:
         self.telemetry = telemetry
         self.cfg = parse_config
         self.options = options
-        # Database writes: 0.1 s doubling to the cap, no jitter (one writer, nothing to spread).
-        self._write_backoff = Backoff(0.1, 2.0, max(0.1, options.retry_cap_seconds), low=1.0, high=1.0)
         self.clock = clock
         self.started_at = started_at
         self.stats = IngestStats()
-        self._sleep = sleep
-        self._queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue(options.queue_max)
+        self._queue: BatchQueue[tuple[str, str, Any]] = BatchQueue(
+            "ingesting", options.queue_max, options.batch_max, options.batch_linger_seconds
+        )
+        self._writer: PieceWriter[_Unit, tuple[str, frozenset[str]]] = PieceWriter(
+            self._refused, self.stats, retry_cap_seconds=options.retry_cap_seconds, sleep=sleep
+        )
+        self._rejections = Rejections(
+            parse_config.cluster,
+            telemetry,
+            options.logged_once_max,
+            backoff=self._writer.backoff,
+            sleep=sleep,
+        )
         self._pending_kueue: dict[str, KueueInfo] = {}
-        self._idle = asyncio.Event()
-        self._idle.set()
-        # (kind, uid, what) already logged, oldest first; bounded, since uids are the cluster's.
-        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._rejected: list[RejectedObject] = []
         self.taps: list[Tap] = []
 
     def watch_kinds(self, owner_kinds: frozenset[str]) -> None:
@@ -265,7 +236,6 @@ class Ingestor:
             await tap.on_event(kind, event_type, obj)
         if kind not in INGESTED_KINDS:
             return
-        self._idle.clear()
         await self._queue.put((kind, event_type, obj))
 
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
@@ -273,49 +243,18 @@ class Ingestor:
             await tap.on_relist(kind, uids)
         if kind not in INGESTED_KINDS:
             return
-        self._idle.clear()
         await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is committed (tests, benchmarks, shutdown)."""
-        await self._idle.wait()
+        await self._queue.drained()
 
     # --- the consumer ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            items = [await self._queue.get()]
-            first_at = loop.time()
-            deadline = loop.time() + self.options.batch_linger_seconds
-            while len(items) < self.options.batch_max:
-                if not self._queue.empty():
-                    items.append(self._queue.get_nowait())
-                    continue
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    items.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
-                    break
-            await self._apply_guarded(items)
-            if self.telemetry is not None:
-                # The oldest event of the batch waited longest: its lag bounds the batch's.
-                self.telemetry.ingest_lag.observe(loop.time() - first_at)
-            if self._queue.empty():
-                self._idle.set()
-
-    async def _apply_guarded(self, items: Sequence[tuple[str, str, Any]]) -> None:
-        """`apply`, which sets bad objects aside itself; should anything still escape it (a bug), the
-        batch is dropped and logged rather than ending the consumer and with it the service."""
-        try:
-            await self.apply(items)
-        except LostLeadership:
-            raise  # not this batch's fault: the leader work ends (service.leadership)
-        except Exception:
-            self.stats.dropped_batches += 1
-            log.exception("ingesting %d event(s) failed unexpectedly; they are dropped", len(items))
+        # The oldest event of a batch waited longest: its lag bounds the batch's.
+        lag = self.telemetry.ingest_lag.observe if self.telemetry is not None else None
+        await self._queue.run(self.apply, self.stats, lag=lag)
 
     async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
         """Applies items in order; a relist closes the segment before it so reconciliation sees it.
@@ -330,10 +269,10 @@ class Ingestor:
                 continue
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
-            uid, namespace, name = identity(obj)
+            uid, _, _ = identity(obj)
             if uid is None:
                 self.stats.parse_errors += 1
-                self._set_aside(kind, "", namespace, name, *_why_no_uid(obj))
+                self._rejections.object(kind, obj, "", *why_no_uid(obj))
                 continue
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
@@ -342,54 +281,15 @@ class Ingestor:
         now = self.clock()
         units = self._parse(batch, now)
         if units or relist is not None:
-            await self._write(_Piece(units, relist), now)
-        await self._store_rejected(now)
+            piece: _Piece = Piece(units, [] if relist is None else [relist])
+            await self._writer.write(piece, lambda current: self._transaction(current, now))
+        await self._rejections.store(self.store, now)
 
-    # --- writing, split down to the object the database refuses ----------------------------------
+    # --- writing (service.batches splits a refused write down to the object) --------------------
 
-    async def _write(self, piece: _Piece, now: datetime) -> None:
-        """Writes the piece; if the database refuses it for its data, writes each half in order,
-        down to the single object it refuses, which is set aside. Events of one uid keep their order:
-        halves are written one after the other, earlier events first."""
-        todo: deque[_Piece] = deque([piece])
-        while todo:
-            current = todo.popleft()
-            try:
-                await self._write_retrying(current, now)
-            except LostLeadership:
-                raise  # no object is at fault: nothing is split or set aside
-            except Exception as exc:
-                if current.size > 1:
-                    self.stats.splits += 1
-                    first, second = current.halves()
-                    todo.extendleft((second, first))
-                    continue
-                self._refused(current, exc)
-
-    async def _write_retrying(self, piece: _Piece, now: datetime) -> None:
-        """One transaction for the piece, retried with capped backoff while the database itself fails;
-        a failure due to the data is raised."""
-        attempts = 0
-        while True:
-            try:
-                async with self.store.jobs.ingest_transaction() as tx:
-                    written = await self._merge_and_write(tx, piece, now)
-                break
-            except Exception as exc:
-                if not failures.is_transient(exc):
-                    raise
-                attempts += 1
-                delay = self._write_backoff.ceiling(attempts)
-                self.stats.write_errors += 1
-                if attempts == 1:
-                    self.stats.retried_writes += 1
-                log.warning(
-                    "writing %d object(s) failed (%s); retrying in %.1f s",
-                    piece.size,
-                    failures.describe(exc),
-                    delay,
-                )
-                await self._sleep(delay)
+    async def _transaction(self, piece: _Piece, now: datetime) -> None:
+        async with self.store.jobs.ingest_transaction() as tx:
+            written = await self._merge_and_write(tx, piece, now)
         self._pending_kueue = written.pending_kueue
         self.stats.terminal_marked += written.marked
         self.stats.relists += written.relists
@@ -399,20 +299,16 @@ class Ingestor:
 
     def _refused(self, piece: _Piece, exc: Exception) -> None:
         """The database refused this one object (or our merge failed on it): set it aside."""
-        reason = UNSTORABLE if failures.is_database_error(exc) else INTERNAL_ERROR
-        detail = failures.describe(exc)
-        if reason == INTERNAL_ERROR:
-            log.error("merging failed on one object (%s)", detail, exc_info=exc)
+        reason, detail = refusal(exc)
         if piece.units:
             unit = piece.units[0]
-            _, namespace, name = identity(unit.obj)
             self.stats.unstorable += 1
-            self._set_aside(unit.kind, unit.uid, namespace, name, reason, detail)
-        elif piece.relist is not None:
+            self._rejections.object(unit.kind, unit.obj, unit.uid, reason, detail)
+        elif piece.closing:
             # Nothing to store for a relist: the objects in it were written on their own.
-            kind = piece.relist[0]
+            kind = piece.closing[0][0]
             log.error("reconciling the %s relist failed (%s); the next relist tries again", kind, detail)
-            self._count(kind, reason)
+            self._rejections.count(kind, reason)
 
     async def _merge_and_write(self, tx: IngestTransaction, piece: _Piece, now: datetime) -> _Written:
         new_jobs: dict[str, JobRecord] = {}
@@ -475,9 +371,10 @@ class Ingestor:
             merged[uid] = apply_pods_to_job(record, job_pods.get(uid, ()))
 
         closed = 0
-        relisted = kind_spec(piece.relist[0]) if piece.relist is not None else None
-        if piece.relist is not None and relisted is not None and relisted.stored is not None:
-            closed = await self._close_out_missing(tx, relisted.stored.value, piece.relist[1], merged, now)
+        for kind, present in piece.closing:
+            relisted = kind_spec(kind)
+            if relisted is not None and relisted.stored is not None:
+                closed += await self._close_out_missing(tx, relisted.stored.value, present, merged, now)
 
         terminals = [
             self._terminal_mark(record, now)
@@ -489,7 +386,7 @@ class Ingestor:
         changed_jobs = [record for uid, record in merged.items() if stored.get(uid) != record]
         changed_pods = [pod for pod in pods if stored_pods.get(pod.uid) != pod]
         marked = await tx.write(self.cfg.cluster, changed_jobs, changed_pods, terminals)
-        return _Written(marked, pending, int(piece.relist is not None), closed)
+        return _Written(marked, pending, len(piece.closing), closed)
 
     # --- parsing: each object on its own ------------------------------------------------------------
 
@@ -503,30 +400,22 @@ class Ingestor:
             self._parse_one(units, WORKLOAD, uid, "", obj, now)
         for uid, obj in batch.events.items():
             self._parse_one(units, EVENT, uid, "", obj, now)
+        self.stats.rejected_values = self._rejections.values
         return units
 
     def _parse_one(
         self, units: list[_Unit], kind: str, uid: str, event_type: str, obj: JsonObj, now: datetime
     ) -> None:
-        notes: list[SetAside] = []
-        try:
+        def parse(notes: list[SetAside]) -> _Unit | None:
             if kind_spec(kind) is not None:
-                unit: _Unit | None = self._parse_run(kind, obj, event_type, now, notes)
-            elif kind == POD:
-                unit = self._parse_pod(obj, event_type, now, notes)
-            elif kind == WORKLOAD:
-                unit = self._parse_workload(obj)
-            else:
-                unit = self._parse_event(obj)
-        except ParseError as exc:
-            self._parse_refused(kind, uid, obj, exc.reason, str(exc))
-            return
-        except Exception as exc:  # a bug in a parser must cost one object, not the service
-            log.error("parsing %s %s failed unexpectedly", kind, _shown(uid), exc_info=exc)
-            self._parse_refused(kind, uid, obj, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-            return
-        for note in notes:
-            self._value_set_aside(kind, uid, note)
+                return self._parse_run(kind, obj, event_type, now, notes)
+            if kind == POD:
+                return self._parse_pod(obj, event_type, now, notes)
+            if kind == WORKLOAD:
+                return self._parse_workload(obj)
+            return self._parse_event(obj)
+
+        unit = self._rejections.parse(kind, uid, obj, parse, self._parse_refused)
         if unit is not None:
             unit.uid = uid  # the object's own uid (an Event's unit carries the uid it is about)
             units.append(unit)
@@ -581,87 +470,8 @@ class Ingestor:
         deleted_at = timestamp(mapping(obj, "metadata"), "deletionTimestamp") or now
         return replace(record, status=JobStatus.DELETED, finished_at=record.finished_at or deleted_at)
 
-    # --- setting aside: counted, logged once, stored -----------------------------------------------
-
-    def _parse_refused(self, kind: str, uid: str, obj: JsonObj, reason: str, detail: str) -> None:
+    def _parse_refused(self) -> None:
         self.stats.parse_errors += 1
-        _, namespace, name = identity(obj)
-        self._set_aside(kind, uid, namespace, name, reason, detail)
-
-    def _set_aside(
-        self,
-        kind: str,
-        uid: str,
-        namespace: str | None,
-        name: str | None,
-        reason: str,
-        detail: str,
-    ) -> None:
-        self._count(kind, reason)
-        if self._first_time(kind, uid or f"{namespace}/{name}", reason):
-            log.warning(
-                "set aside %s uid=%s namespace=%s name=%s: %s (%s)",
-                kind,
-                _shown(uid),
-                _shown(namespace),
-                _shown(name),
-                reason,
-                _shown(detail),
-            )
-        self._rejected.append(
-            RejectedObject(
-                cluster=self.cfg.cluster,
-                kind=kind,
-                uid=uid,
-                reason=reason,
-                namespace=namespace,
-                name=name,
-                detail=detail,
-            )
-        )
-
-    def _value_set_aside(self, kind: str, uid: str, note: SetAside) -> None:
-        self.stats.rejected_values += 1
-        if self.telemetry is not None:
-            self.telemetry.rejected_values.labels(kind, note.field, note.reason).inc()
-        if self._first_time(kind, uid, f"{note.field}:{note.reason}"):
-            log.warning("%s uid=%s: %s dropped (%s)", kind, _shown(uid), note.field, note.reason)
-
-    def _count(self, kind: str, reason: str) -> None:
-        if self.telemetry is not None:
-            self.telemetry.rejected_objects.labels(kind, reason).inc()
-
-    def _first_time(self, kind: str, uid: str, what: str) -> bool:
-        key = (kind, uid, what)
-        if key in self._logged:
-            self._logged.move_to_end(key)
-            return False
-        self._logged[key] = None
-        if len(self._logged) > self.options.logged_once_max:
-            self._logged.popitem(last=False)
-        return True
-
-    async def _store_rejected(self, now: datetime) -> None:
-        """Stores what was set aside; the database being away is waited for like any write, but a
-        record it refuses is only logged: bookkeeping must not stop ingestion."""
-        if not self._rejected:
-            return
-        rejected, self._rejected = self._rejected, []
-        attempts = 0
-        while True:
-            try:
-                await self.store.jobs.record_rejected(rejected, now)
-                return
-            except LostLeadership:
-                raise
-            except Exception as exc:
-                if not failures.is_transient(exc):
-                    log.error(
-                        "recording %d set-aside object(s) failed: %s", len(rejected), failures.describe(exc)
-                    )
-                    return
-                attempts += 1
-                await self._sleep(self._write_backoff.ceiling(attempts))
 
     # --- reads, reconciliation, the terminal transition -------------------------------------------
 
@@ -733,9 +543,7 @@ class Ingestor:
         return len(gone)
 
     def _terminal_mark(self, job: JobRecord, now: datetime) -> TerminalMark:
-        ended = job.finished_at or now
-        horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-        if ended < horizon:
+        due = summary_due(job.finished_at, now, self.started_at, self.options)
+        if due is None:
             return TerminalMark(job.uid, now, SummaryState.SILENT, None)
-        due = ended + timedelta(seconds=self.options.metrics_delay_seconds)
         return TerminalMark(job.uid, now, SummaryState.AWAITING_USAGE, due)

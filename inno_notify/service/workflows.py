@@ -15,7 +15,8 @@ went by, the workflow's summary is routed and enqueued with its figures, in one 
 
 Every object is hostile until parsed: one that cannot be parsed or stored is set aside, counted in
 `inno_notify_rejected_objects_total{resource,reason}`, logged once and stored in rejected_objects,
-and the rest of its batch is written.
+and the rest of its batch is written: the queue, the split write and the set-aside bookkeeping are
+service.batches', shared with the ingestion pipeline.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from inno_notify.adapters.db import failures
@@ -46,13 +47,12 @@ from inno_notify.domain.model import (
     JobStatus,
     Notification,
     NotificationKind,
-    RejectedObject,
     Team,
 )
-from inno_notify.domain.parsing import ParseConfig, ParseError, SetAside, identity
+from inno_notify.domain.parsing import ParseConfig, SetAside, identity
 from inno_notify.domain.parsing.airflow import parse_airflow_pod
 from inno_notify.domain.parsing.argo import creator_matches, parse_argo_pod, parse_off_loop, parse_workflow
-from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD, mapping, timestamp
+from inno_notify.domain.parsing.fields import mapping, timestamp
 from inno_notify.domain.parsing.kserve import parse_inference_service
 from inno_notify.domain.routing import Audience, plan_message
 from inno_notify.domain.serving import ServingRecord
@@ -67,24 +67,30 @@ from inno_notify.domain.workflows import (
     folded_kind,
     summarize_workflow,
 )
+from inno_notify.service.batches import (
+    BatchQueue,
+    Clock,
+    JsonObj,
+    Piece,
+    PieceWriter,
+    PipelineStats,
+    Rejections,
+    refusal,
+    summary_due,
+    why_no_uid,
+)
 from inno_notify.service.planner import DirectoryPlanner, shown
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.settings import Settings
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-JsonObj = dict[str, Any]
-Clock = Callable[[], datetime]
-Sleep = Callable[[float], Awaitable[None]]
 # The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
 Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Team]]]]
 PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
 
 WORKFLOW, SERVICE, POD = "Workflow", "InferenceService", "Pod"
 _RELIST = "relist"
-UNSTORABLE = "unstorable"
-INTERNAL_ERROR = "internal_error"
 # Job summary states in which a step pod's figures are final (measured, or given up on).
 _SETTLED = frozenset({SummaryState.SUMMARIZED.value, SummaryState.REMEASURE.value, SummaryState.SILENT.value})
 
@@ -109,12 +115,11 @@ class WorkflowOptions:
 
 
 @dataclass(slots=True)
-class TrackerStats:
+class TrackerStats(PipelineStats):
     events: int = 0
     batches: int = 0
     workflows_ended: int = 0
     rejected: int = 0
-    dropped_batches: int = 0
     # Workflows parsed in a thread (domain.parsing.argo.parse_off_loop), and updates that changed
     # nothing the record keeps (not written).
     parsed_off_loop: int = 0
@@ -131,62 +136,6 @@ def is_workflow_pod(obj: object) -> bool:
     return ARGO_WORKFLOW_LABEL in labels or labels.get(AIRFLOW_KPO_LABEL) == "True"
 
 
-def _shown(value: object) -> str:
-    return shown(value)
-
-
-class _Rejections:
-    """Objects set aside: counted, logged once per (kind, uid, reason), stored in rejected_objects."""
-
-    def __init__(self, cluster: str, telemetry: Telemetry | None, logged_max: int) -> None:
-        self.cluster = cluster
-        self.telemetry = telemetry
-        self.pending: list[RejectedObject] = []
-        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._logged_max = logged_max
-
-    def object(self, kind: str, obj: object, uid: str, reason: str, detail: str) -> None:
-        _, namespace, name = identity(obj)
-        if self.telemetry is not None:
-            self.telemetry.rejected_objects.labels(kind, reason).inc()
-        if self._first(kind, uid or f"{namespace}/{name}", reason):
-            log.warning(
-                "set aside %s uid=%s namespace=%s name=%s: %s (%s)",
-                kind,
-                _shown(uid),
-                _shown(namespace),
-                _shown(name),
-                reason,
-                _shown(detail),
-            )
-        self.pending.append(RejectedObject(self.cluster, kind, uid, reason, namespace, name, detail))
-
-    def value(self, kind: str, uid: str, note: SetAside) -> None:
-        if self.telemetry is not None:
-            self.telemetry.rejected_values.labels(kind, note.field, note.reason).inc()
-        if self._first(kind, uid, f"{note.field}:{note.reason}"):
-            log.warning("%s uid=%s: %s dropped (%s)", kind, _shown(uid), note.field, note.reason)
-
-    def _first(self, kind: str, uid: str, what: str) -> bool:
-        key = (kind, uid, what)
-        if key in self._logged:
-            self._logged.move_to_end(key)
-            return False
-        self._logged[key] = None
-        if len(self._logged) > self._logged_max:
-            self._logged.popitem(last=False)
-        return True
-
-    async def store(self, store: Store, now: datetime) -> None:
-        if not self.pending:
-            return
-        pending, self.pending = self.pending, []
-        try:
-            await store.jobs.record_rejected(pending, now)
-        except Exception as exc:  # bookkeeping must not stop tracking
-            log.error("recording %d set-aside object(s) failed: %s", len(pending), failures.describe(exc))
-
-
 @dataclass(slots=True)
 class _Parsed:
     kind: str
@@ -195,6 +144,10 @@ class _Parsed:
     workflow: WorkflowRecord | None = None
     pod: WorkflowPod | None = None
     service: ServingRecord | None = None
+
+
+# A batch's objects, then the Workflow relists (the uids listed) reconciled after them.
+_Piece = Piece[_Parsed, frozenset[str]]
 
 
 class WorkflowTracker:
@@ -217,54 +170,29 @@ class WorkflowTracker:
         self.started_at = started_at
         self.announcer = announcer
         self.stats = TrackerStats()
-        self._queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue(options.queue_max)
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._rejections = _Rejections(parse_config.cluster, telemetry, options.logged_once_max)
+        self._queue: BatchQueue[tuple[str, str, Any]] = BatchQueue(
+            "tracking workflows", options.queue_max, options.batch_max
+        )
+        self._writer: PieceWriter[_Parsed, frozenset[str]] = PieceWriter(self._refused, self.stats)
+        self._rejections = Rejections(parse_config.cluster, telemetry, options.logged_once_max)
 
     # --- the watch's callbacks (through the ingestor): only what is ours is queued -------------------
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
         if kind in (WORKFLOW, SERVICE) or (kind == POD and is_workflow_pod(obj)):
-            self._idle.clear()
             await self._queue.put((kind, event_type, obj))
 
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         if kind == WORKFLOW:
-            self._idle.clear()
             await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is written (tests, shutdown)."""
-        await self._idle.wait()
+        await self._queue.drained()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drains the queue in batches until `stop` is set (then finishes what is queued)."""
-        while True:
-            getter = asyncio.ensure_future(self._queue.get())
-            stopping = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({getter, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                getter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await getter
-                if self._queue.empty():
-                    return
-                items = [self._queue.get_nowait()]
-            else:
-                stopping.cancel()
-                items = [getter.result()]
-            while len(items) < self.options.batch_max and not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            try:
-                await self.apply(items)
-            except Exception:
-                self.stats.dropped_batches += 1
-                log.exception(
-                    "tracking %d workflow event(s) failed unexpectedly; they are dropped", len(items)
-                )
-            if self._queue.empty():
-                self._idle.set()
+        await self._queue.run(self.apply, self.stats, stop)
 
     # --- one batch ------------------------------------------------------------------------------------
 
@@ -289,7 +217,8 @@ class WorkflowTracker:
                 parsed[(kind, unit.uid)] = unit  # the last state of an object in the batch wins
         units = list(parsed.values())
         writable = [u for u in units if u.service is None]
-        await self._write(writable, relists, now)
+        if writable or relists:
+            await self._writer.write(Piece(writable, relists), lambda piece: self._transaction(piece, now))
         for unit in units:
             if unit.service is not None:
                 await self._announce(unit, now)
@@ -299,37 +228,29 @@ class WorkflowTracker:
     def _parse(self, kind: str, event_type: str, obj: JsonObj, now: datetime) -> _Parsed | None:
         uid, _, _ = identity(obj)
         if uid is None:
-            metadata = obj.get("metadata") if isinstance(obj, dict) else None
-            has_uid = isinstance(metadata, dict) and metadata.get("uid") not in (None, "")
-            reason = BAD_KEY if has_uid else MISSING_FIELD
-            self._reject(kind, obj, "", reason, "metadata.uid is missing or not usable as a key")
+            self._reject(kind, obj, "", *why_no_uid(obj))
             return None
-        notes: list[SetAside] = []
-        try:
-            unit = _Parsed(kind, uid, obj)
-            if kind == WORKFLOW:
-                workflow = parse_workflow(obj, self.cfg, notes)
-                unit.workflow = self._deleted(workflow, obj, now) if event_type == "DELETED" else workflow
-            elif kind == SERVICE:
-                if event_type == "DELETED":
-                    return None
-                unit.service = parse_inference_service(obj, self.cfg, notes)
-            else:
-                pod = parse_argo_pod(obj, self.cfg, notes) or parse_airflow_pod(obj, self.cfg, notes)
-                if pod is None:
-                    return None
-                if event_type == "DELETED" and pod.deleted_at is None:
-                    pod = replace(pod, deleted_at=now)
-                unit.pod = pod
-        except ParseError as exc:
-            self._reject(kind, obj, uid, exc.reason, str(exc))
-            return None
-        except Exception as exc:  # a bug in a parser must cost one object, not the tracker
-            log.error("parsing %s %s failed unexpectedly", kind, _shown(uid), exc_info=exc)
-            self._reject(kind, obj, uid, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-            return None
-        for note in notes:
-            self._rejections.value(kind, uid, note)
+        parse = partial(self._parse_known, kind, uid, event_type, obj, now)
+        return self._rejections.parse(kind, uid, obj, parse, self._refusal)
+
+    def _parse_known(
+        self, kind: str, uid: str, event_type: str, obj: JsonObj, now: datetime, notes: list[SetAside]
+    ) -> _Parsed | None:
+        unit = _Parsed(kind, uid, obj)
+        if kind == WORKFLOW:
+            workflow = parse_workflow(obj, self.cfg, notes)
+            unit.workflow = self._deleted(workflow, obj, now) if event_type == "DELETED" else workflow
+        elif kind == SERVICE:
+            if event_type == "DELETED":
+                return None
+            unit.service = parse_inference_service(obj, self.cfg, notes)
+        else:
+            pod = parse_argo_pod(obj, self.cfg, notes) or parse_airflow_pod(obj, self.cfg, notes)
+            if pod is None:
+                return None
+            if event_type == "DELETED" and pod.deleted_at is None:
+                pod = replace(pod, deleted_at=now)
+            unit.pod = pod
         return unit
 
     @staticmethod
@@ -340,57 +261,24 @@ class WorkflowTracker:
         deleted_at = timestamp(mapping(obj, "metadata"), "deletionTimestamp") or now
         return replace(record, status=JobStatus.DELETED, finished_at=deleted_at)
 
-    def _reject(self, kind: str, obj: object, uid: str, reason: str, detail: str) -> None:
+    def _refusal(self) -> None:
         self.stats.rejected += 1
+
+    def _reject(self, kind: str, obj: object, uid: str, reason: str, detail: str) -> None:
+        self._refusal()
         self._rejections.object(kind, obj, uid, reason, detail)
 
-    async def _write(self, units: list[_Parsed], relists: list[frozenset[str]], now: datetime) -> None:
-        """Writes the batch in one transaction; if the database refuses it for its data, each object
-        on its own, and the one it refuses is set aside."""
-        if not units and not relists:
-            return
-        try:
-            await self._write_retrying(units, relists, now)
-            return
-        except Exception as exc:
-            if len(units) + len(relists) <= 1:
-                self._refused(units, exc)
-                return
-        for unit in units:
-            try:
-                await self._write_retrying([unit], [], now)
-            except Exception as exc:
-                self._refused([unit], exc)
-        for relist in relists:
-            try:
-                await self._write_retrying([], [relist], now)
-            except Exception as exc:
-                log.error("reconciling the Workflow relist failed (%s)", failures.describe(exc))
+    def _refused(self, piece: _Piece, exc: Exception) -> None:
+        """The database refused this one object (or our merge failed on it): set it aside."""
+        reason, detail = refusal(exc)
+        for unit in piece.units:
+            self._reject(unit.kind, unit.obj, unit.uid, reason, detail)
+        if piece.closing:
+            log.error("reconciling the Workflow relist failed (%s); the next relist tries again", detail)
 
-    def _refused(self, units: list[_Parsed], exc: Exception) -> None:
-        reason = UNSTORABLE if failures.is_database_error(exc) else INTERNAL_ERROR
-        if reason == INTERNAL_ERROR:
-            log.error("writing a workflow object failed (%s)", failures.describe(exc), exc_info=exc)
-        for unit in units:
-            self._reject(unit.kind, unit.obj, unit.uid, reason, failures.describe(exc))
-
-    async def _write_retrying(
-        self, units: list[_Parsed], relists: list[frozenset[str]], now: datetime
-    ) -> None:
-        delay = 0.1
-        while True:
-            try:
-                async with self.store.workflows.workflow_transaction() as tx:
-                    self.stats.workflows_ended += await self._merge_and_write(tx, units, relists, now)
-                return
-            except Exception as exc:
-                if not failures.is_transient(exc):
-                    raise
-                log.warning(
-                    "writing workflows failed (%s); retrying in %.1f s", failures.describe(exc), delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+    async def _transaction(self, piece: _Piece, now: datetime) -> None:
+        async with self.store.workflows.workflow_transaction() as tx:
+            self.stats.workflows_ended += await self._merge_and_write(tx, piece.units, piece.closing, now)
 
     async def _merge_and_write(
         self, tx: WorkflowTransaction, units: list[_Parsed], relists: list[frozenset[str]], now: datetime
@@ -450,12 +338,7 @@ class WorkflowTracker:
         return ends
 
     def _end(self, workflow: WorkflowRecord, now: datetime) -> TerminalWorkflow:
-        ended = workflow.finished_at or now
-        horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-        if ended < horizon:
-            return TerminalWorkflow(workflow.uid, now, WorkflowState.SILENT, None)
-        due = ended + timedelta(seconds=self.options.metrics_delay_seconds)
-        return TerminalWorkflow(workflow.uid, now, WorkflowState.AWAITING, due)
+        return _terminal(workflow, now, self.started_at, self.options)
 
     async def _announce(self, unit: _Parsed, now: datetime) -> None:
         assert unit.service is not None
@@ -465,10 +348,21 @@ class WorkflowTracker:
             if failures.is_transient(exc):
                 # The database is away: the next event or relist of the service brings it back.
                 log.warning(
-                    "recording InferenceService %s failed: %s", _shown(unit.uid), failures.describe(exc)
+                    "recording InferenceService %s failed: %s", shown(unit.uid), failures.describe(exc)
                 )
                 return
-            self._refused([unit], exc)
+            self._refused(Piece([unit]), exc)
+
+
+def _terminal(
+    workflow: WorkflowRecord, now: datetime, started_at: datetime, opts: WorkflowOptions
+) -> TerminalWorkflow:
+    """A workflow's end, recorded once: its summary due once its steps are measured, or silent if
+    it ended before the catch-up horizon."""
+    due = summary_due(workflow.finished_at, now, started_at, opts)
+    if due is None:
+        return TerminalWorkflow(workflow.uid, now, WorkflowState.SILENT, None)
+    return TerminalWorkflow(workflow.uid, now, WorkflowState.AWAITING, due)
 
 
 # --- the summarizer -------------------------------------------------------------------------------------
@@ -542,11 +436,11 @@ class WorkflowSummarizer:
                 raise  # the leader work ends with it (service.leadership)
             except ClaimLost:
                 # A newer leader took this claim over (this one's term ended): it summarizes it.
-                log.info("workflow %s: claim taken over", _shown(f"{workflow.namespace}/{workflow.name}"))
+                log.info("workflow %s: claim taken over", shown(f"{workflow.namespace}/{workflow.name}"))
             except Exception:
                 # Left leased: it comes back after the lease, and one bad workflow stops no other.
                 log.exception(
-                    "summarizing workflow %s failed", _shown(f"{workflow.namespace}/{workflow.name}")
+                    "summarizing workflow %s failed", shown(f"{workflow.namespace}/{workflow.name}")
                 )
         return closed + summarized
 
@@ -559,19 +453,15 @@ class WorkflowSummarizer:
             if not pods:
                 continue
             finished = airflow_run(record.cluster, pods, finished=True)
-            ended = finished.finished_at or now
-            horizon = self.started_at - timedelta(seconds=self.options.catch_up_seconds)
-            if ended < horizon:
-                end = TerminalWorkflow(record.uid, now, WorkflowState.SILENT, None)
-            else:
-                due = max(now, ended + timedelta(seconds=self.options.metrics_delay_seconds))
-                end = TerminalWorkflow(record.uid, now, WorkflowState.AWAITING, due)
+            end = _terminal(finished, now, self.started_at, self.options)
+            if end.due_at is not None:  # a run found quiet late is summed up now, not in the past
+                end = replace(end, due_at=max(now, end.due_at))
             if await self.store.workflows.close_airflow_run(finished, end):
                 closed += 1
                 log.info(
                     "Airflow run %s %s ended (%s)",
-                    _shown(record.name),
-                    _shown(record.run_id),
+                    shown(record.name),
+                    shown(record.run_id),
                     finished.status.value,
                 )
         return closed
@@ -619,7 +509,7 @@ class WorkflowSummarizer:
         if plan.silent_reason:
             log.info(
                 "workflow %s gets no summary: %s",
-                _shown(f"{workflow.namespace}/{workflow.name}"),
+                shown(f"{workflow.namespace}/{workflow.name}"),
                 plan.silent_reason,
             )
         await self.store.workflows.complete_workflow(cluster, workflow.uid, plan.notifications, claim=claim)

@@ -13,11 +13,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..links import mlflow_links
-from ..model import JobRecord, JobStatus, KueueInfo, ReplicaSpec, Requested, WorkloadKind
-from ..parsing.annotations import FAMILY_KEY, indexed_lookup, read_intent
+from ..model import JobRecord, JobStatus, ReplicaSpec, Requested, WorkloadKind
 from ..parsing.config import ParseConfig
-from ..parsing.family import job_family
 from ..parsing.fields import (
     JsonObject,
     SetAside,
@@ -26,10 +23,9 @@ from ..parsing.fields import (
     integer,
     mapping,
     required_identity,
-    string_map,
     timestamp,
 )
-from ..parsing.job import KUEUE_QUEUE_LABEL
+from ..parsing.job import workload_record
 from ..parsing.resources import requested_for_pod
 from ..parsing.storable import INDEXED_MAX_BYTES, storable
 
@@ -103,40 +99,18 @@ def run_record(
     """The run's record from its top object. `templates` are its pod templates (owner's words are
     read from the top object first, then from them in order)."""
     metadata = mapping(obj, "metadata")
-    uid, namespace, name = required_identity(metadata, kind.value)
-    labels = string_map(metadata, "labels")
-    layers: list[JsonObject] = [mapping(metadata, "annotations"), labels]
-    for template in templates:
-        template_meta = mapping(template, "metadata")
-        layers += [mapping(template_meta, "annotations"), mapping(template_meta, "labels")]
-    intent = read_intent(layers, namespace, cfg, notes)
-    queue = indexed_lookup((labels, layers[0]), (KUEUE_QUEUE_LABEL,))
-    return JobRecord(
-        cluster=cfg.cluster,
-        uid=uid,
-        namespace=namespace,
-        name=name,
-        kind=kind,
+    return workload_record(
+        metadata,
+        required_identity(metadata, kind.value),
+        kind,
+        cfg,
+        notes,
+        templates,
         status=outcome.status,
         reason=outcome.reason,
-        owner=intent.owner,
-        team=intent.team,
-        notify=intent.notify,
-        channels=intent.channels,
-        group_key=intent.group_key,
-        family=job_family(
-            indexed_text(metadata, "name"),
-            indexed_text(metadata, "generateName"),
-            indexed_lookup(layers, (FAMILY_KEY,)),
-        ),
-        created_at=timestamp(metadata, "creationTimestamp"),
         started_at=started_at,
         finished_at=outcome.finished_at,
         requested=_largest(replicas),
-        kueue=KueueInfo(local_queue=queue) if queue else None,
-        labels=labels,
-        resource_version=indexed_text(metadata, "resourceVersion"),
-        links=mlflow_links(layers, cfg.mlflow_url),
         attempts=max(1, attempts),
         replicas=tuple(replicas[:MAX_ROLES]),
     )

@@ -10,10 +10,11 @@ while ``finished_at`` prefers the final condition's time (the pods' GPUs are hel
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..links import mlflow_links
-from ..model import JobRecord, JobStatus, KueueInfo, WorkloadKind
+from ..model import JobRecord, JobStatus, KueueInfo, ReplicaSpec, Requested, WorkloadKind
 from .annotations import FAMILY_KEY, indexed_lookup, read_intent
 from .config import ParseConfig
 from .family import job_family
@@ -32,7 +33,7 @@ from .fields import (
 )
 from .resources import requested_for_pod
 
-__all__ = ["KUEUE_QUEUE_LABEL", "job_status", "parse_job"]
+__all__ = ["KUEUE_QUEUE_LABEL", "job_status", "parse_job", "workload_record"]
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -76,7 +77,6 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
     template = mapping(spec, "template")
-    template_meta = mapping(template, "metadata")
 
     uid = key(metadata, "uid")
     namespace = indexed_text(metadata, "namespace")
@@ -84,24 +84,61 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     if uid is None or namespace is None or name is None:
         raise ParseError("Job without metadata.uid, namespace or name", MISSING_FIELD)
 
-    labels = string_map(metadata, "labels")  # stored with the record: all of it made storable
-    layers = (
-        mapping(metadata, "annotations"),
-        labels,
-        mapping(template_meta, "annotations"),
-        mapping(template_meta, "labels"),
-    )
-    intent = read_intent(layers, namespace, cfg, notes)
     job_status_, reason, finished_at = job_status(spec, status)
-    queue = indexed_lookup((labels, layers[0]), (KUEUE_QUEUE_LABEL,))
+    return workload_record(
+        metadata,
+        (uid, namespace, name),
+        WorkloadKind.JOB,
+        cfg,
+        notes,
+        (template,),
+        status=job_status_,
+        reason=reason,
+        started_at=timestamp(status, "startTime"),
+        finished_at=finished_at,
+        requested=requested_for_pod(
+            mapping(template, "spec"),
+            cfg,
+            parallelism=_default(integer(spec, "parallelism", 0), 1),
+            completions=integer(spec, "completions", 0),
+        ),
+    )
 
+
+def workload_record(
+    metadata: JsonObject,
+    identity: tuple[str, str, str],
+    kind: WorkloadKind,
+    cfg: ParseConfig,
+    notes: list[SetAside] | None,
+    templates: Sequence[JsonObject],
+    *,
+    status: JobStatus,
+    reason: str | None,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    requested: Requested,
+    attempts: int = 1,
+    replicas: tuple[ReplicaSpec, ...] = (),
+) -> JobRecord:
+    """A workload's record from its top object's metadata (uid, namespace, name: `identity`) and its
+    pod templates: the owner's words are read from the top object first, then from the templates
+    in order. Every kind's record is made here (a Job's, a training run's)."""
+    uid, namespace, name = identity
+    labels = string_map(metadata, "labels")  # stored with the record: all of it made storable
+    layers: list[JsonObject] = [mapping(metadata, "annotations"), labels]
+    for template in templates:
+        template_meta = mapping(template, "metadata")
+        layers += [mapping(template_meta, "annotations"), mapping(template_meta, "labels")]
+    intent = read_intent(layers, namespace, cfg, notes)
+    queue = indexed_lookup((labels, layers[0]), (KUEUE_QUEUE_LABEL,))
     return JobRecord(
         cluster=cfg.cluster,
         uid=uid,
         namespace=namespace,
         name=name,
-        kind=WorkloadKind.JOB,
-        status=job_status_,
+        kind=kind,
+        status=status,
         reason=reason,
         owner=intent.owner,
         team=intent.team,
@@ -114,16 +151,13 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
             indexed_lookup(layers, (FAMILY_KEY,)),
         ),
         created_at=timestamp(metadata, "creationTimestamp"),
-        started_at=timestamp(status, "startTime"),
+        started_at=started_at,
         finished_at=finished_at,
-        requested=requested_for_pod(
-            mapping(template, "spec"),
-            cfg,
-            parallelism=_default(integer(spec, "parallelism", 0), 1),
-            completions=integer(spec, "completions", 0),
-        ),
+        requested=requested,
         kueue=KueueInfo(local_queue=queue) if queue else None,
         labels=labels,
         resource_version=indexed_text(metadata, "resourceVersion"),
         links=mlflow_links(layers, cfg.mlflow_url),
+        attempts=attempts,
+        replicas=replicas,
     )
