@@ -18,9 +18,9 @@ Prints `name=value` lines:
 - normal_recorded, normal_expected: normal Jobs recorded as succeeded plus normal Pods stored;
 - events_per_s: watch events through the whole path, first write to drained;
 - hostile_workflows: Argo Workflows of issue 29 mixed in (a retry storm of 95,000 attempts, 29 MB,
-  which the watch sets aside as a line over 16 MiB; the same storm cut to 45,000 attempts, under
-  the limit; hundreds of attempts under 10,000-character node names), tracked by the workflow
-  tracker as in `serve`, each updated three times; hostile_workflows_recorded: those stored;
+  which the watch sets aside as a line over its 4 MiB limit; the same storm cut to 12,000
+  attempts, under the limit; 80 attempts under 10,000-character node names), tracked by the
+  workflow tracker as in `serve`, each updated three times; hostile_workflows_recorded: those stored;
   workflow_lines_set_aside: their watch lines set aside; workflow_record_bytes_max: the largest
   workflow record stored; workflow_writes_skipped: updates that changed nothing stored;
 - probe_p99_ms, probe_max_ms, probes: `GET /healthz` on the probe port, from another thread every
@@ -216,12 +216,12 @@ def hostile(i: int, rng: random.Random) -> Write:
 def hostile_workflows(storm: int) -> list[Write]:
     """Issue 29's Workflows, each written and then updated three times (the controller adds to a
     running Workflow): a retry storm of `storm` attempts, and the same under the watch's line limit
-    (16 MiB; a larger object is set aside by the watcher before anything parses it), and hundreds
-    of attempts under 10,000-character names."""
+    (4 MiB; a larger object is set aside by the watcher before anything decodes it), and attempts
+    under 10,000-character names."""
     shapes = [
         retry_storm_workflow("storm", "poison", T0, attempts=storm, owner="a@example.com"),
-        retry_storm_workflow("storm-under-limit", "poison", T0, attempts=min(storm, 45_000)),
-        retry_storm_workflow("long-names", "poison", T0, attempts=300, name_chars=10_000),
+        retry_storm_workflow("storm-under-limit", "poison", T0, attempts=min(storm, 12_000)),
+        retry_storm_workflow("long-names", "poison", T0, attempts=80, name_chars=10_000),
     ]
     writes: list[Write] = []
     for shape in shapes:

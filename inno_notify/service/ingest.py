@@ -68,6 +68,8 @@ JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
 # Workloads and Events; other kinds (Workflows, InferenceServices) are only its taps'.
 INGESTED_KINDS = frozenset({POD, EVENT, WORKLOAD, *(spec.kind for spec in KINDS)})
 _RELIST = "relist"
+# Objects parsed between two turns of the event loop.
+_PARSE_SLICE = 200
 # Kueue admissions seen before their job; kept until the job arrives, bounded.
 _MAX_PENDING_KUEUE = 10_000
 
@@ -279,7 +281,7 @@ class Ingestor:
 
     async def _apply_segment(self, batch: _Batch, relist: tuple[str, frozenset[str]] | None) -> None:
         now = self.clock()
-        units = self._parse(batch, now)
+        units = await self._parse(batch, now)
         if units or relist is not None:
             piece: _Piece = Piece(units, [] if relist is None else [relist])
             await self._writer.write(piece, lambda current: self._transaction(current, now))
@@ -390,16 +392,20 @@ class Ingestor:
 
     # --- parsing: each object on its own ------------------------------------------------------------
 
-    def _parse(self, batch: _Batch, now: datetime) -> list[_Unit]:
+    async def _parse(self, batch: _Batch, now: datetime) -> list[_Unit]:
         units: list[_Unit] = []
-        for uid, (kind, event_type, obj) in batch.runs.items():
+        work = [
+            *((kind, uid, event_type, obj) for uid, (kind, event_type, obj) in batch.runs.items()),
+            *((POD, uid, event_type, obj) for uid, (event_type, obj) in batch.pods.items()),
+            *((WORKLOAD, uid, "", obj) for uid, obj in batch.workloads.items()),
+            *((EVENT, uid, "", obj) for uid, obj in batch.events.items()),
+        ]
+        for n, (kind, uid, event_type, obj) in enumerate(work, 1):
             self._parse_one(units, kind, uid, event_type, obj, now)
-        for uid, (event_type, obj) in batch.pods.items():
-            self._parse_one(units, POD, uid, event_type, obj, now)
-        for uid, obj in batch.workloads.items():
-            self._parse_one(units, WORKLOAD, uid, "", obj, now)
-        for uid, obj in batch.events.items():
-            self._parse_one(units, EVENT, uid, "", obj, now)
+            if n % _PARSE_SLICE == 0:
+                # A batch of thousands takes a good part of a second to parse: probes, API requests
+                # and the other watch streams get their turn in between.
+                await asyncio.sleep(0)
         self.stats.rejected_values = self._rejections.values
         return units
 

@@ -217,7 +217,7 @@ class LineSplitter:
 
     __slots__ = ("_dropped", "_rest", "_skipping", "max_line")
 
-    def __init__(self, max_line: int = 16 * 2**20) -> None:
+    def __init__(self, max_line: int = 4 * 2**20) -> None:
         self._rest = b""
         self._skipping = False
         self._dropped = 0

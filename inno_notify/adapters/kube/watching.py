@@ -85,8 +85,11 @@ class WatchOptions:
     # A stream not heard from (LIST page, event or bookmark) for this long is not live; None: twice
     # the inactivity timeout, so one silent stream restarted is not yet stale, two are.
     stale_after: float | None = None
-    # A watch line longer than this (the API server stores objects up to ~1.5 MiB) is dropped.
-    max_line_bytes: int = 16 * 2**20
+    # A watch line longer than this is dropped: the API server stores objects up to ~1.5 MiB (etcd's
+    # request limit; Argo offloads or compresses larger workflow status), so a longer line is no
+    # object a real cluster holds, and decoding it would hold the interpreter for a second or more
+    # (orjson keeps the GIL, so even a worker thread's decode pauses the event loop).
+    max_line_bytes: int = 4 * 2**20
     sleep: Sleep = asyncio.sleep
     clock: Clock = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
@@ -251,6 +254,8 @@ class ResourceWatcher:
                             uids.add(uid)
                         # Objects without a usable uid go on too: the consumer sets them aside.
                         await self.on_event(self.kind, "SYNC", item)
+                        if len(uids) % _EVENTS_PER_TURN == 0:
+                            await asyncio.sleep(0)
                 self.stats.lists += 1
                 self._recovered(f"list {scope}")
                 return uids, version
@@ -304,6 +309,10 @@ class ResourceWatcher:
                         # consumer has taken it, so a restart redelivers rather than skips it.
                         await self.on_event(self.kind, event_type, obj)
                     version = _version_of(obj) or version
+                    if received % _EVENTS_PER_TURN == 0:
+                        # One read may hold thousands of events, and handing them over does not
+                        # wait while the consumer's queue has room: let the rest of the loop run.
+                        await asyncio.sleep(0)
             except _Inactive:
                 self.stats.inactivity_restarts += 1
                 log.warning(
@@ -357,6 +366,8 @@ def _version_of(obj: JsonObj) -> str | None:
     return version if isinstance(version, str) and 0 < len(version) <= _VERSION_MAX else None
 
 
+# Events handed to the consumer between two turns of the event loop.
+_EVENTS_PER_TURN = 100
 # Watch lines longer than this are decoded in a worker thread rather than on the event loop.
 _DECODE_OFF_LOOP_BYTES = 1 << 20
 
