@@ -129,7 +129,8 @@ async def all_sent(pipeline: Pipeline, watcher: ClusterWatcher, store: Store) ->
         depth = await store.outbox.outbox_depth()
         return depth["sent"] == N_JOBS and depth["pending"] == 0
 
-    await eventually(done, within=60, what=f"{N_JOBS} summaries sent")
+    # A bound for failing loudly, not a speed: the run takes ~45 s on a quiet 2-core machine.
+    await eventually(done, within=300, what=f"{N_JOBS} summaries sent")
 
 
 def nothing_left_to_send(uids: list[str]) -> Settle:
