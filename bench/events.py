@@ -7,14 +7,16 @@ the real app (``create_api_store`` + ``create_app`` with the default ``api.event
 real dispatcher with the real e-mail channel (aiosmtpd on loopback, the tests' fake_smtp), over
 Postgres (its own database, dropped at the end). Meanwhile another caller, a viewer, asks
 ``GET /api/v1/jobs`` at ``--other-rate`` per second on a fixed schedule (open loop: a request's
-latency counts from when it was due). The load runs in a child process so that its CPU is not the
-server's. Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after
+latency counts from when it was due). The load and the SMTP server each run in a child process,
+so that neither's CPU (nor, for the SMTP server's thread, its hold on the interpreter) is the
+service's. Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after
 ``--seconds`` (90) even if not all events were posted (``posted=`` says how many were).
 
 Prints ``name=value`` lines: ``accepted=`` (202, new), ``limited=`` (429), ``messages_sent=``
 (e-mails the SMTP server received), ``max_messages_per_recipient_hour=`` (the most any one person
-received within an hour; never above ``per_recipient_per_hour``), ``other_p99_ms=`` (target ≤ 50)
-and the load average before and after.
+received within an hour; never above ``per_recipient_per_hour``), ``other_p99_ms=`` (target ≤ 50),
+``service_cpu_s=`` (CPU the service's process used while posting ran) and the load average before
+and after.
 
     .venv/bin/python bench/events.py [--events 10000 --tokens 5 --recipients 50 --group-wait 2]
 """
@@ -143,6 +145,47 @@ def run_load(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
+# --- the SMTP server (child process) --------------------------------------------------------------
+
+
+def smtp_server(port: int) -> None:
+    """Serves SMTP on `port` until its stdin closes, then prints {address: [arrival times]}."""
+    from aiosmtpd.controller import Controller
+
+    smtp = fake_smtp.RecordingHandler()
+    arrived: dict[str, list[float]] = {}
+    handle_data = smtp.handle_DATA
+
+    async def recording(server: Any, session: Any, envelope: Any) -> str:
+        for address in envelope.rcpt_tos:
+            arrived.setdefault(address.lower(), []).append(time.monotonic())  # CLOCK_MONOTONIC: one per host
+        return await handle_data(server, session, envelope)
+
+    smtp.handle_DATA = recording  # type: ignore[method-assign]
+    controller = Controller(smtp, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        print("ready", flush=True)
+        sys.stdin.read()
+    finally:
+        controller.stop()
+    print(json.dumps({"messages": len(smtp.received), "arrived": arrived}), flush=True)
+
+
+def start_smtp(port: int) -> subprocess.Popen[str]:
+    smtp = subprocess.Popen(
+        [sys.executable, __file__, "--smtp", str(port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert smtp.stdout is not None
+    if smtp.stdout.readline().strip() != "ready":
+        smtp.kill()
+        raise RuntimeError("the SMTP server did not start")
+    return smtp
+
+
 # --- the service side ------------------------------------------------------------------------------
 
 
@@ -173,21 +216,8 @@ async def bench(args: argparse.Namespace) -> None:
     name = f"inno_bench_events_{uuid.uuid4().hex[:8]}"
     await admin(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    smtp = fake_smtp.RecordingHandler()
-    arrived: dict[str, list[float]] = {}
-    handle_data = smtp.handle_DATA
-
-    async def recording(server: Any, session: Any, envelope: Any) -> str:
-        for address in envelope.rcpt_tos:
-            arrived.setdefault(address.lower(), []).append(time.monotonic())
-        return await handle_data(server, session, envelope)
-
-    smtp.handle_DATA = recording  # type: ignore[method-assign]
-    from aiosmtpd.controller import Controller
-
     smtp_port = fake_smtp.free_port()
-    controller = Controller(smtp, hostname="127.0.0.1", port=smtp_port)
-    controller.start()
+    smtp = await asyncio.to_thread(start_smtp, smtp_port)
     service = Store.from_url(url)
     api_store = None
     runner = None
@@ -232,6 +262,7 @@ async def bench(args: argparse.Namespace) -> None:
         )
         dispatching = asyncio.create_task(dispatcher.run(stop))
         print(f"load_before={load_average()}", flush=True)
+        cpu_before = time.process_time()
         spec = {
             "base": base,
             "events": args.events,
@@ -242,6 +273,7 @@ async def bench(args: argparse.Namespace) -> None:
             "seconds": args.seconds,
         }
         result = await asyncio.to_thread(run_load, spec, args.seconds + 60)
+        cpu_used = time.process_time() - cpu_before
         print(f"load_after={load_average()}", flush=True)
         # Let the last group wait pass and the dispatcher send what is due.
         deadline = time.monotonic() + args.group_wait + 30
@@ -254,6 +286,9 @@ async def bench(args: argparse.Namespace) -> None:
         await dispatching
         dispatching = None
         await email.aclose()
+        captured, _ = await asyncio.to_thread(smtp.communicate, "", 30)
+        received = json.loads(captured)
+        arrived: dict[str, list[float]] = received["arrived"]
         statuses = result["statuses"]
         print(f"events={args.events}")
         print(f"posted={result['posted']}")
@@ -265,14 +300,15 @@ async def bench(args: argparse.Namespace) -> None:
         # JSON keys: the statuses came back from the load process as strings.
         print(f"accepted={statuses.get('202', 0)}")
         print(f"limited={statuses.get('429', 0)}")
-        print(f"messages_sent={len(smtp.received)}")
+        print(f"messages_sent={received['messages']}")
         print(f"per_recipient_per_hour={limits.per_recipient_per_hour}")
         print(
             f"max_messages_per_recipient_hour={max((per_hour_peak(t) for t in arrived.values()), default=0)}"
         )
         print(f"other_requests={result['other_n']}")
         print(f"other_p50_ms={result['other_p50']:.1f}")
-        print(f"other_p99_ms={result['other_p99']:.1f}", flush=True)
+        print(f"other_p99_ms={result['other_p99']:.1f}")
+        print(f"service_cpu_s={cpu_used:.1f}", flush=True)
     finally:
         stop.set()
         if dispatching is not None:
@@ -282,7 +318,9 @@ async def bench(args: argparse.Namespace) -> None:
         if api_store is not None:
             await api_store.close()
         await service.close()
-        controller.stop()
+        if smtp.returncode is None:
+            smtp.kill()
+            smtp.wait()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -296,7 +334,11 @@ def main() -> None:
     parser.add_argument("--group-wait", type=float, default=2.0, help="notify.group_wait_seconds")
     parser.add_argument("--seconds", type=float, default=90.0, help="posting stops after this (s)")
     parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--smtp", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smtp:
+        smtp_server(args.smtp)
+        return
     if args.load:
         print(json.dumps(asyncio.run(load(json.loads(args.load)))))
         return

@@ -47,7 +47,7 @@ DIGEST_MAX_INFLIGHT = 4
 # Pipeline messages past the cheap refusals that may use the database at once (each holds a pooled
 # connection through a locked write): a flood of posts queues here, in memory, and every other
 # request still finds a free connection in the pool (docs/hardening.md).
-EVENT_WRITERS_LIMIT = max(1, POSTGRES_POOL_SIZE // 4)
+EVENT_WRITERS_LIMIT = max(1, POSTGRES_POOL_SIZE // 2)
 
 
 def _utc_now() -> datetime:
