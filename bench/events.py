@@ -7,10 +7,11 @@ the real app (``create_api_store`` + ``create_app`` with the default ``api.event
 real dispatcher with the real e-mail channel (aiosmtpd on loopback, the tests' fake_smtp), over
 Postgres (its own database, dropped at the end). Meanwhile another caller, a viewer, asks
 ``GET /api/v1/jobs`` at ``--other-rate`` per second on a fixed schedule (open loop: a request's
-latency counts from when it was due). The load and the SMTP server each run in a child process,
-so that neither's CPU (nor, for the SMTP server's thread, its hold on the interpreter) is the
-service's. Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after
-``--seconds`` (90) even if not all events were posted (``posted=`` says how many were).
+latency counts from when it was due). The flood, the other caller and the SMTP server each run in
+a child process of their own, so that none's CPU (nor, for the SMTP server's thread, its hold on
+the interpreter) is the service's, and the other caller's latencies are not the flood's client's.
+Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after ``--seconds``
+(90) even if not all events were posted (``posted=`` says how many were).
 
 Prints ``name=value`` lines: ``accepted=`` (202, new), ``limited=`` (429), ``messages_sent=``
 (e-mails the SMTP server received), ``max_messages_per_recipient_hour=`` (the most any one person
@@ -73,11 +74,11 @@ def person(i: int) -> str:
 
 
 async def load(spec: dict[str, Any]) -> dict[str, Any]:
+    """The flood (once stdin says "start"): `concurrency` posters, each posting its share of the
+    events one after another."""
     base, events, tokens, people = spec["base"], spec["events"], spec["tokens"], spec["recipients"]
     statuses: dict[int, int] = {}
-    other: list[float] = []
-    done = asyncio.Event()
-    connector = aiohttp.TCPConnector(limit=spec["concurrency"] + 16)
+    connector = aiohttp.TCPConnector(limit=spec["concurrency"])
     async with aiohttp.ClientSession(base, connector=connector) as session:
 
         async def post(i: int) -> None:
@@ -94,54 +95,65 @@ async def load(spec: dict[str, Any]) -> dict[str, Any]:
                     return  # out of time: report what was posted
                 await post(i)
 
-        async def other_caller() -> None:
-            headers = {"Authorization": f"Bearer {VIEWER}"}
-            start = time.perf_counter()
-            pending: list[asyncio.Task[None]] = []
-
-            async def one(due: float) -> None:
-                async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
-                    await response.read()
-                    assert response.status == 200, response.status
-                other.append((time.perf_counter() - due) * 1000)
-
-            i = 0
-            while not done.is_set():
-                due = start + i / spec["other_rate"]
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                pending.append(asyncio.create_task(one(due)))
-                i += 1
-            await asyncio.gather(*pending)
-
         started = time.perf_counter()
         stop_at = started + spec["seconds"]
-        watcher = asyncio.create_task(other_caller())
         await asyncio.gather(*(poster(c) for c in range(spec["concurrency"])))
         seconds = time.perf_counter() - started
-        done.set()
-        await watcher
+    return {"posted": sum(statuses.values()), "statuses": statuses, "seconds": seconds}
+
+
+async def other_caller(base: str, rate: float) -> dict[str, Any]:
+    """The other caller, a process of its own as another client would be (its latencies are not the
+    flood's client's): from a line "start" on stdin until stdin closes, GET /api/v1/jobs at `rate`
+    per second on a fixed schedule, each latency counted from when the request was due."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.readline)
+    stopped = loop.run_in_executor(None, sys.stdin.read)
+    headers = {"Authorization": f"Bearer {VIEWER}"}
+    other: list[float] = []
+    async with aiohttp.ClientSession(base) as session:
+
+        async def one(due: float) -> None:
+            async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
+                await response.read()
+                assert response.status == 200, response.status
+            other.append((time.perf_counter() - due) * 1000)
+
+        start = time.perf_counter()
+        pending: list[asyncio.Task[None]] = []
+        i = 0
+        while not stopped.done():
+            due = start + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.append(asyncio.create_task(one(due)))
+            i += 1
+        await asyncio.gather(*pending)
     other.sort()
     return {
-        "posted": sum(statuses.values()),
-        "statuses": statuses,
-        "seconds": seconds,
         "other_n": len(other),
         "other_p50": statistics.median(other),
         "other_p99": other[max(0, int(len(other) * 0.99) - 1)],
     }
 
 
-def run_load(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, __file__, "--load", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=timeout,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
+def run_load(spec: dict[str, Any], other: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """The flood and the other caller, started together; the other caller stops when the flood ends."""
+    flood = start_child("--load", json.dumps(spec))
+    try:
+        for child in (flood, other):
+            assert child.stdin is not None
+            child.stdin.write("start\n")
+            child.stdin.flush()
+        flooded, _ = flood.communicate("", timeout)
+        measured, _ = other.communicate("", 30)
+    finally:
+        if flood.returncode is None:
+            flood.kill()
+            flood.wait()
+    result: dict[str, Any] = json.loads(flooded)
+    result.update(json.loads(measured))
     return result
 
 
@@ -172,18 +184,17 @@ def smtp_server(port: int) -> None:
     print(json.dumps({"messages": len(smtp.received), "arrived": arrived}), flush=True)
 
 
-def start_smtp(port: int) -> subprocess.Popen[str]:
-    smtp = subprocess.Popen(
-        [sys.executable, __file__, "--smtp", str(port)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+def start_child(*args: str) -> subprocess.Popen[str]:
+    """This script as a child process with `args`, once it printed "ready"; it stops when its
+    stdin closes and prints its result."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    assert smtp.stdout is not None
-    if smtp.stdout.readline().strip() != "ready":
-        smtp.kill()
-        raise RuntimeError("the SMTP server did not start")
-    return smtp
+    assert child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise RuntimeError(f"{args[0]}: did not start")
+    return child
 
 
 # --- the service side ------------------------------------------------------------------------------
@@ -217,7 +228,8 @@ async def bench(args: argparse.Namespace) -> None:
     await admin(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     smtp_port = fake_smtp.free_port()
-    smtp = await asyncio.to_thread(start_smtp, smtp_port)
+    smtp = await asyncio.to_thread(start_child, "--smtp", str(smtp_port))
+    other: subprocess.Popen[str] | None = None
     service = Store.from_url(url)
     api_store = None
     runner = None
@@ -262,17 +274,17 @@ async def bench(args: argparse.Namespace) -> None:
         )
         dispatching = asyncio.create_task(dispatcher.run(stop))
         print(f"load_before={load_average()}", flush=True)
-        cpu_before = time.process_time()
         spec = {
             "base": base,
             "events": args.events,
             "tokens": args.tokens,
             "recipients": args.recipients,
             "concurrency": args.concurrency,
-            "other_rate": args.other_rate,
             "seconds": args.seconds,
         }
-        result = await asyncio.to_thread(run_load, spec, args.seconds + 60)
+        other = await asyncio.to_thread(start_child, "--other", base, str(args.other_rate))
+        cpu_before = time.process_time()
+        result = await asyncio.to_thread(run_load, spec, other, args.seconds + 60)
         cpu_used = time.process_time() - cpu_before
         print(f"load_after={load_average()}", flush=True)
         # Let the last group wait pass and the dispatcher send what is due.
@@ -318,9 +330,10 @@ async def bench(args: argparse.Namespace) -> None:
         if api_store is not None:
             await api_store.close()
         await service.close()
-        if smtp.returncode is None:
-            smtp.kill()
-            smtp.wait()
+        for child in (smtp, other):
+            if child is not None and child.returncode is None:
+                child.kill()
+                child.wait()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -335,11 +348,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90.0, help="posting stops after this (s)")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--smtp", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--other", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.smtp:
         smtp_server(args.smtp)
         return
+    if args.other:
+        print("ready", flush=True)
+        print(json.dumps(asyncio.run(other_caller(args.other[0], float(args.other[1])))))
+        return
     if args.load:
+        print("ready", flush=True)
+        sys.stdin.readline()
         print(json.dumps(asyncio.run(load(json.loads(args.load)))))
         return
     asyncio.run(bench(args))
