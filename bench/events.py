@@ -105,13 +105,17 @@ async def load(spec: dict[str, Any]) -> dict[str, Any]:
 async def other_caller(base: str, rate: float) -> dict[str, Any]:
     """The other caller, a process of its own as another client would be (its latencies are not the
     flood's client's): from a line "start" on stdin until stdin closes, GET /api/v1/jobs at `rate`
-    per second on a fixed schedule, each latency counted from when the request was due."""
+    per second on a fixed schedule, each latency counted from when the request was due. Its
+    connection is opened before, as a caller that has been there a while has one."""
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, sys.stdin.readline)
-    stopped = loop.run_in_executor(None, sys.stdin.read)
     headers = {"Authorization": f"Bearer {VIEWER}"}
     other: list[float] = []
     async with aiohttp.ClientSession(base) as session:
+        async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
+            await response.read()
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+        stopped = loop.run_in_executor(None, sys.stdin.read)
 
         async def one(due: float) -> None:
             async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
@@ -354,7 +358,6 @@ def main() -> None:
         smtp_server(args.smtp)
         return
     if args.other:
-        print("ready", flush=True)
         print(json.dumps(asyncio.run(other_caller(args.other[0], float(args.other[1])))))
         return
     if args.load:
