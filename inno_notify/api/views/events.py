@@ -11,7 +11,9 @@ definitions), so what it can do with this endpoint is bounded (issue 29, docs/ha
 - its scope (`api.tokens[].teams` / `recipients`), when it has one: 403 `out_of_scope` outside it;
 - `api.events` limits, counted in the store over all replicas: events accepted per token per
   minute, events per resolved recipient per hour; over one, 429 `rate_limited` with Retry-After,
-  and nothing is queued;
+  and nothing is queued. What this replica already knows the store would refuse it refuses
+  without the database (api/throttle.py), and at most app.EVENT_WRITERS_LIMIT posts go past that
+  at once, so that a flood of posts never takes every pooled connection from other requests;
 - keys are the token's own: the event and its outbox rows are written in one transaction under a
   unique (token name, key), so the same token and key again writes nothing and answers with the
   first event (`duplicate: true`), a retried task cannot send twice, the same key with another
