@@ -7,14 +7,17 @@ the real app (``create_api_store`` + ``create_app`` with the default ``api.event
 real dispatcher with the real e-mail channel (aiosmtpd on loopback, the tests' fake_smtp), over
 Postgres (its own database, dropped at the end). Meanwhile another caller, a viewer, asks
 ``GET /api/v1/jobs`` at ``--other-rate`` per second on a fixed schedule (open loop: a request's
-latency counts from when it was due). The load runs in a child process so that its CPU is not the
-server's. Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after
-``--seconds`` (90) even if not all events were posted (``posted=`` says how many were).
+latency counts from when it was due). The flood, the other caller and the SMTP server each run in
+a child process of their own, so that none's CPU (nor, for the SMTP server's thread, its hold on
+the interpreter) is the service's, and the other caller's latencies are not the flood's client's.
+Everything talks to 127.0.0.1 only, and the run stops by itself: posting ends after ``--seconds``
+(90) even if not all events were posted (``posted=`` says how many were).
 
 Prints ``name=value`` lines: ``accepted=`` (202, new), ``limited=`` (429), ``messages_sent=``
 (e-mails the SMTP server received), ``max_messages_per_recipient_hour=`` (the most any one person
-received within an hour; never above ``per_recipient_per_hour``), ``other_p99_ms=`` (target ≤ 50)
-and the load average before and after.
+received within an hour; never above ``per_recipient_per_hour``), ``other_p99_ms=`` (target ≤ 50),
+``service_cpu_s=`` (CPU the service's process used while posting ran) and the load average before
+and after.
 
     .venv/bin/python bench/events.py [--events 10000 --tokens 5 --recipients 50 --group-wait 2]
 """
@@ -71,11 +74,11 @@ def person(i: int) -> str:
 
 
 async def load(spec: dict[str, Any]) -> dict[str, Any]:
+    """The flood (once stdin says "start"): `concurrency` posters, each posting its share of the
+    events one after another."""
     base, events, tokens, people = spec["base"], spec["events"], spec["tokens"], spec["recipients"]
     statuses: dict[int, int] = {}
-    other: list[float] = []
-    done = asyncio.Event()
-    connector = aiohttp.TCPConnector(limit=spec["concurrency"] + 16)
+    connector = aiohttp.TCPConnector(limit=spec["concurrency"])
     async with aiohttp.ClientSession(base, connector=connector) as session:
 
         async def post(i: int) -> None:
@@ -92,55 +95,110 @@ async def load(spec: dict[str, Any]) -> dict[str, Any]:
                     return  # out of time: report what was posted
                 await post(i)
 
-        async def other_caller() -> None:
-            headers = {"Authorization": f"Bearer {VIEWER}"}
-            start = time.perf_counter()
-            pending: list[asyncio.Task[None]] = []
-
-            async def one(due: float) -> None:
-                async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
-                    await response.read()
-                    assert response.status == 200, response.status
-                other.append((time.perf_counter() - due) * 1000)
-
-            i = 0
-            while not done.is_set():
-                due = start + i / spec["other_rate"]
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                pending.append(asyncio.create_task(one(due)))
-                i += 1
-            await asyncio.gather(*pending)
-
         started = time.perf_counter()
         stop_at = started + spec["seconds"]
-        watcher = asyncio.create_task(other_caller())
         await asyncio.gather(*(poster(c) for c in range(spec["concurrency"])))
         seconds = time.perf_counter() - started
-        done.set()
-        await watcher
+    return {"posted": sum(statuses.values()), "statuses": statuses, "seconds": seconds}
+
+
+async def other_caller(base: str, rate: float) -> dict[str, Any]:
+    """The other caller, a process of its own as another client would be (its latencies are not the
+    flood's client's): from a line "start" on stdin until stdin closes, GET /api/v1/jobs at `rate`
+    per second on a fixed schedule, each latency counted from when the request was due. Its
+    connection is opened before, as a caller that has been there a while has one."""
+    loop = asyncio.get_running_loop()
+    headers = {"Authorization": f"Bearer {VIEWER}"}
+    other: list[float] = []
+    async with aiohttp.ClientSession(base) as session:
+        async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
+            await response.read()
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+        stopped = loop.run_in_executor(None, sys.stdin.read)
+
+        async def one(due: float) -> None:
+            async with session.get("/api/v1/jobs?limit=50", headers=headers) as response:
+                await response.read()
+                assert response.status == 200, response.status
+            other.append((time.perf_counter() - due) * 1000)
+
+        start = time.perf_counter()
+        pending: list[asyncio.Task[None]] = []
+        i = 0
+        while not stopped.done():
+            due = start + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.append(asyncio.create_task(one(due)))
+            i += 1
+        await asyncio.gather(*pending)
     other.sort()
     return {
-        "posted": sum(statuses.values()),
-        "statuses": statuses,
-        "seconds": seconds,
         "other_n": len(other),
         "other_p50": statistics.median(other),
         "other_p99": other[max(0, int(len(other) * 0.99) - 1)],
     }
 
 
-def run_load(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, __file__, "--load", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=timeout,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
+def run_load(spec: dict[str, Any], other: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """The flood and the other caller, started together; the other caller stops when the flood ends."""
+    flood = start_child("--load", json.dumps(spec))
+    try:
+        for child in (flood, other):
+            assert child.stdin is not None
+            child.stdin.write("start\n")
+            child.stdin.flush()
+        flooded, _ = flood.communicate("", timeout)
+        measured, _ = other.communicate("", 30)
+    finally:
+        if flood.returncode is None:
+            flood.kill()
+            flood.wait()
+    result: dict[str, Any] = json.loads(flooded)
+    result.update(json.loads(measured))
     return result
+
+
+# --- the SMTP server (child process) --------------------------------------------------------------
+
+
+def smtp_server(port: int) -> None:
+    """Serves SMTP on `port` until its stdin closes, then prints {address: [arrival times]}."""
+    from aiosmtpd.controller import Controller
+
+    smtp = fake_smtp.RecordingHandler()
+    arrived: dict[str, list[float]] = {}
+    handle_data = smtp.handle_DATA
+
+    async def recording(server: Any, session: Any, envelope: Any) -> str:
+        for address in envelope.rcpt_tos:
+            arrived.setdefault(address.lower(), []).append(time.monotonic())  # CLOCK_MONOTONIC: one per host
+        return await handle_data(server, session, envelope)
+
+    smtp.handle_DATA = recording  # type: ignore[method-assign]
+    controller = Controller(smtp, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        print("ready", flush=True)
+        sys.stdin.read()
+    finally:
+        controller.stop()
+    print(json.dumps({"messages": len(smtp.received), "arrived": arrived}), flush=True)
+
+
+def start_child(*args: str) -> subprocess.Popen[str]:
+    """This script as a child process with `args`, once it printed "ready"; it stops when its
+    stdin closes and prints its result."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise RuntimeError(f"{args[0]}: did not start")
+    return child
 
 
 # --- the service side ------------------------------------------------------------------------------
@@ -173,21 +231,9 @@ async def bench(args: argparse.Namespace) -> None:
     name = f"inno_bench_events_{uuid.uuid4().hex[:8]}"
     await admin(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    smtp = fake_smtp.RecordingHandler()
-    arrived: dict[str, list[float]] = {}
-    handle_data = smtp.handle_DATA
-
-    async def recording(server: Any, session: Any, envelope: Any) -> str:
-        for address in envelope.rcpt_tos:
-            arrived.setdefault(address.lower(), []).append(time.monotonic())
-        return await handle_data(server, session, envelope)
-
-    smtp.handle_DATA = recording  # type: ignore[method-assign]
-    from aiosmtpd.controller import Controller
-
     smtp_port = fake_smtp.free_port()
-    controller = Controller(smtp, hostname="127.0.0.1", port=smtp_port)
-    controller.start()
+    smtp = await asyncio.to_thread(start_child, "--smtp", str(smtp_port))
+    other: subprocess.Popen[str] | None = None
     service = Store.from_url(url)
     api_store = None
     runner = None
@@ -238,10 +284,12 @@ async def bench(args: argparse.Namespace) -> None:
             "tokens": args.tokens,
             "recipients": args.recipients,
             "concurrency": args.concurrency,
-            "other_rate": args.other_rate,
             "seconds": args.seconds,
         }
-        result = await asyncio.to_thread(run_load, spec, args.seconds + 60)
+        other = await asyncio.to_thread(start_child, "--other", base, str(args.other_rate))
+        cpu_before = time.process_time()
+        result = await asyncio.to_thread(run_load, spec, other, args.seconds + 60)
+        cpu_used = time.process_time() - cpu_before
         print(f"load_after={load_average()}", flush=True)
         # Let the last group wait pass and the dispatcher send what is due.
         deadline = time.monotonic() + args.group_wait + 30
@@ -254,6 +302,9 @@ async def bench(args: argparse.Namespace) -> None:
         await dispatching
         dispatching = None
         await email.aclose()
+        captured, _ = await asyncio.to_thread(smtp.communicate, "", 30)
+        received = json.loads(captured)
+        arrived: dict[str, list[float]] = received["arrived"]
         statuses = result["statuses"]
         print(f"events={args.events}")
         print(f"posted={result['posted']}")
@@ -265,14 +316,15 @@ async def bench(args: argparse.Namespace) -> None:
         # JSON keys: the statuses came back from the load process as strings.
         print(f"accepted={statuses.get('202', 0)}")
         print(f"limited={statuses.get('429', 0)}")
-        print(f"messages_sent={len(smtp.received)}")
+        print(f"messages_sent={received['messages']}")
         print(f"per_recipient_per_hour={limits.per_recipient_per_hour}")
         print(
             f"max_messages_per_recipient_hour={max((per_hour_peak(t) for t in arrived.values()), default=0)}"
         )
         print(f"other_requests={result['other_n']}")
         print(f"other_p50_ms={result['other_p50']:.1f}")
-        print(f"other_p99_ms={result['other_p99']:.1f}", flush=True)
+        print(f"other_p99_ms={result['other_p99']:.1f}")
+        print(f"service_cpu_s={cpu_used:.1f}", flush=True)
     finally:
         stop.set()
         if dispatching is not None:
@@ -282,7 +334,10 @@ async def bench(args: argparse.Namespace) -> None:
         if api_store is not None:
             await api_store.close()
         await service.close()
-        controller.stop()
+        for child in (smtp, other):
+            if child is not None and child.returncode is None:
+                child.kill()
+                child.wait()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -296,8 +351,18 @@ def main() -> None:
     parser.add_argument("--group-wait", type=float, default=2.0, help="notify.group_wait_seconds")
     parser.add_argument("--seconds", type=float, default=90.0, help="posting stops after this (s)")
     parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--smtp", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--other", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smtp:
+        smtp_server(args.smtp)
+        return
+    if args.other:
+        print(json.dumps(asyncio.run(other_caller(args.other[0], float(args.other[1])))))
+        return
     if args.load:
+        print("ready", flush=True)
+        sys.stdin.readline()
         print(json.dumps(asyncio.run(load(json.loads(args.load)))))
         return
     asyncio.run(bench(args))

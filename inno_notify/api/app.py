@@ -20,7 +20,8 @@ from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store, create_engine
-from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS
+from inno_notify.adapters.db.directory_cache import CachedDirectory
+from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, POSTGRES_POOL_SIZE
 from inno_notify.adapters.db.pipeline_events import EventLimits
 from inno_notify.api import keys, openapi, routes
 from inno_notify.api.auth import ApiConfigError, SignedPages, TokenTable, auth_middleware
@@ -43,6 +44,10 @@ DIGEST_FRESH_SECONDS = 60.0
 DIGEST_MAX_STALE_SECONDS = 300.0
 DIGEST_MAX_KEYS = 128
 DIGEST_MAX_INFLIGHT = 4
+# Pipeline messages past the cheap refusals that may use the database at once (each holds a pooled
+# connection through a locked write): a flood of posts queues here, in memory, and every other
+# request still finds a free connection in the pool (docs/hardening.md).
+EVENT_WRITERS_LIMIT = max(1, POSTGRES_POOL_SIZE // 2)
 
 
 def _utc_now() -> datetime:
@@ -165,6 +170,8 @@ def create_app(
         per_token=settings.events.per_token_per_minute, per_recipient=settings.events.per_recipient_per_hour
     )
     app[keys.RECENT_EVENTS] = RecentAccepts()
+    app[keys.DIRECTORY] = CachedDirectory(store.directory)
+    app[keys.EVENT_WRITERS] = asyncio.Semaphore(EVENT_WRITERS_LIMIT)
     if telemetry is not None:
         app[keys.TELEMETRY] = telemetry
         app.middlewares.insert(0, _timing_middleware(telemetry, monotonic))

@@ -11,6 +11,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.directory_cache import CachedDirectory
 from inno_notify.adapters.db.pipeline_events import EventLimits
 from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
@@ -64,4 +65,8 @@ USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)
 EVENT_LIMITS = web.AppKey("event_limits", EventLimits)
 RECENT_EVENTS = web.AppKey("recent_events", RecentAccepts)
+# The directory pipeline messages are routed through, read through its version (directory_cache).
+DIRECTORY = web.AppKey("directory", CachedDirectory)
+# Event posts past the cheap refusals, at most this many at once (EVENT_WRITERS_LIMIT in app.py).
+EVENT_WRITERS = web.AppKey("event_writers", asyncio.Semaphore)
 TELEGRAM_WEBHOOK = web.AppKey("telegram_webhook", TelegramWebhook)

@@ -1,11 +1,9 @@
 """Plans a finished job's notifications from the directory held in the store.
 
-The routing rules are pure (domain.routing); this keeps the directory they need at hand — users and
-teams read from the store, read again whenever the store's directory version has moved (every
-write of a user, team or preference moves it in the same transaction, on any replica: a link,
-relink, mute, stop or an edit through the API applies to the very next message planned, issue
-29) — and logs each skipped channel once instead of once per job. The version is one primary-key
-read per use; the whole directory is read only when it changed.
+The routing rules are pure (domain.routing); this keeps the directory they need at hand (read
+through the store's directory version, adapters.db.directory_cache: a link, relink, mute, stop or
+an edit through the API applies to the very next message planned, issue 29) and logs each skipped
+channel once instead of once per job.
 
 What it logs comes partly from annotations anyone can write (an owner of any length, with any
 characters): values are logged with repr, cut to a few hundred characters, and the set of what
@@ -21,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection
 from datetime import datetime
 
+from inno_notify.adapters.db.directory_cache import CachedDirectory
 from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, Team
 from inno_notify.domain.routing import plan_summary
@@ -54,30 +53,21 @@ class DirectoryPlanner:
         self.group_wait_seconds = group_wait_seconds
         self.clock = clock
         self.allowed_email_domains = tuple(allowed_email_domains)
-        self._users: dict[str, DirectoryUser] = {}
-        self._teams: dict[str, Team] = {}
-        self._version: str | None = None
-        self.loads = 0  # whole reads of the directory (tests read it)
+        self._directory = CachedDirectory(store.directory)
         self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._logged_limit = max(1, logged_once_limit)
 
-    async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-        # The version is read before the directory: a change that commits in between is in what is
-        # read and moves the version past the one kept, so it costs one more read, never a stale one.
-        version = await self.store.directory.version()
-        if version != self._version:
-            self._users = {u.email.lower(): u for u in await self.store.directory.list_users()}
-            self._teams = {t.name: t for t in await self.store.directory.list_teams()}
-            self._version = version
-            self.loads += 1
-        return self._users, self._teams
+    @property
+    def loads(self) -> int:
+        """Whole reads of the directory (tests read it)."""
+        return self._directory.loads
 
     async def directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
         """The users (by lower-case e-mail) and teams (by name) as they stand in the store now."""
-        return await self._directory()
+        return await self._directory.current()
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
-        users, teams = await self._directory()
+        users, teams = await self._directory.current()
         plan = plan_summary(
             job,
             users,

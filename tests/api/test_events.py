@@ -6,17 +6,22 @@ may do this and nothing else, within its scope (403) and the limits per token an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
+from sqlalchemy import event
 
 from inno_notify.adapters.channels.base import MailMessage, Recipient, RenderedMessage
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
-from inno_notify.api import openapi
+from inno_notify.adapters.db.engine import POSTGRES_POOL_SIZE
+from inno_notify.api import keys, openapi
+from inno_notify.api.app import EVENT_WRITERS_LIMIT
 from inno_notify.api.keys import EventRouting
 from inno_notify.api.params import MAX_BODY
 from inno_notify.domain.messages import decode_pipeline
@@ -405,3 +410,92 @@ async def test_events_to_one_recipient_within_the_group_wait_are_one_message(sto
         "step 2",
     ]
     assert "Posted by pipeline ci, alice-only through inno-notify." in alice.text
+
+
+# --- a cheap post (issue 29's bench): refusals known to the replica, the directory by version, -------
+# --- a bounded number of posts at the database --------------------------------------------------
+
+
+@contextlib.contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    """The SQL statements `store` runs inside the block."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+
+
+async def test_a_recipient_the_store_refused_is_refused_again_without_the_database(store: Store) -> None:
+    """Once the store said alice is over her hourly limit, the replica answers the same 429 (Retry-After
+    counted down) without a statement until the instant the store named; then the store decides again."""
+    await directory(store)
+    now = [NOW]
+    async with serve_api(store, settings=bounded(per_recipient=1), clock=lambda: now[0]) as api:
+        assert (await post(api, CI_TOKEN, {"to": "alice@example.com", "title": "one"}))[0] == 202
+        now[0] = NOW + timedelta(minutes=10)
+        status, _, headers = await post(api, ALICE_TOKEN, {"to": "Alice@example.com", "title": "two"})
+        assert (status, headers["Retry-After"]) == (429, str(50 * 60))
+        now[0] = NOW + timedelta(minutes=20)
+        with statements(store) as seen:
+            status, again, headers = await post(api, CI_TOKEN, {"to": "alice@example.com", "title": "three"})
+        assert (status, again["error"]["code"], headers["Retry-After"]) == (429, "rate_limited", str(40 * 60))
+        assert "alice@example.com has been sent 1 events in the last hour" in again["error"]["message"]
+        assert seen == []
+        # Others are not held back; past the hour the store decides again, and lets her through.
+        assert (await post(api, CI_TOKEN, {"to": "lead@example.com", "title": "lead"}))[0] == 202
+        now[0] = NOW + timedelta(hours=1, seconds=1)
+        assert (await post(api, CI_TOKEN, {"to": "alice@example.com", "title": "four"}))[0] == 202
+    assert await outbox_rows(store) == [
+        ("alice@example.com", "four"),
+        ("alice@example.com", "one"),
+        ("lead@example.com", "lead"),
+    ]
+
+
+async def test_posts_read_the_directory_whole_only_when_it_changed(store: Store) -> None:
+    """Each post asks the directory version; the directory itself is read again only after a
+    change, and the change applies to the very next post (nlp loses its Slack channel: its lead)."""
+    await directory(store)
+    routing = EventRouting(frozenset({"email", "slack"}))
+    async with serve_api(store, settings=bounded(), event_routing=routing) as api:
+        cached = api.app[keys.DIRECTORY]
+        for i in range(3):
+            status, receipt, _ = await post(api, CI_TOKEN, {"team": "nlp", "title": f"t{i}"})
+            assert (status, receipt["recipients"]) == (202, [{"recipient": "#nlp-gpu", "channel": "slack"}])
+        assert cached.loads == 1
+        await store.directory.replace_teams([Team("nlp", leads=("lead@example.com",))])
+        status, receipt, _ = await post(api, CI_TOKEN, {"team": "nlp", "title": "after"})
+        assert (status, receipt["recipients"]) == (
+            202,
+            [{"recipient": "lead@example.com", "channel": "email"}],
+        )
+        assert cached.loads == 2
+
+
+async def test_refusals_and_readers_do_not_wait_for_the_event_writers(store: Store) -> None:
+    """With every event writer's place taken (a flood of posts at the database), a token over its
+    limit is still refused at once and a reader still gets its page; a post that needs the
+    database goes through once a place is free."""
+    await directory(store)
+    async with serve_api(store, settings=bounded(per_token=1)) as api:
+        assert (await post(api, CI_TOKEN, {"to": "alice@example.com", "title": "one"}))[0] == 202
+        writers = api.app[keys.EVENT_WRITERS]
+        for _ in range(EVENT_WRITERS_LIMIT):
+            await writers.acquire()
+        assert writers.locked()
+        waiting = asyncio.create_task(post(api, ALICE_TOKEN, {"to": "alice@example.com", "title": "a"}))
+        status, answer, _ = await asyncio.wait_for(
+            post(api, CI_TOKEN, {"to": "lead@example.com", "title": "x"}), 10
+        )
+        assert (status, answer["error"]["code"]) == (429, "rate_limited")
+        assert (await asyncio.wait_for(api.call("GET", "/api/v1/jobs", "viewer"), 10))[0] == 200
+        for _ in range(EVENT_WRITERS_LIMIT):
+            writers.release()
+        assert (await asyncio.wait_for(waiting, 10))[0] == 202
+    assert EVENT_WRITERS_LIMIT < POSTGRES_POOL_SIZE

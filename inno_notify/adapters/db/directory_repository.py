@@ -38,6 +38,11 @@ class DirectoryRepository(Repository):
         async with self.read() as conn:
             return await directory.list_users(conn)
 
+    async def snapshot(self) -> tuple[list[DirectoryUser], list[Team]]:
+        """Every user (their own preferences applied) and every team, in one connection."""
+        async with self.read() as conn:
+            return await directory.list_users(conn), await directory.list_teams(conn)
+
     async def version(self) -> str:
         """The directory version: it changes with every write of a user, team or preference, on
         any replica (a primary-key read, cheap enough to ask before each use of a cache)."""

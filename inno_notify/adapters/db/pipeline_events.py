@@ -52,13 +52,15 @@ class EventLimits:
 @dataclass(frozen=True, slots=True)
 class EventLimited:
     """Refused, over a limit: `limit` is "token" or "recipient", `subject` the token's name or the
-    recipient, `retry_after` the whole seconds until the oldest counted event leaves the window."""
+    recipient, `until` when the oldest counted event leaves the window, `retry_after` the whole
+    seconds until then."""
 
     limit: str
     subject: str
     count: int
     allowed: int
     window: timedelta
+    until: datetime
     retry_after: int
 
 
@@ -93,49 +95,67 @@ def _earlier(found: tuple[EventRecord, str | None], fingerprint: str) -> EventRe
 
 
 async def _serialize(conn: AsyncConnection, names: Sequence[str]) -> None:
-    """Holds, until the transaction ends, a lock per name, taken in sorted order (no deadlock)."""
+    """Holds, until the transaction ends, a lock per name, taken in sorted order (no deadlock), in
+    one statement: the function scan of the array yields its elements in order."""
     if conn.dialect.name != "postgresql":
         return  # SQLite: the write transaction already holds the only write lock
-    for name in sorted(set(names)):
-        await conn.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
-            {"name": f"inno-notify/events/{name}"},
-        )
+    await conn.execute(
+        sa.text(
+            "SELECT pg_advisory_xact_lock(hashtextextended(name, 0))"
+            " FROM unnest(CAST(:names AS text[])) WITH ORDINALITY AS locks(name, position)"
+            " ORDER BY position"
+        ),
+        {"names": [f"inno-notify/events/{name}" for name in sorted(set(names))]},
+    )
 
 
-def _retry_after(oldest: datetime, window: timedelta, at: datetime) -> int:
-    return max(1, math.ceil((oldest + window - at).total_seconds()))
+def limited(
+    limit: str, subject: str, count: int, allowed: int, window: timedelta, oldest: datetime, at: datetime
+) -> EventLimited:
+    """The refusal of `subject`, whose oldest counted event (at `oldest`) leaves `window` later."""
+    until = oldest + window
+    retry = max(1, math.ceil((until - at).total_seconds()))
+    return EventLimited(limit, subject, count, allowed, window, until, retry)
 
 
 async def _over_limits(
     conn: AsyncConnection, sender: str, recipients: Sequence[str], at: datetime, limits: EventLimits
 ) -> EventLimited | None:
-    since = at - limits.per_token_window
-    count, oldest = (
-        await conn.execute(
-            sa.select(sa.func.count(), sa.func.min(pipeline_events.c.created_at)).where(
-                pipeline_events.c.sender == sender, pipeline_events.c.created_at > since
+    """The first limit the event would break, counted in one statement: the token's events of its
+    window and each recipient's of theirs (indexes on (sender, created_at), (recipient, created_at))."""
+    events, table = pipeline_events, pipeline_event_recipients
+    per_token = sa.select(
+        sa.literal("token", sa.String()),
+        sa.literal(sender, sa.String()),
+        sa.func.count(),
+        sa.func.min(events.c.created_at),
+    ).where(events.c.sender == sender, events.c.created_at > at - limits.per_token_window)
+    if recipients:
+        per_recipient = (
+            sa.select(
+                sa.literal("recipient", sa.String()),
+                table.c.recipient,
+                sa.func.count(),
+                sa.func.min(table.c.created_at),
             )
+            .where(
+                table.c.recipient.in_(sorted(set(recipients))),
+                table.c.created_at > at - limits.per_recipient_window,
+            )
+            .group_by(table.c.recipient)
         )
-    ).one()
-    if count >= limits.per_token and oldest is not None:
-        retry = _retry_after(oldest, limits.per_token_window, at)
-        return EventLimited("token", sender, count, limits.per_token, limits.per_token_window, retry)
-    if not recipients:
-        return None
-    since = at - limits.per_recipient_window
-    table = pipeline_event_recipients
-    rows = await conn.execute(
-        sa.select(table.c.recipient, sa.func.count(), sa.func.min(table.c.created_at))
-        .where(table.c.recipient.in_(sorted(set(recipients))), table.c.created_at > since)
-        .group_by(table.c.recipient)
-        .order_by(table.c.recipient)
-    )
-    for recipient, count, oldest in rows:
-        if count >= limits.per_recipient:
-            retry = _retry_after(oldest, limits.per_recipient_window, at)
-            window = limits.per_recipient_window
-            return EventLimited("recipient", recipient, count, limits.per_recipient, window, retry)
+        query: sa.Executable = sa.union_all(per_token, per_recipient)
+    else:
+        query = per_token
+    rows = await conn.execute(query)
+    counts = {(kind, subject): (int(count), oldest) for kind, subject, count, oldest in rows}
+    # Stated in a fixed order (the token first, then recipients by name), whatever the rows' order.
+    for kind, subject in [("token", sender), *(("recipient", r) for r in sorted(set(recipients)))]:
+        count, oldest = counts.get((kind, subject), (0, None))
+        allowed = limits.per_token if kind == "token" else limits.per_recipient
+        if count >= allowed and oldest is not None:
+            window = limits.per_token_window if kind == "token" else limits.per_recipient_window
+            return limited(kind, subject, count, allowed, window, oldest, at)
     return None
 
 
@@ -148,15 +168,20 @@ async def record_event(
     notifications: Sequence[Notification],
     at: datetime,
     limits: EventLimits,
+    *,
+    fresh_key: bool = False,
 ) -> EventOutcome:
     """Records the event and enqueues its rows, unless `sender` posted `key` before (that event,
     `created` False; with another body KeyReused) or a limit says no (EventLimited): then nothing
-    is written. Each distinct recipient of `notifications` (lower-cased) counts once."""
+    is written. Each distinct recipient of `notifications` (lower-cased) counts once.
+    `fresh_key`: the key was made up for this post (a random one), so no earlier event is looked
+    for before the limits (the insert still refuses a taken key)."""
     recipients = sorted({n.recipient.strip().lower() for n in notifications})
     await _serialize(conn, [f"token/{sender}", *(f"recipient/{r}" for r in recipients)])
-    found = await find_event(conn, sender, key)
-    if found is not None:
-        return _earlier(found, fingerprint)
+    if not fresh_key:
+        found = await find_event(conn, sender, key)
+        if found is not None:
+            return _earlier(found, fingerprint)
     limited = await _over_limits(conn, sender, recipients, at, limits)
     if limited is not None:
         return limited
@@ -199,7 +224,11 @@ class EventRepository(Repository):
         notifications: Sequence[Notification],
         at: datetime,
         limits: EventLimits,
+        *,
+        fresh_key: bool = False,
     ) -> EventOutcome:
         """A pipeline event and its outbox rows, once per (sender, key), within `limits`."""
         async with self._write() as conn:
-            return await record_event(conn, sender, key, fingerprint, title, notifications, at, limits)
+            return await record_event(
+                conn, sender, key, fingerprint, title, notifications, at, limits, fresh_key=fresh_key
+            )

@@ -11,7 +11,9 @@ definitions), so what it can do with this endpoint is bounded (issue 29, docs/ha
 - its scope (`api.tokens[].teams` / `recipients`), when it has one: 403 `out_of_scope` outside it;
 - `api.events` limits, counted in the store over all replicas: events accepted per token per
   minute, events per resolved recipient per hour; over one, 429 `rate_limited` with Retry-After,
-  and nothing is queued;
+  and nothing is queued. What this replica already knows the store would refuse it refuses
+  without the database (api/throttle.py), and at most app.EVENT_WRITERS_LIMIT posts go past that
+  at once, so that a flood of posts never takes every pooled connection from other requests;
 - keys are the token's own: the event and its outbox rows are written in one transaction under a
   unique (token name, key), so the same token and key again writes nothing and answers with the
   first event (`duplicate: true`), a retried task cannot send twice, the same key with another
@@ -29,19 +31,26 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 from urllib.parse import quote
 
 import orjson
 from aiohttp import web
 
-from inno_notify.adapters.db.pipeline_events import EventLimited, EventRecord, KeyReused
+from inno_notify.adapters.db.pipeline_events import (
+    EventLimited,
+    EventLimits,
+    EventRecord,
+    KeyReused,
+    limited,
+)
 from inno_notify.api import keys, serialize
 from inno_notify.api.auth import PRINCIPAL
 from inno_notify.api.errors import ApiError, bad_request
 from inno_notify.api.params import Body
 from inno_notify.api.resources import EventBody
+from inno_notify.api.throttle import RecentAccepts
 from inno_notify.api.views.respond import json
 from inno_notify.domain.addresses import is_single_address
 from inno_notify.domain.links import link
@@ -109,6 +118,20 @@ def _answer(earlier: EventRecord | KeyReused) -> web.Response:
     return json(serialize.event_receipt(earlier, duplicate=True), status=202)
 
 
+def _held(recent: RecentAccepts, name: str, to: str | None, now: datetime, limits: EventLimits) -> None:
+    """Refuses at once (429) what this replica knows the store would refuse (api/throttle.py): the
+    token over its limit, or the one recipient a `to` routes to (always that address, lower-case)."""
+    oldest = recent.oldest(name, now, limits.per_token, limits.per_token_window)
+    if oldest is not None:
+        allowed, window = limits.per_token, limits.per_token_window
+        raise _limited(limited("token", name, allowed, allowed, window, oldest, now))
+    held = recent.held("token", name, now)
+    if held is None and to is not None:
+        held = recent.held("recipient", to.strip().lower(), now)
+    if held is not None:
+        raise _limited(held)
+
+
 async def post_event(request: web.Request, given: EventPost) -> web.Response:
     """Routes and enqueues a pipeline's message, once per token and key, within the token's scope
     and the limits: 202 {id, key, recipients, duplicate}."""
@@ -120,49 +143,62 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
     refusal = principal.refuses(body.to, body.team)
     if refusal is not None:
         raise ApiError(403, "out_of_scope", refusal)
-    store = request.app[keys.STORE]
-    limits = request.app[keys.EVENT_LIMITS]
-    recent = request.app[keys.RECENT_EVENTS]
-    now = request.app[keys.CLOCK]()
+    app = request.app
+    store = app[keys.STORE]
+    limits = app[keys.EVENT_LIMITS]
+    recent = app[keys.RECENT_EVENTS]
+    clock = app[keys.CLOCK]
     fingerprint = _fingerprint(body, links)
-    if body.key is not None:
-        earlier = await store.events.get_event(principal.name, body.key, fingerprint)
-        if earlier is not None:
-            return _answer(earlier)
-    wait = recent.wait(principal.name, now, limits.per_token, limits.per_token_window)
-    if wait is not None:
-        window = limits.per_token_window
-        raise _limited(
-            EventLimited("token", principal.name, limits.per_token, limits.per_token, window, wait)
+    if body.key is None:
+        # A keyless post is a new message: over a limit this replica knows of, refused before it
+        # waits for a writer's place or reads anything (a keyed one may be a retry, answered first).
+        _held(recent, principal.name, body.to, clock(), limits)
+    async with app[keys.EVENT_WRITERS]:
+        now = clock()
+        if body.key is not None:
+            earlier = await store.events.get_event(principal.name, body.key, fingerprint)
+            if earlier is not None:
+                return _answer(earlier)
+        _held(recent, principal.name, body.to, now, limits)
+        key = body.key or f"anonymous-{secrets.token_hex(16)}"
+        routing = app[keys.EVENT_ROUTING]
+        users, teams = await app[keys.DIRECTORY].current()
+        message = PipelineMessage(
+            key=key, title=body.title, text=body.text, links=links, sender=principal.name, created_at=now
         )
-    key = body.key or f"anonymous-{secrets.token_hex(16)}"
-    routing = request.app[keys.EVENT_ROUTING]
-    users = {u.email.lower(): u for u in await store.directory.list_users()}
-    teams = {t.name: t for t in await store.directory.list_teams()}
-    message = PipelineMessage(
-        key=key, title=body.title, text=body.text, links=links, sender=principal.name, created_at=now
-    )
-    plan = plan_event(
-        body.to,
-        body.team,
-        # The token's name is part of the outbox key, as it is of the event's (quoted: no "/").
-        f"event/{quote(principal.name, safe='')}/{key}",
-        {MESSAGE_KEY: encode_pipeline(message)},
-        users,
-        teams,
-        routing.channels,
-        now,
-        routing.allowed_email_domains,
-        group_wait_seconds=routing.group_wait_seconds,
-    )
-    if not plan.notifications:
-        reasons = [plan.silent_reason] if plan.silent_reason else []
-        reasons += [f"{s.channel} for {s.recipient}: {s.reason}" for s in plan.skipped]
-        raise ApiError(422, "no_recipients", "nobody to send to: " + "; ".join(reasons or ["no channel"]))
-    outcome = await store.events.record_event(
-        principal.name, key, fingerprint, body.title, plan.notifications, now, limits
-    )
+        plan = plan_event(
+            body.to,
+            body.team,
+            # The token's name is part of the outbox key, as it is of the event's (quoted: no "/").
+            f"event/{quote(principal.name, safe='')}/{key}",
+            {MESSAGE_KEY: encode_pipeline(message)},
+            users,
+            teams,
+            routing.channels,
+            now,
+            routing.allowed_email_domains,
+            group_wait_seconds=routing.group_wait_seconds,
+        )
+        if not plan.notifications:
+            reasons = [plan.silent_reason] if plan.silent_reason else []
+            reasons += [f"{s.channel} for {s.recipient}: {s.reason}" for s in plan.skipped]
+            raise ApiError(422, "no_recipients", "nobody to send to: " + "; ".join(reasons or ["no channel"]))
+        for recipient in sorted({n.recipient.strip().lower() for n in plan.notifications}):
+            held = recent.held("recipient", recipient, now)
+            if held is not None:
+                raise _limited(held)
+        outcome = await store.events.record_event(
+            principal.name,
+            key,
+            fingerprint,
+            body.title,
+            plan.notifications,
+            now,
+            limits,
+            fresh_key=body.key is None,
+        )
     if isinstance(outcome, EventLimited):
+        recent.hold(outcome)
         raise _limited(outcome)
     if isinstance(outcome, KeyReused) or not outcome.created:
         return _answer(outcome)
