@@ -23,7 +23,9 @@ Then the stream stops and the outbox drains. Prints ``name=value`` lines:
 
 - ``jobs``, ``kills``, ``freezes``, ``faults`` (and ``fault_<kind>`` counts), ``hostile``;
 - ``lost``: summaries due (jobs not opted out) that no provider received;
-- ``duplicates``: summaries a provider received more than once (allowed: ≤ kills);
+- ``duplicates``: summaries a provider received more than once (allowed: ≤ kills; in ``--short``
+  mode, run by the test suite on machines of any load, ≤ the sends in flight at each kill or
+  freeze, which is what CONTRACT.md §6 guarantees);
 - ``opted_out_sent``: summaries received for opted-out jobs (must be 0);
 - ``missed_records``: jobs not stored with the terminal state they ended in (must be 0);
 - ``rejected``: outbox rows failed for good plus messages over a provider's length or format
@@ -536,7 +538,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"load_average_1m={os.getloadavg()[0]:.2f}")
         failures = {
             "lost": lost > 0,
-            "duplicates": duplicates > soak.kills,
+            "duplicates": duplicates > duplicates_allowed(soak),
             "opted_out_sent": opted_out_sent > 0,
             "missed_records": missed > 0,
             "rejected": rejected > 0,
@@ -563,6 +565,20 @@ async def run(args: argparse.Namespace) -> int:
         await sim.stop()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return exit_code
+
+
+# The dispatcher's sends at a provider at once (service.dispatcher): what one crash can repeat.
+SENDS_IN_FLIGHT = 16
+
+
+def duplicates_allowed(soak: Soak) -> int:
+    """The full soak holds duplicates to one per kill (a measured property, issue 21). The short
+    mode, which the test suite runs on machines of any load, holds them to what CONTRACT.md §6
+    guarantees: a duplicate only from a crash (a kill or a freeze) between a provider's acceptance
+    and the record, so at most the sends in flight at each one."""
+    if not soak.args.short:
+        return soak.kills
+    return (soak.kills + soak.freezes) * SENDS_IN_FLIGHT
 
 
 async def explain_lost(database: str, plans: list[Planned], lost: list[Recipient]) -> list[str]:
