@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from inno_notify.adapters.db.repository import IngestTransaction, Store, SummaryState, TerminalMark
-from inno_notify.domain.kinds import KINDS, Link, kind_spec
+from inno_notify.domain.kinds import KINDS, LINK_DEPTH, Link, kind_spec
 from inno_notify.domain.model import JobRecord, JobStatus, KueueInfo, PodRecord
 from inno_notify.domain.parsing import (
     ParseConfig,
@@ -507,7 +507,7 @@ class Ingestor:
         stored = await tx.runs_of(self.cfg.cluster, sorted(asked))
 
         def run_of(uid: str) -> str:
-            for _ in range(4):  # the links' depth (Pod → Job → JobSet), cycles end here
+            for _ in range(LINK_DEPTH):
                 parent = links.get(uid)
                 if parent is None:
                     return stored.get(uid, uid)

@@ -22,6 +22,7 @@ from inno_notify.adapters.db.sql import (
     upsert,
 )
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
+from inno_notify.domain.kinds import LINK_DEPTH
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
 
 _JOB_KEY = ("cluster", "uid")
@@ -142,10 +143,6 @@ async def job_uids_of_pods(conn: AsyncConnection, cluster: str, pod_uids: Sequen
     return found
 
 
-# Links lead from a pod's controller to its run in at most this many steps (Pod → Job → JobSet).
-_LINK_DEPTH = 4
-
-
 async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, str], now: datetime) -> None:
     """Records that each object (uid) belongs to the run `links[uid]` (domain.kinds.Link)."""
     if not links:
@@ -161,7 +158,7 @@ async def runs_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> d
     """uid -> the run it belongs to, for those of `uids` that are links (followed to the top)."""
     tops: dict[str, str] = {}
     frontier = {uid: uid for uid in dict.fromkeys(uids)}  # linked uid -> the uid asked about
-    for _ in range(_LINK_DEPTH):
+    for _ in range(LINK_DEPTH):
         if not frontier:
             break
         parents: dict[str, str] = {}

@@ -20,11 +20,12 @@ from .batch import parse_batch_job
 from .jobset import parse_jobset
 from .kubeflow import parse_mpijob, parse_pytorchjob
 from .ray import parse_raycluster, parse_rayjob
-from .spec import KindSpec, Link, Parser, owner_key
+from .spec import LINK_DEPTH, KindSpec, Link, Parser, owner_key
 
 __all__ = [
     "BATCH_JOB",
     "KINDS",
+    "LINK_DEPTH",
     "OPTIONAL_KINDS",
     "KindSpec",
     "Link",

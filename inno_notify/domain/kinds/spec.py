@@ -18,7 +18,11 @@ from ..model import JobRecord, WorkloadKind
 from ..parsing.config import ParseConfig
 from ..parsing.fields import JsonObject, SetAside
 
-__all__ = ["KindSpec", "Link", "Parser", "owner_key"]
+__all__ = ["LINK_DEPTH", "KindSpec", "Link", "Parser", "owner_key"]
+
+# Links lead from a pod's controller to its run in at most this many steps (Pod → Job → JobSet → a
+# run above it); a cycle of hand-written owner references ends there.
+LINK_DEPTH = 4
 
 
 @dataclass(frozen=True, slots=True)
