@@ -1,6 +1,13 @@
-"""Ingestion throughput and latency: Job+Pod watch events through the sim API server into Postgres.
+"""Ingestion throughput and latency: watch events of every kind through the sim API server into Postgres.
+
+The mix (unless `--jobs-only`): of every ten runs, eight are batch Jobs (six events each: the Job
+and its pod created, started, ended), one is a PyTorchJob of a Master and a Worker (the operator's
+writes: the run, its pods, their phases, its conditions) and one an Argo Workflow of two steps,
+one on a GPU (the Workflow's updates and its step pods) — every kind through the one pipeline
+(service.ingest with its workflow recorder), as `serve` runs it.
 
 Prints `name=value` lines:
+- events, mix: the events of the throughput run and what they were (jobs, training runs, workflows);
 - events_per_s: events through kubernetes-asyncio's HTTP watch, the batched pipeline, into Postgres,
   on one core: this process runs the watch and the pipeline, as `serve` does, and the simulated API
   server runs in a child process of its own (the real one is another machine), having built every
@@ -10,13 +17,13 @@ Prints `name=value` lines:
   event; unlike events_per_s it hardly moves with the machine's load; sim_cpu_us_per_event: the
   API server's, in its process;
 - p99_commit_ms / p50_commit_ms: event received by the service → its batch committed, at 200 events/s;
-- baseline_events_per_s: the same watch into a naive consumer (parse, read, merge, one commit per
-  event), run in the same process;
+- baseline_events_per_s: the same watch of batch Jobs only into a naive consumer (parse, read,
+  merge, one commit per event), run in the same process;
 - speedup: events_per_s / baseline_events_per_s;
-- ceiling_rows_per_s: the same run's events parsed beforehand into their job and pod records and
-  upserted in transactions of `batch_max` rows, nothing else on the clock (no watch, no parsing, no
-  reads or merging): what the database takes from this process; ceiling_rows = the rows written,
-  one per event;
+- ceiling_rows_per_s: the events of as many batch Jobs parsed beforehand into their job and pod
+  records and upserted in transactions of `batch_max` rows, nothing else on the clock (no watch,
+  no parsing, no reads or merging): what the database takes from this process; ceiling_rows =
+  the rows written, one per event;
 - ceiling_ratio: events_per_s / ceiling_rows_per_s;
 - loadavg: /proc/loadavg when the run ended (the machine may be shared: read figures beside it).
 
@@ -51,11 +58,15 @@ from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRep
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.kinds import OPTIONAL_KINDS
+from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
 from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.serving import ServingAnnouncer
+from inno_notify.service.workflows import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import JOBS, PODS, KubeStore
+from inno_notify.sim.kube_store import JOBS, PODS, TRAINING_CRDS, KubeStore
 from inno_notify.sim.objects import (
     JobSpec,
     job_object,
@@ -65,6 +76,8 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from inno_notify.sim.pipelines import Change, SimArgoWorkflow, SimAttempt, SimStep, apply_change, argo_changes
+from inno_notify.sim.training import pytorchjob_run, training_changes
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 # What the throughput run cost this process (the sim server, the watch and the pipeline together).
@@ -89,6 +102,46 @@ def lifecycle(i: int) -> list[tuple[Any, dict[str, Any], bool]]:
         (PODS, pod_terminated(running, end, 0), False),
         (JOBS, job_succeeded(job_started(job, start), end), False),
     ]
+
+
+def training_run(i: int) -> list[Change]:
+    """A PyTorchJob of a Master and a Worker, 4 GPUs each, an hour long."""
+    start = T0 + timedelta(seconds=i)
+    run = pytorchjob_run(
+        f"bench-pt-{i:06d}",
+        f"team-{i % 20}",
+        start=start,
+        workers=1,
+        seconds=3600,
+        clean_pod_policy="All",
+        owner="alice@example.com",
+    )
+    return training_changes(run)
+
+
+def workflow_run(i: int) -> list[Change]:
+    """An Argo Workflow of two steps, the second on a GPU."""
+    start = T0 + timedelta(seconds=i)
+    steps = (
+        SimStep("prepare", (SimAttempt(start + timedelta(seconds=5), 300),)),
+        SimStep("train", (SimAttempt(start + timedelta(seconds=310), 3000),), gpus=1),
+    )
+    return argo_changes(
+        SimArgoWorkflow(f"bench-wf-{i:06d}", f"team-{i % 20}", start, steps, "alice@example.com")
+    )
+
+
+def unit_changes(i: int, mix: bool) -> tuple[str, list[Change]]:
+    """The writes of run `i`: of every ten in the mix, one training run and one workflow."""
+    if mix and i % 10 == 3:
+        return "training", training_run(i)
+    if mix and i % 10 == 7:
+        return "workflows", workflow_run(i)
+    return "jobs", [Change(T0, rt, "create" if create else "update", obj) for rt, obj, create in lifecycle(i)]
+
+
+async def no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
+    return {}, {}
 
 
 class TimedIngestor(Ingestor):
@@ -159,40 +212,48 @@ async def fresh_database(admin_url: str, name: str) -> str:
 # --- the simulated API server, in a process of its own ---------------------------------------------
 
 
-def planned_writes(first: int, jobs: int) -> list[tuple[Any, dict[str, Any], bool]]:
-    return [w for i in range(first, first + jobs) for w in lifecycle(i)]
+def planned_writes(first: int, runs: int, mix: bool) -> list[Change]:
+    return [c for i in range(first, first + runs) for c in unit_changes(i, mix)[1]]
+
+
+def mix_of(first: int, runs: int, mix: bool) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for i in range(first, first + runs):
+        kind = unit_changes(i, mix)[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 async def sim_child(kubeconfig: Path) -> None:
     """Serves the simulated API server and writes into it when told, one command a line on stdin:
-    `prepare FIRST JOBS [RATE]` builds the writes of those jobs' lives (answered `prepared`), `go`
+    `prepare FIRST RUNS RATE MIX` builds the writes of those runs' lives (answered `prepared`), `go`
     writes them, as fast as the server takes them or RATE a second (answered `done EVENTS CPU_S`,
     CPU_S being this process's CPU time over the writes); an empty line stops it."""
-    sim = SimKubeServer(bookmark_interval=30)
+    sim = SimKubeServer(bookmark_interval=30, crds=("argo", *TRAINING_CRDS))
     await sim.start()
     sim.kubeconfig(kubeconfig)
     print("ready", flush=True)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    writes: list[tuple[Any, dict[str, Any], bool]] = []
+    writes: list[Change] = []
     rate = 0.0
     while words := (await reader.readline()).decode().split():
         if words[0] == "prepare":
-            writes = planned_writes(int(words[1]), int(words[2]))
-            rate = float(words[3]) if len(words) > 3 else 0.0
+            writes = planned_writes(int(words[1]), int(words[2]), words[4] == "mix")
+            rate = float(words[3])
             print("prepared", flush=True)
         elif words[0] == "go":
             cpu_started = time.process_time()
             began = time.perf_counter()
-            for n, (rt, obj, create) in enumerate(writes):
+            for n, change in enumerate(writes):
                 if rate:
                     delay = began + n / rate - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
                 elif n % 200 == 0:
                     await asyncio.sleep(0)  # let the server stream while it is written to
-                (sim.create if create else sim.update)(rt, obj)
+                apply_change(sim, change)
             print(f"done {len(writes)} {time.process_time() - cpu_started:.6f}", flush=True)
     await sim.stop()
 
@@ -232,8 +293,8 @@ class SimProcess:
         self.proc.stdin.write((" ".join(map(str, words)) + "\n").encode())
         await self.proc.stdin.drain()
 
-    async def prepare(self, first: int, jobs: int, rate: float = 0.0) -> None:
-        await self.tell("prepare", first, jobs, rate)
+    async def prepare(self, first: int, runs: int, rate: float = 0.0, mix: bool = True) -> None:
+        await self.tell("prepare", first, runs, rate, "mix" if mix else "jobs")
         await self.answer("prepared")
 
     async def written(self) -> tuple[int, float]:
@@ -246,10 +307,23 @@ class SimProcess:
         await asyncio.wait_for(self.proc.wait(), 30)
 
 
-async def watch_into(consumer: Any, kubeconfig: Path) -> tuple[ClusterWatcher, Any, asyncio.Task[None]]:
-    """Watches start from the lists' version: anything written after the lists reaches them."""
+async def watch_into(
+    consumer: Any, kubeconfig: Path, mix: bool = True
+) -> tuple[ClusterWatcher, Any, asyncio.Task[None]]:
+    """Watches start from the lists' version: anything written after the lists reaches them. In the
+    mix, Argo and the training operators are watched and the pipeline told which kinds are (as
+    `serve` does)."""
     api = await load_api_client(kubeconfig)
-    watcher = ClusterWatcher(api, consumer.on_event, consumer.on_relist, kueue=False, options=WatchOptions())
+    watcher = ClusterWatcher(
+        api,
+        consumer.on_event,
+        consumer.on_relist,
+        kueue=False,
+        argo=mix,
+        options=WatchOptions(),
+        workloads=[(spec, True) for spec in OPTIONAL_KINDS] if mix else (),
+        on_kinds=consumer.watch_kinds if mix else lambda _: None,
+    )
     task = asyncio.create_task(watcher.run())
     await watcher.wait_ready()
     return watcher, api, task
@@ -262,15 +336,24 @@ async def stop(api: Any, task: asyncio.Task[None]) -> None:
     await api.close()
 
 
-async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence) -> tuple[float, int]:
+def pipeline(store: Store, mix: bool) -> TimedIngestor:
+    """The one pipeline as `serve` composes it: in the mix, with its workflow recorder."""
+    ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
+    if mix:
+        announcer = ServingAnnouncer(store, no_directory, frozenset(), T0, 3600)
+        join_recorder(ingestor, WorkflowOptions(), announcer)
+    return ingestor
+
+
+async def throughput(url: str, jobs: int, kubeconfig_dir: Path, fence: Fence, mix: bool) -> tuple[float, int]:
     store = Store.from_url(url, fence)
     await store.ping()  # a running service's pool is open
     sim = await SimProcess.start(kubeconfig_dir / "kc-throughput")
-    ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
+    ingestor = pipeline(store, mix)
     consumer_task = asyncio.create_task(ingestor.run())
-    _, api, watch = await watch_into(ingestor, sim.kubeconfig)
-    await sim.prepare(0, jobs)
-    expected = jobs * EVENTS_PER_JOB
+    _, api, watch = await watch_into(ingestor, sim.kubeconfig, mix)
+    await sim.prepare(0, jobs, mix=mix)
+    expected = len(planned_writes(0, jobs, mix))
     started = time.perf_counter()
     cpu_started = time.process_time()
     await sim.tell("go")
@@ -320,15 +403,17 @@ async def ceiling(url: str, jobs: int, fence: Fence) -> tuple[float, int]:
     return rows / elapsed, rows
 
 
-async def latency(url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence) -> list[float]:
+async def latency(
+    url: str, rate: float, seconds: float, kubeconfig_dir: Path, fence: Fence, mix: bool
+) -> list[float]:
     store = Store.from_url(url, fence)
     sim = await SimProcess.start(kubeconfig_dir / "kc-latency")
-    ingestor = TimedIngestor(store, CFG, IngestOptions(), lambda: T0 + timedelta(days=1), T0)
+    ingestor = pipeline(store, mix)
     consumer_task = asyncio.create_task(ingestor.run())
-    _, api, watch = await watch_into(ingestor, sim.kubeconfig)
+    _, api, watch = await watch_into(ingestor, sim.kubeconfig, mix)
     ingestor.latencies_ms.clear()
     jobs = max(1, round(rate * seconds / EVENTS_PER_JOB))
-    await sim.prepare(10_000_000, jobs, rate)
+    await sim.prepare(10_000_000, jobs, rate, mix)
     await sim.tell("go")
     total, _ = await sim.written()
     await until(lambda: ingestor.stats.events >= total)
@@ -345,8 +430,8 @@ async def baseline(url: str, jobs: int, kubeconfig_dir: Path) -> float:
     await store.ping()
     sim = await SimProcess.start(kubeconfig_dir / "kc-baseline")
     consumer = NaiveConsumer(store)
-    _, api, watch = await watch_into(consumer, sim.kubeconfig)
-    await sim.prepare(20_000_000, jobs)
+    _, api, watch = await watch_into(consumer, sim.kubeconfig, mix=False)
+    await sim.prepare(20_000_000, jobs, mix=False)
     expected = jobs * EVENTS_PER_JOB
     started = time.perf_counter()
     await sim.tell("go")
@@ -378,6 +463,9 @@ async def main() -> None:
     parser.add_argument(
         "--fence", action="store_true", help="write as an elected leader (fenced by the lease)"
     )
+    parser.add_argument(
+        "--jobs-only", action="store_true", help="batch Jobs only (the mix before 2026-12-03)"
+    )
     parser.add_argument("--sim-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -396,13 +484,15 @@ async def main() -> None:
         fence.arm(lease.term)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        rate, events = await throughput(url, args.jobs, folder, fence)
+        mix = not args.jobs_only
+        rate, events = await throughput(url, args.jobs, folder, fence, mix)
         ceiling_rate, ceiling_rows = await ceiling(url, args.jobs, fence)
-        latencies = await latency(url, args.rate, args.seconds, folder, fence)
+        latencies = await latency(url, args.rate, args.seconds, folder, fence, mix)
         naive = await baseline(url, args.baseline_jobs, folder)
     await leases.close()
     print(f"fenced={args.fence}")
     print(f"events={events}")
+    print("mix=" + ",".join(f"{k}:{v}" for k, v in sorted(mix_of(0, args.jobs, not args.jobs_only).items())))
     print(f"events_per_s={rate:.0f}")
     print(f"batches={THROUGHPUT_CPU['batches']:.0f}")
     print(f"cpu_us_per_event={THROUGHPUT_CPU['cpu_s'] / events * 1e6:.0f}")

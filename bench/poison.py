@@ -19,8 +19,9 @@ Prints `name=value` lines:
 - events_per_s: watch events through the whole path, first write to drained;
 - hostile_workflows: Argo Workflows of issue 29 mixed in (a retry storm of 95,000 attempts, 29 MB,
   which the watch sets aside as a line over its 4 MiB limit; the same storm cut to 12,000
-  attempts, under the limit; 80 attempts under 10,000-character node names), tracked by the
-  workflow tracker as in `serve`, each updated three times; hostile_workflows_recorded: those stored;
+  attempts, under the limit; 80 attempts under 10,000-character node names), recorded by the
+  one pipeline's workflow recorder as in `serve`, each updated three times;
+  hostile_workflows_recorded: those stored;
   workflow_lines_set_aside: their watch lines set aside; workflow_record_bytes_max: the largest
   workflow record stored; workflow_writes_skipped: updates that changed nothing stored;
 - probe_p99_ms, probe_max_ms, probes: `GET /healthz` on the probe port, from another thread every
@@ -67,7 +68,7 @@ from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.service.workflows import WorkflowOptions, WorkflowTracker
+from inno_notify.service.workflows import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import (
     ARGO_WORKFLOWS,
@@ -272,7 +273,7 @@ async def _no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
 
 def all_writes(jobs: int, hostile_count: int, storm: int) -> tuple[list[Write], int]:
     """The writes of a run, normal and hostile mixed at random (seeded: the child and the parent
-    build the same), and how many of them are Workflows (the tracker's, not the ingestor's)."""
+    build the same), and how many of them are Workflows (the workflow recorder's)."""
     rng = random.Random(12)
     writes = [w for i in range(jobs) for w in normal(i)]
     for i in range(hostile_count):
@@ -334,11 +335,8 @@ async def run(
     now = lambda: T0 + timedelta(days=1)  # noqa: E731
     ingestor = Ingestor(store, CFG, IngestOptions(), now, T0, telemetry)
     announcer = ServingAnnouncer(store, _no_directory, frozenset(), T0, 3600)
-    tracker = WorkflowTracker(store, CFG, WorkflowOptions(), now, T0, announcer, telemetry)
-    ingestor.taps.append(tracker)
-    stop = asyncio.Event()
+    recorder = join_recorder(ingestor, WorkflowOptions(), announcer)
     consumer = asyncio.create_task(ingestor.run())
-    tracking = asyncio.create_task(tracker.run(stop))
     probes = await start_probes(create_probe_app(store, lambda: {}, registry), "127.0.0.1:0")
     port = probes.addresses[0][1]
     api = await load_api_client(folder / "kubeconfig")
@@ -358,26 +356,22 @@ async def run(
     workflow_watch = watcher.watchers["Workflow"]
 
     def workflows_seen() -> int:
-        # Every Workflow event reached the tracker, or was set aside by the watch (too large).
-        return tracker.stats.events + sum(workflow_watch.stats.malformed.values())
+        # Every Workflow event reached the recorder, or was set aside by the watch (too large).
+        return recorder.stats.events + sum(workflow_watch.stats.malformed.values())
 
     try:
         await asyncio.wait_for(sim.answer("done"), drain_within)
         await asyncio.wait_for(until(lambda: ingestor.stats.events >= writes_total), drain_within)
         await asyncio.wait_for(until(lambda: workflows_seen() >= workflow_writes), drain_within)
         await asyncio.wait_for(ingestor.drained(), drain_within)
-        await asyncio.wait_for(tracker.drained(), drain_within)
     except TimeoutError:
         stalled_at_end = 1
     elapsed = time.perf_counter() - started
     prober.__exit__()
-    stop.set()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(tracking, 30)
     await probes.cleanup()
     consumer_died = consumer.done() and not consumer.cancelled() and consumer.exception() is not None
     watch_died = watch.done()
-    for task in (watch, consumer, tracking):
+    for task in (watch, consumer):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
@@ -415,7 +409,7 @@ async def run(
         "hostile_workflows_recorded": len(record_bytes),
         "workflow_lines_set_aside": sum(workflow_watch.stats.malformed.values()),
         "workflow_record_bytes_max": max(record_bytes, default=0),
-        "workflow_writes_skipped": tracker.stats.unchanged,
+        "workflow_writes_skipped": recorder.stats.unchanged,
         "probes": len(prober.latencies_ms),
         "probe_failures": prober.failures,
         "probe_p99_ms": round(_p99(prober.latencies_ms), 1),

@@ -247,16 +247,8 @@ def build_pipeline(
         allowed_email_domains=settings.notify.allowed_email_domains,
     )
     workflows = build_workflows(
-        settings,
-        store,
-        planner,
-        parse_config(settings),
-        clock,
-        started_at=started_at,
-        poll_seconds=poll_seconds,
-        telemetry=telemetry,
+        settings, store, planner, ingestor, clock, started_at=started_at, poll_seconds=poll_seconds
     )
-    ingestor.taps.append(workflows.tracker)
     ingestor.taps.append(
         QueueTracker(
             store,

@@ -17,7 +17,12 @@ aside and the rest commit. Only failures of the database itself (connection lost
 retried, with capped backoff. An object set aside is counted
 (`inno_notify_rejected_objects_total{resource,reason}`), logged once per uid and reason, and stored
 in the rejected_objects table. The queue, the split write and the set-aside bookkeeping are
-service.batches', shared with the workflow tracker.
+service.batches'.
+
+It is the one pipeline for every kind: kinds kept in tables of their own (Argo Workflows, Airflow
+runs, InferenceServices: service.workflows' `WorkflowRecorder`) are `Recorder`s of it. They share
+its queue (per-uid order across all kinds), its batches, its relist segments and its one
+`Rejections`; each segment is handed to them after the jobs and pods of it are written.
 """
 
 from __future__ import annotations
@@ -64,8 +69,8 @@ from inno_notify.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 JOB, POD, EVENT, WORKLOAD = "Job", "Pod", "Event", "Workload"
-# What this pipeline records: the registered workload kinds (domain.kinds), their pods, Kueue's
-# Workloads and Events; other kinds (Workflows, InferenceServices) are only its taps'.
+# What this pipeline merges into jobs and pods: the registered workload kinds (domain.kinds), their
+# pods, Kueue's Workloads and Events; other kinds (Workflows, InferenceServices) are its recorders'.
 INGESTED_KINDS = frozenset({POD, EVENT, WORKLOAD, *(spec.kind for spec in KINDS)})
 _RELIST = "relist"
 # Objects parsed between two turns of the event loop.
@@ -75,11 +80,32 @@ _MAX_PENDING_KUEUE = 10_000
 
 
 class Tap(Protocol):
-    """Another consumer of the same watch (the workflow tracker): it sees every event first."""
+    """Another consumer of the same watch that writes at once (Kueue's queues: few, rarely
+    changing): it sees every event first."""
 
     async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None: ...
 
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None: ...
+
+
+class Recorder(Protocol):
+    """Kinds this pipeline queues and batches but that are stored in tables of their own."""
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The kinds whose events may be its (`wants` decides per object)."""
+        ...
+
+    @property
+    def relisted(self) -> frozenset[str]:
+        """The kinds whose relists it reconciles."""
+        ...
+
+    def wants(self, kind: str, obj: JsonObj) -> bool: ...
+
+    async def record(
+        self, items: Sequence[tuple[str, str, JsonObj]], relists: Sequence[frozenset[str]], now: datetime
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +155,8 @@ class _Batch:
     pods: dict[str, tuple[str, JsonObj]] = field(default_factory=dict)
     workloads: dict[str, JsonObj] = field(default_factory=dict)
     events: dict[str, JsonObj] = field(default_factory=dict)
+    # Each recorder's events (by id of the recorder), in order.
+    recorded: dict[int, list[tuple[str, str, JsonObj]]] = field(default_factory=dict)
 
     def add(self, kind: str, event_type: str, uid: str, obj: JsonObj) -> None:
         if kind_spec(kind) is not None:
@@ -212,7 +240,8 @@ class Ingestor:
         self._writer: PieceWriter[_Unit, tuple[str, frozenset[str]]] = PieceWriter(
             self._refused, self.stats, retry_cap_seconds=options.retry_cap_seconds, sleep=sleep
         )
-        self._rejections = Rejections(
+        # The one set-aside bookkeeping of the pipeline, its recorders' included.
+        self.rejections = Rejections(
             parse_config.cluster,
             telemetry,
             options.logged_once_max,
@@ -221,6 +250,7 @@ class Ingestor:
         )
         self._pending_kueue: dict[str, KueueInfo] = {}
         self.taps: list[Tap] = []
+        self.recorders: list[Recorder] = []
 
     def watch_kinds(self, owner_kinds: frozenset[str]) -> None:
         """The controllers whose pods and Jobs belong to a watched run (ParseConfig.owner_kinds), as
@@ -236,16 +266,14 @@ class Ingestor:
             self.telemetry.watch_events.labels(kind, event_type).inc()
         for tap in self.taps:
             await tap.on_event(kind, event_type, obj)
-        if kind not in INGESTED_KINDS:
-            return
-        await self._queue.put((kind, event_type, obj))
+        if kind in INGESTED_KINDS or any(kind in r.kinds for r in self.recorders):
+            await self._queue.put((kind, event_type, obj))
 
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:
             await tap.on_relist(kind, uids)
-        if kind not in INGESTED_KINDS:
-            return
-        await self._queue.put((_RELIST, kind, uids))
+        if kind in INGESTED_KINDS or any(kind in r.relisted for r in self.recorders):
+            await self._queue.put((_RELIST, kind, uids))
 
     async def drained(self) -> None:
         """Waits until everything handed over so far is committed (tests, benchmarks, shutdown)."""
@@ -271,10 +299,15 @@ class Ingestor:
                 continue
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
+            for recorder in self.recorders:
+                if kind in recorder.kinds and recorder.wants(kind, obj):
+                    batch.recorded.setdefault(id(recorder), []).append((kind, event_type, obj))
+            if kind not in INGESTED_KINDS:
+                continue
             uid, _, _ = identity(obj)
             if uid is None:
                 self.stats.parse_errors += 1
-                self._rejections.object(kind, obj, "", *why_no_uid(obj))
+                self.rejections.object(kind, obj, "", *why_no_uid(obj))
                 continue
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
@@ -282,10 +315,16 @@ class Ingestor:
     async def _apply_segment(self, batch: _Batch, relist: tuple[str, frozenset[str]] | None) -> None:
         now = self.clock()
         units = await self._parse(batch, now)
-        if units or relist is not None:
-            piece: _Piece = Piece(units, [] if relist is None else [relist])
+        ours = relist is not None and relist[0] in INGESTED_KINDS
+        if units or ours:
+            piece: _Piece = Piece(units, [relist] if relist is not None and ours else [])
             await self._writer.write(piece, lambda current: self._transaction(current, now))
-        await self._rejections.store(self.store, now)
+        for recorder in self.recorders:
+            relists = [relist[1]] if relist is not None and relist[0] in recorder.relisted else []
+            items = batch.recorded.get(id(recorder), [])
+            if items or relists:
+                await recorder.record(items, relists, now)
+        await self.rejections.store(self.store, now)
 
     # --- writing (service.batches splits a refused write down to the object) --------------------
 
@@ -305,12 +344,12 @@ class Ingestor:
         if piece.units:
             unit = piece.units[0]
             self.stats.unstorable += 1
-            self._rejections.object(unit.kind, unit.obj, unit.uid, reason, detail)
+            self.rejections.object(unit.kind, unit.obj, unit.uid, reason, detail)
         elif piece.closing:
             # Nothing to store for a relist: the objects in it were written on their own.
             kind = piece.closing[0][0]
             log.error("reconciling the %s relist failed (%s); the next relist tries again", kind, detail)
-            self._rejections.count(kind, reason)
+            self.rejections.count(kind, reason)
 
     async def _merge_and_write(self, tx: IngestTransaction, piece: _Piece, now: datetime) -> _Written:
         new_jobs: dict[str, JobRecord] = {}
@@ -406,7 +445,7 @@ class Ingestor:
                 # A batch of thousands takes a good part of a second to parse: probes, API requests
                 # and the other watch streams get their turn in between.
                 await asyncio.sleep(0)
-        self.stats.rejected_values = self._rejections.values
+        self.stats.rejected_values = self.rejections.values
         return units
 
     def _parse_one(
@@ -421,7 +460,7 @@ class Ingestor:
                 return self._parse_workload(obj)
             return self._parse_event(obj)
 
-        unit = self._rejections.parse(kind, uid, obj, parse, self._parse_refused)
+        unit = self.rejections.parse(kind, uid, obj, parse, self._parse_refused)
         if unit is not None:
             unit.uid = uid  # the object's own uid (an Event's unit carries the uid it is about)
             units.append(unit)

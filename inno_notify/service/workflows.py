@@ -1,9 +1,10 @@
-"""Workflows and served models: the tracker that records them, the summarizer that sums workflows up.
+"""Workflows and served models: the recorder that stores them, the summarizer that sums workflows up.
 
-The tracker taps the watch (the ingestion pipeline hands it every event first): Argo Workflows,
-KServe InferenceServices, and the pods of workflow steps (Argo step pods, Airflow
-KubernetesPodOperator pods). It parses them (domain.parsing.argo, .airflow, .kserve) and writes a
-batch in one transaction: the workflows, their pods, and each workflow's end, recorded once. An
+The recorder is a part of the one ingestion pipeline (service.ingest): Argo Workflows, KServe
+InferenceServices and the pods of workflow steps (Argo step pods, Airflow KubernetesPodOperator
+pods) come through the same queue and batches as every other kind, and each segment of a batch
+is handed to the recorder, which parses them (domain.parsing.argo, .airflow, .kserve) and writes
+them in one transaction: the workflows, their pods, and each workflow's end, recorded once. An
 Airflow run is rebuilt from all its pods each time one of them changes. An InferenceService that
 became Ready with a new revision is announced there and then (service.serving).
 
@@ -13,10 +14,9 @@ and waits for their GPU steps to be measured by the usage collector: once every 
 summarized (its own summary folded away by `FoldingPlanner`), or `prometheus.give_up_after_seconds`
 went by, the workflow's summary is routed and enqueued with its figures, in one transaction.
 
-Every object is hostile until parsed: one that cannot be parsed or stored is set aside, counted in
-`inno_notify_rejected_objects_total{resource,reason}`, logged once and stored in rejected_objects,
-and the rest of its batch is written: the queue, the split write and the set-aside bookkeeping are
-service.batches', shared with the ingestion pipeline.
+Every object is hostile until parsed: one that cannot be parsed or stored is set aside with the
+pipeline's one `Rejections` (counted in `inno_notify_rejected_objects_total{resource,reason}`,
+logged once, stored in rejected_objects), and the rest of its batch is written.
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ from inno_notify.domain.workflows import (
     summarize_workflow,
 )
 from inno_notify.service.batches import (
-    BatchQueue,
     Clock,
     JsonObj,
     Piece,
@@ -79,10 +78,10 @@ from inno_notify.service.batches import (
     summary_due,
     why_no_uid,
 )
+from inno_notify.service.ingest import Ingestor
 from inno_notify.service.planner import DirectoryPlanner, shown
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.settings import Settings
-from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 # The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
@@ -90,7 +89,6 @@ Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Tea
 PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
 
 WORKFLOW, SERVICE, POD = "Workflow", "InferenceService", "Pod"
-_RELIST = "relist"
 # Job summary states in which a step pod's figures are final (measured, or given up on).
 _SETTLED = frozenset({SummaryState.SUMMARIZED.value, SummaryState.REMEASURE.value, SummaryState.SILENT.value})
 
@@ -106,18 +104,14 @@ class WorkflowOptions:
     poll_seconds: float = 5.0
     # A workflow whose GPU steps are not measured yet is looked at again after this long.
     retry_seconds: float = 30.0
+    # Workflows claimed (and quiet Airflow runs closed) per summarizer round.
     batch_max: int = 500
-    # One more batch's worth waiting while a batch is written: a Workflow of hundreds of steps takes
-    # megabytes once parsed, so a relist must not queue thousands (service.ingest says the same).
-    queue_max: int = 1_000
     steps_shown: int = 30
-    logged_once_max: int = 10_000
 
 
 @dataclass(slots=True)
-class TrackerStats(PipelineStats):
+class RecorderStats:
     events: int = 0
-    batches: int = 0
     workflows_ended: int = 0
     rejected: int = 0
     # Workflows parsed in a thread (domain.parsing.argo.parse_off_loop), and updates that changed
@@ -146,84 +140,74 @@ class _Parsed:
     service: ServingRecord | None = None
 
 
-# A batch's objects, then the Workflow relists (the uids listed) reconciled after them.
+# A segment's objects, then the Workflow relists (the uids listed) reconciled after them.
 _Piece = Piece[_Parsed, frozenset[str]]
 
 
-class WorkflowTracker:
-    """Records Workflows, step pods and InferenceServices; a tap of the ingestion pipeline."""
+class WorkflowRecorder:
+    """Records Workflows, step pods and InferenceServices for the one ingestion pipeline.
+
+    It has no queue, loop or set-aside bookkeeping of its own: service.ingest's Ingestor queues
+    these kinds with every other, and hands each segment of a batch (the events between two
+    relists) to `record`, with its own `Rejections`; this class only parses its kinds and merges
+    them into the tables they live in (workflows, workflow_pods), written with the same
+    `PieceWriter`.
+    """
+
+    kinds = frozenset({WORKFLOW, SERVICE, POD})
+    relisted = frozenset({WORKFLOW})
 
     def __init__(
         self,
         store: Store,
         parse_config: ParseConfig,
         options: WorkflowOptions,
-        clock: Clock,
         started_at: datetime,
         announcer: ServingAnnouncer,
-        telemetry: Telemetry | None = None,
+        rejections: Rejections,
+        stats: PipelineStats,
     ) -> None:
         self.store = store
         self.cfg = parse_config
         self.options = options
-        self.clock = clock
         self.started_at = started_at
         self.announcer = announcer
-        self.stats = TrackerStats()
-        self._queue: BatchQueue[tuple[str, str, Any]] = BatchQueue(
-            "tracking workflows", options.queue_max, options.batch_max
-        )
-        self._writer: PieceWriter[_Parsed, frozenset[str]] = PieceWriter(self._refused, self.stats)
-        self._rejections = Rejections(parse_config.cluster, telemetry, options.logged_once_max)
+        self.stats = RecorderStats()
+        self._writer: PieceWriter[_Parsed, frozenset[str]] = PieceWriter(self._refused, stats)
+        self._rejections = rejections
 
-    # --- the watch's callbacks (through the ingestor): only what is ours is queued -------------------
+    def wants(self, kind: str, obj: JsonObj) -> bool:
+        """Whether an event of the watch is this recorder's (told without parsing the object)."""
+        return kind in (WORKFLOW, SERVICE) or (kind == POD and is_workflow_pod(obj))
 
-    async def on_event(self, kind: str, event_type: str, obj: JsonObj) -> None:
-        if kind in (WORKFLOW, SERVICE) or (kind == POD and is_workflow_pod(obj)):
-            await self._queue.put((kind, event_type, obj))
+    # --- one segment ----------------------------------------------------------------------------------
 
-    async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
-        if kind == WORKFLOW:
-            await self._queue.put((_RELIST, kind, uids))
-
-    async def drained(self) -> None:
-        """Waits until everything handed over so far is written (tests, shutdown)."""
-        await self._queue.drained()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Drains the queue in batches until `stop` is set (then finishes what is queued)."""
-        await self._queue.run(self.apply, self.stats, stop)
-
-    # --- one batch ------------------------------------------------------------------------------------
-
-    async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
-        now = self.clock()
+    async def record(
+        self, items: Sequence[tuple[str, str, JsonObj]], relists: Sequence[frozenset[str]], now: datetime
+    ) -> None:
+        """Writes a segment's objects of these kinds, then reconciles the Workflow relists closing it."""
         parsed: dict[tuple[str, str], _Parsed] = {}
-        relists: list[frozenset[str]] = []
         for kind, event_type, obj in items:
-            if kind == _RELIST:
-                relists.append(obj)
-                continue
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             if kind == WORKFLOW and parse_off_loop(obj):
                 # A Workflow of thousands of nodes takes long to parse: not on the loop that also
-                # answers the liveness probe (nothing else touches the tracker meanwhile).
+                # answers the liveness probe (the pipeline waits for it; nothing else is lost).
                 self.stats.parsed_off_loop += 1
                 unit = await asyncio.to_thread(self._parse, kind, event_type, obj, now)
             else:
                 unit = self._parse(kind, event_type, obj, now)
             if unit is not None:
-                parsed[(kind, unit.uid)] = unit  # the last state of an object in the batch wins
+                parsed[(kind, unit.uid)] = unit  # the last state of an object in the segment wins
         units = list(parsed.values())
         writable = [u for u in units if u.service is None]
         if writable or relists:
-            await self._writer.write(Piece(writable, relists), lambda piece: self._transaction(piece, now))
+            await self._writer.write(
+                Piece(writable, list(relists)), lambda piece: self._transaction(piece, now)
+            )
         for unit in units:
             if unit.service is not None:
                 await self._announce(unit, now)
-        await self._rejections.store(self.store, now)
-        self.stats.batches += 1
 
     def _parse(self, kind: str, event_type: str, obj: JsonObj, now: datetime) -> _Parsed | None:
         uid, _, _ = identity(obj)
@@ -548,31 +532,21 @@ Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 @dataclass(slots=True)
 class WorkflowParts:
-    """What the runtime composes: the tracker (a tap of the ingestor), the summarizer, and the planner
-    the usage collector uses (steps folded into their workflow)."""
+    """What the runtime composes: the recorder (a part of the ingestion pipeline), the summarizer,
+    and the planner the usage collector uses (steps folded into their workflow)."""
 
-    tracker: WorkflowTracker
+    recorder: WorkflowRecorder
     summarizer: WorkflowSummarizer
     planner: FoldingPlanner
     announcer: ServingAnnouncer
 
     @property
     def components(self) -> list[tuple[str, Component]]:
-        return [("workflows", self.tracker.run), ("workflow-summaries", self.summarizer.run)]
+        return [("workflow-summaries", self.summarizer.run)]
 
 
-def build_workflows(
-    settings: Settings,
-    store: Store,
-    planner: DirectoryPlanner,
-    parse_config: ParseConfig,
-    clock: Clock,
-    *,
-    started_at: datetime,
-    poll_seconds: float = 5.0,
-    telemetry: Telemetry | None = None,
-) -> WorkflowParts:
-    options = WorkflowOptions(
+def workflow_options(settings: Settings, poll_seconds: float = 5.0) -> WorkflowOptions:
+    return WorkflowOptions(
         catch_up_seconds=settings.kubernetes.catch_up_seconds,
         metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
         give_up_after_seconds=settings.prometheus.give_up_after_seconds,
@@ -580,6 +554,38 @@ def build_workflows(
         poll_seconds=poll_seconds,
         cluster=settings.cluster,
     )
+
+
+def join_recorder(
+    ingestor: Ingestor, options: WorkflowOptions, announcer: ServingAnnouncer
+) -> WorkflowRecorder:
+    """A workflow recorder made a part of `ingestor`'s pipeline (its set-aside bookkeeping and
+    write statistics the pipeline's)."""
+    recorder = WorkflowRecorder(
+        ingestor.store,
+        ingestor.cfg,
+        options,
+        ingestor.started_at,
+        announcer,
+        ingestor.rejections,
+        ingestor.stats,
+    )
+    ingestor.recorders.append(recorder)
+    return recorder
+
+
+def build_workflows(
+    settings: Settings,
+    store: Store,
+    planner: DirectoryPlanner,
+    ingestor: Ingestor,
+    clock: Clock,
+    *,
+    started_at: datetime,
+    poll_seconds: float = 5.0,
+) -> WorkflowParts:
+    """The workflow parts, the recorder joined to `ingestor`'s pipeline."""
+    options = workflow_options(settings, poll_seconds)
     domains = settings.notify.allowed_email_domains
     announcer = ServingAnnouncer(
         store,
@@ -589,7 +595,7 @@ def build_workflows(
         options.catch_up_seconds,
         allowed_email_domains=domains,
     )
-    tracker = WorkflowTracker(store, parse_config, options, clock, started_at, announcer, telemetry)
+    recorder = join_recorder(ingestor, options, announcer)
     summarizer = WorkflowSummarizer(
         store,
         planner.directory,
@@ -599,4 +605,4 @@ def build_workflows(
         started_at,
         allowed_email_domains=domains,
     )
-    return WorkflowParts(tracker, summarizer, FoldingPlanner(planner, store), announcer)
+    return WorkflowParts(recorder, summarizer, FoldingPlanner(planner, store), announcer)

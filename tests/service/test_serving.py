@@ -50,8 +50,8 @@ async def test_a_model_that_becomes_ready_is_announced_once(
         h.sim.create(INFERENCE_SERVICES, created.obj)
 
         async def seen() -> bool:
-            tracker = h.pipeline.workflows.tracker if h.pipeline.workflows else None
-            return tracker is not None and tracker.stats.by_kind.get("InferenceService", 0) >= 1
+            recorder = h.pipeline.workflows.recorder if h.pipeline.workflows else None
+            return recorder is not None and recorder.stats.by_kind.get("InferenceService", 0) >= 1
 
         await h.until(seen)
         assert await serving_rows(h) == []  # created, not ready: nothing to say yet
@@ -109,7 +109,7 @@ async def test_a_model_that_becomes_ready_is_announced_once(
         assert len(await serving_rows(h)) == 1
         sim = h.sim
 
-    # A restart: a new tracker relists the ready service; the revision is recorded, nothing is sent.
+    # A restart: a new pipeline relists the ready service; the revision is recorded, nothing is sent.
     async with harness(
         store, database_url, tmp_path, StepMeter({}), now=ISVC.ready_at + timedelta(hours=1)
     ) as again:
@@ -117,8 +117,8 @@ async def test_a_model_that_becomes_ready_is_announced_once(
         again.sim.create(INFERENCE_SERVICES, current)
 
         async def seen_again() -> bool:
-            tracker = again.pipeline.workflows.tracker if again.pipeline.workflows else None
-            return tracker is not None and tracker.stats.by_kind.get("InferenceService", 0) >= 1
+            recorder = again.pipeline.workflows.recorder if again.pipeline.workflows else None
+            return recorder is not None and recorder.stats.by_kind.get("InferenceService", 0) >= 1
 
         await again.until(seen_again)
         await again.rounds(ISVC.ready_at + timedelta(hours=1))

@@ -159,7 +159,7 @@ async def test_a_failed_workflow_and_a_restart_send_once(
         again.apply(argo_changes(wf))
 
         async def seen() -> bool:
-            return bool(again.pipeline.workflows and again.pipeline.workflows.tracker.stats.events)
+            return bool(again.pipeline.workflows and again.pipeline.workflows.recorder.stats.events)
 
         await again.until(seen)
         await again.rounds(wf.end + timedelta(hours=1))

@@ -132,9 +132,7 @@ class Harness:
         async with asyncio.timeout(within):
             while not await condition():  # noqa: ASYNC110 - the watch announces nothing
                 await asyncio.sleep(0.02)
-        assert self.pipeline.workflows is not None
         await self.pipeline.ingestor.drained()
-        await self.pipeline.workflows.tracker.drained()
 
     async def rounds(self, now: datetime) -> None:
         """The time-driven parts, one round each at `now`: usage, workflow summaries, dispatch."""
@@ -181,18 +179,15 @@ async def harness(
         kserve=config.workflows.kserve,
         options=FAST,
     )
-    stop = asyncio.Event()
     tasks = [
         asyncio.create_task(watcher.run()),
         asyncio.create_task(pipeline.ingestor.run()),
-        asyncio.create_task(pipeline.workflows.tracker.run(stop)),
     ]
     try:
         async with asyncio.timeout(10):
             await watcher.wait_ready()
         yield Harness(server, store, pipeline, watcher, clock, sender)
     finally:
-        stop.set()
         for task in tasks:
             task.cancel()
         for task in tasks:
