@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -300,7 +300,32 @@ class WorkflowRecorder:
                 )
         for present in relists:
             ends.extend(await self._deleted_in_gap(tx, present, {w.uid for w in workflows}, records, now))
-        return await tx.write(records, pods, ends, cluster)
+        written = await tx.write(records, pods, ends, cluster)
+        await tx.inherit_owners(cluster, await self._inherited_owners(tx, records, pods, stored))
+        return written
+
+    async def _inherited_owners(
+        self,
+        tx: WorkflowTransaction,
+        records: Sequence[tuple[WorkflowRecord, datetime | None]],
+        pods: Sequence[WorkflowPod],
+        stored: Mapping[str, WorkflowRecord],
+    ) -> dict[str, str]:
+        """The owner each step pod takes from its workflow (pod uid → owner): this segment's pods,
+        and the pods stored before their workflow's owner was known."""
+        cluster = self.cfg.cluster
+        owners = {record.uid: record.owner for record, _ in records if record.owner}
+        asked = sorted({p.workflow_uid for p in pods} - set(owners))
+        if asked:
+            found = await tx.get_workflows(cluster, asked)
+            owners.update({uid: w.owner for uid, w in found.items() if w.owner})
+        inherited = {p.uid: owners[p.workflow_uid] for p in pods if p.workflow_uid in owners}
+        written = {record.uid for record, _ in records}
+        newly = [u for u in owners if u in written and (u not in stored or stored[u].owner != owners[u])]
+        if newly:
+            for uid, group in (await tx.pods_of_workflows(cluster, newly)).items():
+                inherited.update({p.uid: owners[uid] for p in group})
+        return inherited
 
     async def _deleted_in_gap(
         self,

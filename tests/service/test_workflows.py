@@ -67,9 +67,11 @@ async def test_an_argo_workflow_gives_one_summary_with_each_steps_figures(
             return await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
 
         await h.until(ended)
-        # The GPU step is a one-pod workload of its own, measured, and folded into the workflow.
+        # The GPU step is a one-pod workload of its own, measured, and folded into the workflow;
+        # it is the workflow owner's (the pod names no owner): usage and digests say whose it was.
         step_job = await stored.get_job(store, "test", train.pod_uid)
-        assert step_job is not None and step_job.requested.gpus == 2 and step_job.owner is None
+        assert step_job is not None and step_job.requested.gpus == 2
+        assert step_job.owner == "alice@example.com"
         # Before the workflow is due, its step is measured and summarized: nothing is sent for it.
         await h.rounds(wf.end + timedelta(seconds=30))
         assert await stored.summary_state(store, "test", train.pod_uid) is SummaryState.SUMMARIZED

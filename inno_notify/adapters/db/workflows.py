@@ -25,7 +25,7 @@ from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
 from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
-from inno_notify.adapters.db.tables import served_models, workflow_pods, workflows
+from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import JobStatus, Link, Notification, NotifyMode
 from inno_notify.domain.workflows import (
     AttemptRecord,
@@ -313,6 +313,20 @@ class WorkflowTransaction:
             columns = [c for c in rows[0] if c not in _KEY]
             await self._conn.execute(upsert(self._conn, workflow_pods, _KEY, columns), rows)
         return await _mark_ended(self._conn, cluster, ends) if ends else 0
+
+    async def inherit_owners(self, cluster: str, owners: Mapping[str, str]) -> None:
+        """Step pods kept as runs of their own (a GPU step is measured on its own) take the owner
+        of their workflow (pod uid → owner) where they name none: their GPU time is that person's
+        in the usage API and the digests."""
+        if not owners:
+            return
+        stmt = (
+            sa.update(jobs)
+            .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("pod_uid"), jobs.c.owner.is_(None))
+            .values(owner=sa.bindparam("inherited"))
+        )
+        rows = [{"pod_uid": uid, "inherited": owner} for uid, owner in owners.items()]
+        await self._conn.execute(stmt, rows)
 
     async def served_model(self, cluster: str, uid: str) -> tuple[bool, str | None]:
         """(seen before, revision last recorded) of an InferenceService."""

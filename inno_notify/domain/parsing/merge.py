@@ -100,6 +100,9 @@ def merge_job(old: JobRecord | None, new: JobRecord) -> JobRecord:
         kueue=merge_kueue(older.kueue, newer.kueue),
         event_counts=_merge_counts(older.event_counts, newer.event_counts),
         labels=newer.labels or older.labels,
+        # An owner once known stays when a later state names none (a workflow's step pod takes
+        # its workflow's owner, which the pod itself never carries).
+        owner=newer.owner or older.owner,
         resource_version=newer.resource_version or older.resource_version,
         attempts=max(newer.attempts, older.attempts),
         replicas=newer.replicas or older.replicas,

@@ -175,3 +175,20 @@ def test_apply_pods_successful_job_does_not_inherit_an_eviction() -> None:
 def test_apply_pods_ignores_pods_of_other_jobs() -> None:
     record = job("job-train-resnet-succeeded.json")
     assert apply_pods_to_job(record, pods("pods-sweep-backofflimit.json")) == record
+
+
+def test_an_owner_once_known_stays_when_a_later_state_names_none() -> None:
+    """A workflow's GPU step pod names no owner; it takes its workflow's, and its next states keep it."""
+    first = replace(job("job-kueue-1-admitted.json"), owner=None)
+    owned = replace(first, owner="alice@example.com")
+    later = replace(first, resource_version="9999999", owner=None)
+    renamed = replace(later, owner="bob@example.com")
+    assert [
+        merge_job(owned, later).owner,
+        merge_job(owned, renamed).owner,
+        merge_job(first, later).owner,
+    ] == [
+        "alice@example.com",
+        "bob@example.com",
+        None,
+    ]
