@@ -264,7 +264,7 @@ def build_pipeline(
         store,
         source,
         settings.rightsizing,
-        workflows.planner,
+        planner,
         CollectorOptions(
             give_up_after_seconds=settings.prometheus.give_up_after_seconds,
             idle_util_percent=settings.rightsizing.idle_gpu_util_percent,

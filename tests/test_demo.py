@@ -46,8 +46,11 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     try:
         records = await stored.all_jobs(store)
         jobs = [j for j in records if j.kind is WorkloadKind.JOB]
-        # A pipeline's GPU attempts are workloads of their own, measured, their summaries folded away.
-        assert {j.uid for j in records if j.kind is WorkloadKind.POD} == set(gpu_attempts)
+        # A pipeline's GPU attempts are workloads of their own, measured, steps of their workflow
+        # (its uid their parent, its owner theirs), with no summary of their own.
+        steps = [j for j in records if j.kind is WorkloadKind.POD]
+        assert {j.uid for j in steps} == set(gpu_attempts)
+        assert all(j.parent_uid is not None and j.owner is not None for j in steps), steps
         sent, _ = await store.outbox.list_notifications(limit=500)
         assert not {n.job_uid for n in sent if n.kind is not NotificationKind.IDLE_NUDGE} & set(gpu_attempts)
         # The notebook server was recorded as a workspace of its JupyterHub user, stopped, measured,

@@ -67,6 +67,8 @@ class DirectoryPlanner:
         return await self._directory.current()
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
+        if job.parent_uid is not None:
+            return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
         users, teams = await self._directory.current()
         plan = plan_summary(
             job,

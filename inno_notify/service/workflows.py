@@ -11,7 +11,8 @@ became Ready with a new revision is announced there and then (service.serving).
 The summarizer closes Airflow runs that went quiet (`workflows.airflow_quiet_seconds` without a
 running pod), then claims the ended workflows whose summary is due (leased, like usage collection)
 and waits for their GPU steps to be measured by the usage collector: once every GPU step pod is
-summarized (its own summary folded away by `FoldingPlanner`), or `prometheus.give_up_after_seconds`
+summarized (a step is its workflow's: `parent_uid`, set by the recorder, keeps it from a summary
+of its own), or `prometheus.give_up_after_seconds`
 went by, the workflow's summary is routed and enqueued with its figures, in one transaction.
 
 Every object is hostile until parsed: one that cannot be parsed or stored is set aside with the
@@ -64,7 +65,6 @@ from inno_notify.domain.workflows import (
     WorkflowRecord,
     airflow_quiet_since,
     airflow_run,
-    folded_kind,
     summarize_workflow,
 )
 from inno_notify.service.batches import (
@@ -301,31 +301,33 @@ class WorkflowRecorder:
         for present in relists:
             ends.extend(await self._deleted_in_gap(tx, present, {w.uid for w in workflows}, records, now))
         written = await tx.write(records, pods, ends, cluster)
-        await tx.inherit_owners(cluster, await self._inherited_owners(tx, records, pods, stored))
+        await tx.adopt_steps(cluster, await self._steps(tx, records, pods, stored))
         return written
 
-    async def _inherited_owners(
+    async def _steps(
         self,
         tx: WorkflowTransaction,
         records: Sequence[tuple[WorkflowRecord, datetime | None]],
         pods: Sequence[WorkflowPod],
         stored: Mapping[str, WorkflowRecord],
-    ) -> dict[str, str]:
-        """The owner each step pod takes from its workflow (pod uid → owner): this segment's pods,
-        and the pods stored before their workflow's owner was known."""
+    ) -> dict[str, tuple[str, str | None]]:
+        """The workflow (and its owner) each step pod belongs to (pod uid → both): this segment's
+        pods, and the pods stored before their workflow was. An Argo step's Workflow must be
+        recorded (with Argo not watched, or the Workflow never seen, the step stays a run of its
+        own, with its own summary); an Airflow run is made of its pods."""
         cluster = self.cfg.cluster
-        owners = {record.uid: record.owner for record, _ in records if record.owner}
-        asked = sorted({p.workflow_uid for p in pods} - set(owners))
+        known = {record.uid: record for record, _ in records}
+        asked = sorted({p.workflow_uid for p in pods} - set(known))
         if asked:
-            found = await tx.get_workflows(cluster, asked)
-            owners.update({uid: w.owner for uid, w in found.items() if w.owner})
-        inherited = {p.uid: owners[p.workflow_uid] for p in pods if p.workflow_uid in owners}
-        written = {record.uid for record, _ in records}
-        newly = [u for u in owners if u in written and (u not in stored or stored[u].owner != owners[u])]
-        if newly:
-            for uid, group in (await tx.pods_of_workflows(cluster, newly)).items():
-                inherited.update({p.uid: owners[uid] for p in group})
-        return inherited
+            known.update(await tx.get_workflows(cluster, asked))
+        steps = {
+            p.uid: (p.workflow_uid, known[p.workflow_uid].owner) for p in pods if p.workflow_uid in known
+        }
+        new = [record.uid for record, _ in records if record.uid not in stored]
+        if new:
+            for uid, group in (await tx.pods_of_workflows(cluster, new)).items():
+                steps.update({p.uid: (uid, known[uid].owner) for p in group})
+        return steps
 
     async def _deleted_in_gap(
         self,
@@ -526,30 +528,6 @@ class WorkflowSummarizer:
         return 1
 
 
-# --- the steps' own summaries -----------------------------------------------------------------------------
-
-
-class FoldingPlanner:
-    """Plans a finished job's summary, except for pipeline steps: their figures go into the workflow's
-    summary instead. An Argo step is folded only when its Workflow is tracked (watching Argo is
-    off, or the Workflow was never seen: the step keeps its own summary); an Airflow task always
-    is (the tracker builds its run from the same pods)."""
-
-    def __init__(self, inner: PlanNotifications, store: Store) -> None:
-        self.inner = inner
-        self.store = store
-
-    async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
-        kind = folded_kind(job)
-        if kind is WorkflowKind.AIRFLOW:
-            return []
-        if kind is WorkflowKind.ARGO:
-            name = job.labels.get(ARGO_WORKFLOW_LABEL, "")
-            if await self.store.workflows.find_workflow(job.cluster, job.namespace, name) is not None:
-                return []
-        return await self.inner(job, now)
-
-
 # --- composition -----------------------------------------------------------------------------------------
 
 Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -557,12 +535,10 @@ Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 @dataclass(slots=True)
 class WorkflowParts:
-    """What the runtime composes: the recorder (a part of the ingestion pipeline), the summarizer,
-    and the planner the usage collector uses (steps folded into their workflow)."""
+    """What the runtime composes: the recorder (a part of the ingestion pipeline) and the summarizer."""
 
     recorder: WorkflowRecorder
     summarizer: WorkflowSummarizer
-    planner: FoldingPlanner
     announcer: ServingAnnouncer
 
     @property
@@ -630,4 +606,4 @@ def build_workflows(
         started_at,
         allowed_email_domains=domains,
     )
-    return WorkflowParts(recorder, summarizer, FoldingPlanner(planner, store), announcer)
+    return WorkflowParts(recorder, summarizer, announcer)

@@ -67,11 +67,11 @@ async def test_an_argo_workflow_gives_one_summary_with_each_steps_figures(
             return await store.workflows.workflow_state("test", wf.uid) is WorkflowState.AWAITING
 
         await h.until(ended)
-        # The GPU step is a one-pod workload of its own, measured, and folded into the workflow;
-        # it is the workflow owner's (the pod names no owner): usage and digests say whose it was.
+        # The GPU step is a one-pod workload of its own, measured, a step of the workflow (no summary
+        # of its own); it is the workflow owner's (the pod names none): usage and digests say so.
         step_job = await stored.get_job(store, "test", train.pod_uid)
         assert step_job is not None and step_job.requested.gpus == 2
-        assert step_job.owner == "alice@example.com"
+        assert (step_job.parent_uid, step_job.owner) == (wf.uid, "alice@example.com")
         # Before the workflow is due, its step is measured and summarized: nothing is sent for it.
         await h.rounds(wf.end + timedelta(seconds=30))
         assert await stored.summary_state(store, "test", train.pod_uid) is SummaryState.SUMMARIZED

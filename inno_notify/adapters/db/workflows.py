@@ -314,18 +314,24 @@ class WorkflowTransaction:
             await self._conn.execute(upsert(self._conn, workflow_pods, _KEY, columns), rows)
         return await _mark_ended(self._conn, cluster, ends) if ends else 0
 
-    async def inherit_owners(self, cluster: str, owners: Mapping[str, str]) -> None:
-        """Step pods kept as runs of their own (a GPU step is measured on its own) take the owner
-        of their workflow (pod uid → owner) where they name none: their GPU time is that person's
-        in the usage API and the digests."""
-        if not owners:
+    async def adopt_steps(self, cluster: str, steps: Mapping[str, tuple[str, str | None]]) -> None:
+        """Step pods kept as runs of their own (a GPU step is measured on its own) become steps of
+        their workflow (pod uid → (workflow uid, its owner)): `parent_uid` says so (their summary is
+        the workflow's), and where they name no owner they take the workflow's, so their GPU time
+        is that person's in the usage API and the digests."""
+        if not steps:
             return
         stmt = (
             sa.update(jobs)
-            .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("pod_uid"), jobs.c.owner.is_(None))
-            .values(owner=sa.bindparam("inherited"))
+            .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("pod_uid"))
+            .values(
+                parent_uid=sa.bindparam("parent"),
+                owner=sa.func.coalesce(jobs.c.owner, sa.bindparam("inherited", type_=sa.String())),
+            )
         )
-        rows = [{"pod_uid": uid, "inherited": owner} for uid, owner in owners.items()]
+        rows = [
+            {"pod_uid": uid, "parent": parent, "inherited": owner} for uid, (parent, owner) in steps.items()
+        ]
         await self._conn.execute(stmt, rows)
 
     async def served_model(self, cluster: str, uid: str) -> tuple[bool, str | None]:

@@ -100,9 +100,10 @@ def merge_job(old: JobRecord | None, new: JobRecord) -> JobRecord:
         kueue=merge_kueue(older.kueue, newer.kueue),
         event_counts=_merge_counts(older.event_counts, newer.event_counts),
         labels=newer.labels or older.labels,
-        # An owner once known stays when a later state names none (a workflow's step pod takes
-        # its workflow's owner, which the pod itself never carries).
+        # An owner or a parent once known stays when a later state names none (a workflow's step
+        # pod takes its workflow's uid and owner, which the pod itself never carries).
         owner=newer.owner or older.owner,
+        parent_uid=newer.parent_uid or older.parent_uid,
         resource_version=newer.resource_version or older.resource_version,
         attempts=max(newer.attempts, older.attempts),
         replicas=newer.replicas or older.replicas,
