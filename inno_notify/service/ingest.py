@@ -138,6 +138,9 @@ class IngestStats(PipelineStats):
     rejected_values: int = 0
     relists: int = 0
     closed_in_gap: int = 0
+    # Objects of the first relist after a start that were stored as they are (the same
+    # resourceVersion): neither parsed nor written again.
+    unchanged: int = 0
     last_commit_at: datetime | None = None
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -249,6 +252,10 @@ class Ingestor:
             sleep=sleep,
         )
         self._pending_kueue: dict[str, KueueInfo] = {}
+        # uid → resourceVersion of what is stored, until the first relists of Jobs and pods are in:
+        # a restart's relist hands over every object again, and most are stored as they are.
+        self._stored_versions: dict[str, str] = {}
+        self._first_relists = {JOB, POD}
         self.taps: list[Tap] = []
         self.recorders: list[Recorder] = []
 
@@ -282,9 +289,27 @@ class Ingestor:
     # --- the consumer ------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.load_stored_versions()
         # The oldest event of a batch waited longest: its lag bounds the batch's.
         lag = self.telemetry.ingest_lag.observe if self.telemetry is not None else None
         await self._queue.run(self.apply, self.stats, lag=lag)
+
+    async def load_stored_versions(self) -> None:
+        """What is stored, by resourceVersion, so the first relist skips it; without it (the
+        database away at start) every object is parsed and merged, which is only slower."""
+        try:
+            self._stored_versions = await self.store.jobs.stored_versions(self.cfg.cluster)
+        except Exception as exc:
+            log.warning("reading stored versions failed (%s); the first relist parses everything", exc)
+            self._stored_versions = {}
+
+    def _stored_as_is(self, uid: str, event_type: str, obj: JsonObj) -> bool:
+        """Whether this is the first sighting since the start of an object stored as it is."""
+        stored = self._stored_versions.pop(uid, None)
+        if stored is None or event_type == "DELETED":
+            return False
+        metadata = obj.get("metadata")
+        return isinstance(metadata, dict) and metadata.get("resourceVersion") == stored
 
     async def apply(self, items: Sequence[tuple[str, str, Any]]) -> None:
         """Applies items in order; a relist closes the segment before it so reconciliation sees it.
@@ -296,6 +321,9 @@ class Ingestor:
             if kind == _RELIST:
                 await self._apply_segment(batch, (event_type, obj))
                 batch = _Batch()
+                self._first_relists.discard(event_type)
+                if not self._first_relists:
+                    self._stored_versions = {}  # only a start's first relist is skipped through
                 continue
             self.stats.events += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
@@ -308,6 +336,9 @@ class Ingestor:
             if uid is None:
                 self.stats.parse_errors += 1
                 self.rejections.object(kind, obj, "", *why_no_uid(obj))
+                continue
+            if self._stored_versions and self._stored_as_is(uid, event_type, obj):
+                self.stats.unchanged += 1
                 continue
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)

@@ -348,3 +348,31 @@ async def test_a_relist_of_objects_as_they_are_stored_writes_nothing(store: Stor
     relabelled = {**events[4][2], "metadata": {**events[4][2]["metadata"], "resourceVersion": "99"}}
     await ing.apply([("Pod", "MODIFIED", relabelled)])
     assert counting.written[-1] == (0, 1)
+
+
+async def test_a_restart_skips_through_what_is_stored_as_it_is(store: Store) -> None:
+    """Issue 32: after a start the first relist hands over every object again; those stored from the
+    same resourceVersion are neither parsed nor written, a changed one is, and once the relists of
+    Jobs and pods are in, nothing is skipped any more."""
+    clock = Clock(T0 + timedelta(hours=2))
+    first, second = lifecycle("kept"), lifecycle("changed", start=T0 + timedelta(minutes=5))
+    for n, (_, _, obj) in enumerate([*first, *second], 1):
+        obj["metadata"] = {**obj["metadata"], "resourceVersion": str(n)}  # as the API server sets it
+    await ingestor(store, clock).apply([*first, *second])
+
+    counting = WriteCounting(store)
+    restarted = ingestor(counting, clock)
+    await restarted.load_stored_versions()
+    pod = second[4][2]
+    relabelled = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99", "labels": {"x": "y"}}}
+    listed = [("Job", "ADDED", first[5][2]), ("Pod", "ADDED", first[4][2])]
+    listed += [("Job", "ADDED", second[5][2]), ("Pod", "ADDED", relabelled)]
+    uids = frozenset(e[2]["metadata"]["uid"] for e in (first[0], second[0]))
+    await restarted.apply([*listed, ("relist", "Job", uids)])
+    assert restarted.stats.unchanged == 3
+    assert counting.written == [(0, 1)]
+    changed = await stored.get_job(store, "test", second[0][2]["metadata"]["uid"])
+    assert changed is not None and changed.status is JobStatus.SUCCEEDED
+    pod_uids = frozenset(e[2]["metadata"]["uid"] for e in (first[1], second[1]))
+    await restarted.apply([("relist", "Pod", pod_uids), ("Pod", "MODIFIED", first[4][2])])
+    assert restarted.stats.unchanged == 3  # the first relists are in: the same state is merged again

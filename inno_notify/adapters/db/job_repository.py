@@ -108,6 +108,12 @@ class JobRepository(Repository):
         async with self.read() as conn:
             return await jobs.pods_of_jobs(conn, cluster, job_uids)
 
+    async def stored_versions(self, cluster: str) -> dict[str, str]:
+        """uid → the resourceVersion its job or pod record was written from (a restart's relist
+        skips what is stored as it is)."""
+        async with self.read() as conn:
+            return await jobs.stored_versions(conn, cluster)
+
     @contextlib.asynccontextmanager
     async def ingest_transaction(self) -> AsyncIterator[IngestTransaction]:
         """One ingestion batch: commits when the block ends, rolls back if it raises."""

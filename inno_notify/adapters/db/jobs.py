@@ -85,6 +85,20 @@ async def upsert_pods(conn: AsyncConnection, records: Sequence[PodRecord]) -> No
     await conn.execute(upsert(conn, pods, _JOB_KEY, update), rows)
 
 
+async def stored_versions(conn: AsyncConnection, cluster: str) -> dict[str, str]:
+    """The resourceVersion each stored job and pod was last written from, by uid (a bare pod's run
+    and the pod share a uid and are written together from the same object)."""
+    found: dict[str, str] = {}
+    for table in (jobs, pods):
+        result = await conn.execute(
+            sa.select(table.c.uid, table.c.resource_version).where(
+                table.c.cluster == cluster, table.c.resource_version.is_not(None)
+            )
+        )
+        found.update({uid: version for uid, version in result})
+    return found
+
+
 async def get_jobs(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
     found: dict[str, JobRecord] = {}
     for chunk in chunks(list(dict.fromkeys(uids))):
