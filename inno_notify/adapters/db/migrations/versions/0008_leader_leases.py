@@ -17,8 +17,6 @@ from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0008"
 down_revision: str | Sequence[str] | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -21,8 +21,6 @@ from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0016"
 down_revision: str | Sequence[str] | None = "0015"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
