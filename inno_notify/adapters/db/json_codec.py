@@ -120,8 +120,8 @@ class _Way(NamedTuple):
 
 
 def _derive(tp: Any, way: _Way) -> Convert | None:
-    # Both directions walk a type alike: an optional, a list, a tuple or a mapping converts its
-    # items and leaves a None, a list or an object as it is.
+    # Both directions walk a type alike (plain values as they are, None through an optional, the
+    # items of a list, tuple or mapping); `way` says what each does with the rest.
     if _is_plain(tp):
         return None
     inner = _optional_of(tp)
