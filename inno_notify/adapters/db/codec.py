@@ -9,7 +9,6 @@ usage's per-GPU detail, a recommendation's amounts), and the outbox's first atte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +46,18 @@ _TEAMS = RowCodec(Team, tables.teams)
 # Job-level usage figures kept as real columns.
 USAGE_COLUMNS = _USAGE.columns
 
+# The conversions that add nothing to their RowCodec's.
+job_from_row = _JOBS.from_row
+pod_to_row = _PODS.to_row
+pod_from_row = _PODS.from_row
+usage_from_row = _USAGE.from_row
+recommendation_from_row = _RECOMMENDATIONS.from_row
+notification_from_row = _OUTBOX.from_row
+user_to_row = _USERS.to_row
+user_from_row = _USERS.from_row
+team_to_row = _TEAMS.to_row
+team_from_row = _TEAMS.from_row
+
 
 def job_sort_at(job: JobRecord) -> datetime:
     """The job list's sort key: when it finished, else when it was created, else the epoch."""
@@ -64,32 +75,12 @@ def job_to_row(job: JobRecord) -> dict[str, Any]:
     return row
 
 
-def job_from_row(row: Mapping[Any, Any]) -> JobRecord:
-    return _JOBS.from_row(row)
-
-
-def pod_to_row(pod: PodRecord) -> dict[str, Any]:
-    return _PODS.to_row(pod)
-
-
-def pod_from_row(row: Mapping[Any, Any]) -> PodRecord:
-    return _PODS.from_row(row)
-
-
 def usage_to_row(cluster: str, job_uid: str, usage: Usage) -> dict[str, Any]:
     return {"cluster": cluster, "job_uid": job_uid, **_USAGE.to_row(usage)}
 
 
-def usage_from_row(row: Mapping[Any, Any]) -> Usage:
-    return _USAGE.from_row(row)
-
-
 def recommendation_to_row(cluster: str, job_uid: str, position: int, rec: Recommendation) -> dict[str, Any]:
     return {"cluster": cluster, "job_uid": job_uid, "position": position, **_RECOMMENDATIONS.to_row(rec)}
-
-
-def recommendation_from_row(row: Mapping[Any, Any]) -> Recommendation:
-    return _RECOMMENDATIONS.from_row(row)
 
 
 def notification_to_row(n: Notification) -> dict[str, Any]:
@@ -99,23 +90,3 @@ def notification_to_row(n: Notification) -> dict[str, Any]:
     if n.next_attempt_at is None and n.status is DeliveryStatus.PENDING:
         row["next_attempt_at"] = n.due_at
     return row
-
-
-def notification_from_row(row: Mapping[Any, Any]) -> Notification:
-    return _OUTBOX.from_row(row)
-
-
-def user_to_row(user: DirectoryUser) -> dict[str, Any]:
-    return _USERS.to_row(user)
-
-
-def user_from_row(row: Mapping[Any, Any]) -> DirectoryUser:
-    return _USERS.from_row(row)
-
-
-def team_to_row(team: Team) -> dict[str, Any]:
-    return _TEAMS.to_row(team)
-
-
-def team_from_row(row: Mapping[Any, Any]) -> Team:
-    return _TEAMS.from_row(row)

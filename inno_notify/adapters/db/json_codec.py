@@ -28,7 +28,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 
@@ -100,54 +100,49 @@ def _same(value: T) -> T:
 @functools.cache
 def json_dumper(tp: Any) -> Convert | None:
     """The conversion of a T to plain JSON; None when a T is JSON as it is."""
-    if _is_plain(tp):
-        return None
-    inner = _optional_of(tp)
-    if inner is not None:
-        dump = json_dumper(inner)
-        return None if dump is None else (lambda v: None if v is None else dump(v))
-    if tp is datetime:
-        return _dump_datetime
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _enum_value
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is tuple or origin is list:
-        item = json_dumper(args[0])
-        return list if item is None else (lambda v: [item(x) for x in v])
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
-        value = json_dumper(args[1]) if args else None
-        return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        env: dict[str, Any] = {}
-        items = [f"{name!r}: {_dump_expr(f'v.{name}', ftp, env)}" for name, ftp, _ in _fields(tp)]
-        return _compile("dump", "v", "return {" + ", ".join(items) + "}", env)
-    raise TypeError(f"no JSON codec for {tp!r}")
+    return _derive(tp, _DUMP)
 
 
 @functools.cache
 def json_loader(tp: Any) -> Convert | None:
     """The conversion of plain JSON to a T; None when the JSON is the T as it is."""
+    return _derive(tp, _LOAD)
+
+
+class _Way(NamedTuple):
+    """What one direction of conversion does with the types it does not just walk through."""
+
+    convert: Callable[[Any], Convert | None]  # the direction itself (json_dumper or json_loader)
+    time: Convert  # a datetime's
+    enum: Callable[[type[enum.Enum]], Convert]
+    dataclass: Callable[[type], Convert]
+    tuple_as: type  # a JSON list, and a tuple again on the way back
+
+
+def _derive(tp: Any, way: _Way) -> Convert | None:
+    # Both directions walk a type alike (plain values as they are, None through an optional, the
+    # items of a list, tuple or mapping); `way` says what each does with the rest.
     if _is_plain(tp):
         return None
     inner = _optional_of(tp)
     if inner is not None:
-        load = json_loader(inner)
-        return None if load is None else (lambda v: None if v is None else load(v))
+        each = way.convert(inner)
+        return None if each is None else (lambda v: None if v is None else each(v))
     if tp is datetime:
-        return parse_iso
+        return way.time
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp
+        return way.enum(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is tuple or origin is list:
-        item = json_loader(args[0])
-        if origin is list:
-            return list if item is None else (lambda v: [item(x) for x in v])
-        return tuple if item is None else (lambda v: tuple([item(x) for x in v]))
+        item, made = way.convert(args[0]), way.tuple_as if origin is tuple else list
+        if item is None:
+            return made
+        return (lambda v: [item(x) for x in v]) if made is list else (lambda v: made([item(x) for x in v]))
     if origin in (dict, Mapping) or tp in (dict, Mapping):
-        value = json_loader(args[1]) if args else None
+        value = way.convert(args[1]) if args else None
         return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _dataclass_loader(tp)
+        return way.dataclass(tp)
     raise TypeError(f"no JSON codec for {tp!r}")
 
 
@@ -199,6 +194,12 @@ def _load_expr(expr: str, tp: Any, env: dict[str, Any], default: Callable[[], An
     return f"({fallback} if ({key}v := {expr}) is None else {value})"
 
 
+def _dataclass_dumper(cls: type) -> Convert:
+    env: dict[str, Any] = {}
+    items = [f"{name!r}: {_dump_expr(f'v.{name}', tp, env)}" for name, tp, _ in _fields(cls)]
+    return _compile("dump", "v", "return {" + ", ".join(items) + "}", env)
+
+
 def _dataclass_loader(cls: type) -> Convert:
     env: dict[str, Any] = {"cls": cls}
     fields = _fields(cls)
@@ -227,6 +228,10 @@ def _dataclass_loader(cls: type) -> Convert:
 
 def _is_datetime(tp: Any) -> bool:
     return (_optional_of(tp) or tp) is datetime
+
+
+_DUMP = _Way(json_dumper, _dump_datetime, lambda _: _enum_value, _dataclass_dumper, list)
+_LOAD = _Way(json_loader, parse_iso, lambda tp: tp, _dataclass_loader, tuple)
 
 
 class RowCodec(Generic[T]):

@@ -62,6 +62,53 @@ def _json() -> sa.types.TypeEngine[Any]:
 # An autoincrementing 64-bit id: SQLite only autoincrements an INTEGER PRIMARY KEY (the rowid).
 _BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
+# Column groups several tables share. Each call makes new columns (a column belongs to one table).
+
+
+def _id() -> sa.Column[int]:
+    return sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True)
+
+
+def _key(*names: str) -> list[sa.Column[str]]:
+    """Primary-key columns of strings, in the order named (a cluster object's: "cluster", "uid")."""
+    return [sa.Column(name, sa.String(), primary_key=True) for name in names]
+
+
+def _job_foreign_key() -> sa.ForeignKeyConstraint:
+    # A job's rows go with it.
+    return sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE")
+
+
+def _object_name() -> list[sa.Column[Any]]:
+    return [
+        sa.Column("namespace", sa.String(), nullable=False),
+        sa.Column("name", sa.String(), nullable=False),
+    ]
+
+
+def _owner_and_team() -> list[sa.Column[Any]]:
+    return [sa.Column("owner", sa.String()), sa.Column("team", sa.String())]
+
+
+def _run_times() -> list[sa.Column[Any]]:
+    return [
+        sa.Column("created_at", UTCDateTime()),
+        sa.Column("started_at", UTCDateTime()),
+        sa.Column("finished_at", UTCDateTime()),
+    ]
+
+
+def _summary_state() -> sa.Column[str]:
+    """Where a run stands on the way to its summary: owned by the store, never overwritten by an upsert."""
+    return sa.Column("summary_state", sa.String(), nullable=False, server_default="none")
+
+
+def _claim(prefix: str = "") -> list[sa.Column[Any]]:
+    """Who holds a lease: a claim token checked by every write of what was claimed, and the leadership
+    term it was claimed in (a newer term may take an older term's claims at once)."""
+    return [sa.Column(f"{prefix}claim_token", sa.String()), sa.Column(f"{prefix}claim_term", sa.BigInteger())]
+
+
 # The jobs columns the weekly digest reads besides team and finished_at (digest_queries.py).
 DIGEST_JOB_COLUMNS = [
     "cluster",
@@ -83,22 +130,17 @@ DIGEST_JOB_COLUMNS = [
 jobs = sa.Table(
     "jobs",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_key("cluster", "uid"),
+    *_object_name(),
     sa.Column("kind", sa.String(), nullable=False),
     sa.Column("status", sa.String(), nullable=False),
     sa.Column("reason", sa.String()),
-    sa.Column("owner", sa.String()),
-    sa.Column("team", sa.String()),
+    *_owner_and_team(),
     sa.Column("notify", sa.String(), nullable=False),
     sa.Column("channels", _json()),
     sa.Column("group_key", sa.String()),
     sa.Column("family", sa.String()),
-    sa.Column("created_at", UTCDateTime()),
-    sa.Column("started_at", UTCDateTime()),
-    sa.Column("finished_at", UTCDateTime()),
+    *_run_times(),
     sa.Column("first_scheduled_at", UTCDateTime()),
     # The end of the queue wait (JobRecord.queued_until: Kueue's admission, else the first pod's
     # scheduling), so the digest's queue-wait percentiles need not open the kueue JSON.
@@ -119,13 +161,11 @@ jobs = sa.Table(
     sa.Column("resource_version", sa.String()),
     # Owned by the store, never overwritten by an upsert of the record.
     sa.Column("terminal_recorded_at", UTCDateTime()),
-    sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
+    _summary_state(),
     sa.Column("usage_due_at", UTCDateTime()),
     sa.Column("usage_attempts", sa.Integer(), nullable=False, server_default="0"),
-    # Who holds the usage lease: a claim token checked by every write of the measurement, and the
-    # leadership term it was claimed in (a newer term may take an older term's claims at once).
-    sa.Column("usage_claim_token", sa.String()),
-    sa.Column("usage_claim_term", sa.BigInteger()),
+    # Who holds the usage lease.
+    *_claim("usage_"),
     # [{title, url}]: links the summary shows (an MLflow run).
     sa.Column("links", _json()),
     # Copies of the usage row's GPU-minutes held, used and idle, written with it (jobs.save_usage),
@@ -156,10 +196,8 @@ jobs = sa.Table(
 pods = sa.Table(
     "pods",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_key("cluster", "uid"),
+    *_object_name(),
     sa.Column("job_uid", sa.String()),
     sa.Column("phase", sa.String(), nullable=False),
     sa.Column("created_at", UTCDateTime()),
@@ -187,8 +225,7 @@ pods = sa.Table(
 workload_links = sa.Table(
     "workload_links",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
+    *_key("cluster", "uid"),
     sa.Column("parent_uid", sa.String(), nullable=False),
     sa.Column("seen_at", UTCDateTime(), nullable=False),
 )
@@ -196,8 +233,7 @@ workload_links = sa.Table(
 usage = sa.Table(
     "usage",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("job_uid", sa.String(), primary_key=True),
+    *_key("cluster", "job_uid"),
     sa.Column("gpu_minutes", sa.Double()),
     sa.Column("used_gpu_minutes", sa.Double()),
     sa.Column("gpus_idle", sa.Integer()),
@@ -210,7 +246,7 @@ usage = sa.Table(
     sa.Column("collected_at", UTCDateTime()),
     # Per-GPU and per-pod detail and the reasons for missing figures.
     sa.Column("detail", _json(), nullable=False),
-    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    _job_foreign_key(),
 )
 
 # A job's usage over time (domain.model.UsageSeries), written with its usage: the chart in its summary
@@ -219,18 +255,17 @@ usage = sa.Table(
 usage_series = sa.Table(
     "usage_series",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("job_uid", sa.String(), primary_key=True),
+    *_key("cluster", "job_uid"),
     sa.Column("step_seconds", sa.Integer(), nullable=False),
     sa.Column("start_at", UTCDateTime()),
     sa.Column("series", _json(), nullable=False),
-    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    _job_foreign_key(),
 )
 
 recommendations = sa.Table(
     "recommendations",
     metadata,
-    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    _id(),
     sa.Column("cluster", sa.String(), nullable=False),
     sa.Column("job_uid", sa.String(), nullable=False),
     sa.Column("position", sa.Integer(), nullable=False),
@@ -247,7 +282,7 @@ recommendations = sa.Table(
     sa.Column("waste_core_hours", sa.Double(), nullable=False),
     sa.Column("field_path", sa.String()),
     sa.Column("evidence", _json(), nullable=False),
-    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    _job_foreign_key(),
     sa.Index(None, "cluster", "job_uid"),
     sa.Index(None, "waste_gpu_minutes"),
 )
@@ -261,13 +296,10 @@ ADOPTION_SUM_COLUMNS = ["cluster", "owner", "outcome", "gpu_hours_freed", "memor
 advice_adoption = sa.Table(
     "advice_adoption",
     metadata,
-    sa.Column("cluster", sa.String(), nullable=False),
-    sa.Column("job_uid", sa.String(), nullable=False),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_key("cluster", "job_uid"),
+    *_object_name(),
     sa.Column("family", sa.String(), nullable=False),
-    sa.Column("owner", sa.String()),
-    sa.Column("team", sa.String()),
+    *_owner_and_team(),
     sa.Column("finished_at", UTCDateTime()),
     sa.Column("previous_uid", sa.String()),
     sa.Column("previous_name", sa.String()),
@@ -277,8 +309,7 @@ advice_adoption = sa.Table(
     sa.Column("gpu_hours_freed", sa.Double()),
     sa.Column("memory_gib_hours_freed", sa.Double()),
     sa.Column("evaluated_at", UTCDateTime(), nullable=False),
-    sa.PrimaryKeyConstraint("cluster", "job_uid"),
-    sa.ForeignKeyConstraint(["cluster", "job_uid"], ["jobs.cluster", "jobs.uid"], ondelete="CASCADE"),
+    _job_foreign_key(),
     # The digest sums one team's week: on Postgres from the index alone (as ix_jobs_team_finished_at).
     sa.Index(None, "team", "finished_at", postgresql_include=ADOPTION_SUM_COLUMNS),
     sa.Index(None, "finished_at"),
@@ -287,7 +318,7 @@ advice_adoption = sa.Table(
 outbox = sa.Table(
     "outbox",
     metadata,
-    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    _id(),
     sa.Column("dedup_key", sa.String(), nullable=False),
     sa.Column("kind", sa.String(), nullable=False),
     sa.Column("channel", sa.String(), nullable=False),
@@ -309,8 +340,7 @@ outbox = sa.Table(
     sa.Column("failed_at", UTCDateTime()),
     # The claim that leased the row: mark_* only settle a row whose token still matches, and the
     # leadership term lets a new leader take an older term's leased rows without waiting.
-    sa.Column("claim_token", sa.String()),
-    sa.Column("claim_term", sa.BigInteger()),
+    *_claim(),
     sa.UniqueConstraint("dedup_key"),
     sa.Index(None, "status", "next_attempt_at"),
     sa.Index(None, "recipient", "channel", "status"),
@@ -320,7 +350,7 @@ outbox = sa.Table(
 users = sa.Table(
     "users",
     metadata,
-    sa.Column("email", sa.String(), primary_key=True),
+    *_key("email"),
     sa.Column("name", sa.String()),
     sa.Column("slack_user_id", sa.String()),
     sa.Column("telegram_chat_id", sa.BigInteger()),
@@ -330,7 +360,7 @@ users = sa.Table(
 teams = sa.Table(
     "teams",
     metadata,
-    sa.Column("name", sa.String(), primary_key=True),
+    *_key("name"),
     sa.Column("namespaces", _json(), nullable=False),
     sa.Column("leads", _json(), nullable=False),
     sa.Column("digest_channels", _json(), nullable=False),
@@ -343,9 +373,7 @@ teams = sa.Table(
 rejected_objects = sa.Table(
     "rejected_objects",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("kind", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
+    *_key("cluster", "kind", "uid"),
     sa.Column("namespace", sa.String()),
     sa.Column("name", sa.String()),
     sa.Column("reason", sa.String(), nullable=False),
@@ -363,7 +391,7 @@ rejected_objects = sa.Table(
 leader_leases = sa.Table(
     "leader_leases",
     metadata,
-    sa.Column("name", sa.String(), primary_key=True),
+    *_key("name"),
     sa.Column("holder", sa.String(), nullable=False),
     sa.Column("term", sa.BigInteger(), nullable=False),
     sa.Column("acquired_at", UTCDateTime(), nullable=False),
@@ -374,7 +402,7 @@ leader_leases = sa.Table(
 checkpoints = sa.Table(
     "checkpoints",
     metadata,
-    sa.Column("key", sa.String(), primary_key=True),
+    *_key("key"),
     sa.Column("value", sa.Text(), nullable=False),
 )
 
@@ -389,28 +417,22 @@ sa.Index(None, jobs.c.team, jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
 workflows = sa.Table(
     "workflows",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
+    *_key("cluster", "uid"),
     sa.Column("kind", sa.String(), nullable=False),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_object_name(),
     sa.Column("run_id", sa.String()),
     sa.Column("status", sa.String(), nullable=False),
-    sa.Column("owner", sa.String()),
-    sa.Column("team", sa.String()),
-    sa.Column("created_at", UTCDateTime()),
-    sa.Column("started_at", UTCDateTime()),
-    sa.Column("finished_at", UTCDateTime()),
+    *_owner_and_team(),
+    *_run_times(),
     sa.Column("record", _json(), nullable=False),
     # Airflow: when the run's last pod stopped; NULL while one runs (the run is not quiet).
     sa.Column("quiet_since", UTCDateTime()),
     # Owned by the store: where the workflow stands on the way to its summary, and when it is due.
-    sa.Column("summary_state", sa.String(), nullable=False, server_default="none"),
+    _summary_state(),
     sa.Column("due_at", UTCDateTime()),
     sa.Column("terminal_recorded_at", UTCDateTime()),
-    # The summary claim's token and leadership term, as for jobs' usage claims.
-    sa.Column("claim_token", sa.String()),
-    sa.Column("claim_term", sa.BigInteger()),
+    # The summary claim, as for jobs' usage claims.
+    *_claim(),
     sa.Index(None, "summary_state", "due_at"),
     sa.Index(None, "kind", "summary_state", "quiet_since"),
     sa.Index(None, "namespace", "name", "created_at"),
@@ -420,11 +442,9 @@ workflows = sa.Table(
 workflow_pods = sa.Table(
     "workflow_pods",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
+    *_key("cluster", "uid"),
     sa.Column("workflow_uid", sa.String(), nullable=False),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_object_name(),
     sa.Column("record", _json(), nullable=False),
     sa.Index(None, "cluster", "workflow_uid"),
 )
@@ -434,10 +454,8 @@ workflow_pods = sa.Table(
 served_models = sa.Table(
     "served_models",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("uid", sa.String(), primary_key=True),
-    sa.Column("namespace", sa.String(), nullable=False),
-    sa.Column("name", sa.String(), nullable=False),
+    *_key("cluster", "uid"),
+    *_object_name(),
     sa.Column("revision", sa.String()),
     sa.Column("announced", sa.Boolean(), nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
@@ -449,7 +467,7 @@ served_models = sa.Table(
 pipeline_events = sa.Table(
     "pipeline_events",
     metadata,
-    sa.Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    _id(),
     sa.Column("key", sa.String(), nullable=False),
     sa.Column("sender", sa.String(), nullable=False),
     sa.Column("title", sa.Text(), nullable=False),
@@ -467,7 +485,7 @@ pipeline_event_recipients = sa.Table(
     "pipeline_event_recipients",
     metadata,
     sa.Column("event_id", _BIG_ID, primary_key=True),
-    sa.Column("recipient", sa.String(), primary_key=True),
+    *_key("recipient"),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Index(None, "recipient", "created_at"),
 )
@@ -480,7 +498,7 @@ pipeline_event_recipients = sa.Table(
 user_preferences = sa.Table(
     "user_preferences",
     metadata,
-    sa.Column("email", sa.String(), primary_key=True),
+    *_key("email"),
     sa.Column("telegram_chat_id", sa.BigInteger()),
     sa.Column("channels", _json()),
     sa.Column("notify", sa.String()),
@@ -503,7 +521,7 @@ user_preferences = sa.Table(
 telegram_link_uses = sa.Table(
     "telegram_link_uses",
     metadata,
-    sa.Column("token_id", sa.String(), primary_key=True),
+    *_key("token_id"),
     sa.Column("email", sa.String(), nullable=False),
     sa.Column("chat_id", sa.BigInteger(), nullable=False),
     sa.Column("used_at", UTCDateTime(), nullable=False),
@@ -517,8 +535,7 @@ telegram_link_uses = sa.Table(
 cluster_queues = sa.Table(
     "cluster_queues",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("name", sa.String(), primary_key=True),
+    *_key("cluster", "name"),
     sa.Column("nominal_gpus", sa.Double()),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
 )
@@ -526,9 +543,7 @@ cluster_queues = sa.Table(
 local_queues = sa.Table(
     "local_queues",
     metadata,
-    sa.Column("cluster", sa.String(), primary_key=True),
-    sa.Column("namespace", sa.String(), primary_key=True),
-    sa.Column("name", sa.String(), primary_key=True),
+    *_key("cluster", "namespace", "name"),
     sa.Column("cluster_queue", sa.String()),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
 )

@@ -9,189 +9,134 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    json = ddl.json_type()
+    ddl.create_table(
         "checkpoints",
+        ["key"],
         sa.Column("key", sa.String(), nullable=False),
         sa.Column("value", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint("key", name=op.f("pk_checkpoints")),
     )
-    op.create_table(
+    ddl.create_table(
         "jobs",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("uid", sa.String(), nullable=False),
-        sa.Column("namespace", sa.String(), nullable=False),
-        sa.Column("name", sa.String(), nullable=False),
-        sa.Column("kind", sa.String(), nullable=False),
-        sa.Column("status", sa.String(), nullable=False),
-        sa.Column("reason", sa.String(), nullable=True),
-        sa.Column("owner", sa.String(), nullable=True),
-        sa.Column("team", sa.String(), nullable=True),
+        ["cluster", "uid"],
+        *ddl.required(sa.String(), "cluster", "uid", "namespace", "name", "kind", "status"),
+        *ddl.optional(sa.String(), "reason", "owner", "team"),
         sa.Column("notify", sa.String(), nullable=False),
-        sa.Column("channels", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=True),
-        sa.Column("group_key", sa.String(), nullable=True),
-        sa.Column("family", sa.String(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("first_scheduled_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("sort_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("channels", json, nullable=True),
+        *ddl.optional(sa.String(), "group_key", "family"),
+        *ddl.optional(ddl.timestamp(), "created_at", "started_at", "finished_at", "first_scheduled_at"),
+        sa.Column("sort_at", ddl.timestamp(), nullable=False),
         sa.Column("exit_code", sa.Integer(), nullable=True),
         sa.Column("exit_reason", sa.String(), nullable=True),
         sa.Column("gpus_requested", sa.Double(), nullable=False),
         sa.Column("cpu_requested_cores", sa.Double(), nullable=True),
         sa.Column("memory_requested_bytes", sa.BigInteger(), nullable=True),
-        sa.Column("requested", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column("kueue", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=True),
-        sa.Column("labels", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column("event_counts", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
+        sa.Column("requested", json, nullable=False),
+        sa.Column("kueue", json, nullable=True),
+        *ddl.required(json, "labels", "event_counts"),
         sa.Column("resource_version", sa.String(), nullable=True),
-        sa.Column("terminal_recorded_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("terminal_recorded_at", ddl.timestamp(), nullable=True),
         sa.Column("summary_state", sa.String(), server_default="none", nullable=False),
-        sa.Column("usage_due_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("usage_due_at", ddl.timestamp(), nullable=True),
         sa.Column("usage_attempts", sa.Integer(), server_default="0", nullable=False),
-        sa.PrimaryKeyConstraint("cluster", "uid", name=op.f("pk_jobs")),
     )
-    op.create_index(op.f("ix_jobs_finished_at"), "jobs", ["finished_at"])
-    op.create_index(op.f("ix_jobs_namespace_name_created_at"), "jobs", ["namespace", "name", "created_at"])
-    op.create_index(op.f("ix_jobs_owner"), "jobs", ["owner"])
-    op.create_index(op.f("ix_jobs_sort_at_uid_cluster"), "jobs", ["sort_at", "uid", "cluster"])
-    op.create_index(op.f("ix_jobs_status"), "jobs", ["status"])
-    op.create_index(op.f("ix_jobs_summary_state_usage_due_at"), "jobs", ["summary_state", "usage_due_at"])
-    op.create_index(op.f("ix_jobs_team"), "jobs", ["team"])
+    ddl.create_index("jobs", "finished_at")
+    ddl.create_index("jobs", "namespace", "name", "created_at")
+    ddl.create_index("jobs", "owner")
+    ddl.create_index("jobs", "sort_at", "uid", "cluster")
+    ddl.create_index("jobs", "status")
+    ddl.create_index("jobs", "summary_state", "usage_due_at")
+    ddl.create_index("jobs", "team")
 
-    op.create_table(
+    ddl.create_table(
         "outbox",
-        sa.Column(
-            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
-        ),
-        sa.Column("dedup_key", sa.String(), nullable=False),
-        sa.Column("kind", sa.String(), nullable=False),
-        sa.Column("channel", sa.String(), nullable=False),
-        sa.Column("recipient", sa.String(), nullable=False),
-        sa.Column("status", sa.String(), nullable=False),
-        sa.Column("cluster", sa.String(), nullable=True),
-        sa.Column("job_uid", sa.String(), nullable=True),
-        sa.Column("group_key", sa.String(), nullable=True),
-        sa.Column("payload", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        ["id"],
+        ddl.id_column(),
+        *ddl.required(sa.String(), "dedup_key", "kind", "channel", "recipient", "status"),
+        *ddl.optional(sa.String(), "cluster", "job_uid", "group_key"),
+        sa.Column("payload", json, nullable=False),
+        *ddl.required(ddl.timestamp(), "created_at", "due_at"),
+        sa.Column("next_attempt_at", ddl.timestamp(), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column("provider_message_id", sa.String(), nullable=True),
-        sa.Column("sent_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("failed_at", sa.DateTime(timezone=True), nullable=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_outbox")),
+        *ddl.optional(ddl.timestamp(), "sent_at", "failed_at"),
         sa.UniqueConstraint("dedup_key", name=op.f("uq_outbox_dedup_key")),
     )
-    op.create_index(op.f("ix_outbox_cluster_job_uid"), "outbox", ["cluster", "job_uid"])
-    op.create_index(op.f("ix_outbox_recipient_channel_status"), "outbox", ["recipient", "channel", "status"])
-    op.create_index(op.f("ix_outbox_status_next_attempt_at"), "outbox", ["status", "next_attempt_at"])
+    ddl.create_index("outbox", "cluster", "job_uid")
+    ddl.create_index("outbox", "recipient", "channel", "status")
+    ddl.create_index("outbox", "status", "next_attempt_at")
 
-    op.create_table(
+    ddl.create_table(
         "pods",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("uid", sa.String(), nullable=False),
-        sa.Column("namespace", sa.String(), nullable=False),
-        sa.Column("name", sa.String(), nullable=False),
+        ["cluster", "uid"],
+        *ddl.required(sa.String(), "cluster", "uid", "namespace", "name"),
         sa.Column("job_uid", sa.String(), nullable=True),
         sa.Column("phase", sa.String(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("node", sa.String(), nullable=True),
-        sa.Column("reason", sa.String(), nullable=True),
-        sa.Column("scheduled_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", ddl.timestamp(), nullable=True),
+        *ddl.optional(sa.String(), "node", "reason"),
+        *ddl.optional(ddl.timestamp(), "scheduled_at", "started_at", "finished_at", "deleted_at"),
         sa.Column("gpu_equivalents", sa.Double(), nullable=False),
-        sa.Column("containers", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
+        sa.Column("containers", json, nullable=False),
         sa.Column("completion_index", sa.Integer(), nullable=True),
         sa.Column("resource_version", sa.String(), nullable=True),
-        sa.PrimaryKeyConstraint("cluster", "uid", name=op.f("pk_pods")),
     )
-    op.create_index(op.f("ix_pods_cluster_job_uid"), "pods", ["cluster", "job_uid"])
+    ddl.create_index("pods", "cluster", "job_uid")
 
-    op.create_table(
+    ddl.create_table(
         "teams",
+        ["name"],
         sa.Column("name", sa.String(), nullable=False),
-        sa.Column("namespaces", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column("leads", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column(
-            "digest_channels", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False
-        ),
+        *ddl.required(json, "namespaces", "leads", "digest_channels"),
         sa.Column("slack_channel", sa.String(), nullable=True),
         sa.Column("notify_unowned", sa.Boolean(), nullable=False),
-        sa.PrimaryKeyConstraint("name", name=op.f("pk_teams")),
     )
-    op.create_table(
+    ddl.create_table(
         "users",
+        ["email"],
         sa.Column("email", sa.String(), nullable=False),
-        sa.Column("name", sa.String(), nullable=True),
-        sa.Column("slack_user_id", sa.String(), nullable=True),
+        *ddl.optional(sa.String(), "name", "slack_user_id"),
         sa.Column("telegram_chat_id", sa.BigInteger(), nullable=True),
-        sa.Column("channels", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.PrimaryKeyConstraint("email", name=op.f("pk_users")),
+        sa.Column("channels", json, nullable=False),
     )
-    op.create_table(
+    ddl.create_table(
         "recommendations",
-        sa.Column(
-            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
-        ),
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("job_uid", sa.String(), nullable=False),
+        ["id"],
+        ddl.id_column(),
+        *ddl.required(sa.String(), "cluster", "job_uid"),
         sa.Column("position", sa.Integer(), nullable=False),
-        sa.Column("kind", sa.String(), nullable=False),
-        sa.Column("severity", sa.String(), nullable=False),
-        sa.Column("amounts", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
+        *ddl.required(sa.String(), "kind", "severity"),
+        sa.Column("amounts", json, nullable=False),
         sa.Column("unit", sa.String(), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
-        sa.Column("waste_gpu_minutes", sa.Double(), nullable=False),
-        sa.Column("waste_gib_hours", sa.Double(), nullable=False),
-        sa.Column("waste_core_hours", sa.Double(), nullable=False),
+        *ddl.required(sa.Double(), "waste_gpu_minutes", "waste_gib_hours", "waste_core_hours"),
         sa.Column("field_path", sa.String(), nullable=True),
-        sa.Column("evidence", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster", "job_uid"],
-            ["jobs.cluster", "jobs.uid"],
-            name=op.f("fk_recommendations_cluster_job_uid_jobs"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_recommendations")),
+        sa.Column("evidence", json, nullable=False),
+        ddl.job_foreign_key("recommendations"),
     )
-    op.create_index(op.f("ix_recommendations_cluster_job_uid"), "recommendations", ["cluster", "job_uid"])
-    op.create_index(op.f("ix_recommendations_waste_gpu_minutes"), "recommendations", ["waste_gpu_minutes"])
+    ddl.create_index("recommendations", "cluster", "job_uid")
+    ddl.create_index("recommendations", "waste_gpu_minutes")
 
-    op.create_table(
+    ddl.create_table(
         "usage",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("job_uid", sa.String(), nullable=False),
-        sa.Column("gpu_minutes", sa.Double(), nullable=True),
-        sa.Column("used_gpu_minutes", sa.Double(), nullable=True),
+        ["cluster", "job_uid"],
+        *ddl.required(sa.String(), "cluster", "job_uid"),
+        *ddl.optional(sa.Double(), "gpu_minutes", "used_gpu_minutes"),
         sa.Column("gpus_idle", sa.Integer(), nullable=True),
-        sa.Column("idle_gpu_minutes", sa.Double(), nullable=True),
-        sa.Column("gpu_util_mean_percent", sa.Double(), nullable=True),
-        sa.Column("gpu_memory_peak_bytes", sa.BigInteger(), nullable=True),
-        sa.Column("memory_peak_bytes", sa.BigInteger(), nullable=True),
-        sa.Column("cpu_cores_mean", sa.Double(), nullable=True),
-        sa.Column("cpu_cores_p95", sa.Double(), nullable=True),
-        sa.Column("collected_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("detail", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster", "job_uid"],
-            ["jobs.cluster", "jobs.uid"],
-            name=op.f("fk_usage_cluster_job_uid_jobs"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("cluster", "job_uid", name=op.f("pk_usage")),
+        *ddl.optional(sa.Double(), "idle_gpu_minutes", "gpu_util_mean_percent"),
+        *ddl.optional(sa.BigInteger(), "gpu_memory_peak_bytes", "memory_peak_bytes"),
+        *ddl.optional(sa.Double(), "cpu_cores_mean", "cpu_cores_p95"),
+        sa.Column("collected_at", ddl.timestamp(), nullable=True),
+        sa.Column("detail", json, nullable=False),
+        ddl.job_foreign_key("usage"),
     )
 
 

@@ -13,38 +13,15 @@ The rebuild blocks writes to jobs while it runs (seconds per million jobs).
 
 from collections.abc import Sequence
 
-from alembic import op
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
-
-INDEX = "ix_jobs_team_finished_at"
-# As tables.DIGEST_JOB_COLUMNS when this revision was written.
-INCLUDE = [
-    "cluster",
-    "uid",
-    "owner",
-    "status",
-    "exit_reason",
-    "gpus_requested",
-    "memory_requested_bytes",
-    "created_at",
-    "first_scheduled_at",
-]
-
-
-def _rebuild(include: list[str]) -> None:
-    if op.get_bind().dialect.name != "postgresql":
-        return
-    op.drop_index(INDEX, table_name="jobs")
-    op.create_index(INDEX, "jobs", ["team", "finished_at"], unique=False, postgresql_include=include)
 
 
 def upgrade() -> None:
-    _rebuild(INCLUDE)
+    ddl.rebuild_index("jobs", ["team", "finished_at"], ddl.DIGEST_JOB_COLUMNS_0004)
 
 
 def downgrade() -> None:
-    _rebuild([])
+    ddl.rebuild_index("jobs", ["team", "finished_at"], [])

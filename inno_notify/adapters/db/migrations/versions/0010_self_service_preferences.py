@@ -13,49 +13,39 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0010"
 down_revision: str | Sequence[str] | None = "0009"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
-
-
-def _json() -> sa.types.TypeEngine:  # type: ignore[type-arg]
-    return sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 
 def upgrade() -> None:
-    op.create_table(
+    json = ddl.json_type(none_as_null=True)
+    ddl.create_table(
         "user_preferences",
+        ["email"],
         sa.Column("email", sa.String(), nullable=False),
         sa.Column("telegram_chat_id", sa.BigInteger(), nullable=True),
-        sa.Column("channels", _json(), nullable=True),
+        sa.Column("channels", json, nullable=True),
         sa.Column("notify", sa.String(), nullable=True),
-        sa.Column("muted_until", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("origins", _json(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("email", name=op.f("pk_user_preferences")),
+        sa.Column("muted_until", ddl.timestamp(), nullable=True),
+        sa.Column("origins", json, nullable=False),
+        sa.Column("updated_at", ddl.timestamp(), nullable=False),
     )
-    op.create_index(
-        op.f("ix_user_preferences_muted_until"), "user_preferences", ["muted_until"], unique=False
-    )
-    op.create_table(
+    ddl.create_index("user_preferences", "muted_until")
+    ddl.create_table(
         "telegram_link_uses",
-        sa.Column("token_id", sa.String(), nullable=False),
-        sa.Column("email", sa.String(), nullable=False),
+        ["token_id"],
+        *ddl.required(sa.String(), "token_id", "email"),
         sa.Column("chat_id", sa.BigInteger(), nullable=False),
-        sa.Column("used_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("token_id", name=op.f("pk_telegram_link_uses")),
+        *ddl.required(ddl.timestamp(), "used_at", "expires_at"),
     )
-    op.create_index(
-        op.f("ix_telegram_link_uses_expires_at"), "telegram_link_uses", ["expires_at"], unique=False
-    )
+    ddl.create_index("telegram_link_uses", "expires_at")
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_telegram_link_uses_expires_at"), table_name="telegram_link_uses")
+    ddl.drop_index("telegram_link_uses", "expires_at")
     op.drop_table("telegram_link_uses")
-    op.drop_index(op.f("ix_user_preferences_muted_until"), table_name="user_preferences")
+    ddl.drop_index("user_preferences", "muted_until")
     op.drop_table("user_preferences")

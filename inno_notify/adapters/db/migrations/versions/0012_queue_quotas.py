@@ -21,12 +21,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from inno_notify.adapters.db.migrations import ddl
+
 revision: str = "0012"
 down_revision: str | Sequence[str] | None = "0011"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
-INDEX = "ix_jobs_team_finished_at"
 # The job's copy -> the usage column it copies.
 COPIES = {
     "gpu_minutes_held": "gpu_minutes",
@@ -34,49 +33,31 @@ COPIES = {
     "gpu_minutes_idle": "idle_gpu_minutes",
 }
 ADDED = ["queued_until", *COPIES]
-# tables.DIGEST_JOB_COLUMNS as revision 0004 left it; this revision adds ADDED.
-BEFORE = [
-    "cluster",
-    "uid",
-    "owner",
-    "status",
-    "exit_reason",
-    "gpus_requested",
-    "memory_requested_bytes",
-    "created_at",
-    "first_scheduled_at",
-]
-
-
-def _rebuild(include: list[str]) -> None:
-    if op.get_bind().dialect.name != "postgresql":
-        return
-    op.drop_index(INDEX, table_name="jobs")
-    op.create_index(INDEX, "jobs", ["team", "finished_at"], unique=False, postgresql_include=include)
+# ix_jobs_team_finished_at's INCLUDE columns as revision 0004 left them; this revision adds ADDED.
+BEFORE = ddl.DIGEST_JOB_COLUMNS_0004
+INDEX = ["team", "finished_at"]
 
 
 def upgrade() -> None:
-    op.create_table(
+    ddl.create_table(
         "cluster_queues",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("name", sa.String(), nullable=False),
+        ["cluster", "name"],
+        *ddl.required(sa.String(), "cluster", "name"),
         sa.Column("nominal_gpus", sa.Double(), nullable=True),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("cluster", "name", name=op.f("pk_cluster_queues")),
+        sa.Column("updated_at", ddl.timestamp(), nullable=False),
     )
-    op.create_table(
+    ddl.create_table(
         "local_queues",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("namespace", sa.String(), nullable=False),
-        sa.Column("name", sa.String(), nullable=False),
+        ["cluster", "namespace", "name"],
+        *ddl.required(sa.String(), "cluster", "namespace", "name"),
         sa.Column("cluster_queue", sa.String(), nullable=True),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("cluster", "namespace", "name", name=op.f("pk_local_queues")),
+        sa.Column("updated_at", ddl.timestamp(), nullable=False),
     )
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("queued_until", sa.DateTime(timezone=True), nullable=True))
-        for name in COPIES:
-            batch.add_column(sa.Column(name, sa.Double(), nullable=True))
+    ddl.add_columns(
+        "jobs",
+        sa.Column("queued_until", ddl.timestamp(), nullable=True),
+        *ddl.optional(sa.Double(), *COPIES),
+    )
     # Jobs stored before: their Kueue admission stays in the kueue JSON, the wait ends as before.
     op.execute("UPDATE jobs SET queued_until = first_scheduled_at")
     op.execute(
@@ -89,13 +70,11 @@ def upgrade() -> None:
         + " WHERE EXISTS (SELECT 1 FROM usage"
         " WHERE usage.cluster = jobs.cluster AND usage.job_uid = jobs.uid)"
     )
-    _rebuild([*BEFORE, *ADDED])
+    ddl.rebuild_index("jobs", INDEX, [*BEFORE, *ADDED])
 
 
 def downgrade() -> None:
-    _rebuild(BEFORE)
-    with op.batch_alter_table("jobs") as batch:
-        for name in reversed(ADDED):
-            batch.drop_column(name)
+    ddl.rebuild_index("jobs", INDEX, BEFORE)
+    ddl.drop_columns("jobs", *reversed(ADDED))
     op.drop_table("local_queues")
     op.drop_table("cluster_queues")

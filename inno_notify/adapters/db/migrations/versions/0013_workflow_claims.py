@@ -12,22 +12,15 @@ claimer settles nothing.
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from alembic import op
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0013"
 down_revision: str | Sequence[str] | None = "0012"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("workflows", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("claim_token", sa.String(), nullable=True))
-        batch_op.add_column(sa.Column("claim_term", sa.BigInteger(), nullable=True))
+    ddl.add_columns("workflows", *ddl.claim_columns())
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("workflows", schema=None) as batch_op:
-        batch_op.drop_column("claim_term")
-        batch_op.drop_column("claim_token")
+    ddl.drop_columns("workflows", *ddl.claim_column_names())

@@ -14,40 +14,30 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0014"
 down_revision: str | Sequence[str] | None = "0013"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
-
-
-def _json() -> sa.types.TypeEngine:  # type: ignore[type-arg]
-    return sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("parent_uid", sa.String(), nullable=True))
-        batch.add_column(sa.Column("attempts", sa.Integer(), nullable=False, server_default="1"))
-        batch.add_column(sa.Column("replicas", _json(), nullable=True))
-    with op.batch_alter_table("pods") as batch:
-        batch.add_column(sa.Column("role", sa.String(), nullable=True))
-    op.create_table(
+    ddl.add_columns(
+        "jobs",
+        sa.Column("parent_uid", sa.String(), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False, server_default="1"),
+        sa.Column("replicas", ddl.json_type(), nullable=True),
+    )
+    ddl.add_columns("pods", sa.Column("role", sa.String(), nullable=True))
+    ddl.create_table(
         "workload_links",
-        sa.Column("cluster", sa.String(), nullable=False),
-        sa.Column("uid", sa.String(), nullable=False),
-        sa.Column("parent_uid", sa.String(), nullable=False),
-        sa.Column("seen_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("cluster", "uid", name=op.f("pk_workload_links")),
+        ["cluster", "uid"],
+        *ddl.required(sa.String(), "cluster", "uid", "parent_uid"),
+        sa.Column("seen_at", ddl.timestamp(), nullable=False),
     )
 
 
 def downgrade() -> None:
     op.drop_table("workload_links")
-    with op.batch_alter_table("pods") as batch:
-        batch.drop_column("role")
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("replicas")
-        batch.drop_column("attempts")
-        batch.drop_column("parent_uid")
+    ddl.drop_columns("pods", "role")
+    ddl.drop_columns("jobs", "replicas", "attempts", "parent_uid")

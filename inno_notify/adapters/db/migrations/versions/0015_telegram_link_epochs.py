@@ -20,29 +20,26 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0015"
 down_revision: str | Sequence[str] | None = "0014"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
-
-
-def _json() -> sa.types.TypeEngine:  # type: ignore[type-arg]
-    return sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 
 def upgrade() -> None:
-    json_type = _json()
-    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("link_epoch", sa.BigInteger(), nullable=False, server_default="0"))
-        batch_op.add_column(sa.Column("muted_channels", json_type, nullable=True))
+    json_type = ddl.json_type(none_as_null=True)
+    ddl.add_columns(
+        "user_preferences",
+        sa.Column("link_epoch", sa.BigInteger(), nullable=False, server_default="0"),
+        sa.Column("muted_channels", json_type, nullable=True),
+    )
 
     conn = op.get_bind()
     prefs = sa.table(
         "user_preferences",
         sa.column("email", sa.String()),
-        sa.column("origins", _json()),
+        sa.column("origins", json_type),
         sa.column("link_epoch", sa.BigInteger()),
         sa.column("updated_at", sa.DateTime(timezone=True)),
     )
@@ -72,6 +69,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
-        batch_op.drop_column("muted_channels")
-        batch_op.drop_column("link_epoch")
+    ddl.drop_columns("user_preferences", "muted_channels", "link_epoch")

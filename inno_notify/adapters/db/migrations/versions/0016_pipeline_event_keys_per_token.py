@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from inno_notify.adapters.db.migrations import ddl
+
 revision: str = "0016"
 down_revision: str | Sequence[str] | None = "0015"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -29,24 +29,18 @@ def upgrade() -> None:
         batch_op.drop_constraint(batch_op.f("uq_pipeline_events_key"), type_="unique")
         batch_op.create_unique_constraint(batch_op.f("uq_pipeline_events_sender_key"), ["sender", "key"])
         batch_op.create_index(batch_op.f("ix_pipeline_events_sender_created_at"), ["sender", "created_at"])
-    op.create_table(
+    ddl.create_table(
         "pipeline_event_recipients",
-        sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        ["event_id", "recipient"],
+        sa.Column("event_id", ddl.big_id(), nullable=False),
         sa.Column("recipient", sa.String(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("event_id", "recipient", name=op.f("pk_pipeline_event_recipients")),
+        sa.Column("created_at", ddl.timestamp(), nullable=False),
     )
-    op.create_index(
-        op.f("ix_pipeline_event_recipients_recipient_created_at"),
-        "pipeline_event_recipients",
-        ["recipient", "created_at"],
-    )
+    ddl.create_index("pipeline_event_recipients", "recipient", "created_at")
 
 
 def downgrade() -> None:
-    op.drop_index(
-        op.f("ix_pipeline_event_recipients_recipient_created_at"), table_name="pipeline_event_recipients"
-    )
+    ddl.drop_index("pipeline_event_recipients", "recipient", "created_at")
     op.drop_table("pipeline_event_recipients")
     # Keys were unique per sender only: a downgrade keeps each key's first event.
     op.execute(

@@ -12,19 +12,16 @@ come); every existing row keeps its values.
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from inno_notify.adapters.db.migrations import ddl
 
 revision: str = "0017"
 down_revision: str | Sequence[str] | None = "0016"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("nudges", sa.Boolean(), nullable=True))
+    ddl.add_columns("user_preferences", sa.Column("nudges", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("user_preferences", schema=None) as batch_op:
-        batch_op.drop_column("nudges")
+    ddl.drop_columns("user_preferences", "nudges")
