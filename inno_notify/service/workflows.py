@@ -79,9 +79,8 @@ from inno_notify.service.batches import (
     why_no_uid,
 )
 from inno_notify.service.ingest import Ingestor
-from inno_notify.service.planner import DirectoryPlanner, shown
+from inno_notify.service.planner import shown
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.settings import Settings
 
 log = logging.getLogger(__name__)
 # The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
@@ -546,17 +545,6 @@ class WorkflowParts:
         return [("workflow-summaries", self.summarizer.run)]
 
 
-def workflow_options(settings: Settings, poll_seconds: float = 5.0) -> WorkflowOptions:
-    return WorkflowOptions(
-        catch_up_seconds=settings.kubernetes.catch_up_seconds,
-        metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
-        give_up_after_seconds=settings.prometheus.give_up_after_seconds,
-        airflow_quiet_seconds=settings.workflows.airflow_quiet_seconds,
-        poll_seconds=poll_seconds,
-        cluster=settings.cluster,
-    )
-
-
 def join_recorder(
     ingestor: Ingestor, options: WorkflowOptions, announcer: ServingAnnouncer
 ) -> WorkflowRecorder:
@@ -573,37 +561,3 @@ def join_recorder(
     )
     ingestor.recorders.append(recorder)
     return recorder
-
-
-def build_workflows(
-    settings: Settings,
-    store: Store,
-    planner: DirectoryPlanner,
-    ingestor: Ingestor,
-    clock: Clock,
-    *,
-    started_at: datetime,
-    poll_seconds: float = 5.0,
-) -> WorkflowParts:
-    """The workflow parts, the recorder joined to `ingestor`'s pipeline."""
-    options = workflow_options(settings, poll_seconds)
-    domains = settings.notify.allowed_email_domains
-    announcer = ServingAnnouncer(
-        store,
-        planner.directory,
-        planner.enabled_channels,
-        started_at,
-        options.catch_up_seconds,
-        allowed_email_domains=domains,
-    )
-    recorder = join_recorder(ingestor, options, announcer)
-    summarizer = WorkflowSummarizer(
-        store,
-        planner.directory,
-        planner.enabled_channels,
-        options,
-        clock,
-        started_at,
-        allowed_email_domains=domains,
-    )
-    return WorkflowParts(recorder, summarizer, announcer)

@@ -1,0 +1,200 @@
+"""Settings → adapters: each builder takes the settings and returns one part, built as `serve`, the
+demo and the one-shot commands (inno_notify.commands: `check`, `digest`) need it. What a part does
+lives in adapters/ and service/; here only which settings it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from inno_notify.adapters.channels.base import Sender
+from inno_notify.adapters.channels.digest_views import DigestRenderer
+from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.pages import JobPageRenderer
+from inno_notify.adapters.channels.render import Renderer
+from inno_notify.adapters.channels.slack import SlackSender
+from inno_notify.adapters.channels.telegram import TelegramSender
+from inno_notify.adapters.db.leases import UNFENCED, Fence
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.kube import KubeConfigError, load_api_client
+from inno_notify.domain.page_links import PageLinks
+from inno_notify.service.digest import DigestScheduler
+from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.leadership import Timings
+from inno_notify.service.telegram_updates import link_offer
+from inno_notify.settings import ConfigError, Settings, secret_value
+from inno_notify.telemetry import Telemetry
+
+log = logging.getLogger("inno_notify.runtime")
+
+Clock = Callable[[], datetime]
+
+# A component runs until the stop event is set, then returns after finishing its in-flight work.
+Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def configured_channels(settings: Settings) -> frozenset[str]:
+    """The channels `build_senders` builds a sender for, without building them."""
+    channels = settings.channels
+    configured = {
+        "telegram": bool(secret_value(channels.telegram.token)),
+        "slack": bool(secret_value(channels.slack.token)),
+        "email": bool(channels.email.host),
+    }
+    return frozenset(name for name, on in configured.items() if on)
+
+
+def build_senders(settings: Settings) -> dict[str, Sender]:
+    """A sender for every channel the configuration enables (a token or an SMTP host is set)."""
+    channels = settings.channels
+    senders: dict[str, Sender] = {}
+    telegram_token = secret_value(channels.telegram.token)
+    if telegram_token:
+        senders["telegram"] = TelegramSender(telegram_token, channels.telegram.api_url)
+    slack_token = secret_value(channels.slack.token)
+    if slack_token:
+        senders["slack"] = SlackSender(slack_token, channels.slack.api_url)
+    email = channels.email
+    if email.host:
+        senders["email"] = EmailSender(
+            email.host,
+            email.sender or "inno-notify@localhost",
+            port=email.port,
+            starttls=email.starttls,
+            tls=email.tls,
+            username=email.username,
+            password=secret_value(email.password),
+            allowed_domains=settings.notify.allowed_email_domains,
+        )
+    return senders
+
+
+def _template_dir(settings: Settings) -> Path | None:
+    return Path(settings.notify.template_dir) if settings.notify.template_dir else None
+
+
+def page_links(settings: Settings) -> PageLinks:
+    """The links messages carry to the service's pages (signed when `links.secret_file` is set)."""
+    return PageLinks(settings.public_url, settings.links.key, settings.links.ttl_days * 86400)
+
+
+def build_renderer(settings: Settings) -> Renderer:
+    return Renderer(
+        _template_dir(settings),
+        log_url_template=settings.notify.log_url_template,
+        links=page_links(settings),
+        grafana_url_template=settings.links.grafana_url_template,
+        clock=utc_now,
+    )
+
+
+def build_job_page_renderer(settings: Settings) -> JobPageRenderer:
+    return JobPageRenderer(
+        build_renderer(settings),
+        _template_dir(settings),
+        idle_percent=settings.rightsizing.idle_gpu_util_percent,
+    )
+
+
+def build_digest_renderer(settings: Settings) -> DigestRenderer:
+    return DigestRenderer(_template_dir(settings), links=page_links(settings), clock=utc_now)
+
+
+def build_dispatcher(
+    settings: Settings,
+    store: Store,
+    senders: Mapping[str, Sender],
+    clock: Clock,
+    poll_seconds: float = 1.0,
+    telemetry: Telemetry | None = None,
+    charts: JobCharts | None = None,
+) -> Dispatcher:
+    return Dispatcher(
+        store,
+        senders,
+        build_renderer(settings),
+        clock=clock,
+        group_wait_seconds=settings.notify.group_wait_seconds,
+        give_up_after_seconds=settings.notify.give_up_after_seconds,
+        poll_seconds=poll_seconds,
+        digest_renderer=build_digest_renderer(settings),
+        # A team's digest sums every cluster in the database; the claims are this cluster's.
+        digest_cluster=None,
+        cluster=settings.cluster,
+        telemetry=telemetry,
+        charts=charts or build_charts(settings, store),
+        telegram_link=link_offer(settings),
+    )
+
+
+def build_charts(settings: Settings, store: Store) -> JobCharts:
+    return JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent)
+
+
+def service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:
+    """The service's store, its statements limited by `database_statement_timeout_seconds`, its
+    leader-only writes checked by `fence` (when a leader is elected). With election, a transaction
+    idle for a whole lease is ended by the server (engine.create_engine says why)."""
+    return Store.from_url(
+        settings.database_url,
+        fence,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
+        idle_in_transaction_seconds=settings.ha.lease_seconds if fence is not UNFENCED else None,
+    )
+
+
+async def kube_client(settings: Settings) -> Any:
+    """The Kubernetes API client, or None when no configuration exists and none was named."""
+    try:
+        return await load_api_client(settings.kubernetes.kubeconfig, settings.kubernetes.context)
+    except KubeConfigError as exc:
+        if settings.kubernetes.kubeconfig is not None:
+            raise
+        log.warning(
+            "kubernetes: %s; no jobs will be watched, and /readyz answers 503 (kubernetes_configured: "
+            "false), until it is configured",
+            exc,
+        )
+        return None
+
+
+def election_enabled(settings: Settings) -> bool:
+    """Whether `serve` elects a leader: `ha.enabled`, where auto means "on Postgres"."""
+    postgres = settings.database_url.startswith("postgresql")
+    if settings.ha.enabled is True and not postgres:
+        raise ConfigError(
+            "ha.enabled: true needs Postgres (database_url); with SQLite one instance runs alone"
+        )
+    return postgres if settings.ha.enabled == "auto" else bool(settings.ha.enabled)
+
+
+def election_timings(settings: Settings) -> Timings:
+    ha = settings.ha
+    return Timings(
+        lease_seconds=ha.lease_seconds,
+        renew_deadline_seconds=ha.renew_deadline_seconds,
+        retry_period_seconds=ha.retry_period_seconds,
+        shutdown_grace_seconds=ha.shutdown_grace_seconds,
+    )
+
+
+def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sender]) -> Component:
+    scheduler = DigestScheduler(
+        store,
+        schedule=settings.digest.schedule,
+        timezone=settings.digest.timezone,
+        channels=frozenset(senders),
+        clock=utc_now,
+        admin_recipients=settings.digest.admin_recipients,
+    )
+    return scheduler.run

@@ -1,0 +1,211 @@
+"""The pipeline a leader runs (and the demo, against a simulated cluster): ingestion with its
+recorders, usage collection, workflow summaries and dispatch, built from the settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from inno_notify.adapters.channels.base import Sender
+from inno_notify.adapters.db.repository import Store
+from inno_notify.adapters.kube import ClusterWatcher
+from inno_notify.domain.kinds import OPTIONAL_KINDS
+from inno_notify.runtime.builders import Clock, Component, build_charts, build_dispatcher
+from inno_notify.service.configuration import parse_config
+from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.ingest import IngestOptions, Ingestor
+from inno_notify.service.kueue_queues import QueueTracker
+from inno_notify.service.planner import DirectoryPlanner
+from inno_notify.service.serving import ServingAnnouncer
+from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
+from inno_notify.service.workflows import (
+    WorkflowOptions,
+    WorkflowParts,
+    WorkflowSummarizer,
+    join_recorder,
+)
+from inno_notify.settings import Settings
+from inno_notify.telemetry import Telemetry
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """The service's moving parts, built once from the settings."""
+
+    store: Store
+    ingestor: Ingestor
+    collector: UsageCollector
+    dispatcher: Dispatcher
+    senders: Mapping[str, Sender]
+    components: list[tuple[str, Component]] = field(default_factory=list)
+    workflows: WorkflowParts | None = None
+
+
+def build_pipeline(
+    settings: Settings,
+    store: Store,
+    source: UsageSource,
+    senders: Mapping[str, Sender],
+    clock: Clock,
+    *,
+    started_at: datetime,
+    poll_seconds: float = 5.0,
+    telemetry: Telemetry | None = None,
+) -> Pipeline:
+    ingestor = Ingestor(
+        store,
+        parse_config(settings),
+        IngestOptions(
+            catch_up_seconds=settings.kubernetes.catch_up_seconds,
+            metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
+            namespaces=settings.kubernetes.namespaces,
+        ),
+        clock,
+        started_at,
+        telemetry,
+    )
+    planner = DirectoryPlanner(
+        store,
+        frozenset(senders),
+        settings.notify.group_wait_seconds,
+        clock,
+        allowed_email_domains=settings.notify.allowed_email_domains,
+    )
+    workflows = build_workflows(
+        settings, store, planner, ingestor, clock, started_at=started_at, poll_seconds=poll_seconds
+    )
+    ingestor.taps.append(
+        QueueTracker(
+            store,
+            settings.cluster,
+            settings.accounting.gpu_resources,
+            clock,
+            namespaces=settings.kubernetes.namespaces,
+            telemetry=telemetry,
+        )
+    )
+    charts = build_charts(settings, store)
+    collector = UsageCollector(
+        store,
+        source,
+        settings.rightsizing,
+        planner,
+        CollectorOptions(
+            give_up_after_seconds=settings.prometheus.give_up_after_seconds,
+            idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
+            scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
+            poll_seconds=poll_seconds,
+            cluster=settings.cluster,
+        ),
+        clock,
+        telemetry,
+        charts,
+    )
+    dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry, charts)
+
+    async def run_ingestor(stop: asyncio.Event) -> None:
+        consumer = asyncio.create_task(ingestor.run(), name="ingest-consumer")
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({consumer, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if consumer.done():
+                consumer.result()  # the consumer never returns on its own: surface its failure
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ingestor.drained(), timeout=10)
+        finally:
+            stopping.cancel()
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
+
+    return Pipeline(
+        store=store,
+        ingestor=ingestor,
+        collector=collector,
+        dispatcher=dispatcher,
+        senders=senders,
+        components=[
+            ("ingest", run_ingestor),
+            ("usage", collector.run),
+            ("dispatch", dispatcher.run),
+            *workflows.components,
+        ],
+        workflows=workflows,
+    )
+
+
+def watch_component(watcher: ClusterWatcher) -> Component:
+    async def run(stop: asyncio.Event) -> None:
+        task = asyncio.create_task(watcher.run(), name="watch")
+        await stop.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return run
+
+
+def cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> ClusterWatcher | None:
+    if api is None:
+        return None
+    return ClusterWatcher(
+        api,
+        ingestor.on_event,
+        ingestor.on_relist,
+        namespaces=settings.kubernetes.namespaces,
+        kueue=settings.kubernetes.kueue,
+        argo=settings.argo_mode,
+        kserve=settings.workflows.kserve,
+        workloads=[(spec, settings.workloads.kinds.mode(spec.setting)) for spec in OPTIONAL_KINDS],
+        on_kinds=ingestor.watch_kinds,
+    )
+
+
+def workflow_options(settings: Settings, poll_seconds: float = 5.0) -> WorkflowOptions:
+    return WorkflowOptions(
+        catch_up_seconds=settings.kubernetes.catch_up_seconds,
+        metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
+        give_up_after_seconds=settings.prometheus.give_up_after_seconds,
+        airflow_quiet_seconds=settings.workflows.airflow_quiet_seconds,
+        poll_seconds=poll_seconds,
+        cluster=settings.cluster,
+    )
+
+
+def build_workflows(
+    settings: Settings,
+    store: Store,
+    planner: DirectoryPlanner,
+    ingestor: Ingestor,
+    clock: Clock,
+    *,
+    started_at: datetime,
+    poll_seconds: float = 5.0,
+) -> WorkflowParts:
+    """The workflow parts, the recorder joined to `ingestor`'s pipeline."""
+    options = workflow_options(settings, poll_seconds)
+    domains = settings.notify.allowed_email_domains
+    announcer = ServingAnnouncer(
+        store,
+        planner.directory,
+        planner.enabled_channels,
+        started_at,
+        options.catch_up_seconds,
+        allowed_email_domains=domains,
+    )
+    recorder = join_recorder(ingestor, options, announcer)
+    summarizer = WorkflowSummarizer(
+        store,
+        planner.directory,
+        planner.enabled_channels,
+        options,
+        clock,
+        started_at,
+        allowed_email_domains=domains,
+    )
+    return WorkflowParts(recorder, summarizer, announcer)
