@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from inno_notify.sim.behaviour import GIB, Behaviour
 from inno_notify.sim.kube_store import (
@@ -129,6 +129,12 @@ class SimRole:
         if self.behaviours:
             return self.behaviours[index % len(self.behaviours)]
         return busy_behaviour(self.gpus)
+
+
+# The roles a run has when its roles leave them out (and the factories' own): an MPIJob's launcher
+# and a RayJob's head, neither with a GPU.
+_MPI_LAUNCHER = SimRole("Launcher", 1, 0, cpu="1", memory="2Gi")
+_RAY_HEAD = SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,30 +232,52 @@ class TrainingPlan:
 # --- the typical runs -----------------------------------------------------------------------------
 
 
+class RunOptions(TypedDict, total=False):
+    """What a run of any kind takes besides its roles: the `SimTrainingRun` fields of the same
+    names (left out: their defaults; no `uid`: a random one)."""
+
+    start: datetime
+    seconds: float
+    outcome: str
+    restarts: int
+    linger_seconds: float | None
+    owner: str | None
+    uid: str
+
+
+class KubeflowRunOptions(RunOptions, total=False):
+    """A PyTorchJob's or MPIJob's: `runPolicy.cleanPodPolicy` too."""
+
+    clean_pod_policy: str
+
+
+class RayRunOptions(RunOptions, total=False):
+    """A RayJob's: `shutdownAfterJobFinishes` too."""
+
+    shutdown_after_job_finishes: bool
+
+
+def _behaviours(gpus: int, pods: int, idle: int, what: str = "idle") -> tuple[Behaviour, ...]:
+    """`pods` pods of `gpus` GPUs, the last `idle` of them idle, the others busy."""
+    if not 0 <= idle <= pods:
+        raise ValueError(f"{what} must be between 0 and {pods}")
+    return (busy_behaviour(gpus),) * (pods - idle) + (idle_behaviour(gpus),) * idle
+
+
 def _workers(gpus: int, replicas: int, idle: int, resource: str, name: str = "Worker") -> SimRole:
-    if not 0 <= idle <= replicas:
-        raise ValueError(f"idle must be between 0 and {replicas}")
-    behaviours = (busy_behaviour(gpus),) * (replicas - idle) + (idle_behaviour(gpus),) * idle
-    return SimRole(name, replicas, gpus, behaviours, resource)
+    return SimRole(name, replicas, gpus, _behaviours(gpus, replicas, idle), resource)
 
 
 def pytorchjob_run(
     name: str = "pytorch-dist",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     master: bool = True,
     workers: int = 3,
     gpus: int = 4,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    clean_pod_policy: str = "None",
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[KubeflowRunOptions],
 ) -> SimTrainingRun:
     """A PyTorchJob of one Master (unless `master=False`) and `workers` Workers, `gpus` GPUs
     (`gpu_resource`) each; the last `idle_workers` Workers hold their GPUs idle, the others are
@@ -259,143 +287,65 @@ def pytorchjob_run(
     roles = ((SimRole("Master", 1, gpus, (busy_behaviour(gpus),), gpu_resource),) if master else ()) + (
         (_workers(gpus, workers, idle_workers, gpu_resource),) if workers else ()
     )
-    return SimTrainingRun(
-        PYTORCHJOB,
-        name,
-        namespace,
-        roles,
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        clean_pod_policy=clean_pod_policy,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    return SimTrainingRun(PYTORCHJOB, name, namespace, roles, **options)
 
 
 def mpijob_run(
     name: str = "mpi-bench",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     workers: int = 2,
     gpus: int = 2,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    clean_pod_policy: str = "None",
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[KubeflowRunOptions],
 ) -> SimTrainingRun:
     """An MPIJob (v2beta1): a launcher Job without GPUs and `workers` sshd workers of `gpus` GPUs.
     `restarts`: that many launcher pods fail (exit 1) before the last one. With `clean_pod_policy`
     None (the default) the workers keep running, holding their GPUs, after the end until
     `linger_seconds` later (for ever when None)."""
-    return SimTrainingRun(
-        MPIJOB,
-        name,
-        namespace,
-        (
-            SimRole("Launcher", 1, 0, cpu="1", memory="2Gi"),
-            _workers(gpus, workers, idle_workers, gpu_resource),
-        ),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        clean_pod_policy=clean_pod_policy,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    roles = (_MPI_LAUNCHER, _workers(gpus, workers, idle_workers, gpu_resource))
+    return SimTrainingRun(MPIJOB, name, namespace, roles, **options)
 
 
 def jobset_run(
     name: str = "resnet-gpu",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     replicated_job: str = "workers",
     jobs: int = 1,
     pods_per_job: int = 4,
     gpus: int = 1,
     idle_pods: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[RunOptions],
 ) -> SimTrainingRun:
     """A JobSet with one replicatedJob `replicated_job` of `jobs` child Jobs, each of
     `pods_per_job` pods (Indexed) with `gpus` GPUs; the last `idle_pods` pods idle.
     `restarts`: `failurePolicy.maxRestarts` restarts, each after pod 0 of the first Job failed;
     `outcome="failed"` then fails it once more (ReachedMaxRestarts, or FailedJobs without restarts)."""
-    total = jobs * pods_per_job
-    if not 0 <= idle_pods <= total:
-        raise ValueError(f"idle_pods must be between 0 and {total}")
-    behaviours = (busy_behaviour(gpus),) * (total - idle_pods) + (idle_behaviour(gpus),) * idle_pods
+    behaviours = _behaviours(gpus, jobs * pods_per_job, idle_pods, "idle_pods")
     role = SimRole(replicated_job, jobs, gpus, behaviours, gpu_resource, parallelism=pods_per_job)
-    return SimTrainingRun(
-        JOBSET,
-        name,
-        namespace,
-        (role,),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    return SimTrainingRun(JOBSET, name, namespace, (role,), **options)
 
 
 def rayjob_run(
     name: str = "ray-train",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     group: str = "gpu-group",
     workers: int = 4,
     gpus: int = 1,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    shutdown_after_job_finishes: bool = True,
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[RayRunOptions],
 ) -> SimTrainingRun:
     """A RayJob: a head without GPUs and one worker group `group` of `workers` pods with `gpus`
     GPUs. `restarts`: `backoffLimit` retries, each on a new RayCluster after the Ray job failed.
     The RayCluster (and its pods, which never end by themselves) is deleted `linger_seconds` (0 when
     None) after the end when `shutdown_after_job_finishes`, else it runs on."""
-    return SimTrainingRun(
-        RAYJOB,
-        name,
-        namespace,
-        (
-            SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0"),
-            _workers(gpus, workers, idle_workers, gpu_resource, name=group),
-        ),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        shutdown_after_job_finishes=shutdown_after_job_finishes,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    roles = (_RAY_HEAD, _workers(gpus, workers, idle_workers, gpu_resource, name=group))
+    return SimTrainingRun(RAYJOB, name, namespace, roles, **options)
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -893,7 +843,7 @@ def _batch_job(
 
 def _mpijob(b: _Builder) -> None:
     run = b.run
-    launcher_role = _role(run, "Launcher", SimRole("Launcher", 1, 0, cpu="1", memory="2Gi"))
+    launcher_role = _role(run, "Launcher", _MPI_LAUNCHER)
     worker_role = _role(run, "Worker")
     if {r.name.lower() for r in run.roles} - {"launcher", "worker"}:
         raise ValueError("MPIJob roles are Launcher and Worker")
@@ -1337,7 +1287,7 @@ def _ray_pod_labels(cluster: str, node_type: str, group: str) -> dict[str, str]:
 def _rayjob(b: _Builder) -> None:
     run = b.run
     name, ns = run.name, run.namespace
-    head = _role(run, "head", SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0"))
+    head = _role(run, "head", _RAY_HEAD)
     groups = [r for r in run.roles if r.name.lower() != "head"]
     entrypoint = "python train.py"
 
