@@ -57,7 +57,17 @@ from inno_notify.sim.kube_store import (
     RAY_JOBS,
     ResourceType,
 )
-from inno_notify.sim.objects import job_failed, job_started, job_succeeded, pod_running, pod_terminated, ts
+from inno_notify.sim.objects import (
+    controller_ref,
+    job_failed,
+    job_started,
+    job_succeeded,
+    kube_object,
+    pod_running,
+    pod_terminated,
+    ts,
+    with_owner,
+)
 from inno_notify.sim.pipelines import SCHEDULE_SECONDS, START_SECONDS, Change
 
 JsonObj = dict[str, Any]
@@ -73,7 +83,6 @@ TOP_TYPES: dict[str, ResourceType] = {
     JOBSET: JOBSETS,
     RAYJOB: RAY_JOBS,
 }
-OWNER_ANNOTATION = "inno-notify/owner"
 # Exit code of a pod killed by a signal (SIGTERM: preemption, a node drained): >= 128, so the
 # PyTorchJob ExitCode policy restarts it.
 RESTART_EXIT_CODE = 143
@@ -418,54 +427,33 @@ class _Builder:
     def emit(self, at: datetime, rt: ResourceType, op: str, obj: JsonObj) -> None:
         self.changes.append(Change(at, rt, op, copy.deepcopy(obj)))
 
-    def owner_ref(self, obj: JsonObj) -> JsonObj:
-        return {
-            "apiVersion": obj["apiVersion"],
-            "kind": obj["kind"],
-            "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
     def top(self, spec: JsonObj, status: JsonObj | None = None) -> JsonObj:
         run = self.run
-        annotations = dict(run.annotations)
-        if run.owner:
-            annotations.setdefault(OWNER_ANNOTATION, run.owner)
-        meta: JsonObj = {
-            "name": run.name,
-            "namespace": run.namespace,
-            "uid": run.uid,
-            "creationTimestamp": ts(run.start),
-            "generation": 1,
-            "labels": dict(run.labels),
-            "annotations": annotations,
-        }
-        return {
-            "apiVersion": run.top_type.api_version,
-            "kind": run.kind,
-            "metadata": meta,
-            "spec": spec,
-            "status": status if status is not None else {},
-        }
+        top = kube_object(
+            run.top_type,
+            run.name,
+            run.namespace,
+            run.uid,
+            run.start,
+            generation=1,
+            labels=dict(run.labels),
+            annotations=with_owner(run.annotations, run.owner),
+        )
+        return top | {"spec": spec, "status": status if status is not None else {}}
 
     def child(
         self, rt: ResourceType, name: str, uid: str, created: datetime, owner: JsonObj, **meta: Any
     ) -> JsonObj:
-        return {
-            "apiVersion": rt.api_version,
-            "kind": rt.kind,
-            "metadata": {
-                "name": name,
-                "namespace": self.run.namespace,
-                "uid": uid,
-                "creationTimestamp": ts(created),
-                "generation": 1,
-                **meta,
-                "ownerReferences": [self.owner_ref(owner)],
-            },
-        }
+        return kube_object(
+            rt,
+            name,
+            self.run.namespace,
+            uid,
+            created,
+            generation=1,
+            **meta,
+            ownerReferences=[controller_ref(owner)],
+        )
 
     def pod(
         self,
