@@ -20,13 +20,12 @@ from typing import Any
 
 import jinja2
 import orjson
-from jinja2.sandbox import SandboxedEnvironment
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.base import InlineImage, MailMessage, RenderedMessage, TelegramMessage
 from inno_notify.adapters.channels.digest_chart import chart_alt_text
-from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
-from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
+from inno_notify.adapters.channels.markup import truncate_html
+from inno_notify.adapters.channels.render import RenderError, Templates, slack_message
 from inno_notify.domain.adoption import AdoptionTally
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
@@ -337,19 +336,14 @@ class DigestRenderer:
         links: PageLinks | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        dirs = [str(template_dir)] if template_dir is not None else []
-        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
         # The team page link (signed and expiring when `links` has a key); `dashboard_url` is the
         # older spelling of a plain base URL.
         self._links_for = links if links is not None else PageLinks(dashboard_url)
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._html = _environment(loader, autoescape=True)
-        self._text = _environment(loader, autoescape=False)
-        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
-        self._mrkdwn.filters["link"] = mrkdwn_link
+        self._templates = Templates(template_dir)
         try:
             for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE, *_CLUSTER_FILES]:
-                self._environment_for(name).get_template(name)
+                self._templates.get(name)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
 
@@ -408,23 +402,6 @@ class DigestRenderer:
 
     def _render(self, names: Sequence[str], context: dict[str, Any]) -> list[str]:
         try:
-            return [self._environment_for(n).get_template(n).render(context) for n in names]
+            return self._templates.render(names, context)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
-
-    def _environment_for(self, name: str) -> jinja2.Environment:
-        if name.startswith("slack/"):
-            return self._mrkdwn
-        return self._html if name.endswith(".html.j2") else self._text
-
-
-def _environment(
-    loader: jinja2.BaseLoader, *, autoescape: bool, finalize: Any = None
-) -> SandboxedEnvironment:
-    return SandboxedEnvironment(
-        loader=loader,
-        autoescape=autoescape,
-        finalize=finalize,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-    )
