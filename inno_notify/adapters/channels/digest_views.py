@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
 import orjson
@@ -27,8 +27,8 @@ from inno_notify.adapters.channels.digest_chart import chart_alt_text
 from inno_notify.adapters.channels.markup import truncate_html
 from inno_notify.adapters.channels.render import RenderError, Templates, slack_message
 from inno_notify.domain.adoption import AdoptionTally
-from inno_notify.domain.cluster_digest import ClusterDigest
-from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
+from inno_notify.domain.cluster_digest import ClusterDigest, TeamWeekLine
+from inno_notify.domain.digest import NO_OWNER, Change, Digest, PersonLine, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.trends import TrendPoint
@@ -114,6 +114,26 @@ class DigestView:
 
 def hours(value: float | None, unit: str = "h") -> str:
     return _NOT_MEASURED if value is None else f"{figures.number(value)} {unit}"
+
+
+class HoursColumns(TypedDict):
+    """A line of GPU-hours as the digests show it: a person's (team digest), a team's (cluster digest)."""
+
+    jobs: str
+    gpu_hours: str
+    used_gpu_hours: str
+    idle_gpu_hours: str
+    efficiency: str
+
+
+def hours_columns(line: PersonLine | TeamWeekLine) -> HoursColumns:
+    return HoursColumns(
+        jobs=str(line.jobs),
+        gpu_hours=hours(line.gpu_hours),
+        used_gpu_hours=hours(line.used_gpu_hours),
+        idle_gpu_hours=hours(line.idle_gpu_hours),
+        efficiency=percent(line.efficiency),
+    )
 
 
 def percent(value: float | None) -> str:
@@ -251,17 +271,7 @@ def digest_view(digest: Digest) -> DigestView:
         no_gpu_jobs=d.no_gpu_jobs,
         headline=headline,
         figures=() if d.no_gpu_jobs else rows,
-        people=tuple(
-            PersonView(
-                owner=p.owner,
-                jobs=str(p.jobs),
-                gpu_hours=hours(p.gpu_hours),
-                used_gpu_hours=hours(p.used_gpu_hours),
-                idle_gpu_hours=hours(p.idle_gpu_hours),
-                efficiency=percent(p.efficiency),
-            )
-            for p in d.people
-        ),
+        people=tuple(PersonView(owner=p.owner, **hours_columns(p)) for p in d.people),
         waste=tuple(
             WasteView(
                 job_ref=f"{w.namespace}/{w.name}",
