@@ -105,6 +105,11 @@ class SimStep:
         return self.attempts[-1].exit_code == 0
 
 
+def _last_end(steps: Iterable[SimStep]) -> datetime:
+    """When the last attempt of `steps` ended."""
+    return max(attempt.end for step in steps for attempt in step.attempts)
+
+
 def _container(name: str, image: str, cpu: str, memory: str, gpus: int) -> JsonObj:
     resources: JsonObj = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
     if gpus:
@@ -171,7 +176,7 @@ class SimArgoWorkflow:
 
     @property
     def end(self) -> datetime:
-        return max(a.end for s in self.steps for a in s.attempts) + timedelta(seconds=2)
+        return _last_end(self.steps) + timedelta(seconds=2)
 
     @property
     def succeeded(self) -> bool:
@@ -328,7 +333,7 @@ class SimDagRun:
 
     @property
     def end(self) -> datetime:
-        return max(a.end for t in self.tasks for a in t.attempts)
+        return _last_end(self.tasks)
 
 
 def airflow_changes(run: SimDagRun) -> list[Change]:
