@@ -578,6 +578,49 @@ def _kubeflow_condition(status: JsonObj, condition: JsonObj) -> None:
     status["conditions"] = [*kept, condition]
 
 
+# What the Training Operator (PyTorchJob) and mpi-operator (MPIJob) write in each condition; the
+# reason is the kind and the type ("PyTorchJobRunning") unless `_kubeflow_set` is given another.
+_KUBEFLOW_MESSAGES: dict[str, dict[str, str]] = {
+    PYTORCHJOB: {
+        "Created": "PyTorchJob {name} is created.",
+        "Running": "PyTorchJob {name} is running.",
+        "Restarting": "PyTorchJob {name} is restarting because 1 {role} replica(s) failed.",
+        "Succeeded": "PyTorchJob {name} is successfully completed.",
+        "Failed": 'job "{name}" is failing because "{role}" replica(s) failed.',
+    },
+    MPIJOB: {
+        "Created": "MPIJob {namespace}/{name} is created.",
+        "Running": "MPIJob {namespace}/{name} is running.",
+        "Restarting": "MPIJob {namespace}/{name} is restarting.",
+        "Succeeded": "MPIJob {namespace}/{name} successfully completed.",
+        # The launcher Job's condition message, as mpi-operator copies it.
+        "Failed": "Job has reached the specified backoff limit: ",
+    },
+}
+
+
+def _kubeflow_set(
+    b: _Builder, status: JsonObj, type_: str, at: datetime, *, reason: str | None = None, role: str = ""
+) -> None:
+    """Condition `type_` as the run's operator sets it; `role`: the replica type that failed."""
+    run = b.run
+    message = _KUBEFLOW_MESSAGES[run.kind][type_].format(name=run.name, namespace=run.namespace, role=role)
+    _kubeflow_condition(status, _condition(type_, reason or f"{run.kind}{type_}", message, at))
+
+
+def _kubeflow_start(b: _Builder, job: JsonObj) -> tuple[JsonObj, datetime]:
+    """The operator's first writes: the job created, then its status (startTime, Created). Returns
+    that status, which the caller goes on updating, and when the operator creates the pods."""
+    run = b.run
+    b.emit(run.start, run.top_type, "create", job)
+    status: JsonObj = {"startTime": ts(run.start)}
+    _kubeflow_set(b, status, "Created", run.start)
+    job["status"] = status
+    created = _seconds(run.start, 1)
+    b.emit(created, run.top_type, "update", job)
+    return status, created
+
+
 def _ttl(run: SimTrainingRun) -> JsonObj:
     return {} if run.linger_seconds is None else {"ttlSecondsAfterFinished": int(run.linger_seconds)}
 
@@ -652,14 +695,7 @@ def _pytorchjob(b: _Builder) -> None:
     }
     job = b.top(spec)
     name = run.name
-    b.emit(run.start, PYTORCH_JOBS, "create", job)
-    status: JsonObj = {"startTime": ts(run.start)}
-    _kubeflow_condition(
-        status, _condition("Created", "PyTorchJobCreated", f"PyTorchJob {name} is created.", run.start)
-    )
-    created = _seconds(run.start, 1)
-    job["status"] = status
-    b.emit(created, PYTORCH_JOBS, "update", job)
+    status, created = _kubeflow_start(b, job)
 
     has_master = any(r.name == "Master" for r in roles)
     world = sum(r.replicas for r in roles)
@@ -715,9 +751,7 @@ def _pytorchjob(b: _Builder) -> None:
 
     running_at = _seconds(created, START_SECONDS + 1)
     status["replicaStatuses"] = replica_statuses()
-    _kubeflow_condition(
-        status, _condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", running_at)
-    )
+    _kubeflow_set(b, status, "Running", running_at)
     b.emit(running_at, PYTORCH_JOBS, "update", job)
 
     restarted = (
@@ -730,15 +764,12 @@ def _pytorchjob(b: _Builder) -> None:
         fails = _seconds(running_at, run.restart_after_seconds)
         b.end_pod(current[restarted], fails, RESTART_EXIT_CODE)
         noticed = _seconds(fails, 1)
-        message = f"PyTorchJob {name} is restarting because 1 {restarted[0]} replica(s) failed."
-        _kubeflow_condition(status, _condition("Restarting", "PyTorchJobRestarting", message, noticed))
+        _kubeflow_set(b, status, "Restarting", noticed, role=restarted[0])
         b.emit(noticed, PYTORCH_JOBS, "update", job)
         b.delete_pod(current[restarted], noticed)
         make_pod(restarted_role, restarted[1], attempt, _seconds(noticed, 1))
         running_at = _seconds(noticed, 1 + START_SECONDS + 1)
-        _kubeflow_condition(
-            status, _condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", running_at)
-        )
+        _kubeflow_set(b, status, "Running", running_at)
         b.emit(running_at, PYTORCH_JOBS, "update", job)
 
     end = _seconds(running_at, run.seconds)
@@ -748,8 +779,7 @@ def _pytorchjob(b: _Builder) -> None:
             b.end_pod(uid, end, 0)
         status["replicaStatuses"] = replica_statuses(**{r.name: {"succeeded": r.replicas} for r in roles})
         status["completionTime"] = ts(finished)
-        message = f"PyTorchJob {name} is successfully completed."
-        _kubeflow_condition(status, _condition("Succeeded", "PyTorchJobSucceeded", message, finished))
+        _kubeflow_set(b, status, "Succeeded", finished)
     else:
         failing = ("Worker", 0) if ("Worker", 0) in current else ("Master", 0)
         b.end_pod(current[failing], end, 1)
@@ -759,8 +789,7 @@ def _pytorchjob(b: _Builder) -> None:
         if worker is not None and worker.replicas > 1:
             counts["Worker"] = {"active": worker.replicas - 1, "failed": 1}
         status["replicaStatuses"] = replica_statuses(**counts)
-        message = f'job "{name}" is failing because "{failing[0]}" replica(s) failed.'
-        _kubeflow_condition(status, _condition("Failed", "PyTorchJobFailed", message, finished))
+        _kubeflow_set(b, status, "Failed", finished, role=failing[0])
     b.emit(finished, PYTORCH_JOBS, "update", job)
     b.ended_at = finished
     _clean_pods(b, list(current.values()), _seconds(finished, 1))
@@ -835,7 +864,7 @@ def _mpijob(b: _Builder) -> None:
     worker_role = _role(run, "Worker")
     if {r.name.lower() for r in run.roles} - {"launcher", "worker"}:
         raise ValueError("MPIJob roles are Launcher and Worker")
-    name, ns = run.name, run.namespace
+    name = run.name
     launcher_policy = "Never" if run.restarts else "OnFailure"
     launcher_command = [
         "mpirun",
@@ -879,14 +908,7 @@ def _mpijob(b: _Builder) -> None:
         },
     }
     mpijob = b.top(spec)
-    b.emit(run.start, MPI_JOBS, "create", mpijob)
-    status: JsonObj = {"startTime": ts(run.start)}
-    _kubeflow_condition(
-        status, _condition("Created", "MPIJobCreated", f"MPIJob {ns}/{name} is created.", run.start)
-    )
-    mpijob["status"] = status
-    created = _seconds(run.start, 1)
-    b.emit(created, MPI_JOBS, "update", mpijob)
+    status, created = _kubeflow_start(b, mpijob)
 
     workers = []
     for index in range(worker_role.replicas):
@@ -965,9 +987,7 @@ def _mpijob(b: _Builder) -> None:
     current = launcher_pod(0, _seconds(created, 1))
     running_at = _seconds(created, 1 + START_SECONDS + 1)
     status["replicaStatuses"] = {"Launcher": {"active": 1}, "Worker": {"active": worker_role.replicas}}
-    _kubeflow_condition(
-        status, _condition("Running", "MPIJobRunning", f"MPIJob {ns}/{name} is running.", running_at)
-    )
+    _kubeflow_set(b, status, "Running", running_at)
     b.emit(running_at, MPI_JOBS, "update", mpijob)
 
     for attempt in range(1, run.restarts + 1):
@@ -980,10 +1000,7 @@ def _mpijob(b: _Builder) -> None:
             "Launcher": {"failed": attempt},
             "Worker": {"active": worker_role.replicas},
         }
-        _kubeflow_condition(
-            status,
-            _condition("Restarting", "MPIJobRestarting", f"MPIJob {ns}/{name} is restarting.", noticed),
-        )
+        _kubeflow_set(b, status, "Restarting", noticed)
         b.emit(noticed, MPI_JOBS, "update", mpijob)
         # The Job controller's backoff before the next pod: 10 s.
         retry = _seconds(noticed, 10)
@@ -998,19 +1015,13 @@ def _mpijob(b: _Builder) -> None:
         b.end_pod(current, end, 0)
         launcher = job_succeeded(launcher, finished)
         status["replicaStatuses"] = {"Launcher": {"succeeded": 1}}
-        _kubeflow_condition(
-            status,
-            _condition(
-                "Succeeded", "MPIJobSucceeded", f"MPIJob {ns}/{name} successfully completed.", finished
-            ),
-        )
+        _kubeflow_set(b, status, "Succeeded", finished)
     else:
         b.end_pod(current, end, 1)
         launcher = job_failed(launcher, finished, "BackoffLimitExceeded", failed=run.restarts + 1)
         status["replicaStatuses"] = {"Launcher": {"failed": run.restarts + 1}}
         # The launcher Job's reason + "/" + its last pod's status.reason (empty for a plain exit).
-        message = "Job has reached the specified backoff limit: "
-        _kubeflow_condition(status, _condition("Failed", "BackoffLimitExceeded/", message, finished))
+        _kubeflow_set(b, status, "Failed", finished, reason="BackoffLimitExceeded/")
     status["completionTime"] = ts(finished)
     # With cleanPodPolicy None the sshd workers stay, running, with their GPUs.
     status["replicaStatuses"]["Worker"] = (
