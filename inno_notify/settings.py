@@ -95,6 +95,23 @@ def _zone_name(value: str) -> str:
 
 
 ZoneName = Annotated[str, AfterValidator(_zone_name)]
+
+
+def _web_url(value: str) -> str:
+    if not re.fullmatch(r"https?://[^\s]+", value):
+        raise ValueError(f"not an http(s) URL: {value!r}")
+    return value
+
+
+def _email_address(value: str) -> str:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+", value):
+        raise ValueError(f"not an e-mail address: {value!r}")
+    return value.lower()
+
+
+WebUrl = Annotated[str, AfterValidator(_web_url)]
+# Plausible (one @, no white space) and lower-cased: the key owner annotations and routing match on.
+EmailAddress = Annotated[str, AfterValidator(_email_address)]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -259,7 +276,7 @@ class TelegramSettings(_Section):
         "polling",
         description="How the bot hears /start and the commands: polling (getUpdates long polling, on the leader only), webhook (Telegram posts to `webhook_url`; the service must be reachable from Telegram), off (the bot only sends; no linking, no commands).",
     )
-    webhook_url: str | None = Field(
+    webhook_url: WebUrl | None = Field(
         None,
         description="`updates: webhook`: the public https URL that reaches the API's POST /telegram/webhook (e.g. https://inno-notify.example.org/telegram/webhook); the leader registers it with setWebhook.",
     )
@@ -306,13 +323,6 @@ class TelegramSettings(_Section):
     def _off_is_a_word(cls, value: Any) -> Any:
         # YAML reads a bare `off` as false.
         return "off" if value is False else value
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _https_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^\s]+", value):
-            raise ValueError(f"not an http(s) URL: {value!r}")
-        return value
 
     @model_validator(mode="after")
     def _secrets_are_usable(self) -> TelegramSettings:
@@ -364,18 +374,11 @@ ChannelName = Literal["telegram", "slack", "email"]
 
 
 class UserEntry(_Section):
-    email: str = Field(description="The user's e-mail; the key that owner annotations name.")
+    email: EmailAddress = Field(description="The user's e-mail; the key that owner annotations name.")
     name: str | None = Field(None, description="Display name.")
     slack_user_id: str | None = Field(None, description="Slack member id; else looked up by e-mail.")
     telegram_chat_id: int | None = Field(None, description="Telegram chat id (after the user pressed START).")
     channels: tuple[ChannelName, ...] = Field(("email",), description="Channels her summaries go to.")
-
-    @field_validator("email")
-    @classmethod
-    def _plausible_email(cls, value: str) -> str:
-        if not re.fullmatch(r"[^@\s]+@[^@\s]+", value):
-            raise ValueError(f"not an e-mail address: {value!r}")
-        return value.lower()
 
 
 class TeamEntry(_Section):
@@ -411,7 +414,7 @@ class DirectorySettings(_Section):
 class DigestSettings(_Section):
     schedule: str = Field("0 8 * * MON", description="Cron expression of the weekly digest, in `timezone`.")
     timezone: ZoneName = Field("UTC", description="IANA time zone of the schedule and of digest weeks.")
-    admin_recipients: tuple[str, ...] = Field(
+    admin_recipients: tuple[EmailAddress, ...] = Field(
         (),
         description="E-mails that get the admins' weekly cluster digest (teams ranked by idle GPU-hours, "
         "the cluster's trend) by e-mail, at the same schedule; [] = none.",
@@ -419,11 +422,8 @@ class DigestSettings(_Section):
 
     @field_validator("admin_recipients")
     @classmethod
-    def _plausible_emails(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for address in value:
-            if not re.fullmatch(r"[^@\s]+@[^@\s]+", address):
-                raise ValueError(f"not an e-mail address: {address!r}")
-        return tuple(dict.fromkeys(address.lower() for address in value))
+    def _once_each(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(value))
 
     @field_validator("schedule")
     @classmethod
@@ -492,16 +492,14 @@ class WorkflowsSettings(_Section):
         "auto",
         description="Watch serving.kserve.io InferenceServices: auto (when the CRD exists), true, or false. One that becomes Ready with a new revision notifies its owner (and the team's Slack channel).",
     )
-    mlflow_url: str | None = Field(
+    mlflow_url: WebUrl | None = Field(
         None,
         description="Base URL of the MLflow tracking UI, e.g. https://mlflow.example.org: an `inno-notify/mlflow-run-id` annotation becomes a link to the run (`inno-notify/mlflow-run-url` needs no setting).",
     )
 
     @field_validator("mlflow_url")
     @classmethod
-    def _web_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^\s]+", value):
-            raise ValueError(f"not an http(s) URL: {value!r}")
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value is not None else None
 
 

@@ -179,18 +179,21 @@ class _SnapshotCollector:
         )
         inits.add_metric([], metrics.inits)
         yield inits
-        if snap.finished_at is not None:
-            last = _gauge("inno_notify_agent_last_sample_timestamp_seconds", "End of the last sample.", ())
-            last.add_metric([], snap.finished_at)
-            yield last
-        if snap.duration_seconds is not None:
-            took = _gauge("inno_notify_agent_sample_duration_seconds", "Duration of the last sample.", ())
-            took.add_metric([], snap.duration_seconds)
-            yield took
-        if snap.pods_known is not None:
-            known = _gauge("inno_notify_agent_pods_known", "Pods of this node the agent knows.", ())
-            known.add_metric([], snap.pods_known)
-            yield known
+        # Gauges of the last sample, each exported once the agent has a value for it.
+        last_sample: tuple[tuple[str, str, float | None], ...] = (
+            ("inno_notify_agent_last_sample_timestamp_seconds", "End of the last sample.", snap.finished_at),
+            (
+                "inno_notify_agent_sample_duration_seconds",
+                "Duration of the last sample.",
+                snap.duration_seconds,
+            ),
+            ("inno_notify_agent_pods_known", "Pods of this node the agent knows.", snap.pods_known),
+        )
+        for name, documentation, value in last_sample:
+            if value is not None:
+                gauge = _gauge(name, documentation, ())
+                gauge.add_metric([], value)
+                yield gauge
 
 
 def _key_labels(key: SeriesKey) -> list[str]:

@@ -15,11 +15,55 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from inno_notify.sim.kube_store import JOBS, PODS, ResourceType
+
 JsonObj = dict[str, Any]
 
 
 def ts(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+OWNER_ANNOTATION = "inno-notify/owner"
+
+
+def with_owner(annotations: Mapping[str, str], owner: str | None) -> dict[str, str]:
+    """`annotations` plus the `inno-notify/owner` annotation naming `owner` (when there is one and
+    `annotations` does not name one already)."""
+    annotated = dict(annotations)
+    if owner:
+        annotated.setdefault(OWNER_ANNOTATION, owner)
+    return annotated
+
+
+def kube_object(
+    rt: ResourceType, name: str, namespace: str, uid: str, created: datetime, **meta: Any
+) -> JsonObj:
+    """A namespaced object as the API server returns it, without spec and status: its type and the
+    metadata every object carries, then `meta` (labels, annotations, ownerReferences...)."""
+    return {
+        "apiVersion": rt.api_version,
+        "kind": rt.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "creationTimestamp": ts(created),
+            **meta,
+        },
+    }
+
+
+def controller_ref(owner: JsonObj) -> JsonObj:
+    """The ownerReference a controller puts on each object it creates for `owner`."""
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +87,6 @@ class JobSpec:
 
 
 def job_object(spec: JobSpec, created_at: datetime) -> JsonObj:
-    annotations = dict(spec.annotations)
-    if spec.owner:
-        annotations.setdefault("inno-notify/owner", spec.owner)
     resources = {
         "requests": {"cpu": spec.cpu, "memory": spec.memory},
         "limits": {"memory": spec.memory},
@@ -53,51 +94,49 @@ def job_object(spec: JobSpec, created_at: datetime) -> JsonObj:
     if spec.gpus:
         resources["requests"][spec.gpu_resource] = str(spec.gpus)
         resources["limits"][spec.gpu_resource] = str(spec.gpus)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": spec.name,
-            "namespace": spec.namespace,
-            "uid": spec.uid,
-            "creationTimestamp": ts(created_at),
-            "generation": 1,
-            "labels": {"app.kubernetes.io/name": spec.name, **spec.labels},
-            "annotations": annotations,
-        },
-        "spec": {
-            "backoffLimit": spec.backoff_limit,
-            "completionMode": "NonIndexed",
-            "completions": spec.completions,
-            "parallelism": spec.parallelism,
-            "manualSelector": False,
-            "podReplacementPolicy": "TerminatingOrFailed",
-            "suspend": False,
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": spec.uid}},
-            "template": {
-                "metadata": {
-                    "labels": {
-                        "batch.kubernetes.io/controller-uid": spec.uid,
-                        "batch.kubernetes.io/job-name": spec.name,
-                        "controller-uid": spec.uid,
-                        "job-name": spec.name,
+    job = kube_object(
+        JOBS,
+        spec.name,
+        spec.namespace,
+        spec.uid,
+        created_at,
+        generation=1,
+        labels={"app.kubernetes.io/name": spec.name, **spec.labels},
+        annotations=with_owner(spec.annotations, spec.owner),
+    )
+    job["spec"] = {
+        "backoffLimit": spec.backoff_limit,
+        "completionMode": "NonIndexed",
+        "completions": spec.completions,
+        "parallelism": spec.parallelism,
+        "manualSelector": False,
+        "podReplacementPolicy": "TerminatingOrFailed",
+        "suspend": False,
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": spec.uid}},
+        "template": {
+            "metadata": {
+                "labels": {
+                    "batch.kubernetes.io/controller-uid": spec.uid,
+                    "batch.kubernetes.io/job-name": spec.name,
+                    "controller-uid": spec.uid,
+                    "job-name": spec.name,
+                }
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": spec.image,
+                        "command": ["python", "train.py"],
+                        "resources": resources,
                     }
-                },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": spec.image,
-                            "command": ["python", "train.py"],
-                            "resources": resources,
-                        }
-                    ],
-                },
+                ],
             },
         },
-        "status": {},
     }
+    job["status"] = {}
+    return job
 
 
 def job_started(job: JsonObj, at: datetime) -> JsonObj:
@@ -167,31 +206,20 @@ def job_failed(job: JsonObj, at: datetime, reason: str = "BackoffLimitExceeded",
 def pod_object(job: JsonObj, suffix: str, created_at: datetime, uid: str | None = None) -> JsonObj:
     meta = job["metadata"]
     template = job["spec"]["template"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{meta['name']}-{suffix}",
-            "generateName": f"{meta['name']}-",
-            "namespace": meta["namespace"],
-            "uid": uid or str(uuid.uuid4()),
-            "creationTimestamp": ts(created_at),
-            "labels": dict(template["metadata"]["labels"]),
-            "finalizers": ["batch.kubernetes.io/job-tracking"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": copy.deepcopy(template["spec"]),
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
+    pod = kube_object(
+        PODS,
+        f"{meta['name']}-{suffix}",
+        meta["namespace"],
+        uid or str(uuid.uuid4()),
+        created_at,
+        generateName=f"{meta['name']}-",
+        labels=dict(template["metadata"]["labels"]),
+        finalizers=["batch.kubernetes.io/job-tracking"],
+        ownerReferences=[controller_ref(job)],
+    )
+    pod["spec"] = copy.deepcopy(template["spec"])
+    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return pod
 
 
 def pod_running(pod: JsonObj, node: str, scheduled_at: datetime, started_at: datetime) -> JsonObj:
@@ -280,26 +308,26 @@ def notebook_pod(
 ) -> JsonObj:
     """A running JupyterHub single-user server as KubeSpawner (z2jh) creates it: no owner reference,
     `component: singleuser-server`, the user's name as a label and, raw, as an annotation."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid,
-            "creationTimestamp": ts(started_at),
-            "labels": {
-                "app": "jupyterhub",
-                "chart": "jupyterhub-3.3.8",
-                "component": "singleuser-server",
-                "heritage": "jupyterhub",
-                "hub.jupyter.org/network-access-hub": "true",
-                "hub.jupyter.org/servername": "",
-                "hub.jupyter.org/username": username,
-                "release": "jhub",
-            },
-            "annotations": {"hub.jupyter.org/username": username},
-        },
+    labels = {
+        "app": "jupyterhub",
+        "chart": "jupyterhub-3.3.8",
+        "component": "singleuser-server",
+        "heritage": "jupyterhub",
+        "hub.jupyter.org/network-access-hub": "true",
+        "hub.jupyter.org/servername": "",
+        "hub.jupyter.org/username": username,
+        "release": "jhub",
+    }
+    pod = kube_object(
+        PODS,
+        name,
+        namespace,
+        uid,
+        started_at,
+        labels=labels,
+        annotations={"hub.jupyter.org/username": username},
+    )
+    return pod | {
         "spec": {
             "nodeName": node,
             "restartPolicy": "OnFailure",

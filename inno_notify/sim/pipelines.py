@@ -24,7 +24,7 @@ from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.parsing.argo import argo_node_id, argo_pod_name
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS, INFERENCE_SERVICES, PODS, NotFound, ResourceType
-from inno_notify.sim.objects import pod_running, pod_terminated, ts
+from inno_notify.sim.objects import kube_object, pod_running, pod_terminated, ts, with_owner
 
 if TYPE_CHECKING:  # the workload module builds pipelines: only the type is needed here
     from inno_notify.sim.behaviour import Behaviour
@@ -105,6 +105,11 @@ class SimStep:
         return self.attempts[-1].exit_code == 0
 
 
+def _last_end(steps: Iterable[SimStep]) -> datetime:
+    """When the last attempt of `steps` ended."""
+    return max(attempt.end for step in steps for attempt in step.attempts)
+
+
 def _container(name: str, image: str, cpu: str, memory: str, gpus: int) -> JsonObj:
     resources: JsonObj = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
     if gpus:
@@ -123,21 +128,19 @@ def _pod(
     containers: list[JsonObj],
     owner_refs: list[JsonObj],
 ) -> JsonObj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid,
-            "creationTimestamp": ts(created),
-            "labels": dict(labels),
-            "annotations": dict(annotations),
-            "ownerReferences": owner_refs,
-        },
-        "spec": {"restartPolicy": "Never", "containers": containers},
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
+    pod = kube_object(
+        PODS,
+        name,
+        namespace,
+        uid,
+        created,
+        labels=dict(labels),
+        annotations=dict(annotations),
+        ownerReferences=owner_refs,
+    )
+    pod["spec"] = {"restartPolicy": "Never", "containers": containers}
+    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return pod
 
 
 def _pod_changes(pod: JsonObj, attempt: SimAttempt, node: str, *, delete_after: float | None) -> list[Change]:
@@ -173,7 +176,7 @@ class SimArgoWorkflow:
 
     @property
     def end(self) -> datetime:
-        return max(a.end for s in self.steps for a in s.attempts) + timedelta(seconds=2)
+        return _last_end(self.steps) + timedelta(seconds=2)
 
     @property
     def succeeded(self) -> bool:
@@ -185,29 +188,24 @@ class SimArgoWorkflow:
 
 
 def _argo_object(wf: SimArgoWorkflow) -> JsonObj:
-    annotations = {"workflows.argoproj.io/pod-name-format": "v2", **wf.annotations}
-    if wf.owner:
-        annotations.setdefault("inno-notify/owner", wf.owner)
+    annotations = with_owner({"workflows.argoproj.io/pod-name-format": "v2", **wf.annotations}, wf.owner)
     steps: list[list[JsonObj]] = [[{"name": s.name, "template": s.template or s.name}] for s in wf.steps]
     templates: list[JsonObj] = [{"name": "main", "steps": steps}]
     templates += [
         {"name": s.template or s.name, "container": {"image": s.image, "command": ["python", f"{s.name}.py"]}}
         for s in wf.steps
     ]
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {
-            "name": wf.name,
-            "namespace": wf.namespace,
-            "uid": wf.uid,
-            "creationTimestamp": ts(wf.created),
-            "labels": {"workflows.argoproj.io/completed": "false", **wf.labels},
-            "annotations": annotations,
-        },
-        "spec": {"entrypoint": "main", "templates": templates},
-        "status": {},
-    }
+    labels = {"workflows.argoproj.io/completed": "false", **wf.labels}
+    workflow = kube_object(
+        ARGO_WORKFLOWS,
+        wf.name,
+        wf.namespace,
+        wf.uid,
+        wf.created,
+        labels=labels,
+        annotations=annotations,
+    )
+    return workflow | {"spec": {"entrypoint": "main", "templates": templates}, "status": {}}
 
 
 def _argo_node(
@@ -335,7 +333,7 @@ class SimDagRun:
 
     @property
     def end(self) -> datetime:
-        return max(a.end for t in self.tasks for a in t.attempts)
+        return _last_end(self.tasks)
 
 
 def airflow_changes(run: SimDagRun) -> list[Change]:
@@ -352,9 +350,7 @@ def airflow_changes(run: SimDagRun) -> list[Change]:
                 "airflow_version": "2.10.4",
                 "airflow_kpo_in_cluster": "True",
             }
-            annotations = {"inno-notify/airflow-run-id": run.run_id}
-            if run.owner:
-                annotations["inno-notify/owner"] = run.owner
+            annotations = with_owner({"inno-notify/airflow-run-id": run.run_id}, run.owner)
             pod = _pod(
                 f"{task.name.replace('_', '-')}-{attempt.pod_uid[:8]}",
                 run.namespace,
@@ -393,25 +389,21 @@ class SimInferenceService:
 
 
 def inference_service_object(isvc: SimInferenceService) -> JsonObj:
-    annotations: dict[str, str] = {}
-    if isvc.owner:
-        annotations["inno-notify/owner"] = isvc.owner
+    annotations = with_owner({}, isvc.owner)
     if isvc.trained_by:
         annotations["inno-notify/trained-by"] = isvc.trained_by
     resources: JsonObj = {"limits": {"cpu": "4", "memory": "16Gi"}}
     if isvc.gpus:
         resources["limits"]["nvidia.com/gpu"] = str(isvc.gpus)
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {
-            "name": isvc.name,
-            "namespace": isvc.namespace,
-            "uid": isvc.uid,
-            "creationTimestamp": ts(isvc.created),
-            "generation": 1,
-            "annotations": annotations,
-        },
+    return kube_object(
+        INFERENCE_SERVICES,
+        isvc.name,
+        isvc.namespace,
+        isvc.uid,
+        isvc.created,
+        generation=1,
+        annotations=annotations,
+    ) | {
         "spec": {
             "predictor": {
                 "minReplicas": 1,
@@ -516,17 +508,14 @@ def retry_storm_workflow(
             "message": "Error (exit code 1)",
             "outputs": {"exitCode": "1"},
         }
-    annotations = {"inno-notify/owner": owner} if owner else {}
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"retry-storm/{namespace}/{name}")),
-            "creationTimestamp": ts(at),
-            "resourceVersion": "1",
-            "annotations": annotations,
-        },
-        "status": {"phase": "Running", "startedAt": ts(at), "nodes": nodes},
-    }
+    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"retry-storm/{namespace}/{name}"))
+    workflow = kube_object(
+        ARGO_WORKFLOWS,
+        name,
+        namespace,
+        uid,
+        at,
+        resourceVersion="1",
+        annotations=with_owner({}, owner),
+    )
+    return workflow | {"status": {"phase": "Running", "startedAt": ts(at), "nodes": nodes}}

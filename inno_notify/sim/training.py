@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from inno_notify.sim.behaviour import GIB, Behaviour
 from inno_notify.sim.kube_store import (
@@ -57,7 +57,17 @@ from inno_notify.sim.kube_store import (
     RAY_JOBS,
     ResourceType,
 )
-from inno_notify.sim.objects import job_failed, job_started, job_succeeded, pod_running, pod_terminated, ts
+from inno_notify.sim.objects import (
+    controller_ref,
+    job_failed,
+    job_started,
+    job_succeeded,
+    kube_object,
+    pod_running,
+    pod_terminated,
+    ts,
+    with_owner,
+)
 from inno_notify.sim.pipelines import SCHEDULE_SECONDS, START_SECONDS, Change
 
 JsonObj = dict[str, Any]
@@ -73,7 +83,6 @@ TOP_TYPES: dict[str, ResourceType] = {
     JOBSET: JOBSETS,
     RAYJOB: RAY_JOBS,
 }
-OWNER_ANNOTATION = "inno-notify/owner"
 # Exit code of a pod killed by a signal (SIGTERM: preemption, a node drained): >= 128, so the
 # PyTorchJob ExitCode policy restarts it.
 RESTART_EXIT_CODE = 143
@@ -129,6 +138,12 @@ class SimRole:
         if self.behaviours:
             return self.behaviours[index % len(self.behaviours)]
         return busy_behaviour(self.gpus)
+
+
+# The roles a run has when its roles leave them out (and the factories' own): an MPIJob's launcher
+# and a RayJob's head, neither with a GPU.
+_MPI_LAUNCHER = SimRole("Launcher", 1, 0, cpu="1", memory="2Gi")
+_RAY_HEAD = SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,30 +241,52 @@ class TrainingPlan:
 # --- the typical runs -----------------------------------------------------------------------------
 
 
+class RunOptions(TypedDict, total=False):
+    """What a run of any kind takes besides its roles: the `SimTrainingRun` fields of the same
+    names (left out: their defaults; no `uid`: a random one)."""
+
+    start: datetime
+    seconds: float
+    outcome: str
+    restarts: int
+    linger_seconds: float | None
+    owner: str | None
+    uid: str
+
+
+class KubeflowRunOptions(RunOptions, total=False):
+    """A PyTorchJob's or MPIJob's: `runPolicy.cleanPodPolicy` too."""
+
+    clean_pod_policy: str
+
+
+class RayRunOptions(RunOptions, total=False):
+    """A RayJob's: `shutdownAfterJobFinishes` too."""
+
+    shutdown_after_job_finishes: bool
+
+
+def _behaviours(gpus: int, pods: int, idle: int, what: str = "idle") -> tuple[Behaviour, ...]:
+    """`pods` pods of `gpus` GPUs, the last `idle` of them idle, the others busy."""
+    if not 0 <= idle <= pods:
+        raise ValueError(f"{what} must be between 0 and {pods}")
+    return (busy_behaviour(gpus),) * (pods - idle) + (idle_behaviour(gpus),) * idle
+
+
 def _workers(gpus: int, replicas: int, idle: int, resource: str, name: str = "Worker") -> SimRole:
-    if not 0 <= idle <= replicas:
-        raise ValueError(f"idle must be between 0 and {replicas}")
-    behaviours = (busy_behaviour(gpus),) * (replicas - idle) + (idle_behaviour(gpus),) * idle
-    return SimRole(name, replicas, gpus, behaviours, resource)
+    return SimRole(name, replicas, gpus, _behaviours(gpus, replicas, idle), resource)
 
 
 def pytorchjob_run(
     name: str = "pytorch-dist",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     master: bool = True,
     workers: int = 3,
     gpus: int = 4,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    clean_pod_policy: str = "None",
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[KubeflowRunOptions],
 ) -> SimTrainingRun:
     """A PyTorchJob of one Master (unless `master=False`) and `workers` Workers, `gpus` GPUs
     (`gpu_resource`) each; the last `idle_workers` Workers hold their GPUs idle, the others are
@@ -259,143 +296,65 @@ def pytorchjob_run(
     roles = ((SimRole("Master", 1, gpus, (busy_behaviour(gpus),), gpu_resource),) if master else ()) + (
         (_workers(gpus, workers, idle_workers, gpu_resource),) if workers else ()
     )
-    return SimTrainingRun(
-        PYTORCHJOB,
-        name,
-        namespace,
-        roles,
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        clean_pod_policy=clean_pod_policy,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    return SimTrainingRun(PYTORCHJOB, name, namespace, roles, **options)
 
 
 def mpijob_run(
     name: str = "mpi-bench",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     workers: int = 2,
     gpus: int = 2,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    clean_pod_policy: str = "None",
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[KubeflowRunOptions],
 ) -> SimTrainingRun:
     """An MPIJob (v2beta1): a launcher Job without GPUs and `workers` sshd workers of `gpus` GPUs.
     `restarts`: that many launcher pods fail (exit 1) before the last one. With `clean_pod_policy`
     None (the default) the workers keep running, holding their GPUs, after the end until
     `linger_seconds` later (for ever when None)."""
-    return SimTrainingRun(
-        MPIJOB,
-        name,
-        namespace,
-        (
-            SimRole("Launcher", 1, 0, cpu="1", memory="2Gi"),
-            _workers(gpus, workers, idle_workers, gpu_resource),
-        ),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        clean_pod_policy=clean_pod_policy,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    roles = (_MPI_LAUNCHER, _workers(gpus, workers, idle_workers, gpu_resource))
+    return SimTrainingRun(MPIJOB, name, namespace, roles, **options)
 
 
 def jobset_run(
     name: str = "resnet-gpu",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     replicated_job: str = "workers",
     jobs: int = 1,
     pods_per_job: int = 4,
     gpus: int = 1,
     idle_pods: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[RunOptions],
 ) -> SimTrainingRun:
     """A JobSet with one replicatedJob `replicated_job` of `jobs` child Jobs, each of
     `pods_per_job` pods (Indexed) with `gpus` GPUs; the last `idle_pods` pods idle.
     `restarts`: `failurePolicy.maxRestarts` restarts, each after pod 0 of the first Job failed;
     `outcome="failed"` then fails it once more (ReachedMaxRestarts, or FailedJobs without restarts)."""
-    total = jobs * pods_per_job
-    if not 0 <= idle_pods <= total:
-        raise ValueError(f"idle_pods must be between 0 and {total}")
-    behaviours = (busy_behaviour(gpus),) * (total - idle_pods) + (idle_behaviour(gpus),) * idle_pods
+    behaviours = _behaviours(gpus, jobs * pods_per_job, idle_pods, "idle_pods")
     role = SimRole(replicated_job, jobs, gpus, behaviours, gpu_resource, parallelism=pods_per_job)
-    return SimTrainingRun(
-        JOBSET,
-        name,
-        namespace,
-        (role,),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    return SimTrainingRun(JOBSET, name, namespace, (role,), **options)
 
 
 def rayjob_run(
     name: str = "ray-train",
     namespace: str = "ml-team",
     *,
-    start: datetime = _DEFAULT_START,
     group: str = "gpu-group",
     workers: int = 4,
     gpus: int = 1,
     idle_workers: int = 0,
     gpu_resource: str = "nvidia.com/gpu",
-    seconds: float = 1800.0,
-    outcome: str = "succeeded",
-    restarts: int = 0,
-    linger_seconds: float | None = None,
-    shutdown_after_job_finishes: bool = True,
-    owner: str | None = None,
-    uid: str | None = None,
+    **options: Unpack[RayRunOptions],
 ) -> SimTrainingRun:
     """A RayJob: a head without GPUs and one worker group `group` of `workers` pods with `gpus`
     GPUs. `restarts`: `backoffLimit` retries, each on a new RayCluster after the Ray job failed.
     The RayCluster (and its pods, which never end by themselves) is deleted `linger_seconds` (0 when
     None) after the end when `shutdown_after_job_finishes`, else it runs on."""
-    return SimTrainingRun(
-        RAYJOB,
-        name,
-        namespace,
-        (
-            SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0"),
-            _workers(gpus, workers, idle_workers, gpu_resource, name=group),
-        ),
-        start=start,
-        seconds=seconds,
-        outcome=outcome,
-        restarts=restarts,
-        linger_seconds=linger_seconds,
-        shutdown_after_job_finishes=shutdown_after_job_finishes,
-        owner=owner,
-        uid=uid or str(uuid.uuid4()),
-    )
+    roles = (_RAY_HEAD, _workers(gpus, workers, idle_workers, gpu_resource, name=group))
+    return SimTrainingRun(RAYJOB, name, namespace, roles, **options)
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -468,54 +427,33 @@ class _Builder:
     def emit(self, at: datetime, rt: ResourceType, op: str, obj: JsonObj) -> None:
         self.changes.append(Change(at, rt, op, copy.deepcopy(obj)))
 
-    def owner_ref(self, obj: JsonObj) -> JsonObj:
-        return {
-            "apiVersion": obj["apiVersion"],
-            "kind": obj["kind"],
-            "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
     def top(self, spec: JsonObj, status: JsonObj | None = None) -> JsonObj:
         run = self.run
-        annotations = dict(run.annotations)
-        if run.owner:
-            annotations.setdefault(OWNER_ANNOTATION, run.owner)
-        meta: JsonObj = {
-            "name": run.name,
-            "namespace": run.namespace,
-            "uid": run.uid,
-            "creationTimestamp": ts(run.start),
-            "generation": 1,
-            "labels": dict(run.labels),
-            "annotations": annotations,
-        }
-        return {
-            "apiVersion": run.top_type.api_version,
-            "kind": run.kind,
-            "metadata": meta,
-            "spec": spec,
-            "status": status if status is not None else {},
-        }
+        top = kube_object(
+            run.top_type,
+            run.name,
+            run.namespace,
+            run.uid,
+            run.start,
+            generation=1,
+            labels=dict(run.labels),
+            annotations=with_owner(run.annotations, run.owner),
+        )
+        return top | {"spec": spec, "status": status if status is not None else {}}
 
     def child(
         self, rt: ResourceType, name: str, uid: str, created: datetime, owner: JsonObj, **meta: Any
     ) -> JsonObj:
-        return {
-            "apiVersion": rt.api_version,
-            "kind": rt.kind,
-            "metadata": {
-                "name": name,
-                "namespace": self.run.namespace,
-                "uid": uid,
-                "creationTimestamp": ts(created),
-                "generation": 1,
-                **meta,
-                "ownerReferences": [self.owner_ref(owner)],
-            },
-        }
+        return kube_object(
+            rt,
+            name,
+            self.run.namespace,
+            uid,
+            created,
+            generation=1,
+            **meta,
+            ownerReferences=[controller_ref(owner)],
+        )
 
     def pod(
         self,
@@ -640,6 +578,49 @@ def _kubeflow_condition(status: JsonObj, condition: JsonObj) -> None:
     status["conditions"] = [*kept, condition]
 
 
+# What the Training Operator (PyTorchJob) and mpi-operator (MPIJob) write in each condition; the
+# reason is the kind and the type ("PyTorchJobRunning") unless `_kubeflow_set` is given another.
+_KUBEFLOW_MESSAGES: dict[str, dict[str, str]] = {
+    PYTORCHJOB: {
+        "Created": "PyTorchJob {name} is created.",
+        "Running": "PyTorchJob {name} is running.",
+        "Restarting": "PyTorchJob {name} is restarting because 1 {role} replica(s) failed.",
+        "Succeeded": "PyTorchJob {name} is successfully completed.",
+        "Failed": 'job "{name}" is failing because "{role}" replica(s) failed.',
+    },
+    MPIJOB: {
+        "Created": "MPIJob {namespace}/{name} is created.",
+        "Running": "MPIJob {namespace}/{name} is running.",
+        "Restarting": "MPIJob {namespace}/{name} is restarting.",
+        "Succeeded": "MPIJob {namespace}/{name} successfully completed.",
+        # The launcher Job's condition message, as mpi-operator copies it.
+        "Failed": "Job has reached the specified backoff limit: ",
+    },
+}
+
+
+def _kubeflow_set(
+    b: _Builder, status: JsonObj, type_: str, at: datetime, *, reason: str | None = None, role: str = ""
+) -> None:
+    """Condition `type_` as the run's operator sets it; `role`: the replica type that failed."""
+    run = b.run
+    message = _KUBEFLOW_MESSAGES[run.kind][type_].format(name=run.name, namespace=run.namespace, role=role)
+    _kubeflow_condition(status, _condition(type_, reason or f"{run.kind}{type_}", message, at))
+
+
+def _kubeflow_start(b: _Builder, job: JsonObj) -> tuple[JsonObj, datetime]:
+    """The operator's first writes: the job created, then its status (startTime, Created). Returns
+    that status, which the caller goes on updating, and when the operator creates the pods."""
+    run = b.run
+    b.emit(run.start, run.top_type, "create", job)
+    status: JsonObj = {"startTime": ts(run.start)}
+    _kubeflow_set(b, status, "Created", run.start)
+    job["status"] = status
+    created = _seconds(run.start, 1)
+    b.emit(created, run.top_type, "update", job)
+    return status, created
+
+
 def _ttl(run: SimTrainingRun) -> JsonObj:
     return {} if run.linger_seconds is None else {"ttlSecondsAfterFinished": int(run.linger_seconds)}
 
@@ -714,14 +695,7 @@ def _pytorchjob(b: _Builder) -> None:
     }
     job = b.top(spec)
     name = run.name
-    b.emit(run.start, PYTORCH_JOBS, "create", job)
-    status: JsonObj = {"startTime": ts(run.start)}
-    _kubeflow_condition(
-        status, _condition("Created", "PyTorchJobCreated", f"PyTorchJob {name} is created.", run.start)
-    )
-    created = _seconds(run.start, 1)
-    job["status"] = status
-    b.emit(created, PYTORCH_JOBS, "update", job)
+    status, created = _kubeflow_start(b, job)
 
     has_master = any(r.name == "Master" for r in roles)
     world = sum(r.replicas for r in roles)
@@ -777,9 +751,7 @@ def _pytorchjob(b: _Builder) -> None:
 
     running_at = _seconds(created, START_SECONDS + 1)
     status["replicaStatuses"] = replica_statuses()
-    _kubeflow_condition(
-        status, _condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", running_at)
-    )
+    _kubeflow_set(b, status, "Running", running_at)
     b.emit(running_at, PYTORCH_JOBS, "update", job)
 
     restarted = (
@@ -792,15 +764,12 @@ def _pytorchjob(b: _Builder) -> None:
         fails = _seconds(running_at, run.restart_after_seconds)
         b.end_pod(current[restarted], fails, RESTART_EXIT_CODE)
         noticed = _seconds(fails, 1)
-        message = f"PyTorchJob {name} is restarting because 1 {restarted[0]} replica(s) failed."
-        _kubeflow_condition(status, _condition("Restarting", "PyTorchJobRestarting", message, noticed))
+        _kubeflow_set(b, status, "Restarting", noticed, role=restarted[0])
         b.emit(noticed, PYTORCH_JOBS, "update", job)
         b.delete_pod(current[restarted], noticed)
         make_pod(restarted_role, restarted[1], attempt, _seconds(noticed, 1))
         running_at = _seconds(noticed, 1 + START_SECONDS + 1)
-        _kubeflow_condition(
-            status, _condition("Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", running_at)
-        )
+        _kubeflow_set(b, status, "Running", running_at)
         b.emit(running_at, PYTORCH_JOBS, "update", job)
 
     end = _seconds(running_at, run.seconds)
@@ -810,8 +779,7 @@ def _pytorchjob(b: _Builder) -> None:
             b.end_pod(uid, end, 0)
         status["replicaStatuses"] = replica_statuses(**{r.name: {"succeeded": r.replicas} for r in roles})
         status["completionTime"] = ts(finished)
-        message = f"PyTorchJob {name} is successfully completed."
-        _kubeflow_condition(status, _condition("Succeeded", "PyTorchJobSucceeded", message, finished))
+        _kubeflow_set(b, status, "Succeeded", finished)
     else:
         failing = ("Worker", 0) if ("Worker", 0) in current else ("Master", 0)
         b.end_pod(current[failing], end, 1)
@@ -821,8 +789,7 @@ def _pytorchjob(b: _Builder) -> None:
         if worker is not None and worker.replicas > 1:
             counts["Worker"] = {"active": worker.replicas - 1, "failed": 1}
         status["replicaStatuses"] = replica_statuses(**counts)
-        message = f'job "{name}" is failing because "{failing[0]}" replica(s) failed.'
-        _kubeflow_condition(status, _condition("Failed", "PyTorchJobFailed", message, finished))
+        _kubeflow_set(b, status, "Failed", finished, role=failing[0])
     b.emit(finished, PYTORCH_JOBS, "update", job)
     b.ended_at = finished
     _clean_pods(b, list(current.values()), _seconds(finished, 1))
@@ -893,11 +860,11 @@ def _batch_job(
 
 def _mpijob(b: _Builder) -> None:
     run = b.run
-    launcher_role = _role(run, "Launcher", SimRole("Launcher", 1, 0, cpu="1", memory="2Gi"))
+    launcher_role = _role(run, "Launcher", _MPI_LAUNCHER)
     worker_role = _role(run, "Worker")
     if {r.name.lower() for r in run.roles} - {"launcher", "worker"}:
         raise ValueError("MPIJob roles are Launcher and Worker")
-    name, ns = run.name, run.namespace
+    name = run.name
     launcher_policy = "Never" if run.restarts else "OnFailure"
     launcher_command = [
         "mpirun",
@@ -941,14 +908,7 @@ def _mpijob(b: _Builder) -> None:
         },
     }
     mpijob = b.top(spec)
-    b.emit(run.start, MPI_JOBS, "create", mpijob)
-    status: JsonObj = {"startTime": ts(run.start)}
-    _kubeflow_condition(
-        status, _condition("Created", "MPIJobCreated", f"MPIJob {ns}/{name} is created.", run.start)
-    )
-    mpijob["status"] = status
-    created = _seconds(run.start, 1)
-    b.emit(created, MPI_JOBS, "update", mpijob)
+    status, created = _kubeflow_start(b, mpijob)
 
     workers = []
     for index in range(worker_role.replicas):
@@ -1027,9 +987,7 @@ def _mpijob(b: _Builder) -> None:
     current = launcher_pod(0, _seconds(created, 1))
     running_at = _seconds(created, 1 + START_SECONDS + 1)
     status["replicaStatuses"] = {"Launcher": {"active": 1}, "Worker": {"active": worker_role.replicas}}
-    _kubeflow_condition(
-        status, _condition("Running", "MPIJobRunning", f"MPIJob {ns}/{name} is running.", running_at)
-    )
+    _kubeflow_set(b, status, "Running", running_at)
     b.emit(running_at, MPI_JOBS, "update", mpijob)
 
     for attempt in range(1, run.restarts + 1):
@@ -1042,10 +1000,7 @@ def _mpijob(b: _Builder) -> None:
             "Launcher": {"failed": attempt},
             "Worker": {"active": worker_role.replicas},
         }
-        _kubeflow_condition(
-            status,
-            _condition("Restarting", "MPIJobRestarting", f"MPIJob {ns}/{name} is restarting.", noticed),
-        )
+        _kubeflow_set(b, status, "Restarting", noticed)
         b.emit(noticed, MPI_JOBS, "update", mpijob)
         # The Job controller's backoff before the next pod: 10 s.
         retry = _seconds(noticed, 10)
@@ -1060,19 +1015,13 @@ def _mpijob(b: _Builder) -> None:
         b.end_pod(current, end, 0)
         launcher = job_succeeded(launcher, finished)
         status["replicaStatuses"] = {"Launcher": {"succeeded": 1}}
-        _kubeflow_condition(
-            status,
-            _condition(
-                "Succeeded", "MPIJobSucceeded", f"MPIJob {ns}/{name} successfully completed.", finished
-            ),
-        )
+        _kubeflow_set(b, status, "Succeeded", finished)
     else:
         b.end_pod(current, end, 1)
         launcher = job_failed(launcher, finished, "BackoffLimitExceeded", failed=run.restarts + 1)
         status["replicaStatuses"] = {"Launcher": {"failed": run.restarts + 1}}
         # The launcher Job's reason + "/" + its last pod's status.reason (empty for a plain exit).
-        message = "Job has reached the specified backoff limit: "
-        _kubeflow_condition(status, _condition("Failed", "BackoffLimitExceeded/", message, finished))
+        _kubeflow_set(b, status, "Failed", finished, reason="BackoffLimitExceeded/")
     status["completionTime"] = ts(finished)
     # With cleanPodPolicy None the sshd workers stay, running, with their GPUs.
     status["replicaStatuses"]["Worker"] = (
@@ -1337,7 +1286,7 @@ def _ray_pod_labels(cluster: str, node_type: str, group: str) -> dict[str, str]:
 def _rayjob(b: _Builder) -> None:
     run = b.run
     name, ns = run.name, run.namespace
-    head = _role(run, "head", SimRole("head", 1, 0, cpu="1", memory="8G", image="rayproject/ray:2.46.0"))
+    head = _role(run, "head", _RAY_HEAD)
     groups = [r for r in run.roles if r.name.lower() != "head"]
     entrypoint = "python train.py"
 

@@ -21,11 +21,11 @@ from inno_notify.adapters.prometheus.live import LiveTarget
 from inno_notify.sim.kube_api import SimKubeServer, version_priority
 from inno_notify.sim.kube_store import JOBS, PODS, RAY_CLUSTERS, TRAINING_CRDS, ResourceType
 from inno_notify.sim.metrics import SimMetrics
+from inno_notify.sim.objects import OWNER_ANNOTATION
 from inno_notify.sim.pipelines import Change, apply_all
 from inno_notify.sim.training import (
     JOBSET,
     MPIJOB,
-    OWNER_ANNOTATION,
     PYTORCHJOB,
     RAYJOB,
     SimRole,

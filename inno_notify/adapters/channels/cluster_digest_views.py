@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inno_notify.adapters.channels.digest_views import hours, percent, sparkline, trend_text
+from inno_notify.adapters.channels.digest_views import hours, hours_columns, percent, sparkline, trend_text
 from inno_notify.domain.cluster_digest import ClusterDigest
 
 
@@ -89,11 +89,7 @@ def cluster_digest_view(d: ClusterDigest) -> ClusterDigestView:
         teams=tuple(
             TeamLineView(
                 team=t.team,
-                jobs=str(t.jobs),
-                gpu_hours=hours(t.gpu_hours),
-                used_gpu_hours=hours(t.used_gpu_hours),
-                idle_gpu_hours=hours(t.idle_gpu_hours),
-                efficiency=percent(t.efficiency),
+                **hours_columns(t),
                 quota_share="no Kueue quota known"
                 if t.quota_gpus is None
                 else f"{percent(t.quota_share)} of {t.quota_gpus:g} GPUs",

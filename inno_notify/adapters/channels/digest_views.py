@@ -16,20 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
 import orjson
-from jinja2.sandbox import SandboxedEnvironment
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.base import InlineImage, MailMessage, RenderedMessage, TelegramMessage
 from inno_notify.adapters.channels.digest_chart import chart_alt_text
-from inno_notify.adapters.channels.markup import escape_mrkdwn, mrkdwn_link, truncate_html
-from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, RenderError, slack_message
+from inno_notify.adapters.channels.markup import truncate_html
+from inno_notify.adapters.channels.render import RenderError, Templates, slack_message
 from inno_notify.domain.adoption import AdoptionTally
-from inno_notify.domain.cluster_digest import ClusterDigest
-from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
+from inno_notify.domain.cluster_digest import ClusterDigest, TeamWeekLine
+from inno_notify.domain.digest import NO_OWNER, Change, Digest, PersonLine, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.trends import TrendPoint
@@ -115,6 +114,26 @@ class DigestView:
 
 def hours(value: float | None, unit: str = "h") -> str:
     return _NOT_MEASURED if value is None else f"{figures.number(value)} {unit}"
+
+
+class HoursColumns(TypedDict):
+    """A line of GPU-hours as the digests show it: a person's (team digest), a team's (cluster digest)."""
+
+    jobs: str
+    gpu_hours: str
+    used_gpu_hours: str
+    idle_gpu_hours: str
+    efficiency: str
+
+
+def hours_columns(line: PersonLine | TeamWeekLine) -> HoursColumns:
+    return HoursColumns(
+        jobs=str(line.jobs),
+        gpu_hours=hours(line.gpu_hours),
+        used_gpu_hours=hours(line.used_gpu_hours),
+        idle_gpu_hours=hours(line.idle_gpu_hours),
+        efficiency=percent(line.efficiency),
+    )
 
 
 def percent(value: float | None) -> str:
@@ -252,17 +271,7 @@ def digest_view(digest: Digest) -> DigestView:
         no_gpu_jobs=d.no_gpu_jobs,
         headline=headline,
         figures=() if d.no_gpu_jobs else rows,
-        people=tuple(
-            PersonView(
-                owner=p.owner,
-                jobs=str(p.jobs),
-                gpu_hours=hours(p.gpu_hours),
-                used_gpu_hours=hours(p.used_gpu_hours),
-                idle_gpu_hours=hours(p.idle_gpu_hours),
-                efficiency=percent(p.efficiency),
-            )
-            for p in d.people
-        ),
+        people=tuple(PersonView(owner=p.owner, **hours_columns(p)) for p in d.people),
         waste=tuple(
             WasteView(
                 job_ref=f"{w.namespace}/{w.name}",
@@ -337,19 +346,14 @@ class DigestRenderer:
         links: PageLinks | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        dirs = [str(template_dir)] if template_dir is not None else []
-        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
         # The team page link (signed and expiring when `links` has a key); `dashboard_url` is the
         # older spelling of a plain base URL.
         self._links_for = links if links is not None else PageLinks(dashboard_url)
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._html = _environment(loader, autoescape=True)
-        self._text = _environment(loader, autoescape=False)
-        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
-        self._mrkdwn.filters["link"] = mrkdwn_link
+        self._templates = Templates(template_dir)
         try:
             for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE, *_CLUSTER_FILES]:
-                self._environment_for(name).get_template(name)
+                self._templates.get(name)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
 
@@ -408,23 +412,6 @@ class DigestRenderer:
 
     def _render(self, names: Sequence[str], context: dict[str, Any]) -> list[str]:
         try:
-            return [self._environment_for(n).get_template(n).render(context) for n in names]
+            return self._templates.render(names, context)
         except jinja2.TemplateError as exc:
             raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
-
-    def _environment_for(self, name: str) -> jinja2.Environment:
-        if name.startswith("slack/"):
-            return self._mrkdwn
-        return self._html if name.endswith(".html.j2") else self._text
-
-
-def _environment(
-    loader: jinja2.BaseLoader, *, autoescape: bool, finalize: Any = None
-) -> SandboxedEnvironment:
-    return SandboxedEnvironment(
-        loader=loader,
-        autoescape=autoescape,
-        finalize=finalize,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-    )

@@ -17,7 +17,8 @@ headers.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
@@ -125,7 +126,7 @@ class EmailSender:
         except ValueError as exc:
             # The e-mail package rejects malformed header values.
             raise ChannelError(f"email: cannot build the message: {exc}", retryable=False) from None
-        try:
+        with self._failures():
             await aiosmtplib.send(
                 mail,
                 sender=self._envelope_sender,
@@ -139,12 +140,6 @@ class EmailSender:
                 timeout=self._timeout,
                 cert_bundle=self._cert_bundle,
             )
-        except aiosmtplib.SMTPException as exc:
-            raise self._classify(exc) from None
-        except OSError as exc:
-            raise ChannelError(
-                f"email: cannot reach {self._host}:{self._port}: {exc.strerror or exc}", retryable=True
-            ) from None
         return str(mail["Message-ID"])
 
     async def check(self) -> str:
@@ -157,20 +152,27 @@ class EmailSender:
             timeout=self._timeout,
             cert_bundle=self._cert_bundle,
         )
-        try:
+        with self._failures():
             async with client:
                 if self._username and self._password:
                     await client.login(self._username, self._password)
+        return f"{self._host}:{self._port}"
+
+    async def aclose(self) -> None:
+        """Nothing to release: every send opens and closes its own SMTP session."""
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """A refusal of the server as ChannelError (classified); the server out of reach as a
+        retryable one."""
+        try:
+            yield
         except aiosmtplib.SMTPException as exc:
             raise self._classify(exc) from None
         except OSError as exc:
             raise ChannelError(
                 f"email: cannot reach {self._host}:{self._port}: {exc.strerror or exc}", retryable=True
             ) from None
-        return f"{self._host}:{self._port}"
-
-    async def aclose(self) -> None:
-        """Nothing to release: every send opens and closes its own SMTP session."""
 
     def _classify(self, exc: aiosmtplib.SMTPException) -> ChannelError:
         secrets = [self._password, self._username]

@@ -205,12 +205,7 @@ def _heat_panel(
 def _legend(canvas: Canvas, lines: Sequence[SeriesLine], top: float, idle: float) -> float:
     x, y = float(_LEFT), top
     for index, line in enumerate(lines):
-        mean = _mean(line)
-        label = f"{ascii_text(line.label)}: {'n/a' if mean is None else figures.number(mean) + ' %'}"
-        if mean is not None and mean < idle:
-            label += " idle"
-        if line.shared:
-            label += " (shared GPU)"
+        label = _utilization_text(line, idle, legend=True)
         width = 22 + canvas.text_width(label, SMALL) + 14
         if x + width > canvas.width - _RIGHT and x > _LEFT:
             x, y = float(_LEFT), y + 20
@@ -267,6 +262,21 @@ def _largest(lines: Sequence[SeriesLine]) -> SeriesLine:
         present = [line.values[i] for line in lines if i < len(line.values) and line.values[i] is not None]
         values.append(max(v for v in present if v is not None) if present else None)
     return SeriesLine("largest pod", "", tuple(values))
+
+
+def _utilization_text(line: SeriesLine, idle: float, *, legend: bool) -> str:
+    """A GPU's mean utilization, whether it idled (mean under `idle` %) and whether the GPU is shared:
+    short for the `legend` (drawn in ASCII), else in words for the alt text."""
+    mean = _mean(line)
+    if legend:
+        text = f"{ascii_text(line.label)}: {'n/a' if mean is None else figures.number(mean) + ' %'}"
+    else:
+        text = f"{line.label} {'not measured' if mean is None else 'mean ' + figures.number(mean) + ' %'}"
+    if mean is not None and mean < idle:
+        text += " idle" if legend else " (idle)"
+    if line.shared:
+        text += " (shared GPU)" if legend else " (shared GPU: whole GPU's figures)"
+    return text
 
 
 def _mean(line: SeriesLine) -> float | None:
@@ -579,15 +589,7 @@ def job_alt_text(job: ChartJob, *, idle_percent: float = 5.0) -> str:
     duration = figures.duration(s.points * s.step_seconds)
     parts = [f"Chart of {job.ref} over {duration}."]
     if s.gpu_util:
-        gpus = []
-        for line in s.gpu_util:
-            mean = _mean(line)
-            text = f"{line.label} {'not measured' if mean is None else 'mean ' + figures.number(mean) + ' %'}"
-            if mean is not None and mean < idle_percent:
-                text += " (idle)"
-            if line.shared:
-                text += " (shared GPU: whole GPU's figures)"
-            gpus.append(text)
+        gpus = [_utilization_text(line, idle_percent, legend=False) for line in s.gpu_util]
         parts.append("GPU utilization: " + "; ".join(gpus) + ".")
     peaks = [v for line in s.gpu_memory for v in line.values if v is not None]
     if peaks:

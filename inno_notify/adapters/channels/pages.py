@@ -19,12 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.job_chart import NARROW_WIDTH, ChartJob, job_alt_text, render_job_svg
-from inno_notify.adapters.channels.render import BUILTIN_TEMPLATES, Renderer, RenderError
+from inno_notify.adapters.channels.render import Renderer, RenderError, Templates
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.model import (
     JobRecord,
@@ -251,16 +250,10 @@ class JobPageRenderer:
     def __init__(
         self, renderer: Renderer, template_dir: Path | None = None, *, idle_percent: float = 5.0
     ) -> None:
-        dirs = [str(template_dir)] if template_dir is not None else []
         self._renderer = renderer
         self._idle = idle_percent
-        self._env = SandboxedEnvironment(
-            loader=jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)]),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-        )
         try:
-            self._template = self._env.get_template(JOB_PAGE)
+            self._template = Templates(template_dir).get(JOB_PAGE)
         except jinja2.TemplateError as exc:
             raise RenderError(f"{JOB_PAGE}: {exc.message or type(exc).__name__}") from None
 

@@ -100,6 +100,35 @@ class GroupItem:
     grafana_url: str | None = None
 
 
+class Templates:
+    """The template files of a deployment (`template_dir`, when set) over the built-in ones, each
+    loaded into the environment its markup needs (module docstring): `slack/*` mrkdwn, `*.html.j2`
+    HTML, the rest text. Every renderer of messages and pages loads through one."""
+
+    def __init__(self, template_dir: Path | None = None) -> None:
+        dirs = [str(template_dir)] if template_dir is not None else []
+        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
+        self._html = _environment(loader, autoescape=True)
+        self._text = _environment(loader, autoescape=False)
+        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
+        self._mrkdwn.filters["link"] = mrkdwn_link
+
+    def get(self, name: str) -> jinja2.Template:
+        """Template `name`, compiled; raises jinja2.TemplateError when it is missing or broken."""
+        environment = (
+            self._mrkdwn
+            if name.startswith("slack/")
+            else self._html
+            if name.endswith(".html.j2")
+            else self._text
+        )
+        return environment.get_template(name)
+
+    def render(self, names: Sequence[str], context: Mapping[str, Any]) -> list[str]:
+        """Templates `names` rendered with `context`; raises jinja2.TemplateError."""
+        return [self.get(name).render(context) for name in names]
+
+
 class Renderer:
     """Renders summaries for every channel; build one at startup and share it.
 
@@ -120,14 +149,9 @@ class Renderer:
         grafana_url_template: str | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        dirs = [str(template_dir)] if template_dir is not None else []
-        loader = jinja2.FileSystemLoader([*dirs, str(BUILTIN_TEMPLATES)])
         self._links = links if links is not None else PageLinks(dashboard_url)
         self._clock = clock or _utc_now
-        self._html = _environment(loader, autoescape=True)
-        self._text = _environment(loader, autoescape=False)
-        self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
-        self._mrkdwn.filters["link"] = mrkdwn_link
+        self._templates = Templates(template_dir)
         self._log_url: jinja2.Template | None = None
         self._grafana_url: jinja2.Template | None = None
         try:
@@ -141,9 +165,9 @@ class Renderer:
             for channel in Channel:
                 for kind in (JOB_SUMMARY, GROUP_SUMMARY, *PAYLOAD_KINDS):
                     for name in self._names(channel, kind):
-                        self._environment_for(name).get_template(name)
+                        self._templates.get(name)
             for name in self._names(Channel.TELEGRAM, BOT_REPLY):
-                self._environment_for(name).get_template(name)
+                self._templates.get(name)
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
 
@@ -289,7 +313,7 @@ class Renderer:
     ) -> RenderedMessage:
         names = self._names(channel, kind)
         try:
-            parts = [self._environment_for(n).get_template(n).render(context) for n in names]
+            parts = self._templates.render(names, context)
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
         if channel is Channel.TELEGRAM:
@@ -304,11 +328,6 @@ class Renderer:
     @staticmethod
     def _names(channel: Channel, kind: str) -> list[str]:
         return [f"{channel.value}/{pattern.format(kind=kind)}" for pattern in _TEMPLATE_FILES[channel]]
-
-    def _environment_for(self, name: str) -> jinja2.Environment:
-        if name.startswith("slack/"):
-            return self._mrkdwn
-        return self._html if name.endswith(".html.j2") else self._text
 
 
 def slack_message(mrkdwn: str) -> SlackMessage:

@@ -54,6 +54,16 @@ DEFAULT_API_URL = "https://api.telegram.org"
 DEFAULT_POOL_SIZE = 16
 
 
+def bot_client(token: str, api_url: str, *, timeout: float, pool_size: int) -> tuple[AiohttpRequest, Bot]:
+    """A Bot API client for `token` on our aiohttp transport (telegram_transport), one connection
+    pool for every call; the caller shuts the transport down when done."""
+    if not token:
+        raise ValueError("telegram token is empty")
+    request = AiohttpRequest(timeout=timeout, pool_size=pool_size)
+    bot = Bot(token, base_url=f"{api_url.rstrip('/')}/bot", request=request, get_updates_request=request)
+    return request, bot
+
+
 class TelegramSender:
     """A bot that DMs people who pressed START; one instance per process."""
 
@@ -65,16 +75,8 @@ class TelegramSender:
         timeout: float = 10.0,
         pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
-        if not token:
-            raise ValueError("telegram token is empty")
+        self._request, self._bot = bot_client(token, api_url, timeout=timeout, pool_size=pool_size)
         self._token = token
-        self._request = AiohttpRequest(timeout=timeout, pool_size=pool_size)
-        self._bot = Bot(
-            token,
-            base_url=f"{api_url.rstrip('/')}/bot",
-            request=self._request,
-            get_updates_request=self._request,
-        )
         self._api_url = api_url
 
     def __repr__(self) -> str:

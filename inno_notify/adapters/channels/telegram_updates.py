@@ -23,14 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from telegram import Bot, Update
+from telegram import Update
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.warnings import PTBUserWarning
 
 from inno_notify.adapters.channels.base import ChannelError
-from inno_notify.adapters.channels.telegram import DEFAULT_API_URL, classify
-from inno_notify.adapters.channels.telegram_transport import AiohttpRequest
+from inno_notify.adapters.channels.telegram import DEFAULT_API_URL, bot_client, classify
 from inno_notify.domain.telegram_commands import IncomingMessage
 
 __all__ = ["ALLOWED_UPDATES", "IncomingUpdate", "TelegramUpdates", "bot_id_of"]
@@ -62,16 +61,8 @@ class TelegramUpdates:
     """The bot's getUpdates / setWebhook / deleteWebhook, and the reading of one update."""
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, *, timeout: float = 10.0) -> None:
-        if not token:
-            raise ValueError("telegram token is empty")
+        self._request, self._bot = bot_client(token, api_url, timeout=timeout, pool_size=2)
         self._token = token
-        self._request = AiohttpRequest(timeout=timeout, pool_size=2)
-        self._bot = Bot(
-            token,
-            base_url=f"{api_url.rstrip('/')}/bot",
-            request=self._request,
-            get_updates_request=self._request,
-        )
         self._timeout = timeout
         self.bot_id = bot_id_of(token)
 

@@ -36,12 +36,9 @@ _BY_CODE: dict[int, GapReason] = {
     999: GapReason.UNKNOWN,
 }
 
-# The device cannot be read at all this time.
-DEVICE_FATAL = frozenset(
+# NVML itself lost its footing (module docstring): shut down and initialized again.
+_NVML_LOST = frozenset(
     {
-        GapReason.GPU_LOST,
-        GapReason.RESET_REQUIRED,
-        GapReason.GPU_NOT_FOUND,
         GapReason.UNINITIALIZED,
         GapReason.DRIVER_NOT_LOADED,
         GapReason.LIBRARY_NOT_FOUND,
@@ -49,19 +46,11 @@ DEVICE_FATAL = frozenset(
         GapReason.UNKNOWN,
     }
 )
-# NVML should be shut down and initialized again before the next sample.
-NEEDS_REINIT = frozenset(
-    {
-        GapReason.GPU_LOST,
-        GapReason.GPU_NOT_FOUND,
-        GapReason.UNINITIALIZED,
-        GapReason.DRIVER_NOT_LOADED,
-        GapReason.LIBRARY_NOT_FOUND,
-        GapReason.VERSION_MISMATCH,
-        GapReason.UNKNOWN,
-        GapReason.UNEXPECTED,
-    }
-)
+# The device cannot be read at all this time: it is gone for now, or NVML is.
+DEVICE_FATAL = frozenset({GapReason.GPU_LOST, GapReason.RESET_REQUIRED, GapReason.GPU_NOT_FOUND}) | _NVML_LOST
+# NVML should be shut down and initialized again before the next sample: when it lost its footing,
+# when a GPU was lost or not found (not when one only needs a reset), and after an unexpected error.
+NEEDS_REINIT = _NVML_LOST | {GapReason.GPU_LOST, GapReason.GPU_NOT_FOUND, GapReason.UNEXPECTED}
 
 
 def error_code(exc: BaseException, nvml: Any) -> int | None:

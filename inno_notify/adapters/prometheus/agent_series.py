@@ -47,7 +47,7 @@ from urllib.parse import quote_plus
 
 from inno_notify.adapters.prometheus import queries as q
 from inno_notify.adapters.prometheus.batching import Bucket, PodWindow, chunk_pods, plan_buckets
-from inno_notify.adapters.prometheus.client import PrometheusClient, Sample
+from inno_notify.adapters.prometheus.client import PrometheusClient, Sample, sample_value
 from inno_notify.domain.model import GPU_SOURCE_AGENT, GpuUsage
 
 # The agent's metrics (inno_notify.service.agent_metrics).
@@ -229,7 +229,7 @@ class AgentSeries:
         probe = probe_query(bucket.window, [pod for pod, _ in spellings])
         for sample in await self._query("agent_probe", probe):
             labels = sample["metric"]
-            stat, value = labels.get(q.STAT), _value(sample)
+            stat, value = labels.get(q.STAT), sample_value(sample)
             if stat == "gpu" and labels.get("gpu_uuid"):
                 found.models[labels["gpu_uuid"]] = labels.get("model", "")
             elif stat == "total" and value is not None:
@@ -312,7 +312,7 @@ class AgentSeries:
     ) -> None:
         labels = sample["metric"]
         pod = (labels.get(agent.namespace, ""), labels.get(agent.pod, ""))
-        value = _value(sample)
+        value = sample_value(sample)
         stat = labels.get(q.STAT)
         if pod in by_name and value is not None and stat in _FIGURE_STATS:
             setattr(found.figures.setdefault((pod, _agent_key(labels)), _Figures()), stat, value)
@@ -320,7 +320,7 @@ class AgentSeries:
     @staticmethod
     def _add_window(found: _Found, sample: Sample, agent: AgentLabels) -> None:
         labels = sample["metric"]
-        value = _value(sample)
+        value = sample_value(sample)
         uid = labels.get(_POD_UID, "")
         if value is None or not uid:
             return
@@ -425,11 +425,3 @@ class AgentSeries:
 
 def _agent_key(labels: Mapping[str, str]) -> GpuKey:
     return (labels.get("gpu_uuid", ""), labels.get("mig_profile", ""), labels.get("gpu_instance", ""))
-
-
-def _value(sample: Sample) -> float | None:
-    try:
-        value = float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None  # NaN or ±Inf: not a measurement

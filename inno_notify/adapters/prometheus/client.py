@@ -12,6 +12,7 @@ backoff and give-up time.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -35,6 +36,16 @@ from inno_notify.adapters.prometheus.errors import (
 # One result series as the HTTP API returns it: {"metric": {...}, "value": [t, "v"]} for an instant
 # query, {"metric": {...}, "values": [[t, "v"], ...]} for a range query.
 Sample = Mapping[str, Any]
+
+
+def sample_value(sample: Sample) -> float | None:
+    """An instant query's value of one series; None when it has none, or NaN or ±Inf (no measurement)."""
+    try:
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
 
 _STATUS_RE = re.compile(r"HTTP Status Code (\d{3})")
 
@@ -153,4 +164,4 @@ class PrometheusClient:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["ClientConfig", "PrometheusClient", "PrometheusError", "Sample"]
+__all__ = ["ClientConfig", "PrometheusClient", "PrometheusError", "Sample", "sample_value"]

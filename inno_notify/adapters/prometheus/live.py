@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 
 from inno_notify.adapters.prometheus import queries as q
 from inno_notify.adapters.prometheus.batching import DEFAULT_MAX_URL_BYTES, PodWindow, chunk_pods, url_length
-from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient, Sample
+from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient, Sample, sample_value
 from inno_notify.domain.live import GpuWindow
 from inno_notify.settings import PrometheusSettings
 
@@ -393,7 +393,7 @@ class LiveMeter:
                 if uid is not None:
                     break
             stat = _STATS.get(labels.get(_STAT, ""))
-            value = _value(sample)
+            value = sample_value(sample)
             if uid is None or stat is None or value is None:
                 continue
             host = next((labels[h] for h in hostnames if labels.get(h)), "")
@@ -477,14 +477,6 @@ def _windows(gpus: Mapping[str, Mapping[_GpuKey, _Gpu]]) -> dict[str, tuple[GpuW
 def _tagged(parts: Sequence[tuple[str, str]]) -> str:
     assert all(stat in _STATS for _, stat in parts)
     return " or ".join(f'label_replace({expr}, "{_STAT}", "{stat}", "", "")' for expr, stat in parts)
-
-
-def _value(sample: Sample) -> float | None:
-    try:
-        value = float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def build_live_meter(

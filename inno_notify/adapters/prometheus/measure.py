@@ -30,7 +30,7 @@ from inno_notify.adapters.prometheus.batching import (
     chunk_pods,
     plan_buckets,
 )
-from inno_notify.adapters.prometheus.client import PrometheusClient, Sample
+from inno_notify.adapters.prometheus.client import PrometheusClient, Sample, sample_value
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.series import SeriesSampler
 from inno_notify.domain.model import GpuUsage, PodUsage
@@ -233,7 +233,7 @@ class UsageMeter:
             for sample in by_kind.get(kind, ()):
                 labels = sample["metric"]
                 target = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
-                value = _value(sample)
+                value = sample_value(sample)
                 if target is None or value is None:
                     continue
                 key = q.gpu_key(labels, hosts)
@@ -251,7 +251,7 @@ class UsageMeter:
             for sample in by_kind.get(kind, ()):
                 labels = sample["metric"]
                 target = by_name.get((labels.get(cad.namespace_label, ""), labels.get(cad.pod_label, "")))
-                value = _value(sample)
+                value = sample_value(sample)
                 if target is None or value is None:
                     continue
                 uid = labels.get(q.UID_LABEL, "").replace("_", "-")
@@ -292,14 +292,6 @@ class UsageMeter:
                 window=target, gpus=gpus, pod=_pod_usage(target, pod_stats.get(target.uid, {}))
             )
         return results
-
-
-def _value(sample: Sample) -> float | None:
-    try:
-        value = float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None  # NaN or ±Inf: not a measurement
 
 
 def _parse(text: str) -> float | None:
@@ -359,7 +351,7 @@ def _multi_series(
                 labels.get(sel.pod_label, ""),
                 labels.get(q.UID_LABEL, ""),
             )
-            counts[key] += _value(sample) or 0.0
+            counts[key] += sample_value(sample) or 0.0
     most: dict[tuple[str, str], float] = {}
     for (namespace, pod, _uid), n in counts.items():
         most[(namespace, pod)] = max(most.get((namespace, pod), 0.0), n)

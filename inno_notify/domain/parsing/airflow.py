@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 from ..links import mlflow_links
 from ..model import PodRecord
@@ -27,8 +28,8 @@ from ..workflows import AIRFLOW_KPO_LABEL, WorkflowKind, WorkflowPod, airflow_ru
 from .annotations import read_intent
 from .config import ParseConfig
 from .fields import JsonObject, SetAside, mapping, string_map
-from .outcome import decide_exit
 from .pod import parse_pod
+from .steps import step_pod
 from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = ["RAW_RUN_ID_KEY", "make_safe_label_value", "parse_airflow_pod", "run_id_shown"]
@@ -76,30 +77,21 @@ def parse_airflow_pod(
     intent = read_intent(layers, pod.namespace, cfg, notes)
     map_index = labels.get("map_index")
     step = f"{task_id}[{_number(map_index, -1)}]" if map_index is not None else task_id
-    terminal = pod.phase in ("Succeeded", "Failed")
-    exit_code, exit_reason = decide_exit([pod], job_failed=pod.phase == "Failed" if terminal else None)
     written = annotations.get(RAW_RUN_ID_KEY)
     raw_run = written if isinstance(written, str) else None
-    return WorkflowPod(
-        cluster=cfg.cluster,
-        uid=pod.uid,
-        namespace=pod.namespace,
-        name=pod.name,
-        kind=WorkflowKind.AIRFLOW,
+    task = step_pod(
+        pod,
+        cfg.cluster,
+        WorkflowKind.AIRFLOW,
         workflow_uid=airflow_run_uid(pod.namespace, dag_id, run_id),
         workflow_name=storable(dag_id, INDEXED_MAX_BYTES),
         step_key=storable(step, INDEXED_MAX_BYTES),
         step=storable(step, INDEXED_MAX_BYTES),
+    )
+    return replace(
+        task,
         attempt=_number(labels.get("try_number"), 1),
         run_id=run_id_shown(storable(run_id, INDEXED_MAX_BYTES), raw_run),
-        phase=pod.phase,
-        created_at=pod.created_at,
-        started_at=pod.started_at,
-        finished_at=pod.finished_at,
-        deleted_at=pod.deleted_at,
-        exit_code=exit_code,
-        exit_reason=exit_reason,
-        gpus=pod.gpu_equivalents,
         owner=intent.owner,
         team=intent.team,
         notify=intent.notify,

@@ -47,8 +47,8 @@ from .fields import (
     text,
     timestamp,
 )
-from .outcome import decide_exit
 from .pod import parse_pod
+from .steps import step_pod
 from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = [
@@ -307,24 +307,12 @@ def parse_argo_pod(
     )
     if node_id is None:
         return None
-    terminal = pod.phase in ("Succeeded", "Failed")
-    exit_code, exit_reason = decide_exit([pod], job_failed=pod.phase == "Failed" if terminal else None)
-    return WorkflowPod(
-        cluster=cfg.cluster,
-        uid=pod.uid,
-        namespace=pod.namespace,
-        name=pod.name,
-        kind=WorkflowKind.ARGO,
+    return step_pod(
+        pod,
+        cfg.cluster,
+        WorkflowKind.ARGO,
         workflow_uid=workflow_uid,
         workflow_name=storable(workflow, INDEXED_MAX_BYTES),
         step_key=node_id,
         step=storable(node_name, INDEXED_MAX_BYTES) or node_id,
-        phase=pod.phase,
-        created_at=pod.created_at,
-        started_at=pod.started_at,
-        finished_at=pod.finished_at,
-        deleted_at=pod.deleted_at,
-        exit_code=exit_code,
-        exit_reason=exit_reason,
-        gpus=pod.gpu_equivalents,
     )

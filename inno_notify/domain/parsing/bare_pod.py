@@ -19,6 +19,8 @@ Family, for right-sizing across runs: the ``inno-notify/family`` key; else Airfl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..links import mlflow_links
 from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from .annotations import FAMILY_KEY, indexed_lookup, read_intent
@@ -27,7 +29,7 @@ from .family import family_from_name, job_family
 from .fields import JsonObject, SetAside, indexed_text, mapping, objects, string_map
 from .outcome import decide_exit
 from .pod import parse_pod
-from .resources import requested_for_pod
+from .pod_workload import pod_workload_record
 from .storable import INDEXED_MAX_BYTES, storable
 from .workspace import parse_workspace_pod
 
@@ -91,35 +93,17 @@ def parse_bare_gpu_pod(
     status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
     terminal = status in (JobStatus.SUCCEEDED, JobStatus.FAILED)
     exit_code, exit_reason = decide_exit([pod], job_failed=status is JobStatus.FAILED if terminal else None)
-    requested = requested_for_pod(mapping(obj, "spec"), cfg, parallelism=1, completions=1)
     family = (
         indexed_lookup(layers, (FAMILY_KEY,))
         or _airflow_family(labels)
         or _argo_family(pod.name, workflow)
         or job_family(pod.name, indexed_text(metadata, "generateName"), None)
     )
-    return JobRecord(
-        cluster=cfg.cluster,
-        uid=pod.uid,
-        namespace=pod.namespace,
-        name=pod.name,
-        kind=WorkloadKind.POD,
-        status=status,
-        reason=pod.reason,
-        owner=intent.owner,
-        team=intent.team,
-        notify=intent.notify,
-        channels=intent.channels,
+    return replace(
+        pod_workload_record(obj, pod, cfg, WorkloadKind.POD, status, intent, labels),
         group_key=intent.group_key or workflow,
         family=None if family is None else storable(family, INDEXED_MAX_BYTES),
-        created_at=pod.created_at,
-        started_at=pod.started_at,
-        finished_at=(pod.finished_at or pod.deleted_at) if terminal else None,
-        first_scheduled_at=pod.scheduled_at,
         exit_code=exit_code,
         exit_reason=exit_reason,
-        requested=requested,
-        labels=labels,
-        resource_version=pod.resource_version,
         links=mlflow_links(layers, cfg.mlflow_url),
     )

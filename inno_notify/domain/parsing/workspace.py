@@ -25,13 +25,13 @@ owner keys) decides, as for any pod. Every value read is hostile until parsed (s
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from .annotations import Layers, lookup, one_address, read_intent
 from .config import ParseConfig
 from .fields import JsonObject, SetAside, mapping, string_map
-from .resources import requested_for_pod
+from .pod_workload import pod_workload_record
 from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = [
@@ -158,24 +158,7 @@ def parse_workspace_pod(
     if terminal:
         # A workspace that ended on its own (its container exited): over, however it exited.
         status = JobStatus.SUCCEEDED if pod.phase == "Succeeded" else JobStatus.FAILED
-    return JobRecord(
-        cluster=cfg.cluster,
-        uid=pod.uid,
-        namespace=pod.namespace,
-        name=pod.name,
-        kind=WorkloadKind.WORKSPACE,
-        status=status,
-        reason=pod.reason,
+    return replace(
+        pod_workload_record(obj, pod, cfg, WorkloadKind.WORKSPACE, status, intent, labels),
         owner=None if owner is None else storable(owner, INDEXED_MAX_BYTES),
-        team=intent.team,
-        notify=intent.notify,
-        channels=intent.channels,
-        group_key=intent.group_key,
-        created_at=pod.created_at,
-        started_at=pod.started_at,
-        finished_at=(pod.finished_at or pod.deleted_at) if terminal else None,
-        first_scheduled_at=pod.scheduled_at,
-        requested=requested_for_pod(mapping(obj, "spec"), cfg, parallelism=1, completions=1),
-        labels=labels,
-        resource_version=pod.resource_version,
     )
