@@ -221,7 +221,7 @@ MIN_LINK_KEY_BYTES = 16
 class LinksSettings(_Section):
     public_url: str | None = Field(
         None,
-        description="Base URL at which the service's pages are reached (job pages `/jobs/…`, team pages `/teams/…`), e.g. https://inno-notify.example.org; the links in messages point there. `notify.dashboard_url` is its older name.",
+        description="Base URL at which the service's pages are reached (job pages `/jobs/…`, workflow pages `/workflows/…`, team pages `/teams/…`), e.g. https://inno-notify.example.org; the links in messages point there. `notify.dashboard_url` is its older name.",
     )
     secret_file: str | None = Field(
         None,

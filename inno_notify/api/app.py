@@ -97,6 +97,7 @@ def create_app(
     warm_usage: bool = False,
     event_routing: keys.EventRouting | None = None,
     job_pages: keys.JobPageProvider | None = None,
+    workflow_pages: keys.JobPageProvider | None = None,
     link_key: bytes | None = None,
     telegram_webhook: keys.TelegramWebhook | None = None,
     trends_timezone: str = "UTC",
@@ -116,7 +117,8 @@ def create_app(
     `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the
     directory (the runtime passes the configured channels and the group wait; default: every
     channel, no wait); `settings.events` limits them.
-    `job_pages` renders the job pages (GET /jobs/…; the team pages come from `digest_provider`);
+    `job_pages` and `workflow_pages` render the run pages (GET /jobs/…, /workflows/…; the team pages
+    come from `digest_provider`);
     `link_key` is the key the links in messages are signed with (`links.secret_file`): a request
     for a page with a link it signed needs no token (auth.SignedPages).
     `telegram_webhook`, when the bot takes its updates by webhook, routes POST /telegram/webhook,
@@ -154,6 +156,7 @@ def create_app(
     app[keys.REGISTRY] = registry
     app[keys.DIGESTS] = digest_provider
     app[keys.JOB_PAGES] = job_pages
+    app[keys.WORKFLOW_PAGES] = workflow_pages
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
     app[keys.TRENDS_TIMEZONE] = trends_timezone
     app[keys.DIGEST_CACHE] = ResultCache(

@@ -23,8 +23,8 @@ from inno_notify.telemetry import Telemetry
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
 DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
-# (namespace, name, uid or None for the newest run) -> the job's page, or None when there is no such
-# job (the runtime passes service.job_pages.job_page_provider).
+# (namespace, name, uid or None for the newest run) -> the run's page, or None when there is no such
+# run (the runtime passes service.job_pages' job_page_provider and workflow_page_provider).
 JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
 
 
@@ -56,6 +56,7 @@ REGISTRY = web.AppKey("registry", CollectorRegistry)
 TELEMETRY = web.AppKey("telemetry", Telemetry)
 DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
 JOB_PAGES: web.AppKey[JobPageProvider | None] = web.AppKey("job_pages")
+WORKFLOW_PAGES: web.AppKey[JobPageProvider | None] = web.AppKey("workflow_pages")
 USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
 DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 # The zone trends count weeks in (digest.timezone), so a team's newest week is its digest's.

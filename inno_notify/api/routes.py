@@ -33,7 +33,7 @@ from inno_notify.api.views import (
     usage,
     users,
 )
-from inno_notify.domain.page_links import JOB_PAGE, TEAM_PAGE
+from inno_notify.domain.page_links import JOB_PAGE, TEAM_PAGE, WORKFLOW_PAGE
 
 BASE = "/api/v1"
 
@@ -123,7 +123,11 @@ _PAGE_REPLIES = {
     403: Reply(
         "forbidden: a pipeline token (pages are for viewers and admins); a page.", Error, media=("text/html",)
     ),
-    404: Reply("No such job or team (job_not_found, team_not_found); a page.", Error, media=("text/html",)),
+    404: Reply(
+        "No such job, workflow or team (job_not_found, workflow_not_found, team_not_found); a page.",
+        Error,
+        media=("text/html",),
+    ),
 }
 PAGES = (
     Endpoint(
@@ -143,6 +147,25 @@ PAGES = (
         "pages",
         roles=PAGE_ROLES,
         signed=JOB_PAGE,
+    ),
+    Endpoint(
+        "GET",
+        "/workflows/{namespace}/{name}",
+        pages.workflow_page,
+        pages.JobPageRequest,
+        {
+            200: Reply(
+                "The workflow's page (an Argo Workflow or an Airflow DAG run: its steps with their phase, "
+                "duration, GPUs and GPU-minutes, the advice its GPU steps got), for the signed link its "
+                "summary carried (exp, sig) or a viewer or admin token.",
+                media=("text/html",),
+            ),
+            **_PAGE_REPLIES,
+        },
+        "A workflow run's page",
+        "pages",
+        roles=PAGE_ROLES,
+        signed=WORKFLOW_PAGE,
     ),
     Endpoint(
         "GET",
@@ -356,6 +379,7 @@ ENDPOINTS = (
 # Page kind -> the parameters (path first, then query) its links are signed over, in order.
 SIGNED_VALUES: dict[str, tuple[str, ...]] = {
     JOB_PAGE: ("namespace", "name", "uid"),
+    WORKFLOW_PAGE: ("namespace", "name", "uid"),
     TEAM_PAGE: ("team", "week"),
 }
 

@@ -1,7 +1,8 @@
-"""Links to the job and team pages that open without a login: signed with an HMAC and expiring.
+"""Links to the job, workflow and team pages that open without a login: signed and expiring.
 
 A message carries `{public_url}/jobs/{namespace}/{name}?uid=…&exp=…&sig=…` (or
-`/teams/{team}?week=…&exp=…&sig=…`). The signature is HMAC-SHA256 over what the page shows — the
+`/workflows/{namespace}/{name}?uid=…`, `/teams/{team}?week=…`, each with `exp` and `sig`). The
+signature is HMAC-SHA256 over what the page shows — the
 kind of page, its identifying values and the expiry — not over the URL's spelling, so a proxy
 that re-encodes the path, or serves the service under a path prefix, does not break it, and no
 value can be moved from one page to another. Whoever holds the link may open that one page until
@@ -26,6 +27,7 @@ from urllib.parse import quote, urlencode
 EXPIRY_PARAM = "exp"
 SIGNATURE_PARAM = "sig"
 JOB_PAGE = "job"
+WORKFLOW_PAGE = "workflow"
 TEAM_PAGE = "team"
 
 
@@ -75,6 +77,11 @@ class PageLinks:
         """The page of one run of a job."""
         path = f"/jobs/{quote(namespace, safe='')}/{quote(name, safe='')}"
         return self._link(path, JOB_PAGE, [namespace, name, uid], {"uid": uid}, now)
+
+    def workflow(self, namespace: str, name: str, uid: str, now: datetime) -> str | None:
+        """The page of one run of a workflow (an Argo Workflow, an Airflow DAG run)."""
+        path = f"/workflows/{quote(namespace, safe='')}/{quote(name, safe='')}"
+        return self._link(path, WORKFLOW_PAGE, [namespace, name, uid], {"uid": uid}, now)
 
     def team(self, team: str, week: str, now: datetime) -> str | None:
         """A team's weekly digest page."""

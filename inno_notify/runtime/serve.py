@@ -41,7 +41,7 @@ from inno_notify.runtime.builders import (
 from inno_notify.runtime.term import LeaderTerm
 from inno_notify.service.configuration import seed_directory
 from inno_notify.service.digest_pages import digest_provider
-from inno_notify.service.job_pages import job_page_provider
+from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity
 from inno_notify.service.single_instance import single_instance
 from inno_notify.service.stopping import StopSignal
@@ -67,6 +67,7 @@ def api_component(
     # statements bounded by the handler timeout), digests included: a burst of API requests must not
     # take the connections the service's ingest and dispatch need.
     api_store = create_api_store(settings.database_url, settings.database_statement_timeout_seconds)
+    pages = build_job_page_renderer(settings)
     try:
         app = create_app(
             api_store,
@@ -76,7 +77,8 @@ def api_component(
             digest_provider=digest_provider(
                 api_store, settings.digest.timezone, utc_now, links=page_links(settings)
             ),
-            job_pages=job_page_provider(api_store, build_job_page_renderer(settings)),
+            job_pages=job_page_provider(api_store, pages),
+            workflow_pages=workflow_page_provider(api_store, pages),
             link_key=settings.links.key,
             close_store=True,
             warm_usage=True,

@@ -219,7 +219,7 @@ def test_the_pages_example_exposes_the_pages_at_the_public_url(tmp_path: Path) -
     ingress = one(objects, "Ingress")["spec"]
     (rule,) = ingress["rules"]
     assert rule["host"] == "inno-notify.example.org"
-    assert {p["path"] for p in rule["http"]["paths"]} == {"/jobs", "/teams"}
+    assert {p["path"] for p in rule["http"]["paths"]} == {"/jobs", "/workflows", "/teams"}
     for path in rule["http"]["paths"]:
         assert path["backend"]["service"] == {"name": "inno-notify", "port": {"name": "api"}}
     assert ingress["tls"][0]["hosts"] == ["inno-notify.example.org"]
@@ -262,7 +262,10 @@ def test_the_prometheus_rule_carries_the_alert_rules() -> None:
 @pytest.mark.parametrize(
     ("values", "says"),
     [
-        ("pages.yaml", ["/readyz", "https://inno-notify.example.org/jobs/", "routes /jobs, /teams"]),
+        (
+            "pages.yaml",
+            ["/readyz", "https://inno-notify.example.org/jobs/", "routes /jobs, /workflows, /teams"],
+        ),
         ("single.yaml", ["/readyz", "They are off", "config.links.public_url", "config.links.secret_file"]),
         ("production.yaml", ["/readyz", "key database-url"]),
     ],

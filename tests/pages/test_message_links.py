@@ -206,7 +206,7 @@ def names_its_page(url: str, html: str) -> str | None:
     or the team; None when it does."""
     path, query = urlsplit(url).path, parse_qs(urlsplit(url).query)
     text = unescape(re.sub(r"<[^>]+>", " ", html))
-    if path.startswith("/jobs/"):
+    if path.startswith(("/jobs/", "/workflows/")):
         wanted = [unquote(path.split("/")[3]), *query.get("uid", [])]
     elif path.startswith("/teams/"):
         wanted = [f"GPU digest — {unquote(path.split('/')[2])}, {query['week'][0]}"]
@@ -290,9 +290,12 @@ async def test_every_link_in_every_message_of_the_demo_opens_its_page(
     assert {urlsplit(link.url).hostname for link in outside} == set(OUTSIDE)
     # Every message kind that carries a page link was played and carried one.
     paths = {urlsplit(link.url).path.split("/")[1] for link in ours}
-    assert paths == {"jobs", "teams"}
+    assert paths == {"jobs", "teams", "workflows"}
     assert any("jobs finished" in link.origin for link in ours), "no grouped summary linked its jobs"
     assert any("PyTorchJob" in link.origin for link in ours), "the PyTorchJob's summary linked no page"
+    workflow_links = [link for link in ours if urlsplit(link.url).path.startswith("/workflows/")]
+    assert any("Airflow" in link.origin for link in workflow_links), "the DAG run's summary linked no page"
+    assert any("Argo" in link.origin for link in workflow_links), "the Argo summary linked no page"
     for channel in Channel:
         assert any(link.origin.startswith(f"{channel.value} ") for link in ours), f"no {channel.value} links"
 

@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.job_chart import NARROW_WIDTH, ChartJob, job_alt_text, render_job_svg
+from inno_notify.adapters.channels.message_views import WorkflowView
 from inno_notify.adapters.channels.render import Renderer, RenderError, Templates
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.model import (
@@ -33,8 +34,10 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
+from inno_notify.domain.workflows import WorkflowSummary
 
 JOB_PAGE = "web/job.html.j2"
+WORKFLOW_PAGE = "web/workflow.html.j2"
 # A termination message is written by the job's own code: shown, but not at any length.
 MAX_MESSAGE_CHARS = 4000
 
@@ -244,18 +247,32 @@ def _termination_message(job: JobRecord, pods: Sequence[PodRecord]) -> str | Non
     return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + " … (cut)"
 
 
+def _compiled(templates: Templates, name: str) -> jinja2.Template:
+    try:
+        return templates.get(name)
+    except jinja2.TemplateError as exc:
+        raise RenderError(f"{name}: {exc.message or type(exc).__name__}") from None
+
+
 class JobPageRenderer:
-    """Renders job pages; build one at startup and share it (it compiles its template once)."""
+    """Renders the job and workflow pages; build one at startup and share it (it compiles its
+    templates once)."""
 
     def __init__(
         self, renderer: Renderer, template_dir: Path | None = None, *, idle_percent: float = 5.0
     ) -> None:
         self._renderer = renderer
         self._idle = idle_percent
+        templates = Templates(template_dir)
+        self._template = _compiled(templates, JOB_PAGE)
+        self._workflow_template = _compiled(templates, WORKFLOW_PAGE)
+
+    def workflow_html(self, summary: WorkflowSummary) -> str:
+        """A workflow run's page: what its summary says, with more of its steps listed."""
         try:
-            self._template = Templates(template_dir).get(JOB_PAGE)
+            return self._workflow_template.render(workflow=WorkflowView.of(summary), uid=summary.uid)
         except jinja2.TemplateError as exc:
-            raise RenderError(f"{JOB_PAGE}: {exc.message or type(exc).__name__}") from None
+            raise RenderError(f"{WORKFLOW_PAGE}: {exc.message or type(exc).__name__}") from None
 
     def html(
         self,

@@ -223,8 +223,9 @@ class Renderer:
         """The summary of one finished workflow (all its steps) for `channel`."""
         context = {
             "workflow": WorkflowView.of(summary),
-            # Workflows have no page of their own yet: no link that would not open one.
-            "dashboard_url": None,
+            "dashboard_url": self._links.workflow(
+                summary.namespace, summary.name, summary.uid, self._clock()
+            ),
             "telegram_link": telegram_link,
         }
         return self._render(Channel(channel), NotificationKind.WORKFLOW_SUMMARY.value, context, ())

@@ -93,6 +93,22 @@ class WorkflowRepository(Repository):
         async with self.read() as conn:
             return await workflows.find_workflow(conn, cluster, namespace, name)
 
+    async def workflow_page_data(
+        self, namespace: str, name: str, uid: str | None = None
+    ) -> tuple[WorkflowRecord, list[WorkflowPod], dict[str, Summary]] | None:
+        """A workflow run (the newest of that name, or the one with that uid, of any cluster) with
+        its pods and its GPU steps' figures (its page); None if there is no such workflow."""
+        async with self.read() as conn:
+            record = await workflows.find_workflow(conn, None, namespace, name, uid)
+            if record is None:
+                return None
+            found = await workflows.pods_of_workflows(conn, record.cluster, [record.uid])
+            pods = found.get(record.uid, [])
+            figures, _ = await workflows.step_figures(
+                conn, record.cluster, [p.uid for p in pods if p.gpus > 0]
+            )
+            return record, pods, figures
+
     async def workflow_pods(self, cluster: str, workflow_uid: str) -> list[WorkflowPod]:
         async with self.read() as conn:
             return (await workflows.pods_of_workflows(conn, cluster, [workflow_uid])).get(workflow_uid, [])

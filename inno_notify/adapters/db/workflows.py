@@ -590,22 +590,15 @@ async def step_figures(
 
 
 async def find_workflow(
-    conn: AsyncConnection, cluster: str, namespace: str, name: str
+    conn: AsyncConnection, cluster: str | None, namespace: str, name: str, uid: str | None = None
 ) -> WorkflowRecord | None:
-    row = (
-        (
-            await conn.execute(
-                sa.select(workflows)
-                .where(
-                    workflows.c.cluster == cluster,
-                    workflows.c.namespace == namespace,
-                    workflows.c.name == name,
-                )
-                .order_by(workflows.c.created_at.desc().nulls_last(), workflows.c.uid.desc())
-                .limit(1)
-            )
-        )
-        .mappings()
-        .first()
-    )
+    """The newest workflow of that name in the namespace (of any cluster when `cluster` is None),
+    or the one with that uid."""
+    query = sa.select(workflows).where(workflows.c.namespace == namespace, workflows.c.name == name)
+    if cluster is not None:
+        query = query.where(workflows.c.cluster == cluster)
+    if uid is not None:
+        query = query.where(workflows.c.uid == uid)
+    query = query.order_by(workflows.c.created_at.desc().nulls_last(), workflows.c.uid.desc()).limit(1)
+    row = (await conn.execute(query)).mappings().first()
     return None if row is None else _record_from_row(row)

@@ -1,9 +1,10 @@
-"""GET /jobs/{namespace}/{name}?uid= and GET /teams/{team}?week=: the pages the links in messages open.
+"""GET /jobs/{namespace}/{name}?uid=, /workflows/{namespace}/{name}?uid= and /teams/{team}?week=:
+the pages the links in messages open.
 
 Outside /api/v1 and HTML, for a person in a browser (docs/pages.md). They open with the signed,
 expiring link a message carried (its `exp` and `sig`, checked by the auth middleware before the
 view runs, auth.SignedPages) or with a viewer or admin token (a pipeline token gets 403). The job
-page is built by an injected provider (the channel views render it; the API may not import them),
+and workflow pages are built by injected providers (the channel views render it; the API may not import them),
 the team page is the digest page of the digest provider, from the same cache as
 GET /api/v1/digests/{team}. A page carries no signed link that outlives the one it was opened with
 (the team page has no link to itself).
@@ -95,13 +96,22 @@ def page(html: str) -> web.Response:
 
 
 async def job_page(request: web.Request, given: JobPageRequest) -> web.Response:
-    provider = request.app[keys.JOB_PAGES]
+    return await _run_page(request, given, request.app[keys.JOB_PAGES], "job")
+
+
+async def workflow_page(request: web.Request, given: JobPageRequest) -> web.Response:
+    return await _run_page(request, given, request.app[keys.WORKFLOW_PAGES], "workflow")
+
+
+async def _run_page(
+    request: web.Request, given: JobPageRequest, provider: keys.JobPageProvider | None, what: str
+) -> web.Response:
     if provider is None:
-        raise not_found("job pages are not available in this deployment", code="pages_unavailable")
+        raise not_found(f"{what} pages are not available in this deployment", code="pages_unavailable")
     html = await provider(given.namespace, given.name, given.uid)
     if html is None:
         which = f" with uid {given.uid}" if given.uid else ""
-        raise not_found(f"no job {given.namespace}/{given.name}{which}", code="job_not_found")
+        raise not_found(f"no {what} {given.namespace}/{given.name}{which}", code=f"{what}_not_found")
     return page(html)
 
 
