@@ -44,7 +44,8 @@ def make_safe_label_value(value: str) -> str:
     """Airflow's ``make_safe_label_value`` (cncf.kubernetes ``pod_generator.py``), to the character."""
     safe = _UNSAFE.sub("", value)
     if len(safe) > MAX_LABEL_LEN or value != safe:
-        digest = hashlib.md5(value.encode(), usedforsecurity=False).hexdigest()[:9]
+        # A hostile value may hold a lone surrogate (a JSON "\ud800" escape): hashed, not refused.
+        digest = hashlib.md5(value.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:9]
         safe = safe[: MAX_LABEL_LEN - len(digest) - 1] + "-" + digest
     return safe
 

@@ -45,6 +45,12 @@ def test_make_safe_label_value_gives_every_recorded_label(captures: Path) -> Non
         assert make_safe_label_value(case["input"]) == case["label"], case["input"]
 
 
+def test_a_lone_surrogate_in_a_run_id_is_hashed_not_raised() -> None:
+    """A hostile run id (a JSON "\\ud800" escape decodes to a lone surrogate) gets a label, as any other
+    value with characters a label may not hold."""
+    assert make_safe_label_value("\ud800").startswith("-")
+
+
 def test_the_running_kpo_pod_is_a_task_of_its_run(captures: Path) -> None:
     pod = parse_airflow_pod(capture(captures, "kpo-pod-running-airflow-2.9.3.json"), CFG)
     assert pod is not None
