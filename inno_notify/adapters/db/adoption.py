@@ -9,23 +9,21 @@ outcome, which SQL computes on both databases; domain.adoption.tally adds them u
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.jobs import recommendations_of
-from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.sql import dialect_insert
 from inno_notify.adapters.db.tables import advice_adoption, jobs, usage
+from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
 from inno_notify.domain.model import JobRecord, Recommendation, RecommendationKind
 
@@ -201,25 +199,14 @@ async def groups(
     return [AdoptionGroup(team, owner, tally(rows[(team, owner)])) for team, owner in ordered]
 
 
-class AdoptionRepository:
+class AdoptionRepository(Repository):
     """The store's adoption side (`Store.adoption`): leader-only writes are fenced."""
-
-    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
-        self._engine = engine
-        self._reader = engine.execution_options(**READ_INTENT)
-        self._fence = fence
-
-    @contextlib.asynccontextmanager
-    async def _leader_write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._engine.begin() as conn:
-            await self._fence.check(conn)
-            yield conn
 
     async def previous_advice(
         self, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
     ) -> tuple[JobRecord, list[Recommendation]] | None:
         """The family's newest measured run that finished before `before`, and its advice."""
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return await previous_advice(conn, cluster, namespace, family, before, exclude_uid)
 
     async def record(self, adoption: Adoption) -> bool:
@@ -228,7 +215,7 @@ class AdoptionRepository:
             return await record(conn, adoption)
 
     async def get(self, cluster: str, uid: str) -> Adoption | None:
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             query = sa.select(advice_adoption).where(
                 advice_adoption.c.cluster == cluster, advice_adoption.c.job_uid == uid
             )
@@ -244,5 +231,5 @@ class AdoptionRepository:
         cluster: str | None = None,
     ) -> list[AdoptionGroup]:
         """Adoption per (team, owner) of the new runs that finished in [since, until)."""
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return await groups(conn, team=team, since=since, until=until, cluster=cluster)
