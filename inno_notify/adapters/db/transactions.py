@@ -6,6 +6,8 @@
 - `_leader_write()`: a leader-only write. The fence (leases.py) is its first statement, and
   raises LostLeadership once this replica's leadership term is over. Without election the fence
   is UNFENCED and costs nothing.
+- `_claim_write()`: a leader-only write that leases rows (jobs' usage, workflows' summaries, the
+  outbox) under a fresh claim token and the term the fence vouches for.
 
 A repository method is one of these transactions composed of the query modules' functions, so
 that callers never see a row or a connection.
@@ -14,6 +16,7 @@ that callers never see a row or a connection.
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
@@ -48,3 +51,11 @@ class Repository:
         async with self._engine.begin() as conn:
             await self._fence.check(conn)
             yield conn
+
+    @contextlib.asynccontextmanager
+    async def _claim_write(self) -> AsyncIterator[tuple[AsyncConnection, str, int | None]]:
+        """A leader-only write that claims rows: (connection, a fresh claim token, the term the
+        fence vouches for, None without election)."""
+        async with self._engine.begin() as conn:
+            term = await self._fence.check(conn)
+            yield conn, secrets.token_hex(16), term
