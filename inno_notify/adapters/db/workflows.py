@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -23,9 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import outbox
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
-from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
 from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
+from inno_notify.adapters.db.summary_claims import SummaryColumns
 from inno_notify.adapters.db.tables import served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
 from inno_notify.domain.workflows import WorkflowKind, WorkflowPod, WorkflowRecord
@@ -57,6 +57,8 @@ class WorkflowState(enum.StrEnum):
 
 _WORKFLOWS = RowCodec(WorkflowRecord, workflows, rest="record")
 _PODS = RowCodec(WorkflowPod, workflow_pods, rest="record")
+# The summary claim's columns (summary_claims.py).
+_SUMMARY = SummaryColumns(workflows, workflows.c.due_at, workflows.c.claim_token, workflows.c.claim_term)
 
 
 def record_to_json(record: WorkflowRecord) -> dict[str, Any]:
@@ -195,40 +197,9 @@ async def pods_of_workflows(
 
 
 async def _mark_ended(conn: AsyncConnection, cluster: str, ends: Sequence[TerminalWorkflow]) -> int:
-    by_uid = {end.uid: end for end in ends}
-    fresh: list[str] = []
-    for chunk in chunks(list(by_uid)):
-        result = await conn.execute(
-            sa.select(workflows.c.uid)
-            .where(
-                workflows.c.cluster == cluster,
-                workflows.c.uid.in_(chunk),
-                workflows.c.terminal_recorded_at.is_(None),
-            )
-            .with_for_update()
-        )
-        fresh.extend(result.scalars())
-    if not fresh:
-        return 0
-    await conn.execute(
-        sa.update(workflows)
-        .where(workflows.c.cluster == cluster, workflows.c.uid == sa.bindparam("b_uid"))
-        .values(
-            terminal_recorded_at=sa.bindparam("b_at"),
-            summary_state=sa.bindparam("b_state"),
-            due_at=sa.bindparam("b_due"),
-        ),
-        [
-            {
-                "b_uid": uid,
-                "b_at": by_uid[uid].at,
-                "b_state": by_uid[uid].state.value,
-                "b_due": by_uid[uid].due_at,
-            }
-            for uid in fresh
-        ],
+    return await _SUMMARY.record_ends(
+        conn, cluster, {end.uid: (end.at, end.state.value, end.due_at) for end in ends}
     )
-    return len(fresh)
 
 
 # --- the summarizer's queries -----------------------------------------------------------------------
@@ -308,34 +279,11 @@ async def claim_due(
     """Leases the due workflows (of `cluster`; None: every cluster) under `token`, due again after
     the lease. A claimer with a `term` also takes, at once, workflows leased under a term no live
     lease holds any more (leases.taken_over), as job usage claims do."""
-    claimable = workflows.c.due_at <= now
-    if term is not None:
-        claimable = sa.or_(claimable, taken_over(workflows.c.claim_token, workflows.c.claim_term, term))
-    due = (
-        sa.select(workflows.c.cluster, workflows.c.uid)
-        .where(
-            workflows.c.summary_state == WorkflowState.AWAITING.value,
-            claimable,
-            *([] if cluster is None else [workflows.c.cluster == cluster]),
-        )
-        .order_by(workflows.c.due_at, workflows.c.cluster, workflows.c.uid)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+    claim = _SUMMARY.lease_due(
+        [WorkflowState.AWAITING.value], now, limit, lease_seconds, token, term, cluster
     )
-    result = await conn.execute(
-        sa.update(workflows)
-        .where(sa.tuple_(workflows.c.cluster, workflows.c.uid).in_(due))
-        .values(due_at=now + timedelta(seconds=lease_seconds), claim_token=token, claim_term=term)
-        .returning(*workflows.c)
-    )
+    result = await conn.execute(claim)
     return [_WORKFLOWS.from_row(row) for row in result.mappings()]
-
-
-def _claim_held(cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
-    held = [workflows.c.cluster == cluster, workflows.c.uid == uid]
-    if token is not None:
-        held.append(workflows.c.claim_token == token)
-    return held
 
 
 async def reschedule(
@@ -345,7 +293,7 @@ async def reschedule(
     `token`, no longer held by that claim)."""
     result = await conn.execute(
         sa.update(workflows)
-        .where(*_claim_held(cluster, uid, token), workflows.c.summary_state == WorkflowState.AWAITING.value)
+        .where(*_SUMMARY.held(cluster, uid, token), workflows.c.summary_state == WorkflowState.AWAITING.value)
         .values(due_at=due_at)
     )
     return bool(result.rowcount == 1)
@@ -362,7 +310,7 @@ async def complete(
     written) when `token` no longer holds it."""
     result = await conn.execute(
         sa.update(workflows)
-        .where(*_claim_held(cluster, uid, token))
+        .where(*_SUMMARY.held(cluster, uid, token))
         .values(summary_state=WorkflowState.SUMMARIZED.value, due_at=None)
     )
     if token is not None and result.rowcount != 1:
