@@ -20,9 +20,9 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.jobs import recommendations_of
+from inno_notify.adapters.db.jobs import measured_runs, recommendations_of
 from inno_notify.adapters.db.sql import dialect_insert
-from inno_notify.adapters.db.tables import advice_adoption, jobs, usage
+from inno_notify.adapters.db.tables import advice_adoption, jobs
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
 from inno_notify.domain.model import JobRecord, Recommendation, RecommendationKind
@@ -116,19 +116,7 @@ async def previous_advice(
     conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
 ) -> tuple[JobRecord, list[Recommendation]] | None:
     """The family's newest measured run that finished before `before`, and its advice."""
-    query = (
-        sa.select(jobs)
-        .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
-        .where(
-            jobs.c.cluster == cluster,
-            jobs.c.namespace == namespace,
-            jobs.c.family == family,
-            jobs.c.finished_at < before,
-            jobs.c.uid != exclude_uid,
-        )
-        .order_by(jobs.c.finished_at.desc(), jobs.c.uid.desc())
-        .limit(1)
-    )
+    query = measured_runs(cluster, namespace, family, before).where(jobs.c.uid != exclude_uid).limit(1)
     row = (await conn.execute(query)).mappings().first()
     if row is None:
         return None

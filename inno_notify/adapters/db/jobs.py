@@ -10,6 +10,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -374,12 +375,12 @@ async def get_usage(conn: AsyncConnection, cluster: str, uid: str) -> Usage | No
     return None if row is None else codec.usage_from_row(row)
 
 
-async def family_history(
-    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, limit: int
-) -> list[tuple[JobRecord, Usage]]:
-    """The newest finished, measured runs of a family in a namespace that ended before `before`."""
-    usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
-    query = (
+def measured_runs(
+    cluster: str, namespace: str, family: str, before: datetime, *usage_columns: sa.ColumnElement[Any]
+) -> sa.Select[Any]:
+    """The jobs of a family in a namespace that finished before `before` and were measured (with
+    `usage_columns` of their usage), newest first."""
+    return (
         sa.select(jobs, *usage_columns)
         .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
         .where(
@@ -388,9 +389,16 @@ async def family_history(
             jobs.c.family == family,
             jobs.c.finished_at < before,
         )
-        .order_by(jobs.c.finished_at.desc())
-        .limit(limit)
+        .order_by(jobs.c.finished_at.desc(), jobs.c.uid.desc())
     )
+
+
+async def family_history(
+    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, limit: int
+) -> list[tuple[JobRecord, Usage]]:
+    """The newest finished, measured runs of a family in a namespace that ended before `before`."""
+    usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
+    query = measured_runs(cluster, namespace, family, before, *usage_columns).limit(limit)
     runs = []
     for row in (await conn.execute(query)).mappings():
         usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}
