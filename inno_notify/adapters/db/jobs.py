@@ -17,11 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut
-from inno_notify.adapters.db.sql import (
-    chunks,
-    last_per_key,
-    upsert,
-)
+from inno_notify.adapters.db.sql import chunks, upsert_rows
 from inno_notify.adapters.db.summary_claims import End, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
@@ -74,19 +70,11 @@ class JobFilter:
 
 
 async def upsert_jobs(conn: AsyncConnection, records: Sequence[JobRecord]) -> None:
-    if not records:
-        return
-    rows = last_per_key([codec.job_to_row(j) for j in records], _JOB_KEY)
-    update = [c for c in _JOB_RECORD_COLUMNS if c not in _JOB_KEY]
-    await conn.execute(upsert(conn, jobs, _JOB_KEY, update), rows)
+    await upsert_rows(conn, jobs, _JOB_KEY, [codec.job_to_row(j) for j in records], _JOB_RECORD_COLUMNS)
 
 
 async def upsert_pods(conn: AsyncConnection, records: Sequence[PodRecord]) -> None:
-    if not records:
-        return
-    rows = last_per_key([codec.pod_to_row(p) for p in records], _JOB_KEY)
-    update = [c for c in _POD_RECORD_COLUMNS if c not in _JOB_KEY]
-    await conn.execute(upsert(conn, pods, _JOB_KEY, update), rows)
+    await upsert_rows(conn, pods, _JOB_KEY, [codec.pod_to_row(p) for p in records], _POD_RECORD_COLUMNS)
 
 
 async def get_jobs(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
@@ -155,7 +143,7 @@ async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, st
         {"cluster": cluster, "uid": uid, "parent_uid": parent, "seen_at": now}
         for uid, parent in links.items()
     ]
-    await conn.execute(upsert(conn, workload_links, _JOB_KEY, ("parent_uid", "seen_at")), rows)
+    await upsert_rows(conn, workload_links, _JOB_KEY, rows)
 
 
 async def runs_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, str]:
@@ -354,9 +342,7 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
 
 
 async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
-    row = codec.usage_to_row(cluster, uid, figures)
-    keys = ("cluster", "job_uid")
-    await conn.execute(upsert(conn, usage, keys, [c for c in row if c not in keys]), [row])
+    await upsert_rows(conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, uid, figures)])
     # The copies a weekly trend sums from the covering index (tables.jobs, trend_queries.py).
     await conn.execute(
         sa.update(jobs)

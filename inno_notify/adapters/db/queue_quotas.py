@@ -15,7 +15,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import upsert
+from inno_notify.adapters.db.sql import upsert_rows
 from inno_notify.adapters.db.tables import cluster_queues, local_queues, teams
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
@@ -80,18 +80,13 @@ class QueueRepository(Repository):
         rows = _cluster_queue_rows(cluster, queues, at)
 
         async with self._leader_write() as conn:
-            if rows:
-                await conn.execute(
-                    upsert(conn, cluster_queues, ["cluster", "name"], ["nominal_gpus", "updated_at"]), rows
-                )
+            await upsert_rows(conn, cluster_queues, ["cluster", "name"], rows)
 
     async def save_local_queues(self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> None:
         rows = _local_queue_rows(cluster, queues, at)
 
         async with self._leader_write() as conn:
-            if rows:
-                keys = ["cluster", "namespace", "name"]
-                await conn.execute(upsert(conn, local_queues, keys, ["cluster_queue", "updated_at"]), rows)
+            await upsert_rows(conn, local_queues, ["cluster", "namespace", "name"], rows)
 
     async def delete_cluster_queue(self, cluster: str, name: str) -> None:
         async with self._leader_write() as conn:

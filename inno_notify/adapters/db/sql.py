@@ -49,6 +49,22 @@ def upsert(
     return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in update})
 
 
+async def upsert_rows(
+    conn: AsyncConnection,
+    table: sa.Table,
+    keys: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Upserts `rows` by `keys`, the last row of each key winning: a stored row takes the incoming
+    `columns` (None: all the rows carry) and keeps the others (what the store owns)."""
+    if not rows:
+        return
+    rows = last_per_key(rows, keys)
+    update = [c for c in (rows[0] if columns is None else columns) if c not in keys]
+    await conn.execute(upsert(conn, table, keys, update), rows)
+
+
 def last_per_key(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
     """Keeps the last row of each key: one statement may not touch the same row twice (Postgres)."""
     by_key = {tuple(row[k] for k in keys): row for row in rows}

@@ -24,7 +24,7 @@ from inno_notify.adapters.db import outbox
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
+from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert_rows
 from inno_notify.adapters.db.summary_claims import SummaryColumns
 from inno_notify.adapters.db.tables import served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
@@ -128,13 +128,9 @@ class WorkflowTransaction:
     ) -> int:
         """Upserts the workflows (each with its quiet time) and pods, records the ends; returns how
         many workflows ended for the first time."""
-        if records:
-            rows = last_per_key([_workflow_row(r, quiet) for r, quiet in records], _KEY)
-            await self._conn.execute(upsert(self._conn, workflows, _KEY, _WORKFLOW_RECORD_COLUMNS), rows)
-        if pods:
-            rows = last_per_key([_PODS.to_row(p) for p in pods], _KEY)
-            columns = [c for c in rows[0] if c not in _KEY]
-            await self._conn.execute(upsert(self._conn, workflow_pods, _KEY, columns), rows)
+        rows = [_workflow_row(r, quiet) for r, quiet in records]
+        await upsert_rows(self._conn, workflows, _KEY, rows, _WORKFLOW_RECORD_COLUMNS)
+        await upsert_rows(self._conn, workflow_pods, _KEY, [_PODS.to_row(p) for p in pods])
         return await _mark_ended(self._conn, cluster, ends) if ends else 0
 
     async def served_model(self, cluster: str, uid: str) -> tuple[bool, str | None]:
