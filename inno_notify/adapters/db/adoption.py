@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.jobs import measured_runs, recommendations_of
-from inno_notify.adapters.db.sql import dialect_insert
+from inno_notify.adapters.db.sql import dialect_insert, finished_in
 from inno_notify.adapters.db.tables import advice_adoption, jobs
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
@@ -140,13 +140,7 @@ def _window(
 ) -> sa.Select[Any]:
     if team is not None:
         query = query.where(advice_adoption.c.team == team)
-    if since is not None:
-        query = query.where(advice_adoption.c.finished_at >= since)
-    if until is not None:
-        query = query.where(advice_adoption.c.finished_at < until)
-    if cluster is not None:
-        query = query.where(advice_adoption.c.cluster == cluster)
-    return query
+    return query.where(*finished_in(advice_adoption, since, until, cluster))
 
 
 async def groups(

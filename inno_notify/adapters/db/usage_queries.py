@@ -31,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from inno_notify.adapters.db.sql import finished_in
 from inno_notify.adapters.db.tables import jobs, usage
 
 AGGREGATION_WORK_MEM = "64MB"
@@ -119,15 +120,9 @@ async def usage_cells(
         .select_from(
             jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
         )
-        .where(jobs.c.finished_at.is_not(None))
+        .where(jobs.c.finished_at.is_not(None), *finished_in(jobs, since, until, cluster))
         .group_by(*keys)
     )
-    if since is not None:
-        query = query.where(jobs.c.finished_at >= since)
-    if until is not None:
-        query = query.where(jobs.c.finished_at < until)
-    if cluster is not None:
-        query = query.where(jobs.c.cluster == cluster)
     if conn.dialect.name == "postgresql":
         # Measured on 1M jobs (EXPLAIN ANALYZE, 2 cores): with the default 4 MB the join's hash
         # spills to disk in 16 batches; JIT spends ~0.2 s compiling a plan that runs once; and two
