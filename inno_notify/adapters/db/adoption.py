@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import RowMapping
@@ -21,11 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.jobs import measured_runs, recommendations_of
+from inno_notify.adapters.db.json_codec import Convert, RowCodec, json_loader
 from inno_notify.adapters.db.sql import dialect_insert, finished_in
 from inno_notify.adapters.db.tables import advice_adoption, jobs
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
-from inno_notify.domain.model import JobRecord, Recommendation, RecommendationKind
+from inno_notify.domain.model import JobRecord, Recommendation
 
 log = logging.getLogger(__name__)
 
@@ -39,51 +40,22 @@ class AdoptionGroup:
     tally: AdoptionTally
 
 
-def _check_to_json(check: AdviceCheck) -> dict[str, Any]:
-    return {
-        "kind": check.kind.value,
-        "field_path": check.field_path,
-        "current": check.current,
-        "suggested": check.suggested,
-        "new": check.new,
-        "outcome": check.outcome.value,
-    }
+# The columns are the record's fields; `checks` is the JSON of its AdviceChecks.
+_ROWS = RowCodec(Adoption, advice_adoption)
+_CHECK = cast(Convert, json_loader(AdviceCheck))
 
 
 def _check_from_json(data: Any) -> AdviceCheck | None:
     if not isinstance(data, Mapping):
         return None
     try:
-        return AdviceCheck(
-            kind=RecommendationKind(data["kind"]),
-            field_path=data.get("field_path"),
-            current=data.get("current"),
-            suggested=data["suggested"],
-            new=data.get("new"),
-            outcome=Outcome(data["outcome"]),
-        )
-    except (KeyError, ValueError):
+        return cast(AdviceCheck, _CHECK(data))
+    except (KeyError, TypeError, ValueError):
         return None
 
 
 def to_row(adoption: Adoption) -> dict[str, Any]:
-    return {
-        "cluster": adoption.cluster,
-        "job_uid": adoption.job_uid,
-        "namespace": adoption.namespace,
-        "name": adoption.name,
-        "family": adoption.family,
-        "owner": adoption.owner,
-        "team": adoption.team,
-        "finished_at": adoption.finished_at,
-        "previous_uid": adoption.previous_uid,
-        "previous_name": adoption.previous_name,
-        "outcome": adoption.outcome.value,
-        "checks": [_check_to_json(c) for c in adoption.checks],
-        "gpu_hours_freed": adoption.gpu_hours_freed,
-        "memory_gib_hours_freed": adoption.memory_gib_hours_freed,
-        "evaluated_at": adoption.evaluated_at,
-    }
+    return _ROWS.to_row(adoption)
 
 
 def from_row(row: RowMapping) -> Adoption:
@@ -93,23 +65,7 @@ def from_row(row: RowMapping) -> Adoption:
     if len(checks) != len(raw):
         unreadable = len(raw) - len(checks)
         log.warning("adoption of job %r: %d stored check(s) unreadable", row["job_uid"], unreadable)
-    return Adoption(
-        cluster=row["cluster"],
-        job_uid=row["job_uid"],
-        namespace=row["namespace"],
-        name=row["name"],
-        family=row["family"],
-        owner=row["owner"],
-        team=row["team"],
-        finished_at=row["finished_at"],
-        previous_uid=row["previous_uid"],
-        previous_name=row["previous_name"],
-        outcome=Outcome(row["outcome"]),
-        checks=tuple(checks),
-        gpu_hours_freed=row["gpu_hours_freed"],
-        memory_gib_hours_freed=row["memory_gib_hours_freed"],
-        evaluated_at=row["evaluated_at"],
-    )
+    return replace(_ROWS.from_row({**row, "checks": []}), checks=tuple(checks))
 
 
 async def previous_advice(
