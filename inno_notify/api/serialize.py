@@ -209,7 +209,7 @@ def job_recommendation(item: JobRecommendation) -> resources.JobRecommendation:
 
 
 def usage_group(group: UsageGroup) -> resources.UsageGroup:
-    return {"group": group.key, **same_names(resources.UsageGroup, group, skip=("group",))}
+    return {"group": group.key, **same_names(resources.UsageGroup, group.figures, skip=("group",))}
 
 
 def notification(n: Notification) -> resources.Notification:

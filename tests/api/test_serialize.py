@@ -14,13 +14,13 @@ import orjson
 import pytest
 
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
-from inno_notify.adapters.db.usage_queries import UsageGroup
+from inno_notify.adapters.db.usage_queries import UsageFigures, UsageGroup
 from inno_notify.api import openapi, resources, serialize
 from tests.adapters.db.records import T0, notification, recommendations, user
 
 from .support import schema_errors
 
-USAGE_GROUP = UsageGroup("face", 3, 2, 120.0, 60.0, 30.0, 1, 16 * 2**30, 4 * 2**30)
+USAGE_GROUP = UsageGroup("face", UsageFigures(3, 2, 120.0, 60.0, 30.0, 1, 16 * 2**30, 4 * 2**30))
 ADVICE = JobRecommendation(7, "default", "job-1", "ns", "train", None, "face", T0, recommendations()[0])
 
 CASES: list[tuple[str, Callable[[Any], Any], Any, Any]] = [

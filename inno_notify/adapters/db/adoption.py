@@ -9,25 +9,24 @@ outcome, which SQL computes on both databases; domain.adoption.tally adds them u
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.engine import READ_INTENT
-from inno_notify.adapters.db.jobs import recommendations_of
-from inno_notify.adapters.db.leases import UNFENCED, Fence
-from inno_notify.adapters.db.sql import dialect_insert
-from inno_notify.adapters.db.tables import advice_adoption, jobs, usage
+from inno_notify.adapters.db.jobs import measured_runs, recommendations_of
+from inno_notify.adapters.db.json_codec import Convert, RowCodec, json_loader
+from inno_notify.adapters.db.sql import dialect_insert, finished_in
+from inno_notify.adapters.db.tables import advice_adoption, jobs
+from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
-from inno_notify.domain.model import JobRecord, Recommendation, RecommendationKind
+from inno_notify.domain.model import JobRecord, Recommendation
 
 log = logging.getLogger(__name__)
 
@@ -41,51 +40,22 @@ class AdoptionGroup:
     tally: AdoptionTally
 
 
-def _check_to_json(check: AdviceCheck) -> dict[str, Any]:
-    return {
-        "kind": check.kind.value,
-        "field_path": check.field_path,
-        "current": check.current,
-        "suggested": check.suggested,
-        "new": check.new,
-        "outcome": check.outcome.value,
-    }
+# The columns are the record's fields; `checks` is the JSON of its AdviceChecks.
+_ROWS = RowCodec(Adoption, advice_adoption)
+_CHECK = cast(Convert, json_loader(AdviceCheck))
 
 
 def _check_from_json(data: Any) -> AdviceCheck | None:
     if not isinstance(data, Mapping):
         return None
     try:
-        return AdviceCheck(
-            kind=RecommendationKind(data["kind"]),
-            field_path=data.get("field_path"),
-            current=data.get("current"),
-            suggested=data["suggested"],
-            new=data.get("new"),
-            outcome=Outcome(data["outcome"]),
-        )
-    except (KeyError, ValueError):
+        return cast(AdviceCheck, _CHECK(data))
+    except (KeyError, TypeError, ValueError):
         return None
 
 
 def to_row(adoption: Adoption) -> dict[str, Any]:
-    return {
-        "cluster": adoption.cluster,
-        "job_uid": adoption.job_uid,
-        "namespace": adoption.namespace,
-        "name": adoption.name,
-        "family": adoption.family,
-        "owner": adoption.owner,
-        "team": adoption.team,
-        "finished_at": adoption.finished_at,
-        "previous_uid": adoption.previous_uid,
-        "previous_name": adoption.previous_name,
-        "outcome": adoption.outcome.value,
-        "checks": [_check_to_json(c) for c in adoption.checks],
-        "gpu_hours_freed": adoption.gpu_hours_freed,
-        "memory_gib_hours_freed": adoption.memory_gib_hours_freed,
-        "evaluated_at": adoption.evaluated_at,
-    }
+    return _ROWS.to_row(adoption)
 
 
 def from_row(row: RowMapping) -> Adoption:
@@ -95,42 +65,14 @@ def from_row(row: RowMapping) -> Adoption:
     if len(checks) != len(raw):
         unreadable = len(raw) - len(checks)
         log.warning("adoption of job %r: %d stored check(s) unreadable", row["job_uid"], unreadable)
-    return Adoption(
-        cluster=row["cluster"],
-        job_uid=row["job_uid"],
-        namespace=row["namespace"],
-        name=row["name"],
-        family=row["family"],
-        owner=row["owner"],
-        team=row["team"],
-        finished_at=row["finished_at"],
-        previous_uid=row["previous_uid"],
-        previous_name=row["previous_name"],
-        outcome=Outcome(row["outcome"]),
-        checks=tuple(checks),
-        gpu_hours_freed=row["gpu_hours_freed"],
-        memory_gib_hours_freed=row["memory_gib_hours_freed"],
-        evaluated_at=row["evaluated_at"],
-    )
+    return replace(_ROWS.from_row({**row, "checks": []}), checks=tuple(checks))
 
 
 async def previous_advice(
     conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
 ) -> tuple[JobRecord, list[Recommendation]] | None:
     """The family's newest measured run that finished before `before`, and its advice."""
-    query = (
-        sa.select(jobs)
-        .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
-        .where(
-            jobs.c.cluster == cluster,
-            jobs.c.namespace == namespace,
-            jobs.c.family == family,
-            jobs.c.finished_at < before,
-            jobs.c.uid != exclude_uid,
-        )
-        .order_by(jobs.c.finished_at.desc(), jobs.c.uid.desc())
-        .limit(1)
-    )
+    query = measured_runs(cluster, namespace, family, before).where(jobs.c.uid != exclude_uid).limit(1)
     row = (await conn.execute(query)).mappings().first()
     if row is None:
         return None
@@ -154,13 +96,7 @@ def _window(
 ) -> sa.Select[Any]:
     if team is not None:
         query = query.where(advice_adoption.c.team == team)
-    if since is not None:
-        query = query.where(advice_adoption.c.finished_at >= since)
-    if until is not None:
-        query = query.where(advice_adoption.c.finished_at < until)
-    if cluster is not None:
-        query = query.where(advice_adoption.c.cluster == cluster)
-    return query
+    return query.where(*finished_in(advice_adoption, since, until, cluster))
 
 
 async def groups(
@@ -201,25 +137,14 @@ async def groups(
     return [AdoptionGroup(team, owner, tally(rows[(team, owner)])) for team, owner in ordered]
 
 
-class AdoptionRepository:
+class AdoptionRepository(Repository):
     """The store's adoption side (`Store.adoption`): leader-only writes are fenced."""
-
-    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
-        self._engine = engine
-        self._reader = engine.execution_options(**READ_INTENT)
-        self._fence = fence
-
-    @contextlib.asynccontextmanager
-    async def _leader_write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._engine.begin() as conn:
-            await self._fence.check(conn)
-            yield conn
 
     async def previous_advice(
         self, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
     ) -> tuple[JobRecord, list[Recommendation]] | None:
         """The family's newest measured run that finished before `before`, and its advice."""
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return await previous_advice(conn, cluster, namespace, family, before, exclude_uid)
 
     async def record(self, adoption: Adoption) -> bool:
@@ -228,7 +153,7 @@ class AdoptionRepository:
             return await record(conn, adoption)
 
     async def get(self, cluster: str, uid: str) -> Adoption | None:
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             query = sa.select(advice_adoption).where(
                 advice_adoption.c.cluster == cluster, advice_adoption.c.job_uid == uid
             )
@@ -244,5 +169,5 @@ class AdoptionRepository:
         cluster: str | None = None,
     ) -> list[AdoptionGroup]:
         """Adoption per (team, owner) of the new runs that finished in [since, until)."""
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return await groups(conn, team=team, since=since, until=until, cluster=cluster)

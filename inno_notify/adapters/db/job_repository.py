@@ -10,7 +10,6 @@ planned or not at all. Leader-only writes are fenced (transactions.py).
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 
@@ -155,9 +154,7 @@ class JobRepository(Repository):
         leader also takes at once the jobs leased in a term that ended (jobs.claim_usage_due).
         With `cluster`, only that cluster's jobs. Pass the token to the writes that settle the
         jobs (`claim=`)."""
-        token = secrets.token_hex(16)
-        async with self._engine.begin() as conn:
-            term = await self._fence.check(conn)
+        async with self._claim_write() as (conn, token, term):
             claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term, cluster)
         return UsageClaim(token, term, tuple(claimed))
 

@@ -9,18 +9,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.leases import FencedOut, taken_over
-from inno_notify.adapters.db.sql import (
-    chunks,
-    last_per_key,
-    upsert,
-)
+from inno_notify.adapters.db.leases import FencedOut
+from inno_notify.adapters.db.sql import chunks, upsert_rows
+from inno_notify.adapters.db.summary_claims import End, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
@@ -48,6 +46,8 @@ class SummaryState(enum.StrEnum):
 
 # States whose usage is (again) due for measurement.
 _MEASURABLE = (SummaryState.AWAITING_USAGE.value, SummaryState.REMEASURE.value)
+# The usage claim's columns (summary_claims.py).
+_SUMMARY = SummaryColumns(jobs, jobs.c.usage_due_at, jobs.c.usage_claim_token, jobs.c.usage_claim_term)
 
 
 class RecordNotFound(LookupError):
@@ -70,19 +70,11 @@ class JobFilter:
 
 
 async def upsert_jobs(conn: AsyncConnection, records: Sequence[JobRecord]) -> None:
-    if not records:
-        return
-    rows = last_per_key([codec.job_to_row(j) for j in records], _JOB_KEY)
-    update = [c for c in _JOB_RECORD_COLUMNS if c not in _JOB_KEY]
-    await conn.execute(upsert(conn, jobs, _JOB_KEY, update), rows)
+    await upsert_rows(conn, jobs, _JOB_KEY, [codec.job_to_row(j) for j in records], _JOB_RECORD_COLUMNS)
 
 
 async def upsert_pods(conn: AsyncConnection, records: Sequence[PodRecord]) -> None:
-    if not records:
-        return
-    rows = last_per_key([codec.pod_to_row(p) for p in records], _JOB_KEY)
-    update = [c for c in _POD_RECORD_COLUMNS if c not in _JOB_KEY]
-    await conn.execute(upsert(conn, pods, _JOB_KEY, update), rows)
+    await upsert_rows(conn, pods, _JOB_KEY, [codec.pod_to_row(p) for p in records], _POD_RECORD_COLUMNS)
 
 
 async def stored_versions(conn: AsyncConnection, cluster: str) -> dict[str, str]:
@@ -165,7 +157,7 @@ async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, st
         {"cluster": cluster, "uid": uid, "parent_uid": parent, "seen_at": now}
         for uid, parent in links.items()
     ]
-    await conn.execute(upsert(conn, workload_links, _JOB_KEY, ("parent_uid", "seen_at")), rows)
+    await upsert_rows(conn, workload_links, _JOB_KEY, rows)
 
 
 async def runs_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, str]:
@@ -232,42 +224,23 @@ async def mark_terminals(conn: AsyncConnection, cluster: str, marks: Sequence[Te
     if not by_uid:
         return 0
     if conn.dialect.name == "postgresql":
-        rows = [_mark_values(uid, mark) for uid, mark in by_uid.items()]
-        uids, ats, states, dues = (list(column) for column in zip(*rows, strict=True))
+        uids = list(by_uid)
+        ats, states, dues = (
+            list(column) for column in zip(*(_mark_values(by_uid[u]) for u in uids), strict=True)
+        )
         result = await conn.execute(
             _MARK_TERMINALS_PG,
             {"uids": uids, "ats": ats, "states": states, "dues": dues, "cluster": cluster},
         )
         return len(result.fetchall())
-    fresh: list[str] = []
-    for chunk in chunks(list(by_uid)):
-        result = await conn.execute(
-            sa.select(jobs.c.uid).where(
-                jobs.c.cluster == cluster, jobs.c.uid.in_(chunk), jobs.c.terminal_recorded_at.is_(None)
-            )
-        )
-        fresh.extend(result.scalars())
-    if not fresh:
-        return 0
-    await conn.execute(
-        sa.update(jobs)
-        .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("b_uid"))
-        .values(
-            terminal_recorded_at=sa.bindparam("b_at"),
-            summary_state=sa.bindparam("b_state"),
-            usage_due_at=sa.bindparam("b_due"),
-        ),
-        [
-            {"b_uid": uid, "b_at": at, "b_state": state, "b_due": due}
-            for uid, at, state, due in (_mark_values(uid, by_uid[uid]) for uid in fresh)
-        ],
+    return await _SUMMARY.record_ends(
+        conn, cluster, {uid: _mark_values(mark) for uid, mark in by_uid.items()}
     )
-    return len(fresh)
 
 
-def _mark_values(uid: str, mark: TerminalMark) -> tuple[str, datetime, str, datetime | None]:
+def _mark_values(mark: TerminalMark) -> End:
     due = mark.usage_due_at if mark.state is SummaryState.AWAITING_USAGE else None
-    return uid, mark.at, mark.state.value, due
+    return mark.at, mark.state.value, due
 
 
 # One statement for the whole batch whatever its size, and the same text every time (prepared once
@@ -326,41 +299,11 @@ async def claim_usage_due(
     lease). A claimer with a `term` also takes, at once, jobs leased under a term no live lease
     holds any more (leases.taken_over). A cluster's leader claims only its cluster's jobs: it
     measures them with its cluster's Prometheus."""
-    claimable = jobs.c.usage_due_at <= now
-    if term is not None:
-        claimable = sa.or_(claimable, taken_over(jobs.c.usage_claim_token, jobs.c.usage_claim_term, term))
-    due = (
-        sa.select(jobs.c.cluster, jobs.c.uid)
-        .where(
-            jobs.c.summary_state.in_(_MEASURABLE),
-            claimable,
-            *([] if cluster is None else [jobs.c.cluster == cluster]),
-        )
-        .order_by(jobs.c.usage_due_at, jobs.c.cluster, jobs.c.uid)
-        .limit(limit)
-        .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
-    )
-    result = await conn.execute(
-        sa.update(jobs)
-        .where(sa.tuple_(jobs.c.cluster, jobs.c.uid).in_(due))
-        .values(
-            usage_due_at=now + timedelta(seconds=lease_seconds),
-            usage_attempts=jobs.c.usage_attempts + 1,
-            usage_claim_token=token,
-            usage_claim_term=term,
-        )
-        .returning(*jobs.c)
-    )
+    claim = _SUMMARY.lease_due(_MEASURABLE, now, limit, lease_seconds, token, term, cluster)
+    result = await conn.execute(claim.values(usage_attempts=jobs.c.usage_attempts + 1))
     claimed = [codec.job_from_row(row) for row in result.mappings()]
     claimed.sort(key=lambda j: (codec.job_sort_at(j), j.cluster, j.uid))
     return claimed
-
-
-def _claim_held(cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
-    held = [jobs.c.cluster == cluster, jobs.c.uid == uid]
-    if token is not None:
-        held.append(jobs.c.usage_claim_token == token)
-    return held
 
 
 async def reschedule_usage(
@@ -370,7 +313,7 @@ async def reschedule_usage(
     gives up, so that no new leader takes the job before `due_at`)."""
     result = await conn.execute(
         sa.update(jobs)
-        .where(*_claim_held(cluster, uid, token), jobs.c.summary_state.in_(_MEASURABLE))
+        .where(*_SUMMARY.held(cluster, uid, token), jobs.c.summary_state.in_(_MEASURABLE))
         .values(usage_due_at=due_at, usage_claim_token=None, usage_claim_term=None)
     )
     return result.rowcount == 1
@@ -391,7 +334,7 @@ async def set_summary_state(
     due = usage_due_at if state.value in _MEASURABLE else None
     result = await conn.execute(
         sa.update(jobs)
-        .where(*_claim_held(cluster, uid, token))
+        .where(*_SUMMARY.held(cluster, uid, token))
         .values(summary_state=state.value, usage_due_at=due, usage_claim_token=None, usage_claim_term=None)
     )
     if result.rowcount != 1:
@@ -413,9 +356,7 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
 
 
 async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
-    row = codec.usage_to_row(cluster, uid, figures)
-    keys = ("cluster", "job_uid")
-    await conn.execute(upsert(conn, usage, keys, [c for c in row if c not in keys]), [row])
+    await upsert_rows(conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, uid, figures)])
     # The copies a weekly trend sums from the covering index (tables.jobs, trend_queries.py).
     await conn.execute(
         sa.update(jobs)
@@ -434,12 +375,12 @@ async def get_usage(conn: AsyncConnection, cluster: str, uid: str) -> Usage | No
     return None if row is None else codec.usage_from_row(row)
 
 
-async def family_history(
-    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, limit: int
-) -> list[tuple[JobRecord, Usage]]:
-    """The newest finished, measured runs of a family in a namespace that ended before `before`."""
-    usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
-    query = (
+def measured_runs(
+    cluster: str, namespace: str, family: str, before: datetime, *usage_columns: sa.ColumnElement[Any]
+) -> sa.Select[Any]:
+    """The jobs of a family in a namespace that finished before `before` and were measured (with
+    `usage_columns` of their usage), newest first."""
+    return (
         sa.select(jobs, *usage_columns)
         .join(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
         .where(
@@ -448,9 +389,16 @@ async def family_history(
             jobs.c.family == family,
             jobs.c.finished_at < before,
         )
-        .order_by(jobs.c.finished_at.desc())
-        .limit(limit)
+        .order_by(jobs.c.finished_at.desc(), jobs.c.uid.desc())
     )
+
+
+async def family_history(
+    conn: AsyncConnection, cluster: str, namespace: str, family: str, before: datetime, limit: int
+) -> list[tuple[JobRecord, Usage]]:
+    """The newest finished, measured runs of a family in a namespace that ended before `before`."""
+    usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
+    query = measured_runs(cluster, namespace, family, before, *usage_columns).limit(limit)
     runs = []
     for row in (await conn.execute(query)).mappings():
         usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}

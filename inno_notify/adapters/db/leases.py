@@ -272,32 +272,30 @@ class LeaseRepository:
     async def renew(self, name: str, holder: str, term: int, lease_seconds: float) -> bool:
         """Extends the lease `holder` holds in `term`; False if it is no longer held (expired or
         taken): then it cannot be renewed, only acquired again with a new term."""
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(leader_leases)
-                .where(
-                    leader_leases.c.name == name,
-                    leader_leases.c.holder == holder,
-                    leader_leases.c.term == term,
-                    leader_leases.c.expires_at > database_clock(),
-                )
-                .values(renewed_at=database_clock(), expires_at=database_clock(lease_seconds))
-            )
-        return bool(result.rowcount == 1)
+        return await self._update_held(
+            name,
+            holder,
+            term,
+            unexpired=True,
+            renewed_at=database_clock(),
+            expires_at=database_clock(lease_seconds),
+        )
 
     async def release(self, name: str, holder: str, term: int) -> bool:
         """Ends the lease now (its holder and term stay on record), so a candidate takes it at its
         next try instead of waiting for it to expire; False if it was not held in that term."""
+        return await self._update_held(name, holder, term, unexpired=False, expires_at=database_clock())
+
+    async def _update_held(
+        self, name: str, holder: str, term: int, *, unexpired: bool, **values: Any
+    ) -> bool:
+        """Sets `values` on the lease if `holder` holds it in `term` (and, with `unexpired`, it has
+        not expired); True if it did."""
+        held = [leader_leases.c.name == name, leader_leases.c.holder == holder, leader_leases.c.term == term]
+        if unexpired:
+            held.append(leader_leases.c.expires_at > database_clock())
         async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(leader_leases)
-                .where(
-                    leader_leases.c.name == name,
-                    leader_leases.c.holder == holder,
-                    leader_leases.c.term == term,
-                )
-                .values(expires_at=database_clock())
-            )
+            result = await conn.execute(sa.update(leader_leases).where(*held).values(**values))
         return bool(result.rowcount == 1)
 
     async def get(self, name: str) -> Lease | None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -164,10 +163,8 @@ class OutboxRepository(Repository):
         those on `shared_channels` (None: any), the channels this claimer can send on, since
         another cluster's service may have a channel this one lacks.
         """
-        token = secrets.token_hex(16)
         lease_until = now + timedelta(seconds=lease_seconds)
-        async with self._engine.begin() as conn:
-            fenced = await self._fence.check(conn)
+        async with self._claim_write() as (conn, token, fenced):
             term = term if fenced is None else fenced
             scope = _of_cluster(cluster, shared_channels)
             plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term, scope)
@@ -448,83 +445,17 @@ async def load_summaries(
 
 async def mark_sent(conn: AsyncConnection, token: str, rows: Sequence[SentRecord]) -> int:
     """Accepted messages: sent, with the provider's id; the rows of several messages at once."""
-    if _is_postgres(conn):
-        result = await conn.execute(
-            _SENT_UNNEST,
-            {
-                "b_token": token,
-                "b_ids": [id for id, _, _ in rows],
-                "b_messages": [message for _, message, _ in rows],
-                "b_ats": [at for _, _, at in rows],
-            },
-        )
-        return int(result.rowcount)
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
-        .values(
-            status=DeliveryStatus.SENT.value,
-            provider_message_id=sa.bindparam("b_message"),
-            sent_at=sa.bindparam("b_at"),
-            next_attempt_at=None,
-        ),
-        [{"b_token": token, "b_id": id, "b_message": message, "b_at": at} for id, message, at in rows],
-    )
-    return int(result.rowcount)
+    return await _SENT.run(conn, token, rows)
 
 
 async def mark_retry(conn: AsyncConnection, token: str, rows: Sequence[RetryRecord]) -> int:
     """Failed sends that will be tried again at the given time; the row gives its claim up."""
-    if _is_postgres(conn):
-        result = await conn.execute(
-            _RETRY_UNNEST,
-            {
-                "b_token": token,
-                "b_ids": [id for id, _, _ in rows],
-                "b_errors": [error for _, error, _ in rows],
-                "b_ats": [at for _, _, at in rows],
-            },
-        )
-        return int(result.rowcount)
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
-        .values(
-            last_error=sa.bindparam("b_error"),
-            next_attempt_at=sa.bindparam("b_at"),
-            claim_token=None,
-            claim_term=None,
-        ),
-        [{"b_token": token, "b_id": id, "b_error": error, "b_at": at} for id, error, at in rows],
-    )
-    return int(result.rowcount)
+    return await _RETRY.run(conn, token, rows)
 
 
 async def mark_failed(conn: AsyncConnection, token: str, rows: Sequence[FailureRecord], at: datetime) -> int:
     """Sends that failed for good, with the reason."""
-    if _is_postgres(conn):
-        result = await conn.execute(
-            _FAILED_UNNEST,
-            {
-                "b_token": token,
-                "b_ids": [id for id, _ in rows],
-                "b_errors": [error for _, error in rows],
-                "b_failed_at": at,
-            },
-        )
-        return int(result.rowcount)
-    result = await conn.execute(
-        sa.update(outbox)
-        .where(outbox.c.id == sa.bindparam("b_id"), *_held_by(sa.bindparam("b_token")))
-        .values(
-            status=DeliveryStatus.FAILED.value,
-            last_error=sa.bindparam("b_error"),
-            failed_at=sa.bindparam("b_failed_at"),
-            next_attempt_at=None,
-        ),
-        [{"b_token": token, "b_id": id, "b_error": error, "b_failed_at": at} for id, error in rows],
-    )
-    return int(result.rowcount)
+    return await _FAILED.run(conn, token, [(id, error, at) for id, error in rows])
 
 
 async def mark_given_back(conn: AsyncConnection, token: str, ids: Sequence[int], at: datetime) -> int:
@@ -558,57 +489,65 @@ def _ids_array() -> sa.BindParameter[Any]:
 _AT = sa.DateTime(timezone=True)
 
 
-def _unnest(*columns: tuple[str, str, sa.types.TypeEngine[Any]]) -> sa.TableValuedAlias:
-    # unnest(ids, a, b) AS v(id, a, b): the rows of one statement as a table to join.
-    arrays = [_ids_array()] + [
-        sa.bindparam(param, type_=postgresql.ARRAY(kind)) for _, param, kind in columns
-    ]
-    return (
-        sa.func.unnest(*arrays)
-        .table_valued(sa.column("id", sa.BigInteger()), *(sa.column(name, kind) for name, _, kind in columns))
-        .render_derived()
-    )
+class _Settling:
+    """One way of settling a claim's rows: the columns each row sets from its own values and the
+    values alike for all, in the two statements the section's comment describes. A row is
+    `(id, *its values)`, in the order of `per_row`."""
 
-
-def _sent_unnest() -> sa.Update:
-    values = _unnest(("message", "b_messages", sa.String()), ("at", "b_ats", _AT))
-    return (
-        sa.update(outbox)
-        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
-        .values(
-            status=DeliveryStatus.SENT.value,
-            provider_message_id=values.c.message,
-            sent_at=values.c.at,
-            next_attempt_at=None,
+    def __init__(self, per_row: Sequence[tuple[str, str, sa.types.TypeEngine[Any]]], **same: Any) -> None:
+        """`per_row`: (column, value name, SQL type) for each value a row carries."""
+        self._names = [name for _, name, _ in per_row]
+        arrays = [_ids_array()] + [
+            sa.bindparam(f"b_{name}s", type_=postgresql.ARRAY(kind)) for _, name, kind in per_row
+        ]
+        # unnest(ids, a, b) AS v(id, a, b): the rows of one statement as a table to join.
+        values = (
+            sa.func.unnest(*arrays)
+            .table_valued(
+                sa.column("id", sa.BigInteger()), *(sa.column(name, kind) for _, name, kind in per_row)
+            )
+            .render_derived()
         )
-    )
-
-
-def _retry_unnest() -> sa.Update:
-    values = _unnest(("error", "b_errors", sa.Text()), ("at", "b_ats", _AT))
-    return (
-        sa.update(outbox)
-        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
-        .values(last_error=values.c.error, next_attempt_at=values.c.at, claim_token=None, claim_term=None)
-    )
-
-
-def _failed_unnest() -> sa.Update:
-    values = _unnest(("error", "b_errors", sa.Text()))
-    return (
-        sa.update(outbox)
-        .where(outbox.c.id == values.c.id, *_held_by(sa.bindparam("b_token")))
-        .values(
-            status=DeliveryStatus.FAILED.value,
-            last_error=values.c.error,
-            failed_at=sa.bindparam("b_failed_at", type_=_AT),
-            next_attempt_at=None,
+        held = _held_by(sa.bindparam("b_token"))
+        self._unnest = (
+            sa.update(outbox)
+            .where(outbox.c.id == values.c.id, *held)
+            .values({**{column: values.c[name] for column, name, _ in per_row}, **same})
         )
-    )
+        self._each = (
+            sa.update(outbox)
+            .where(outbox.c.id == sa.bindparam("b_id"), *held)
+            .values({**{column: sa.bindparam(f"b_{name}") for column, name, _ in per_row}, **same})
+        )
+
+    async def run(self, conn: AsyncConnection, token: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Settles the `rows` that `token` holds; returns how many."""
+        if not rows:
+            return 0
+        names = [f"b_{name}" for name in self._names]
+        if _is_postgres(conn):
+            ids, *columns = zip(*rows, strict=True)
+            arrays = {f"{name}s": list(column) for name, column in zip(names, columns, strict=True)}
+            params = {"b_token": token, "b_ids": list(ids), **arrays}
+            return int((await conn.execute(self._unnest, params)).rowcount)
+        each = [
+            {"b_token": token, "b_id": id, **dict(zip(names, values, strict=True))} for id, *values in rows
+        ]
+        return int((await conn.execute(self._each, each)).rowcount)
 
 
 # Built once: the statements never change (the rows travel as array parameters), and building one
 # per flush cost more Python time than sending it.
-_SENT_UNNEST = _sent_unnest()
-_RETRY_UNNEST = _retry_unnest()
-_FAILED_UNNEST = _failed_unnest()
+_SENT = _Settling(
+    [("provider_message_id", "message", sa.String()), ("sent_at", "at", _AT)],
+    status=DeliveryStatus.SENT.value,
+    next_attempt_at=None,
+)
+_RETRY = _Settling(
+    [("last_error", "error", sa.Text()), ("next_attempt_at", "at", _AT)], claim_token=None, claim_term=None
+)
+_FAILED = _Settling(
+    [("last_error", "error", sa.Text()), ("failed_at", "at", _AT)],
+    status=DeliveryStatus.FAILED.value,
+    next_attempt_at=None,
+)

@@ -159,53 +159,6 @@ async def _over_limits(
     return None
 
 
-async def record_event(
-    conn: AsyncConnection,
-    sender: str,
-    key: str,
-    fingerprint: str,
-    title: str,
-    notifications: Sequence[Notification],
-    at: datetime,
-    limits: EventLimits,
-    *,
-    fresh_key: bool = False,
-) -> EventOutcome:
-    """Records the event and enqueues its rows, unless `sender` posted `key` before (that event,
-    `created` False; with another body KeyReused) or a limit says no (EventLimited): then nothing
-    is written. Each distinct recipient of `notifications` (lower-cased) counts once.
-    `fresh_key`: the key was made up for this post (a random one), so no earlier event is looked
-    for before the limits (the insert still refuses a taken key)."""
-    recipients = sorted({n.recipient.strip().lower() for n in notifications})
-    await _serialize(conn, [f"token/{sender}", *(f"recipient/{r}" for r in recipients)])
-    if not fresh_key:
-        found = await find_event(conn, sender, key)
-        if found is not None:
-            return _earlier(found, fingerprint)
-    limited = await _over_limits(conn, sender, recipients, at, limits)
-    if limited is not None:
-        return limited
-    pairs = [[n.recipient, n.channel.value] for n in notifications]
-    stmt = (
-        dialect_insert(conn, pipeline_events)
-        .values(key=key, sender=sender, title=title, recipients=pairs, created_at=at, fingerprint=fingerprint)
-        .on_conflict_do_nothing(index_elements=["sender", "key"])
-        .returning(pipeline_events.c.id)
-    )
-    inserted = (await conn.execute(stmt)).scalar()
-    if inserted is None:  # another writer took the key between our look and our insert
-        again = await find_event(conn, sender, key)
-        assert again is not None  # events are never deleted
-        return _earlier(again, fingerprint)
-    if recipients:
-        await conn.execute(
-            sa.insert(pipeline_event_recipients),
-            [{"event_id": int(inserted), "recipient": r, "created_at": at} for r in recipients],
-        )
-    await outbox.enqueue(conn, notifications)
-    return EventRecord(int(inserted), key, tuple((r, c) for r, c in pairs), True)
-
-
 class EventRepository(Repository):
     """Pipeline events: looked up and recorded per posting token."""
 
@@ -227,8 +180,44 @@ class EventRepository(Repository):
         *,
         fresh_key: bool = False,
     ) -> EventOutcome:
-        """A pipeline event and its outbox rows, once per (sender, key), within `limits`."""
+        """Records the event and enqueues its rows, unless `sender` posted `key` before (that event,
+        `created` False; with another body KeyReused) or a limit says no (EventLimited): then nothing
+        is written. Each distinct recipient of `notifications` (lower-cased) counts once.
+        `fresh_key`: the key was made up for this post (a random one), so no earlier event is looked
+        for before the limits (the insert still refuses a taken key)."""
         async with self._write() as conn:
-            return await record_event(
-                conn, sender, key, fingerprint, title, notifications, at, limits, fresh_key=fresh_key
+            recipients = sorted({n.recipient.strip().lower() for n in notifications})
+            await _serialize(conn, [f"token/{sender}", *(f"recipient/{r}" for r in recipients)])
+            if not fresh_key:
+                found = await find_event(conn, sender, key)
+                if found is not None:
+                    return _earlier(found, fingerprint)
+            limited = await _over_limits(conn, sender, recipients, at, limits)
+            if limited is not None:
+                return limited
+            pairs = [[n.recipient, n.channel.value] for n in notifications]
+            stmt = (
+                dialect_insert(conn, pipeline_events)
+                .values(
+                    key=key,
+                    sender=sender,
+                    title=title,
+                    recipients=pairs,
+                    created_at=at,
+                    fingerprint=fingerprint,
+                )
+                .on_conflict_do_nothing(index_elements=["sender", "key"])
+                .returning(pipeline_events.c.id)
             )
+            inserted = (await conn.execute(stmt)).scalar()
+            if inserted is None:  # another writer took the key between our look and our insert
+                again = await find_event(conn, sender, key)
+                assert again is not None  # events are never deleted
+                return _earlier(again, fingerprint)
+            if recipients:
+                await conn.execute(
+                    sa.insert(pipeline_event_recipients),
+                    [{"event_id": int(inserted), "recipient": r, "created_at": at} for r in recipients],
+                )
+            await outbox.enqueue(conn, notifications)
+            return EventRecord(int(inserted), key, tuple((r, c) for r, c in pairs), True)

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert
+from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert_rows
 from inno_notify.adapters.db.tables import checkpoints, outbox, user_preferences
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import DeliveryStatus, NotifyMode
@@ -112,8 +112,7 @@ async def all_preferences(conn: AsyncConnection) -> dict[str, Preferences]:
 
 
 async def save_preferences(conn: AsyncConnection, prefs: Preferences, now: datetime) -> None:
-    row = to_row(prefs, now)
-    await conn.execute(upsert(conn, user_preferences, ["email"], [c for c in row if c != "email"]), [row])
+    await upsert_rows(conn, user_preferences, ["email"], [to_row(prefs, now)])
 
 
 async def change_preferences(

@@ -9,17 +9,15 @@ queues, so the quota lookups read them whole.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.engine import READ_INTENT
-from inno_notify.adapters.db.leases import UNFENCED, Fence
-from inno_notify.adapters.db.sql import upsert
+from inno_notify.adapters.db.sql import upsert_rows
 from inno_notify.adapters.db.tables import cluster_queues, local_queues, teams
+from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.trends import QueueKey, team_quota_gpus
 
@@ -72,45 +70,26 @@ async def cluster_quotas(conn: AsyncConnection) -> dict[str, float]:
     return {cluster: float(total) for cluster, total in await conn.execute(query) if total is not None}
 
 
-class QueueRepository:
+class QueueRepository(Repository):
     """The Kueue queues the watch saw (`Store.queues`): written by the leader's watch, read by
     digests and the API."""
-
-    def __init__(self, engine: AsyncEngine, fence: Fence = UNFENCED) -> None:
-        self._engine = engine
-        self._reader = engine.execution_options(**READ_INTENT)
-        self._fence = fence
-
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._engine.begin() as conn:
-            await self._fence.check(conn)
-            yield conn
 
     async def save_cluster_queues(
         self, cluster: str, queues: Sequence[ClusterQueueQuota], at: datetime
     ) -> None:
-        rows = [
-            {"cluster": cluster, "name": q.name, "nominal_gpus": q.nominal_gpus, "updated_at": at}
-            for q in queues
-        ]
+        rows = _cluster_queue_rows(cluster, queues, at)
 
-        async with self._write() as conn:
-            if rows:
-                await conn.execute(
-                    upsert(conn, cluster_queues, ["cluster", "name"], ["nominal_gpus", "updated_at"]), rows
-                )
+        async with self._leader_write() as conn:
+            await upsert_rows(conn, cluster_queues, ["cluster", "name"], rows)
 
     async def save_local_queues(self, cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> None:
         rows = _local_queue_rows(cluster, queues, at)
 
-        async with self._write() as conn:
-            if rows:
-                keys = ["cluster", "namespace", "name"]
-                await conn.execute(upsert(conn, local_queues, keys, ["cluster_queue", "updated_at"]), rows)
+        async with self._leader_write() as conn:
+            await upsert_rows(conn, local_queues, ["cluster", "namespace", "name"], rows)
 
     async def delete_cluster_queue(self, cluster: str, name: str) -> None:
-        async with self._write() as conn:
+        async with self._leader_write() as conn:
             await conn.execute(
                 sa.delete(cluster_queues).where(
                     cluster_queues.c.cluster == cluster, cluster_queues.c.name == name
@@ -118,7 +97,7 @@ class QueueRepository:
             )
 
     async def delete_local_queue(self, cluster: str, namespace: str, name: str) -> None:
-        async with self._write() as conn:
+        async with self._leader_write() as conn:
             t = local_queues.c
             await conn.execute(
                 sa.delete(local_queues).where(t.cluster == cluster, t.namespace == namespace, t.name == name)
@@ -128,12 +107,9 @@ class QueueRepository:
         self, cluster: str, queues: Sequence[ClusterQueueQuota], at: datetime
     ) -> None:
         """A relist: the cluster's ClusterQueues are exactly these (the others were deleted)."""
-        rows = [
-            {"cluster": cluster, "name": q.name, "nominal_gpus": q.nominal_gpus, "updated_at": at}
-            for q in queues
-        ]
+        rows = _cluster_queue_rows(cluster, queues, at)
 
-        async with self._write() as conn:
+        async with self._leader_write() as conn:
             await conn.execute(sa.delete(cluster_queues).where(cluster_queues.c.cluster == cluster))
             if rows:
                 await conn.execute(sa.insert(cluster_queues), rows)
@@ -144,7 +120,7 @@ class QueueRepository:
         """A relist: the cluster's LocalQueues (in `namespaces`, [] = all) are exactly these."""
         rows = _local_queue_rows(cluster, queues, at)
 
-        async with self._write() as conn:
+        async with self._leader_write() as conn:
             delete = sa.delete(local_queues).where(local_queues.c.cluster == cluster)
             if namespaces:
                 delete = delete.where(local_queues.c.namespace.in_(list(namespaces)))
@@ -158,7 +134,7 @@ class QueueRepository:
         )
         if cluster is not None:
             query = query.where(cluster_queues.c.cluster == cluster)
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return [ClusterQueueQuota(name, gpus) for name, gpus in await conn.execute(query)]
 
     async def list_local_queues(self, cluster: str | None = None) -> list[LocalQueueRef]:
@@ -166,13 +142,21 @@ class QueueRepository:
         query = sa.select(t.namespace, t.name, t.cluster_queue).order_by(t.namespace, t.name)
         if cluster is not None:
             query = query.where(t.cluster == cluster)
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return [LocalQueueRef(ns, name, cq) for ns, name, cq in await conn.execute(query)]
 
     async def team_quota(self, team: str, cluster: str | None = None) -> float | None:
         """The nominal GPU quota of the team's ClusterQueues, reached by its namespaces."""
-        async with self._reader.connect() as conn:
+        async with self.read() as conn:
             return await team_quota(conn, team, cluster)
+
+
+def _cluster_queue_rows(
+    cluster: str, queues: Sequence[ClusterQueueQuota], at: datetime
+) -> list[dict[str, object]]:
+    return [
+        {"cluster": cluster, "name": q.name, "nominal_gpus": q.nominal_gpus, "updated_at": at} for q in queues
+    ]
 
 
 def _local_queue_rows(cluster: str, queues: Sequence[LocalQueueRef], at: datetime) -> list[dict[str, object]]:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
-from inno_notify.adapters.db.sql import InvalidCursor, decode_cursor, encode_cursor
+from inno_notify.adapters.db.sql import InvalidCursor, decode_cursor, encode_cursor, finished_in
 from inno_notify.adapters.db.tables import jobs, recommendations
 from inno_notify.domain.model import Recommendation
 
@@ -77,10 +77,7 @@ async def open_recommendations(
         query = query.where(jobs.c.team == team)
     if owner is not None:
         query = query.where(jobs.c.owner == owner)
-    if cluster is not None:
-        query = query.where(jobs.c.cluster == cluster)
-    if since is not None:
-        query = query.where(jobs.c.finished_at >= since)
+    query = query.where(*finished_in(jobs, since, None, cluster))
     if cursor is not None:
         gpu_text, gib_text, before = decode_cursor(cursor, (str, str, int))
         try:

@@ -13,12 +13,15 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.sql import dialect_insert
 from inno_notify.adapters.db.tables import rejected_objects
 from inno_notify.domain.model import RejectedObject
 from inno_notify.domain.parsing.storable import INDEXED_MAX_BYTES, KEY_MAX_BYTES, storable
 
 _KEY = ("cluster", "kind", "uid")
+# A row read back: the columns are the record's fields.
+_ROWS = RowCodec(RejectedObject, rejected_objects)
 DETAIL_MAX_BYTES = 1024
 
 
@@ -80,18 +83,4 @@ async def list_recent(conn: AsyncConnection, cluster: str | None, limit: int) ->
     query = query.order_by(
         rejected_objects.c.last_seen_at.desc(), rejected_objects.c.kind, rejected_objects.c.uid
     ).limit(limit)
-    return [
-        RejectedObject(
-            cluster=row["cluster"],
-            kind=row["kind"],
-            uid=row["uid"],
-            reason=row["reason"],
-            namespace=row["namespace"],
-            name=row["name"],
-            detail=row["detail"],
-            first_seen_at=row["first_seen_at"],
-            last_seen_at=row["last_seen_at"],
-            count=row["count"],
-        )
-        for row in (await conn.execute(query)).mappings()
-    ]
+    return [_ROWS.from_row(row) for row in (await conn.execute(query)).mappings()]

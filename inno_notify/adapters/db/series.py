@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import chunks, upsert
+from inno_notify.adapters.db.sql import chunks, upsert_rows
 from inno_notify.adapters.db.tables import usage_series
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
 
@@ -76,9 +76,7 @@ def series_from_row(row: Mapping[Any, Any]) -> UsageSeries:
 
 
 async def save_series(conn: AsyncConnection, cluster: str, uid: str, series: UsageSeries) -> None:
-    row = series_to_row(cluster, uid, series)
-    keys = ("cluster", "job_uid")
-    await conn.execute(upsert(conn, usage_series, keys, [c for c in row if c not in keys]), [row])
+    await upsert_rows(conn, usage_series, ("cluster", "job_uid"), [series_to_row(cluster, uid, series)])
 
 
 async def series_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:

@@ -2,7 +2,8 @@
 
 Both dialects speak INSERT … ON CONFLICT, but through separate SQLAlchemy constructs; and both
 cap the number of bound parameters, so long IN lists go in chunks. Cursors for keyset pagination
-are opaque to clients but just the last row's sort key underneath.
+are opaque to clients but just the last row's sort key underneath. The window of finish times the
+report queries share is here too.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
@@ -49,10 +51,41 @@ def upsert(
     return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in update})
 
 
+async def upsert_rows(
+    conn: AsyncConnection,
+    table: sa.Table,
+    keys: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Upserts `rows` by `keys`, the last row of each key winning: a stored row takes the incoming
+    `columns` (None: all the rows carry) and keeps the others (what the store owns)."""
+    if not rows:
+        return
+    rows = last_per_key(rows, keys)
+    update = [c for c in (rows[0] if columns is None else columns) if c not in keys]
+    await conn.execute(upsert(conn, table, keys, update), rows)
+
+
 def last_per_key(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
     """Keeps the last row of each key: one statement may not touch the same row twice (Postgres)."""
     by_key = {tuple(row[k] for k in keys): row for row in rows}
     return list(by_key.values())
+
+
+def finished_in(
+    table: sa.Table, since: datetime | None, until: datetime | None, cluster: str | None = None
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions of the rows of `table` that finished in [since, until) (None: that end open),
+    of `cluster` (None: any)."""
+    conditions: list[sa.ColumnElement[bool]] = []
+    if since is not None:
+        conditions.append(table.c.finished_at >= since)
+    if until is not None:
+        conditions.append(table.c.finished_at < until)
+    if cluster is not None:
+        conditions.append(table.c.cluster == cluster)
+    return conditions
 
 
 def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:

@@ -6,21 +6,30 @@
 - `_leader_write()`: a leader-only write. The fence (leases.py) is its first statement, and
   raises LostLeadership once this replica's leadership term is over. Without election the fence
   is UNFENCED and costs nothing.
+- `_claim_write()`: a leader-only write that leases rows (jobs' usage, workflows' summaries, the
+  outbox) under a fresh claim token and the term the fence vouches for.
 
 A repository method is one of these transactions composed of the query modules' functions, so
-that callers never see a row or a connection.
+that callers never see a row or a connection. A method that is one query function run on a read
+connection is `reads(that function)`, with the function's parameters and docstring.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.leases import UNFENCED, Fence
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # How long a claimed job or workflow stays leased to its claimer before it is due again.
 DEFAULT_USAGE_LEASE_SECONDS = 300.0
@@ -48,3 +57,24 @@ class Repository:
         async with self._engine.begin() as conn:
             await self._fence.check(conn)
             yield conn
+
+    @contextlib.asynccontextmanager
+    async def _claim_write(self) -> AsyncIterator[tuple[AsyncConnection, str, int | None]]:
+        """A leader-only write that claims rows: (connection, a fresh claim token, the term the
+        fence vouches for, None without election)."""
+        async with self._engine.begin() as conn:
+            term = await self._fence.check(conn)
+            yield conn, secrets.token_hex(16), term
+
+
+def reads(
+    query: Callable[Concatenate[AsyncConnection, P], Awaitable[T]],
+) -> Callable[Concatenate[Repository, P], Awaitable[T]]:
+    """A repository method that runs `query` on a read connection (Repository.read)."""
+
+    @functools.wraps(query)
+    async def method(self: Repository, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        async with self.read() as conn:
+            return await query(conn, *args, **kwargs)
+
+    return method

@@ -21,11 +21,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import queue_quotas
-from inno_notify.adapters.db.engine import READ_INTENT
 from inno_notify.adapters.db.tables import UTCDateTime, jobs
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.trends import TrendGroup, TrendRow, TrendSeries, build_series, trend_bounds
 
 
@@ -134,21 +134,8 @@ async def trends(
     return build_series(group_by, weeks, tz, rows, groups=groups, quotas=quotas)
 
 
-class TrendRepository:
-    """Reads weekly trends (`Store.trends`)."""
+class TrendRepository(Repository):
+    """Reads weekly trends (`Store.trends`): per team (or only `team`) or per cluster (or only
+    `cluster`), one series over `weeks`."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._reader = engine.execution_options(**READ_INTENT)
-
-    async def weekly(
-        self,
-        group_by: TrendGroup,
-        weeks: Sequence[str],
-        tz: str,
-        *,
-        team: str | None = None,
-        cluster: str | None = None,
-    ) -> list[TrendSeries]:
-        """Per team (or only `team`) or per cluster (or only `cluster`), one series over `weeks`."""
-        async with self._reader.connect() as conn:
-            return await trends(conn, group_by, weeks, tz, team=team, cluster=cluster)
+    weekly = reads(trends)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from inno_notify.adapters.db import jobs, recommendation_queries, series, usage_queries
-from inno_notify.adapters.db.transactions import Repository
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.model import JobRecord, Usage, UsageSeries
 
 
@@ -42,18 +42,5 @@ class UsageRepository(Repository):
         async with self.read() as conn:
             return await usage_queries.usage_cells(conn, since, until, cluster)
 
-    async def open_recommendations(
-        self,
-        *,
-        team: str | None = None,
-        owner: str | None = None,
-        cluster: str | None = None,
-        since: datetime | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> tuple[list[recommendation_queries.JobRecommendation], str | None]:
-        """Open recommendations, largest waste first, and the next page's cursor."""
-        async with self.read() as conn:
-            return await recommendation_queries.open_recommendations(
-                conn, team=team, owner=owner, cluster=cluster, since=since, limit=limit, cursor=cursor
-            )
+    # Open recommendations, largest waste first, and the next page's cursor.
+    open_recommendations = reads(recommendation_queries.open_recommendations)

@@ -8,7 +8,6 @@ rows). Leader-only writes are fenced (transactions.py).
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
@@ -57,9 +56,7 @@ class WorkflowRepository(Repository):
         """Ended workflows (of `cluster`; None: all) whose summary is due, leased under a fresh
         claim token and the leader's term; a leader also takes at once the workflows leased in a
         term that ended. Pass the token to the writes that settle them (`claim=`)."""
-        token = secrets.token_hex(16)
-        async with self._engine.begin() as conn:
-            term = await self._fence.check(conn)
+        async with self._claim_write() as (conn, token, term):
             claimed = await workflows.claim_due(conn, now, limit, lease_seconds, token, term, cluster)
         return WorkflowClaim(token, term, tuple(claimed))
 

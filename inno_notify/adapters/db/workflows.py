@@ -1,7 +1,8 @@
 """Workflows, their step pods, served models and pipeline events: queries and the JSON of the records.
 
-A workflow row keeps its whole WorkflowRecord as JSON (steps with their attempts, owner, links) next
-to the columns the queries need; its summary bookkeeping (`summary_state`, `due_at`,
+A workflow row keeps its WorkflowRecord in the columns the queries need and, for the rest (steps
+with their attempts, links, creator), a JSON object derived from the domain type (json_codec); a step
+pod's row keeps its WorkflowPod alike. A workflow's summary bookkeeping (`summary_state`, `due_at`,
 `terminal_recorded_at`) belongs to the store and is never overwritten by an upsert of the record,
 like a job's. The tracker writes through a :class:`WorkflowTransaction` (one batch, one
 transaction: read what is stored, merge, write); the summarizer claims due workflows with a lease,
@@ -13,35 +14,27 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import outbox
-from inno_notify.adapters.db.codec import Row, parse_iso
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
-from inno_notify.adapters.db.leases import taken_over
+from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import chunks, dialect_insert, last_per_key, upsert
+from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert_rows
+from inno_notify.adapters.db.summary_claims import SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
-from inno_notify.domain.model import JobStatus, Link, Notification, NotifyMode
-from inno_notify.domain.workflows import (
-    AttemptRecord,
-    Creator,
-    StepRecord,
-    WorkflowKind,
-    WorkflowPod,
-    WorkflowRecord,
-)
+from inno_notify.domain.model import Notification
+from inno_notify.domain.workflows import WorkflowKind, WorkflowPod, WorkflowRecord
 
 __all__ = [
     "TerminalWorkflow",
     "WorkflowClaim",
     "WorkflowState",
     "WorkflowTransaction",
-    "pod_from_json",
     "pod_to_json",
     "record_to_json",
 ]
@@ -58,201 +51,31 @@ class WorkflowState(enum.StrEnum):
     SILENT = "silent"  # ended before the catch-up window: recorded, not summarized
 
 
-# --- the JSON of the records ----------------------------------------------------------------------
+# --- the records as rows ----------------------------------------------------------------------------
+# A field is the column of the same name; the fields without a column of their own are the JSON
+# object in `record` (json_codec.RowCodec), keyed by field name as the store always wrote them.
 
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _dt(value: str | None) -> datetime | None:
-    return None if value is None else parse_iso(value)
-
-
-def _links_json(links: Sequence[Link]) -> list[dict[str, str]]:
-    return [{"title": link.title, "url": link.url} for link in links]
-
-
-def _links(data: Sequence[Mapping[str, str]] | None) -> tuple[Link, ...]:
-    return tuple(Link(item["title"], item["url"]) for item in data or ())
-
-
-def _attempt_json(attempt: AttemptRecord) -> dict[str, Any]:
-    return {
-        "key": attempt.key,
-        "phase": attempt.phase,
-        "started_at": _iso(attempt.started_at),
-        "finished_at": _iso(attempt.finished_at),
-        "exit_code": attempt.exit_code,
-        "message": attempt.message,
-        "pod_name": attempt.pod_name,
-    }
-
-
-def _attempt(data: Mapping[str, Any]) -> AttemptRecord:
-    return AttemptRecord(
-        key=data["key"],
-        phase=data["phase"],
-        started_at=_dt(data.get("started_at")),
-        finished_at=_dt(data.get("finished_at")),
-        exit_code=data.get("exit_code"),
-        message=data.get("message"),
-        pod_name=data.get("pod_name"),
-    )
+_WORKFLOWS = RowCodec(WorkflowRecord, workflows, rest="record")
+_PODS = RowCodec(WorkflowPod, workflow_pods, rest="record")
+# The summary claim's columns (summary_claims.py).
+_SUMMARY = SummaryColumns(workflows, workflows.c.due_at, workflows.c.claim_token, workflows.c.claim_term)
 
 
 def record_to_json(record: WorkflowRecord) -> dict[str, Any]:
-    creator = record.creator
-    return {
-        "reason": record.reason,
-        "notify": record.notify.value,
-        "channels": None if record.channels is None else list(record.channels),
-        "steps": [
-            {
-                "name": step.name,
-                "phase": step.phase,
-                "template": step.template,
-                "attempts": [_attempt_json(a) for a in step.attempts],
-                "attempts_dropped": step.attempts_dropped,
-            }
-            for step in record.steps
-        ],
-        "steps_dropped": record.steps_dropped,
-        "links": _links_json(record.links),
-        "resource_version": record.resource_version,
-        "creator": None
-        if creator is None
-        else {
-            "subject": creator.subject,
-            "email": creator.email,
-            "preferred_username": creator.preferred_username,
-        },
-    }
-
-
-def _record_from_row(row: Row) -> WorkflowRecord:
-    data = row["record"]
-    creator = data.get("creator")
-    return WorkflowRecord(
-        cluster=row["cluster"],
-        uid=row["uid"],
-        kind=WorkflowKind(row["kind"]),
-        namespace=row["namespace"],
-        name=row["name"],
-        status=JobStatus(row["status"]),
-        run_id=row["run_id"],
-        reason=data.get("reason"),
-        owner=row["owner"],
-        team=row["team"],
-        notify=NotifyMode(data.get("notify", NotifyMode.ALWAYS.value)),
-        channels=None if data.get("channels") is None else tuple(data["channels"]),
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        steps=tuple(
-            StepRecord(
-                name=step["name"],
-                phase=step["phase"],
-                template=step.get("template"),
-                attempts=tuple(_attempt(a) for a in step.get("attempts", ())),
-                attempts_dropped=step.get("attempts_dropped", 0),
-            )
-            for step in data.get("steps", ())
-        ),
-        steps_dropped=data.get("steps_dropped", 0),
-        links=_links(data.get("links")),
-        resource_version=data.get("resource_version"),
-        creator=None if creator is None else Creator(**creator),
-    )
-
-
-def _workflow_row(record: WorkflowRecord, quiet_since: datetime | None) -> dict[str, Any]:
-    return {
-        "cluster": record.cluster,
-        "uid": record.uid,
-        "kind": record.kind.value,
-        "namespace": record.namespace,
-        "name": record.name,
-        "run_id": record.run_id,
-        "status": record.status.value,
-        "owner": record.owner,
-        "team": record.team,
-        "created_at": record.created_at,
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "record": record_to_json(record),
-        "quiet_since": quiet_since,
-    }
-
-
-_WORKFLOW_RECORD_COLUMNS = [
-    c for c in _workflow_row(WorkflowRecord("", "", WorkflowKind.ARGO, "", ""), None) if c not in _KEY
-]
+    """The JSON a workflow row keeps of its record (what the tracker bounds the size of)."""
+    return cast(dict[str, Any], _WORKFLOWS.to_row(record)["record"])
 
 
 def pod_to_json(pod: WorkflowPod) -> dict[str, Any]:
-    return {
-        "kind": pod.kind.value,
-        "workflow_name": pod.workflow_name,
-        "step_key": pod.step_key,
-        "step": pod.step,
-        "attempt": pod.attempt,
-        "run_id": pod.run_id,
-        "phase": pod.phase,
-        "created_at": _iso(pod.created_at),
-        "started_at": _iso(pod.started_at),
-        "finished_at": _iso(pod.finished_at),
-        "deleted_at": _iso(pod.deleted_at),
-        "exit_code": pod.exit_code,
-        "exit_reason": pod.exit_reason,
-        "gpus": pod.gpus,
-        "owner": pod.owner,
-        "team": pod.team,
-        "notify": pod.notify.value,
-        "channels": None if pod.channels is None else list(pod.channels),
-        "links": _links_json(pod.links),
-    }
+    """The JSON a step pod's row keeps of its record."""
+    return cast(dict[str, Any], _PODS.to_row(pod)["record"])
 
 
-def pod_from_json(row: Row) -> WorkflowPod:
-    data = row["record"]
-    return WorkflowPod(
-        cluster=row["cluster"],
-        uid=row["uid"],
-        namespace=row["namespace"],
-        name=row["name"],
-        kind=WorkflowKind(data["kind"]),
-        workflow_uid=row["workflow_uid"],
-        workflow_name=data["workflow_name"],
-        step_key=data["step_key"],
-        step=data["step"],
-        attempt=data.get("attempt", 1),
-        run_id=data.get("run_id"),
-        phase=data.get("phase", "Pending"),
-        created_at=_dt(data.get("created_at")),
-        started_at=_dt(data.get("started_at")),
-        finished_at=_dt(data.get("finished_at")),
-        deleted_at=_dt(data.get("deleted_at")),
-        exit_code=data.get("exit_code"),
-        exit_reason=data.get("exit_reason"),
-        gpus=float(data.get("gpus", 0.0)),
-        owner=data.get("owner"),
-        team=data.get("team"),
-        notify=NotifyMode(data.get("notify", NotifyMode.ALWAYS.value)),
-        channels=None if data.get("channels") is None else tuple(data["channels"]),
-        links=_links(data.get("links")),
-    )
+def _workflow_row(record: WorkflowRecord, quiet_since: datetime | None) -> dict[str, Any]:
+    return {**_WORKFLOWS.to_row(record), "quiet_since": quiet_since}
 
 
-def _pod_row(pod: WorkflowPod) -> dict[str, Any]:
-    return {
-        "cluster": pod.cluster,
-        "uid": pod.uid,
-        "workflow_uid": pod.workflow_uid,
-        "namespace": pod.namespace,
-        "name": pod.name,
-        "record": pod_to_json(pod),
-    }
+_WORKFLOW_RECORD_COLUMNS = [c for c in (*_WORKFLOWS.columns, "record", "quiet_since") if c not in _KEY]
 
 
 # --- the tracker's transaction --------------------------------------------------------------------
@@ -280,7 +103,7 @@ class WorkflowTransaction:
             rows = await self._conn.execute(
                 sa.select(workflows).where(workflows.c.cluster == cluster, workflows.c.uid.in_(chunk))
             )
-            found.update({row["uid"]: _record_from_row(row) for row in rows.mappings()})
+            found.update({row["uid"]: _WORKFLOWS.from_row(row) for row in rows.mappings()})
         return found
 
     async def pods_of_workflows(self, cluster: str, uids: Sequence[str]) -> dict[str, list[WorkflowPod]]:
@@ -294,7 +117,7 @@ class WorkflowTransaction:
                 workflows.c.summary_state == WorkflowState.OPEN.value,
             )
         )
-        return [_record_from_row(row) for row in rows.mappings()]
+        return [_WORKFLOWS.from_row(row) for row in rows.mappings()]
 
     async def write(
         self,
@@ -305,13 +128,9 @@ class WorkflowTransaction:
     ) -> int:
         """Upserts the workflows (each with its quiet time) and pods, records the ends; returns how
         many workflows ended for the first time."""
-        if records:
-            rows = last_per_key([_workflow_row(r, quiet) for r, quiet in records], _KEY)
-            await self._conn.execute(upsert(self._conn, workflows, _KEY, _WORKFLOW_RECORD_COLUMNS), rows)
-        if pods:
-            rows = last_per_key([_pod_row(p) for p in pods], _KEY)
-            columns = [c for c in rows[0] if c not in _KEY]
-            await self._conn.execute(upsert(self._conn, workflow_pods, _KEY, columns), rows)
+        rows = [_workflow_row(r, quiet) for r, quiet in records]
+        await upsert_rows(self._conn, workflows, _KEY, rows, _WORKFLOW_RECORD_COLUMNS)
+        await upsert_rows(self._conn, workflow_pods, _KEY, [_PODS.to_row(p) for p in pods])
         return await _mark_ended(self._conn, cluster, ends) if ends else 0
 
     async def adopt_steps(self, cluster: str, steps: Mapping[str, tuple[str, str | None]]) -> None:
@@ -389,45 +208,14 @@ async def pods_of_workflows(
             )
         )
         for row in rows.mappings():
-            found.setdefault(row["workflow_uid"], []).append(pod_from_json(row))
+            found.setdefault(row["workflow_uid"], []).append(_PODS.from_row(row))
     return found
 
 
 async def _mark_ended(conn: AsyncConnection, cluster: str, ends: Sequence[TerminalWorkflow]) -> int:
-    by_uid = {end.uid: end for end in ends}
-    fresh: list[str] = []
-    for chunk in chunks(list(by_uid)):
-        result = await conn.execute(
-            sa.select(workflows.c.uid)
-            .where(
-                workflows.c.cluster == cluster,
-                workflows.c.uid.in_(chunk),
-                workflows.c.terminal_recorded_at.is_(None),
-            )
-            .with_for_update()
-        )
-        fresh.extend(result.scalars())
-    if not fresh:
-        return 0
-    await conn.execute(
-        sa.update(workflows)
-        .where(workflows.c.cluster == cluster, workflows.c.uid == sa.bindparam("b_uid"))
-        .values(
-            terminal_recorded_at=sa.bindparam("b_at"),
-            summary_state=sa.bindparam("b_state"),
-            due_at=sa.bindparam("b_due"),
-        ),
-        [
-            {
-                "b_uid": uid,
-                "b_at": by_uid[uid].at,
-                "b_state": by_uid[uid].state.value,
-                "b_due": by_uid[uid].due_at,
-            }
-            for uid in fresh
-        ],
+    return await _SUMMARY.record_ends(
+        conn, cluster, {end.uid: (end.at, end.state.value, end.due_at) for end in ends}
     )
-    return len(fresh)
 
 
 # --- the summarizer's queries -----------------------------------------------------------------------
@@ -458,7 +246,7 @@ async def quiet_airflow_runs(
     found: list[tuple[WorkflowRecord, list[WorkflowPod]]] = []
     by_cluster: dict[str, list[WorkflowRecord]] = {}
     for row in rows:
-        record = _record_from_row(row)
+        record = _WORKFLOWS.from_row(row)
         by_cluster.setdefault(record.cluster, []).append(record)
     for cluster, records in by_cluster.items():
         pods = await pods_of_workflows(conn, cluster, [r.uid for r in records])
@@ -507,34 +295,11 @@ async def claim_due(
     """Leases the due workflows (of `cluster`; None: every cluster) under `token`, due again after
     the lease. A claimer with a `term` also takes, at once, workflows leased under a term no live
     lease holds any more (leases.taken_over), as job usage claims do."""
-    claimable = workflows.c.due_at <= now
-    if term is not None:
-        claimable = sa.or_(claimable, taken_over(workflows.c.claim_token, workflows.c.claim_term, term))
-    due = (
-        sa.select(workflows.c.cluster, workflows.c.uid)
-        .where(
-            workflows.c.summary_state == WorkflowState.AWAITING.value,
-            claimable,
-            *([] if cluster is None else [workflows.c.cluster == cluster]),
-        )
-        .order_by(workflows.c.due_at, workflows.c.cluster, workflows.c.uid)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+    claim = _SUMMARY.lease_due(
+        [WorkflowState.AWAITING.value], now, limit, lease_seconds, token, term, cluster
     )
-    result = await conn.execute(
-        sa.update(workflows)
-        .where(sa.tuple_(workflows.c.cluster, workflows.c.uid).in_(due))
-        .values(due_at=now + timedelta(seconds=lease_seconds), claim_token=token, claim_term=term)
-        .returning(*workflows.c)
-    )
-    return [_record_from_row(row) for row in result.mappings()]
-
-
-def _claim_held(cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
-    held = [workflows.c.cluster == cluster, workflows.c.uid == uid]
-    if token is not None:
-        held.append(workflows.c.claim_token == token)
-    return held
+    result = await conn.execute(claim)
+    return [_WORKFLOWS.from_row(row) for row in result.mappings()]
 
 
 async def reschedule(
@@ -544,7 +309,7 @@ async def reschedule(
     `token`, no longer held by that claim)."""
     result = await conn.execute(
         sa.update(workflows)
-        .where(*_claim_held(cluster, uid, token), workflows.c.summary_state == WorkflowState.AWAITING.value)
+        .where(*_SUMMARY.held(cluster, uid, token), workflows.c.summary_state == WorkflowState.AWAITING.value)
         .values(due_at=due_at)
     )
     return bool(result.rowcount == 1)
@@ -561,7 +326,7 @@ async def complete(
     written) when `token` no longer holds it."""
     result = await conn.execute(
         sa.update(workflows)
-        .where(*_claim_held(cluster, uid, token))
+        .where(*_SUMMARY.held(cluster, uid, token))
         .values(summary_state=WorkflowState.SUMMARIZED.value, due_at=None)
     )
     if token is not None and result.rowcount != 1:
@@ -601,4 +366,4 @@ async def find_workflow(
         query = query.where(workflows.c.uid == uid)
     query = query.order_by(workflows.c.created_at.desc().nulls_last(), workflows.c.uid.desc()).limit(1)
     row = (await conn.execute(query)).mappings().first()
-    return None if row is None else _record_from_row(row)
+    return None if row is None else _WORKFLOWS.from_row(row)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from aiohttp import web
 from pydantic import Field
@@ -22,7 +22,7 @@ from inno_notify.api.negotiate import preferred
 from inno_notify.api.params import Later, Text, Time
 from inno_notify.api.views.respond import json
 from inno_notify.api.views.usage import FORMATS, csv_cell
-from inno_notify.domain.adoption import AdoptionTally, combine
+from inno_notify.domain.adoption import AdoptionTally, adoption_to_dict, combine
 
 # The CSV's columns: the group resource's fields, team and owner first.
 CSV_COLUMNS = ("team", "owner", *resources.AdoptionFigures.__annotations__)
@@ -40,16 +40,8 @@ class AdoptionWindow:
 
 
 def _figures(t: AdoptionTally) -> resources.AdoptionFigures:
-    return {
-        "runs": t.runs,
-        "advised": t.advised,
-        "followed": t.followed,
-        "partly": t.partly,
-        "ignored": t.ignored,
-        "over_corrected": t.over_corrected,
-        "gpu_hours_freed": t.gpu_hours_freed,
-        "memory_gib_hours_freed": t.memory_gib_hours_freed,
-    }
+    # The resource's keys are the tally's fields, as the digest's `adoption` has them.
+    return cast(resources.AdoptionFigures, adoption_to_dict(t))
 
 
 def _group(g: AdoptionGroup) -> resources.AdoptionGroup:

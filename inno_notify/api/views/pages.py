@@ -25,8 +25,8 @@ from pydantic import Field
 
 from inno_notify.api import keys
 from inno_notify.api.errors import bad_request, not_found
-from inno_notify.api.params import Parse, Text, Week
-from inno_notify.api.views.digests import compute
+from inno_notify.api.params import Parse, Text
+from inno_notify.api.views.digests import TeamWeek, compute
 
 PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -82,11 +82,9 @@ class JobPageRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class TeamPageRequest:
-    team: Text
-    week: Annotated[
-        Week | None, Field(description="ISO week like 2026-W48; default: the last complete week.")
-    ] = None
+class TeamPageRequest(TeamWeek):
+    """The digest's team and week, and the signature of the link a digest carried."""
+
     exp: Expiry | None = None
     sig: Signature | None = None
 

@@ -14,6 +14,7 @@ from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
     KueueInfo,
+    Link,
     MissingFigure,
     MissingReason,
     Notification,
@@ -30,6 +31,14 @@ from inno_notify.domain.model import (
     Unit,
     Usage,
     WorkloadKind,
+)
+from inno_notify.domain.workflows import (
+    AttemptRecord,
+    Creator,
+    StepRecord,
+    WorkflowKind,
+    WorkflowPod,
+    WorkflowRecord,
 )
 
 T0 = datetime(2026, 11, 30, 10, 0, 0, 123456, tzinfo=UTC)
@@ -226,5 +235,73 @@ def team(name: str = "face", **changes: object) -> Team:
         digest_channels=("email", "slack"),
         slack_channel="#face-gpu",
         notify_unowned=True,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def workflow(uid: str = "wf-1", **changes: object) -> WorkflowRecord:
+    retried = StepRecord(
+        name="train",
+        phase="Failed",
+        template="train-tpl",
+        attempts=(
+            AttemptRecord(
+                "wf-1-111", "Error", T0, T0 + timedelta(minutes=5), 1, "OOMKilled", "wf-1-train-111"
+            ),
+            AttemptRecord("wf-1-222", "Failed", T0 + timedelta(minutes=6), T0 + timedelta(minutes=9), 137),
+        ),
+        attempts_dropped=3,
+    )
+    base = WorkflowRecord(
+        cluster="default",
+        uid=uid,
+        kind=WorkflowKind.ARGO,
+        namespace="face-research",
+        name=f"pipeline-{uid}",
+        status=JobStatus.FAILED,
+        run_id="run-7",
+        reason="child failed",
+        owner="alice@example.com",
+        team="face",
+        notify=NotifyMode.FAILURE,
+        channels=("slack", "email"),
+        created_at=T0,
+        started_at=T0 + timedelta(minutes=1),
+        finished_at=(T0 + timedelta(minutes=10)).astimezone(PLUS3),
+        steps=(StepRecord("prepare", "Succeeded"), retried),
+        steps_dropped=2,
+        links=(Link("Logs", "https://logs.example.com/wf?a=1&b=2"),),
+        resource_version="4711",
+        creator=Creator("sub-1", "alice@example.com", "alice"),
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def workflow_pod(uid: str = "wf-pod-1", **changes: object) -> WorkflowPod:
+    base = WorkflowPod(
+        cluster="default",
+        uid=uid,
+        namespace="face-research",
+        name=f"pipeline-wf-1-train-{uid}",
+        kind=WorkflowKind.AIRFLOW,
+        workflow_uid="wf-1",
+        workflow_name="pipeline-wf-1",
+        step_key="train.3",
+        step="train",
+        attempt=2,
+        run_id="run-7",
+        phase="Failed",
+        created_at=T0,
+        started_at=T0 + timedelta(minutes=1),
+        finished_at=T0 + timedelta(minutes=9),
+        deleted_at=T0 + timedelta(minutes=11),
+        exit_code=137,
+        exit_reason="OOMKilled",
+        gpus=2.5,
+        owner="alice@example.com",
+        team="face",
+        notify=NotifyMode.NEVER,
+        channels=("email",),
+        links=(Link("Run", "https://wandb.example.com/r"),),
     )
     return replace(base, **changes)  # type: ignore[arg-type]

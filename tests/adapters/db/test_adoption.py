@@ -3,13 +3,16 @@ advice, the record written once, and the sums per team and owner on hand-compute
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from inno_notify.adapters.db import Store
-from inno_notify.domain.adoption import AdoptionTally, Outcome, judge
+from inno_notify.adapters.db import adoption as adoption_queries
+from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, judge
+from inno_notify.domain.model import RecommendationKind
 from tests import stored
 
 from .records import T0, job, recommendations, usage
@@ -127,3 +130,26 @@ async def test_groups_sum_per_team_and_owner_within_the_window(store: Store) -> 
     assert [(g.team, g.owner) for g in everyone] == [("face", alice), ("face", bob), ("vision", alice)]
     assert everyone[0].tally.runs == 5
     assert await store.adoption.groups(since=datetime(2030, 1, 1, tzinfo=UTC)) == []
+
+
+def test_the_checks_json_is_what_the_hand_written_codec_wrote() -> None:
+    # Rows written before adoption.py went through json_codec hold exactly this shape and key order.
+    checks = (
+        AdviceCheck(RecommendationKind.GPU_COUNT, "spec.containers[0]", 4, 2.5, "3", Outcome.FOLLOWED),
+        AdviceCheck(RecommendationKind.MEMORY, None, None, "16Gi", None, Outcome.IGNORED),
+    )
+    adoption = Adoption(
+        "default", "new", "face-research", "train-new", "train-resnet", None, None, T0, None, None,
+        Outcome.PARTLY, checks, 1.5, None, T0,
+    )  # fmt: skip
+    old = [
+        {"kind": "gpu_count", "field_path": "spec.containers[0]", "current": 4, "suggested": 2.5, "new": "3",
+         "outcome": "followed"},
+        {"kind": "memory", "field_path": None, "current": None, "suggested": "16Gi", "new": None,
+         "outcome": "ignored"},
+    ]  # fmt: skip
+    row = adoption_queries.to_row(adoption)
+    assert json.dumps(row["checks"]) == json.dumps(old)
+    assert (row["outcome"], row["finished_at"]) == ("partly", T0)
+    # A check that no longer reads is left out; the others read back as they were.
+    assert adoption_queries.from_row({**row, "checks": [*old, {"kind": "gone"}]}) == adoption  # type: ignore[arg-type]

@@ -1,0 +1,108 @@
+"""The summary bookkeeping jobs and workflows share, written once for both tables.
+
+A job (its usage) and a workflow (its summary) go the same way once they end: the end is recorded
+once (`terminal_recorded_at`, the summary state, when the summary is due), the summarizer leases
+the due rows under a claim token and its leadership term, and each later write settles a row only
+while that claim still holds it. The tables differ only in the names of those columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from inno_notify.adapters.db.leases import taken_over
+from inno_notify.adapters.db.sql import chunks
+
+# An end to record, by uid: (when it ended, the summary state, when its summary is due or None).
+End = tuple[datetime, str, datetime | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryColumns:
+    """A table keyed by (cluster, uid) with its summary bookkeeping columns."""
+
+    table: sa.Table
+    due: sa.Column[Any]
+    token: sa.Column[Any]
+    term: sa.Column[Any]
+
+    async def record_ends(self, conn: AsyncConnection, cluster: str, ends: Mapping[str, End]) -> int:
+        """Records the ends of the rows whose end is not recorded yet, locking them first (a
+        replica replaying the same ends waits, then finds nothing to do); returns how many."""
+        t = self.table.c
+        fresh: list[str] = []
+        for chunk in chunks(list(ends)):
+            result = await conn.execute(
+                sa.select(t.uid)
+                .where(t.cluster == cluster, t.uid.in_(chunk), t.terminal_recorded_at.is_(None))
+                .with_for_update()
+            )
+            fresh.extend(result.scalars())
+        if not fresh:
+            return 0
+        await conn.execute(
+            sa.update(self.table)
+            .where(t.cluster == cluster, t.uid == sa.bindparam("b_uid"))
+            .values(
+                {
+                    t.terminal_recorded_at: sa.bindparam("b_at"),
+                    t.summary_state: sa.bindparam("b_state"),
+                    self.due: sa.bindparam("b_due"),
+                }
+            ),
+            [
+                {"b_uid": uid, "b_at": at, "b_state": state, "b_due": due}
+                for uid in fresh
+                for at, state, due in [ends[uid]]
+            ],
+        )
+        return len(fresh)
+
+    def lease_due(
+        self,
+        waiting: Sequence[str],
+        now: datetime,
+        limit: int,
+        lease_seconds: float,
+        token: str | None,
+        term: int | None,
+        cluster: str | None,
+    ) -> sa.Update:
+        """The UPDATE … RETURNING that leases up to `limit` rows in a `waiting` summary state whose
+        due time has come (of `cluster`; None: every cluster), oldest due first, under `token` and
+        `term`, due again after the lease. A claimer with a `term` also takes, at once, rows leased
+        under a term no live lease holds any more (leases.taken_over)."""
+        t = self.table.c
+        claimable = self.due <= now
+        if term is not None:
+            claimable = sa.or_(claimable, taken_over(self.token, self.term, term))
+        due = (
+            sa.select(t.cluster, t.uid)
+            .where(
+                t.summary_state.in_(list(waiting)),
+                claimable,
+                *([] if cluster is None else [t.cluster == cluster]),
+            )
+            .order_by(self.due, t.cluster, t.uid)
+            .limit(limit)
+            .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
+        )
+        return (
+            sa.update(self.table)
+            .where(sa.tuple_(t.cluster, t.uid).in_(due))
+            .values({self.due: now + timedelta(seconds=lease_seconds), self.token: token, self.term: term})
+            .returning(*self.table.c)
+        )
+
+    def held(self, cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:
+        """The row, and with `token` only while that claim holds it."""
+        held = [self.table.c.cluster == cluster, self.table.c.uid == uid]
+        if token is not None:
+            held.append(self.token == token)
+        return held
