@@ -543,6 +543,10 @@ class WorkloadsSettings(_Section):
     """Workload kinds: every run, whatever created its pods, is one record and one summary."""
 
     kinds: WorkloadKindsSettings = Field(default_factory=WorkloadKindsSettings)  # type: ignore[arg-type]
+    namespace_owner_annotation: str = Field(
+        "owner",
+        description="The annotation of a Namespace naming its owner, the last place a run's owner is looked for (after the run's own annotations and labels and its pod templates'): Kubeflow profile namespaces carry `owner: <e-mail>`. Namespaces are listed when the watch starts and every 5 minutes (needs list on namespaces; without it, or with \"\", no namespace names an owner).",
+    )
 
 
 class AgentSettings(_Section):
@@ -744,7 +748,7 @@ class Settings(_Section):
     digest: DigestSettings = Field(default_factory=DigestSettings)  # type: ignore[arg-type]
     live: LiveSettings = Field(default_factory=LiveSettings)  # type: ignore[arg-type]
     workflows: WorkflowsSettings = Field(default_factory=WorkflowsSettings)  # type: ignore[arg-type]
-    workloads: WorkloadsSettings = Field(default_factory=WorkloadsSettings)
+    workloads: WorkloadsSettings = Field(default_factory=WorkloadsSettings)  # type: ignore[arg-type]
     agent: AgentSettings = Field(default_factory=AgentSettings)  # type: ignore[arg-type]
     api: ApiSettings = Field(default_factory=ApiSettings)  # type: ignore[arg-type]
     probes: ProbesSettings = Field(default_factory=ProbesSettings)  # type: ignore[arg-type]

@@ -163,6 +163,8 @@ def cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> Cluster
         kserve=settings.workflows.kserve,
         workloads=[(spec, settings.workloads.kinds.mode(spec.setting)) for spec in OPTIONAL_KINDS],
         on_kinds=ingestor.watch_kinds,
+        namespace_owner_key=settings.workloads.namespace_owner_annotation,
+        on_namespace_owners=ingestor.watch_namespace_owners,
     )
 
 

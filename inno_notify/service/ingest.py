@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -50,6 +50,7 @@ from inno_notify.domain.parsing import (
     parse_workload,
     relevant_event,
 )
+from inno_notify.domain.parsing.annotations import namespace_owners
 from inno_notify.domain.parsing.fields import mapping, timestamp
 from inno_notify.service.batches import (
     BatchQueue,
@@ -265,6 +266,14 @@ class Ingestor:
         if owner_kinds != self.cfg.owner_kinds:
             log.info("workload kinds watched: %s", ", ".join(sorted(owner_kinds)) or "Jobs and pods only")
         self.cfg = replace(self.cfg, owner_kinds=owner_kinds)
+
+    def watch_namespace_owners(self, annotations: Mapping[str, str]) -> None:
+        """What the namespaces' owner annotation says (namespace → value), as the watch read it: the
+        owner of a run that names none (ParseConfig.namespace_owners)."""
+        owners = namespace_owners(annotations)
+        if owners != self.cfg.namespace_owners:
+            log.info("namespaces naming their owner: %d", len(owners))
+            self.cfg = replace(self.cfg, namespace_owners=owners)
 
     # --- the watcher's callbacks: cheap, they only enqueue (bounded: back-pressure on the watch) ---
 

@@ -135,6 +135,7 @@ class SimKubeServer:
         bookmark_interval: float = 60.0,
         store: KubeStore | None = None,
         clock: Callable[[], float] = time.monotonic,
+        forbidden: Sequence[str] = (),
     ) -> None:
         unknown = set(kueue_versions) - set(KUEUE_TYPES)
         if unknown:
@@ -148,6 +149,8 @@ class SimKubeServer:
         # Installed projects whose custom resources are served ("argo", "kserve"); may change later.
         self.crds = tuple(crds)
         self.bookmark_interval = bookmark_interval
+        # Resources (plural names) the client's account may not read: 403, as RBAC answers.
+        self.forbidden = frozenset(forbidden)
         self.stats = SimStats()
         # The latest requests (path, query), so a test can see what a client asked for (a field
         # selector, a resourceVersion); bounded for long simulations.
@@ -318,6 +321,10 @@ class SimKubeServer:
         rt = self._find(group, version, rest[0])
         if rt is None or len(rest) > 2 or (namespace is not None and not rt.namespaced):
             return _error_response(404, "NotFound", "the server could not find the requested resource")
+        if rt.plural in self.forbidden:
+            return _error_response(
+                403, "Forbidden", f'{rt.plural} is forbidden: cannot list resource "{rt.plural}"'
+            )
         if len(rest) == 2:
             return self._get_one(rt, namespace, rest[1])
         try:

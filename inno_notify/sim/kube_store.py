@@ -45,6 +45,8 @@ class ResourceType:
 
 JOBS = ResourceType("batch", "v1", "jobs", "Job")
 PODS = ResourceType("", "v1", "pods", "Pod")
+# Namespaces: a Kubeflow profile's namespace names its owner (annotation `owner`).
+NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
 # Both Event APIs read and write the same objects on a real server, converted on the way out.
 CORE_EVENTS = ResourceType("", "v1", "events", "Event", storage="events")
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", storage="events")
@@ -73,7 +75,7 @@ JOBSETS = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 RAY_JOBS = ResourceType("ray.io", "v1", "rayjobs", "RayJob")
 RAY_CLUSTERS = ResourceType("ray.io", "v1", "rayclusters", "RayCluster")
 
-BUILTIN_TYPES: tuple[ResourceType, ...] = (JOBS, PODS, CORE_EVENTS, EVENTS_V1)
+BUILTIN_TYPES: tuple[ResourceType, ...] = (JOBS, PODS, NAMESPACES, CORE_EVENTS, EVENTS_V1)
 KUEUE_TYPES: dict[str, ResourceType] = {"v1beta1": WORKLOADS_V1BETA1, "v1beta2": WORKLOADS_V1BETA2}
 # Custom resources of the projects a cluster may have installed, by the name a test asks for.
 CRD_TYPES: dict[str, tuple[ResourceType, ...]] = {

@@ -48,12 +48,13 @@ EXPECTED_CLUSTER_RULES = {
     ("", "pods"): READ,
     ("", "events"): READ,
     ("events.k8s.io", "events"): READ,
+    ("", "namespaces"): ["get", "list"],
     ("kueue.x-k8s.io", "workloads"): READ,
     ("kueue.x-k8s.io", "clusterqueues"): READ,
     ("kueue.x-k8s.io", "localqueues"): READ,
     ("argoproj.io", "workflows"): READ,
     ("serving.kserve.io", "inferenceservices"): READ,
-    # Training operators the service watches next (read-only, granted ahead).
+    # Training operators (docs/workloads.md).
     ("kubeflow.org", "pytorchjobs"): READ,
     ("kubeflow.org", "mpijobs"): READ,
     ("jobset.x-k8s.io", "jobsets"): READ,

@@ -376,3 +376,23 @@ async def test_a_restart_skips_through_what_is_stored_as_it_is(store: Store) -> 
     pod_uids = frozenset(e[2]["metadata"]["uid"] for e in (first[1], second[1]))
     await restarted.apply([("relist", "Pod", pod_uids), ("Pod", "MODIFIED", first[4][2])])
     assert restarted.stats.unchanged == 3  # the first relists are in: the same state is merged again
+
+
+async def test_a_run_naming_no_owner_is_its_namespaces_owners(store: Store) -> None:
+    """A Kubeflow profile's namespace names its owner (annotation `owner`): the owner of a run that
+    names none itself; a run's own owner wins, and a namespace's value that is not one address is
+    not an owner."""
+    ing = ingestor(store, Clock(T0 + timedelta(hours=2)))
+    ing.watch_namespace_owners({"face-research": "bob@example.com", "other": "a@example.com, b@example.com"})
+    assert ing.cfg.namespace_owners == {"face-research": "bob@example.com"}
+    unowned = lifecycle("unowned")
+    for _, _, obj in unowned:
+        for layer in (obj["metadata"], obj.get("spec", {}).get("template", {}).get("metadata", {})):
+            layer.get("annotations", {}).pop("inno-notify/owner", None)
+            layer.get("labels", {}).pop("inno-notify/owner", None)
+    owned = lifecycle("owned")
+    await ing.apply([*unowned, *owned])
+    first = await stored.get_job(store, "test", unowned[0][2]["metadata"]["uid"])
+    second = await stored.get_job(store, "test", owned[0][2]["metadata"]["uid"])
+    assert first is not None and second is not None
+    assert (first.owner, second.owner) == ("bob@example.com", "alice@example.com")

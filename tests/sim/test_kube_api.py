@@ -209,7 +209,7 @@ async def test_discovery_and_kueue_versions(sim: SimKubeServer, api: ApiClient) 
         listed = await custom.list_cluster_custom_object("kueue.x-k8s.io", version, "workloads")
         assert [w["apiVersion"] for w in listed["items"]] == [f"kueue.x-k8s.io/{version}"]
     resources = await CoreV1Api(api).get_api_resources()
-    assert {r.name for r in resources.resources} == {"pods", "events"}
+    assert {r.name for r in resources.resources} == {"pods", "namespaces", "events"}
 
     sim.kueue_versions = ()
     with pytest.raises(ApiException) as caught:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.adapters.kube.discovery import KUEUE_VERSIONS_PREFERRED, detect
+from inno_notify.adapters.kube.discovery import KUEUE_VERSIONS_PREFERRED, detect, namespace_annotations
 from inno_notify.adapters.kube.protocol import (
     ARGO_GROUP,
     EVENTS,
@@ -104,6 +104,8 @@ class ClusterWatcher:
         kueue_recheck_seconds: float = 300.0,
         workloads: Iterable[tuple[KindSpec, OptionalMode]] = (),
         on_kinds: Callable[[frozenset[str]], None] = lambda _: None,
+        namespace_owner_key: str = "",
+        on_namespace_owners: Callable[[Mapping[str, str]], None] = lambda _: None,
     ) -> None:
         self.api = api
         self.on_event = on_event
@@ -124,6 +126,10 @@ class ClusterWatcher:
             self.optional[kind_spec.kind] = (workload_api(kind_spec), mode)
             self.workload_kinds[kind_spec.kind] = kind_spec
         self.on_kinds = on_kinds
+        # The namespaces' owner annotation (a Kubeflow profile's `owner`): read before the base
+        # watchers start, so a run is parsed with its namespace's owner, and every recheck after.
+        self.namespace_owner_key = namespace_owner_key
+        self.on_namespace_owners = on_namespace_owners
         # Per optional kind: None until discovery answered; then the served version, or "" when absent.
         self.served: dict[str, str | None] = {
             kind: "" if mode is False else None for kind, (_, mode) in self.optional.items()
@@ -186,6 +192,8 @@ class ClusterWatcher:
         for kind in self.workload_kinds:
             await self._decided[kind].wait()
         self._announce_kinds()
+        if self.namespace_owner_key and await self._read_namespace_owners():
+            group.create_task(self._reread_namespace_owners(), name="namespace-owners")
         for watcher in base:
             group.create_task(self._supervised(watcher), name=f"watch-{watcher.kind}")
 
@@ -202,6 +210,31 @@ class ClusterWatcher:
                         ),
                         name=f"{spec.kind.lower()}-discovery",
                     )
+
+    async def _read_namespace_owners(self) -> bool:
+        """Hands over what the namespaces say of their owners; False when listing them is
+        forbidden (no more tries: the service was not given it)."""
+        try:
+            found = await namespace_annotations(self.api, self.namespace_owner_key)
+        except Exception as exc:  # the API server away, a bad answer: the next recheck tries again
+            log.warning(
+                "listing namespaces failed (%r); trying again in %g s", exc, self.kueue_recheck_seconds
+            )
+            return True
+        if found is None:
+            log.warning(
+                "listing namespaces is forbidden: no namespace names an owner (grant list on namespaces, "
+                'or set workloads.namespace_owner_annotation: "")'
+            )
+            return False
+        self.on_namespace_owners(found)
+        return True
+
+    async def _reread_namespace_owners(self) -> None:
+        while True:
+            await self.options.sleep(self.kueue_recheck_seconds)
+            if not await self._read_namespace_owners():
+                return
 
     async def _supervised(self, watcher: ResourceWatcher) -> None:
         def heard() -> int:

@@ -1,4 +1,5 @@
-"""Finds out whether an optional API (a CRD) is served, and in which version.
+"""Finds out whether an optional API (a CRD) is served, and in which version; and what the
+namespaces say of their owners.
 
 Kueue's Workloads, Argo's Workflows and KServe's InferenceServices exist only where those projects
 are installed; elsewhere, watching them must be neither an error nor a retry loop that fills the
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 from kubernetes_asyncio.client import ApiClient
 
-from inno_notify.adapters.kube.protocol import KUEUE_GROUP, KubeApiError, get_json
+from inno_notify.adapters.kube.protocol import KUEUE_GROUP, NAMESPACES, KubeApiError, get_json, list_pages
 from inno_notify.adapters.kube.watching import TRANSIENT, Sleep
 from inno_notify.domain.backoff import Streak
 
@@ -49,6 +50,30 @@ async def kueue_workload_version(api: ApiClient, *, request_timeout: float = 30.
     return await served_version(
         api, KUEUE_GROUP, "workloads", KUEUE_VERSIONS_PREFERRED, request_timeout=request_timeout
     )
+
+
+async def namespace_annotations(
+    api: ApiClient, key: str, *, page_size: int = 500, request_timeout: float = 30.0
+) -> dict[str, str] | None:
+    """namespace → the value of its annotation `key`, for the namespaces that carry one as a string;
+    None when listing namespaces is forbidden (the service was not given it). Raises on errors."""
+    found: dict[str, str] = {}
+    try:
+        async for items, _ in list_pages(
+            api, NAMESPACES, None, page_size=page_size, request_timeout=request_timeout
+        ):
+            for item in _objects(items):
+                metadata = item.get("metadata")
+                name = metadata.get("name") if isinstance(metadata, dict) else None
+                annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+                value = annotations.get(key) if isinstance(annotations, dict) else None
+                if isinstance(name, str) and isinstance(value, str):
+                    found[name] = value
+    except KubeApiError as exc:
+        if exc.status in (401, 403):
+            return None
+        raise
+    return found
 
 
 def _objects(value: object) -> list[dict[str, object]]:

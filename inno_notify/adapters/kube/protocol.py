@@ -46,6 +46,7 @@ class Resource:
 JOBS = Resource("Job", "batch", "v1", "jobs")
 PODS = Resource("Pod", "", "v1", "pods")
 EVENTS = Resource("Event", "", "v1", "events")
+NAMESPACES = Resource("Namespace", "", "v1", "namespaces", namespaced=False)
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 

@@ -124,6 +124,12 @@ def indexed_lookup(layers: Layers, keys: Sequence[str]) -> str | None:
     return None if value is None else storable(value, INDEXED_MAX_BYTES)
 
 
+def namespace_owners(annotations: Mapping[str, str]) -> dict[str, str]:
+    """namespace → the owner its annotation names, for the values that are one e-mail address
+    (a namespace's annotation is written by whoever may edit it: hostile like any other)."""
+    return {ns: owner for ns, value in annotations.items() if (owner := one_address(value)) is not None}
+
+
 def read_intent(
     layers: Layers, namespace: str, cfg: ParseConfig, notes: list[SetAside] | None = None
 ) -> OwnerIntent:
@@ -134,6 +140,8 @@ def read_intent(
     owner = None if written is None else one_address(written)
     if written is not None and owner is None and notes is not None:
         notes.append(SetAside("owner", OWNER_NOT_ONE_ADDRESS))
+    if written is None:
+        owner = cfg.namespace_owners.get(namespace)
     return OwnerIntent(
         owner=owner,
         team=team,
