@@ -51,6 +51,7 @@ from inno_notify.adapters.db import Store, migrate
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.keys import EventRouting
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
 from tests.adapters.channels import fake_smtp
@@ -365,6 +366,7 @@ def main() -> None:
         sys.stdin.readline()
         print(json.dumps(asyncio.run(load(json.loads(args.load)))))
         return
+    tune_for_ingest()  # the service's process, as `inno-notify serve` sets it up
     asyncio.run(bench(args))
 
 

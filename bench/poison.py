@@ -66,6 +66,7 @@ from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_cli
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflows import WorkflowOptions, join_recorder
@@ -446,6 +447,8 @@ def main() -> int:
     args = parser.parse_args()
     # Set-aside objects are logged once each: a thousand warnings are the expected output, not news.
     logging.basicConfig(level=logging.ERROR)
+    if not args.sim_child:
+        tune_for_ingest()  # the service's process, as `inno-notify serve` sets it up
     figures = asyncio.run(measure(args))
     if args.sim_child:
         return 0
