@@ -32,15 +32,16 @@ it is rendered (`telegram_link`, service.telegram_updates.LinkOffer).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
-from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
+from inno_notify.adapters.channels.base import ChannelError, MailMessage, Recipient, RenderedMessage, Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
@@ -98,6 +99,12 @@ class DigestSource(Protocol):
     """Renders one DIGEST outbox row for its channel (DigestMessages)."""
 
     async def render(self, row: Notification) -> RenderedMessage: ...
+
+
+def message_key(rows: Sequence[Notification]) -> str:
+    """A stable key of the message made of these outbox rows (their ids, in any order)."""
+    ids = ",".join(str(i) for i in sorted(r.id for r in rows if r.id is not None))
+    return hashlib.sha256(ids.encode()).hexdigest()[:32]
 
 
 class Dispatcher:
@@ -285,6 +292,10 @@ class Dispatcher:
         recipient = recipient_of(known[0])
         try:
             message = await self._render(rows[0].channel, known, summaries, digests, charts)
+            if isinstance(message, MailMessage):
+                # The same rows, the same Message-ID: a resend after a crash between the provider's
+                # acceptance and our record (CONTRACT §6) collapses into the first in mail clients.
+                message = replace(message, key=message_key(known))
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 # The leadership too, on this process's own clock: after a freeze the rows may
                 # already be another leader's, and a message handed over cannot be taken back.

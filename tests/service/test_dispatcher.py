@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -20,7 +21,7 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.routing import route_summary
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, message_key
 from inno_notify.service.ratelimit import UNLIMITED, ChannelLimits
 from tests.adapters.channels import fake_slack, fake_telegram
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
@@ -375,3 +376,21 @@ async def test_run_sends_until_stopped(
     # Idle rounds sleep until the row is due (30 s), never longer than one poll.
     assert clock.slept[:6] == [5.0] * 6
     assert (await all_rows(store))[0].sent_at == T0 + timedelta(seconds=30)
+
+
+async def test_an_email_carries_a_message_id_made_of_its_rows(
+    store: Store, senders: dict[str, Sender], servers: Servers, clock: FakeClock
+) -> None:
+    """Issue 32: the same outbox rows give the same Message-ID, so a message sent again after a crash
+    between the provider's acceptance and our record collapses into the first in mail clients."""
+    _, _, smtp = servers
+    await finish(store, [finished_job("a1")], USERS, T0)
+    clock.now = T0 + timedelta(seconds=30)
+    await dispatcher(store, senders, clock).run_once(clock.now)
+    rows = [r for r in await all_rows(store) if r.channel is Channel.EMAIL]
+    [mail] = smtp.received
+    assert mail.message["Message-ID"] == f"<inno-notify.{message_key(rows)}@example.com>"
+    assert rows[0].provider_message_id == mail.message["Message-ID"]
+    assert message_key(list(reversed(rows))) == message_key(rows)
+    others = [replace(r, id=(r.id or 0) + 1000) for r in rows]
+    assert message_key(others) != message_key(rows)

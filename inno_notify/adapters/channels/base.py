@@ -103,6 +103,10 @@ class MailMessage:
     text: str
     html: str
     images: tuple[InlineImage, ...] = field(default=())
+    # What the message is, stably (hex; the dispatcher's digest of its outbox rows): the same key
+    # gives the same Message-ID, so a resend after a crash collapses into the first in mail
+    # clients. None: a Message-ID of its own.
+    key: str | None = None
 
 
 RenderedMessage = TelegramMessage | SlackMessage | MailMessage

@@ -17,6 +17,7 @@ headers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from email.headerregistry import Address
@@ -34,6 +35,9 @@ from inno_notify.adapters.channels.base import (
     wrong_message,
 )
 from inno_notify.domain.addresses import email_refusal
+
+# A message key as the dispatcher makes it: hex, short enough for a Message-ID's left part.
+_KEY = re.compile(r"[0-9a-f]{8,64}")
 
 
 class EmailSender:
@@ -86,7 +90,11 @@ class EmailSender:
         )
         mail["To"] = Address(display_name=name, addr_spec=address) if name else address
         mail["Date"] = formatdate(localtime=False, usegmt=True)
-        mail["Message-ID"] = make_msgid(domain=self._domain)
+        mail["Message-ID"] = (
+            f"<inno-notify.{message.key}@{self._domain or 'inno-notify.invalid'}>"
+            if message.key and _KEY.fullmatch(message.key)
+            else make_msgid(domain=self._domain)
+        )
         mail["Auto-Submitted"] = "auto-generated"
         if self._list_unsubscribe:
             mail["List-Unsubscribe"] = f"<{self._list_unsubscribe}>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,14 @@ async def test_an_untrusted_certificate_is_refused(certificate: tuple[Path, Path
     finally:
         controller.stop()
     assert handler.received == []
+
+
+@pytest.mark.parametrize(
+    ("key", "stable"),
+    [("0123456789abcdef0123456789abcdef", True), (None, False), ("<bad>@x", False), ("abc", False)],
+)
+def test_a_message_key_makes_the_message_id(key: str | None, stable: bool) -> None:
+    mail = plain_sender(25).build(ALICE, replace(MESSAGE, key=key))
+    fixed = f"<inno-notify.{key}@gpu.example.org>"
+    assert (mail["Message-ID"] == fixed) is stable
+    assert mail["Message-ID"].endswith("@gpu.example.org>")
