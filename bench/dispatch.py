@@ -72,7 +72,7 @@ from inno_notify.domain.model import (
     UsageSeries,
 )
 from inno_notify.domain.routing import route_summary
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.adapters.channels.fake_slack import FakeSlack
@@ -287,13 +287,15 @@ async def bench(args: argparse.Namespace) -> None:
             store,
             senders,
             Renderer(),
+            DispatchOptions(
+                group_wait_seconds=0.0,
+                batch_size=args.batch,
+                concurrency=args.concurrency,
+                ramp_seconds=args.ramp,
+                limits=UNLIMITED,
+                poll_seconds=0.2,
+            ),
             clock=lambda: datetime.now(UTC),
-            group_wait_seconds=0.0,
-            batch_size=args.batch,
-            concurrency=args.concurrency,
-            ramp_seconds=args.ramp,
-            limits=UNLIMITED,
-            poll_seconds=0.2,
         )
         now = datetime.now(UTC)
         await seed(store, 0, args.jobs, [now] * args.jobs, now)
@@ -323,13 +325,15 @@ async def bench(args: argparse.Namespace) -> None:
                 store,
                 senders,
                 Renderer(dashboard_url="https://inno.example.org"),
+                DispatchOptions(
+                    group_wait_seconds=0.0,
+                    batch_size=args.batch,
+                    concurrency=args.concurrency,
+                    limits=UNLIMITED,
+                    poll_seconds=0.2,
+                ),
                 clock=lambda: datetime.now(UTC),
-                group_wait_seconds=0.0,
-                batch_size=args.batch,
-                concurrency=args.concurrency,
-                limits=UNLIMITED,
-                poll_seconds=0.2,
-                charts=charts,
+                parts=MessageParts(charts=charts),
             )
 
         charts = JobCharts(store, workers=args.chart_workers, cache_size=chart_jobs + 16)

@@ -52,7 +52,7 @@ from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.keys import EventRouting
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
 from inno_notify.gc_tuning import tune_for_ingest
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
 from tests.adapters.channels import fake_smtp
 
@@ -273,9 +273,8 @@ async def bench(args: argparse.Namespace) -> None:
             service,
             {"email": email},
             Renderer(),
+            DispatchOptions(group_wait_seconds=args.group_wait, poll_seconds=0.2),
             clock=lambda: datetime.now(UTC),
-            group_wait_seconds=args.group_wait,
-            poll_seconds=0.2,
         )
         dispatching = asyncio.create_task(dispatcher.run(stop))
         print(f"load_before={load_average()}", flush=True)

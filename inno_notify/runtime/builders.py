@@ -24,7 +24,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import KubeConfigError, load_api_client
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.service.digest import DigestScheduler
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.leadership import Timings
 from inno_notify.service.telegram_updates import link_offer
@@ -119,21 +119,21 @@ def build_dispatcher(
     telemetry: Telemetry | None = None,
     charts: JobCharts | None = None,
 ) -> Dispatcher:
-    return Dispatcher(
-        store,
-        senders,
-        build_renderer(settings),
-        clock=clock,
+    options = DispatchOptions(
         group_wait_seconds=settings.notify.group_wait_seconds,
         give_up_after_seconds=settings.notify.give_up_after_seconds,
         poll_seconds=poll_seconds,
-        digest_renderer=build_digest_renderer(settings),
         # A team's digest sums every cluster in the database; the claims are this cluster's.
         digest_cluster=None,
         cluster=settings.cluster,
-        telemetry=telemetry,
+    )
+    parts = MessageParts(
+        digest_renderer=build_digest_renderer(settings),
         charts=charts or build_charts(settings, store),
         telegram_link=link_offer(settings),
+    )
+    return Dispatcher(
+        store, senders, build_renderer(settings), options, clock=clock, telemetry=telemetry, parts=parts
     )
 
 

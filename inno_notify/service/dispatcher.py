@@ -107,81 +107,100 @@ def message_key(rows: Sequence[Notification]) -> str:
     return hashlib.sha256(ids.encode()).hexdigest()[:32]
 
 
-class Dispatcher:
-    """Sends due job summaries and digests through the configured senders (keyed by channel name).
+@dataclass(frozen=True, slots=True)
+class DispatchOptions:
+    """How the dispatcher claims, paces, groups, retries and gives up.
 
-    `digest_renderer` and `digest_cluster` are what DigestMessages renders digest rows with
-    (None: the built-in templates, and the figures of every cluster in the database).
+    `digest_cluster`: the cluster whose figures digests show (None: every cluster in the database).
     `cluster`: claim only that cluster's rows and those of no cluster (digests, pipeline events),
     for several clusters' services sharing one database (docs/scale.md); None: every row.
     `send_timeout_seconds` bounds one send and must be shorter than `lease_seconds`.
     `concurrency` messages are in flight at most, reached `ramp_seconds` after `run` started (a
-    round called on its own, `run_once`, has the full concurrency).
+    round called on its own, `run_once`, has the full concurrency). `backoff` and `rand` space the
+    retries of a failed send (with jitter).
     """
+
+    group_wait_seconds: float = 30.0
+    give_up_after_seconds: float = 86400.0
+    group_cap_factor: float = DEFAULT_CAP_FACTOR
+    max_per_message: int = DEFAULT_MAX_PER_MESSAGE
+    batch_size: int = 200
+    lease_seconds: float = 300.0
+    send_timeout_seconds: float = DEFAULT_SEND_TIMEOUT
+    concurrency: int = 16
+    ramp_seconds: float = DEFAULT_RAMP_SECONDS
+    poll_seconds: float = 1.0
+    limits: Mapping[str, ChannelLimits] = field(default_factory=lambda: DEFAULT_LIMITS)
+    backoff: Backoff = field(default_factory=Backoff)
+    rand: Callable[[], float] = random.random
+    digest_cluster: str | None = None
+    cluster: str | None = None
+    record_linger_seconds: float = DEFAULT_RECORD_LINGER
+    record_attempts: int = RECORD_ATTEMPTS
+
+
+@dataclass(frozen=True, slots=True)
+class MessageParts:
+    """What the dispatcher renders claimed rows with besides the summaries' renderer: the digests'
+    renderer (None: the built-in templates), the jobs' charts (service.job_charts; None: text
+    only) and the Telegram link offer a message may carry."""
+
+    digest_renderer: DigestRenderer | None = None
+    charts: JobCharts | None = None
+    telegram_link: Callable[[Notification, datetime], str | None] | None = None
+
+
+class Dispatcher:
+    """Sends due job summaries, digests, nudges and pipeline messages through the configured senders
+    (keyed by channel name): claims, rate-limits, sends and records (DispatchOptions says how)."""
 
     def __init__(
         self,
         store: Store,
         senders: Mapping[str, Sender],
         renderer: Renderer,
+        options: DispatchOptions | None = None,
         *,
         clock: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        group_wait_seconds: float = 30.0,
-        give_up_after_seconds: float = 86400.0,
-        group_cap_factor: float = DEFAULT_CAP_FACTOR,
-        max_per_message: int = DEFAULT_MAX_PER_MESSAGE,
-        batch_size: int = 200,
-        lease_seconds: float = 300.0,
-        send_timeout_seconds: float = DEFAULT_SEND_TIMEOUT,
-        concurrency: int = 16,
-        ramp_seconds: float = DEFAULT_RAMP_SECONDS,
-        poll_seconds: float = 1.0,
-        limits: Mapping[str, ChannelLimits] = DEFAULT_LIMITS,
-        backoff: Backoff | None = None,
-        rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
-        digest_renderer: DigestRenderer | None = None,
-        digest_cluster: str | None = None,
-        cluster: str | None = None,
-        record_linger_seconds: float = DEFAULT_RECORD_LINGER,
-        record_attempts: int = RECORD_ATTEMPTS,
-        charts: JobCharts | None = None,
-        telegram_link: Callable[[Notification, datetime], str | None] | None = None,
+        parts: MessageParts | None = None,
     ) -> None:
-        if not 0 < send_timeout_seconds < lease_seconds:
+        opts = options or DispatchOptions()
+        parts = parts or MessageParts()
+        if not 0 < opts.send_timeout_seconds < opts.lease_seconds:
             raise ValueError(
-                f"send_timeout_seconds ({send_timeout_seconds}) must be positive and shorter than "
-                f"lease_seconds ({lease_seconds}): a send must end while its claim holds"
+                f"send_timeout_seconds ({opts.send_timeout_seconds}) must be positive and shorter than "
+                f"lease_seconds ({opts.lease_seconds}): a send must end while its claim holds"
             )
         self._store = store
         self._senders = dict(senders)
         self._renderer = renderer
         self._clock = clock
         self._sleep = sleep
-        self._group_wait = group_wait_seconds
-        self._give_up = give_up_after_seconds
-        self._cap_factor = group_cap_factor
-        self._max_per_message = max_per_message
-        self._batch_size = batch_size
-        self._lease = lease_seconds
-        self._send_timeout = send_timeout_seconds
-        self._concurrency = max(1, concurrency)
-        self._ramp = ramp_seconds
+        self._group_wait = opts.group_wait_seconds
+        self._give_up = opts.give_up_after_seconds
+        self._cap_factor = opts.group_cap_factor
+        self._max_per_message = opts.max_per_message
+        self._batch_size = opts.batch_size
+        self._lease = opts.lease_seconds
+        self._send_timeout = opts.send_timeout_seconds
+        self._concurrency = max(1, opts.concurrency)
+        self._ramp = opts.ramp_seconds
         self._started_at: datetime | None = None  # when `run` started: the ramp's origin
-        self._poll = poll_seconds
-        self._limiter = RateLimiter(limits, lambda: clock().timestamp(), sleep)
-        self._backoff = backoff or Backoff()
-        self._rand = rand
+        self._poll = opts.poll_seconds
+        self._limiter = RateLimiter(opts.limits, lambda: clock().timestamp(), sleep)
+        self._backoff = opts.backoff
+        self._rand = opts.rand
         self._telemetry = telemetry
-        self._digest_renderer = digest_renderer or DigestRenderer()
-        self._digest_cluster = digest_cluster
-        self._cluster = cluster
-        self._linger = record_linger_seconds
-        self._record_attempts = max(1, record_attempts)
+        self._digest_renderer = parts.digest_renderer or DigestRenderer()
+        self._digest_cluster = opts.digest_cluster
+        self._cluster = opts.cluster
+        self._linger = opts.record_linger_seconds
+        self._record_attempts = max(1, opts.record_attempts)
         # Summaries carry their jobs' charts (service.job_charts); None: text only.
-        self._charts = charts
-        self._telegram_link = telegram_link
+        self._charts = parts.charts
+        self._telegram_link = parts.telegram_link
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and

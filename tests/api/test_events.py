@@ -26,7 +26,7 @@ from inno_notify.api.keys import EventRouting
 from inno_notify.api.params import MAX_BODY
 from inno_notify.domain.messages import decode_pipeline
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, Team
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
 
 from .conftest import serve_api
@@ -216,7 +216,7 @@ async def test_a_chunked_body_is_read_whole_and_bounded(
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:
     """The list above is complete: every route of the app but POST /events and the pages (403 to a
-    pipeline token too, tests/api/test_pages.py) is in it."""
+    pipeline token too, tests/api/test_pages.py and test_workflow_pages.py) is in it."""
     routed = {
         (route.method, route.resource.canonical)
         for route in api.app.router.routes()
@@ -232,7 +232,11 @@ async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api)
         ("DELETE", "/api/v1/users/{email}"): ("DELETE", "/api/v1/users/alice@example.com"),
     }
     open_paths = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
-    pages = {("GET", "/jobs/{namespace}/{name}"), ("GET", "/teams/{team}")}
+    pages = {
+        ("GET", "/jobs/{namespace}/{name}"),
+        ("GET", "/workflows/{namespace}/{name}"),
+        ("GET", "/teams/{team}"),
+    }
     for operation in routed - open_paths - pages:
         assert shapes.get(operation, operation) in listed, operation
 
@@ -393,7 +397,9 @@ async def test_events_to_one_recipient_within_the_group_wait_are_one_message(sto
             assert (await post(api, token, {"to": "alice@example.com", "title": f"step {i}"}))[0] == 202
         assert (await post(api, CI_TOKEN, {"to": "lead@example.com", "title": "lead's"}))[0] == 202
     sender = RecordingSender()
-    dispatcher = Dispatcher(store, {"email": sender}, Renderer(), clock=lambda: now[0], group_wait_seconds=30)
+    dispatcher = Dispatcher(
+        store, {"email": sender}, Renderer(), DispatchOptions(group_wait_seconds=30), clock=lambda: now[0]
+    )
     assert await dispatcher.run_once(NOW + timedelta(seconds=29)) == 0  # nothing due yet
     now[0] = NOW + timedelta(seconds=30)
     assert await dispatcher.run_once(now[0]) == 3  # alice's first is due; her later two ride along

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 
 TOKEN = "123456:AAE-crash-test-token"
@@ -35,14 +35,16 @@ async def main(database_url: str, api_url: str) -> None:
         store,
         {"telegram": sender},
         Renderer(),
+        DispatchOptions(
+            group_wait_seconds=0.0,
+            batch_size=20,
+            lease_seconds=LEASE_SECONDS,
+            send_timeout_seconds=SEND_TIMEOUT_SECONDS,
+            concurrency=1,
+            poll_seconds=0.05,
+            limits=UNLIMITED,
+        ),
         clock=now,
-        group_wait_seconds=0.0,
-        batch_size=20,
-        lease_seconds=LEASE_SECONDS,
-        send_timeout_seconds=SEND_TIMEOUT_SECONDS,
-        concurrency=1,
-        poll_seconds=0.05,
-        limits=UNLIMITED,
     )
     await dispatcher.run(asyncio.Event())
 

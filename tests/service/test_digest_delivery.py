@@ -33,7 +33,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 from inno_notify.service.digest import DigestScheduler
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
@@ -106,7 +106,12 @@ def scheduler(store: Store, clock: FakeClock) -> DigestScheduler:
 
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock) -> Dispatcher:
     return Dispatcher(
-        store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED, rand=lambda: 0.5
+        store,
+        senders,
+        Renderer(),
+        DispatchOptions(limits=UNLIMITED, rand=lambda: 0.5),
+        clock=clock,
+        sleep=clock.sleep,
     )
 
 

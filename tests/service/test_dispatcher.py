@@ -21,7 +21,7 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.routing import route_summary
-from inno_notify.service.dispatcher import Dispatcher, message_key
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, message_key
 from inno_notify.service.ratelimit import UNLIMITED, ChannelLimits
 from tests.adapters.channels import fake_slack, fake_telegram
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
@@ -83,7 +83,7 @@ def clock() -> FakeClock:
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock, **kw: object) -> Dispatcher:
     options: dict[str, object] = {"group_wait_seconds": 30.0, "limits": UNLIMITED, "rand": lambda: 0.5}
     options.update(kw)
-    return Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, **options)  # type: ignore[arg-type]
+    return Dispatcher(store, senders, Renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
 
 
 async def test_each_recipient_gets_each_summary_once_on_each_channel(
@@ -327,9 +327,9 @@ async def test_unowned_jobs_reach_the_team_leads(
     telegram, _, smtp = servers
     teams = {"face": Team("face", leads=("bob@example.com", "outside@example.org"), notify_unowned=True)}
     await finish(store, [finished_job("u1", owner=None)], USERS, T0, teams=teams, group_wait_seconds=0)
-    await Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED).run_once(
-        T0
-    )
+    await Dispatcher(
+        store, senders, Renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+    ).run_once(T0)
     assert [chat for chat, _ in telegram.sent()] == [222]
     assert [m.rcpt_tos for m in smtp.received] == [["outside@example.org"]]
 
@@ -369,7 +369,14 @@ async def test_run_sends_until_stopped(
         if telegram.sent():
             stop.set()
 
-    d = Dispatcher(store, senders, Renderer(), clock=clock, sleep=sleep, limits=UNLIMITED, poll_seconds=5.0)
+    d = Dispatcher(
+        store,
+        senders,
+        Renderer(),
+        DispatchOptions(limits=UNLIMITED, poll_seconds=5.0),
+        clock=clock,
+        sleep=sleep,
+    )
     await asyncio.wait_for(d.run(stop), timeout=30)
 
     assert len(telegram.sent()) == 1

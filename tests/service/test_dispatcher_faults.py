@@ -24,7 +24,7 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.outbox_repository import Outcomes
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack, Scripted
@@ -71,7 +71,7 @@ def clock() -> FakeClock:
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock, **kw: Any) -> Dispatcher:
     options: dict[str, Any] = {"group_wait_seconds": 0.0, "limits": UNLIMITED, "rand": lambda: 0.5}
     options.update(kw)
-    return Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, **options)
+    return Dispatcher(store, senders, Renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)
 
 
 async def seed(store: Store, people: int = PEOPLE) -> None:
@@ -273,7 +273,13 @@ async def test_a_round_never_starts_a_send_that_could_outlive_its_lease(
 
 def test_a_send_timeout_must_fit_in_the_lease(store: Store) -> None:
     with pytest.raises(ValueError, match="shorter than lease_seconds"):
-        Dispatcher(store, {}, Renderer(), clock=FakeClock(), lease_seconds=30, send_timeout_seconds=30)
+        Dispatcher(
+            store,
+            {},
+            Renderer(),
+            DispatchOptions(lease_seconds=30, send_timeout_seconds=30),
+            clock=FakeClock(),
+        )
 
 
 # --- providers that hang or ask for absurd waits -----------------------------------------------------

@@ -30,7 +30,7 @@ from inno_notify.domain.model import (
     UsageSeries,
 )
 from inno_notify.domain.routing import route_summary
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
@@ -108,11 +108,10 @@ def dispatcher(store: Store, senders: dict[str, Sender], charts: JobCharts, cloc
         store,
         senders,
         renderer,
+        DispatchOptions(limits=UNLIMITED, rand=lambda: 0.5),
         clock=clock,
         sleep=clock.sleep,
-        limits=UNLIMITED,
-        rand=lambda: 0.5,
-        charts=charts,
+        parts=MessageParts(charts=charts),
     )
 
 

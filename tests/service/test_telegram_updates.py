@@ -26,7 +26,7 @@ from inno_notify.adapters.channels.telegram_updates import TelegramUpdates, bot_
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, JobStatus, NotificationKind
 from inno_notify.domain.telegram_linking import derive_key, mint
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import LinkOffer, UpdateHandler, UpdatePoller, WebhookRegistration
@@ -121,11 +121,10 @@ async def harness(
         store,
         senders,
         Renderer(),
+        DispatchOptions(limits=UNLIMITED, rand=lambda: 0.5),
         clock=clock,
         sleep=clock.sleep,
-        limits=UNLIMITED,
-        rand=lambda: 0.5,
-        telegram_link=LinkOffer(BOT, KEY, TTL),
+        parts=MessageParts(telegram_link=LinkOffer(BOT, KEY, TTL)),
     )
     yield Harness(store, fake, smtp_server[0], clock, handler, dispatcher, api_url, telemetry)
     for sender in senders.values():
