@@ -59,7 +59,7 @@ async def test_serve_links_a_chat_by_deep_link_on_the_leader(
             "directory": {"users": [{"email": "alice@example.com", "name": "Alice", "channels": ["email"]}]},
         }
     )
-    key = link_key(settings)
+    key = link_key(settings.channels.telegram)
     assert key is not None
     token = mint(key, "alice@example.com", datetime.now(UTC), timedelta(hours=1), b"\x01" * 8)
     fake.user_says(111, f"/start {token}", first_name="Alice")
@@ -116,7 +116,7 @@ async def test_serve_takes_updates_by_webhook_with_its_secret(
             "directory": {"users": [{"email": "alice@example.com", "name": "Alice", "channels": ["email"]}]},
         }
     )
-    key = link_key(settings)
+    key = link_key(settings.channels.telegram)
     assert key is not None
     token = mint(key, "alice@example.com", datetime.now(UTC), timedelta(hours=1), b"\x03" * 8)
 

@@ -65,12 +65,13 @@ def test_secrets_come_from_files_or_from_the_bot_token(tmp_path: Path) -> None:
         f"    webhook_secret_file: {tmp_path / 'webhook'}\n    link_secret_file: {tmp_path / 'link'}\n",
     )
     assert settings.channels.telegram.bot_username == "inno_notify_bot"  # type: ignore[attr-defined]
-    assert webhook_secret(settings) == "hook_secret-1"  # type: ignore[arg-type]
+    assert webhook_secret(settings.channels.telegram) == "hook_secret-1"
     derived = _load(tmp_path, "    token: '1:abc'\n")
     other_bot = _load(tmp_path, "    token: '2:xyz'\n")
-    assert link_key(settings) != link_key(derived) != link_key(other_bot)  # type: ignore[arg-type]
-    assert webhook_secret(derived) not in (None, "hook_secret-1", "1:abc")  # type: ignore[arg-type]
-    assert webhook_secret(derived) != webhook_secret(other_bot)  # type: ignore[arg-type]
+    keys = [link_key(s.channels.telegram) for s in (settings, derived, other_bot)]
+    assert keys[0] != keys[1] != keys[2]
+    assert webhook_secret(derived.channels.telegram) not in (None, "hook_secret-1", "1:abc")
+    assert webhook_secret(derived.channels.telegram) != webhook_secret(other_bot.channels.telegram)
     assert "a long random" not in repr(settings)
 
 

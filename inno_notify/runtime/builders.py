@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,14 @@ from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import KubeConfigError, load_api_client
+from inno_notify.adapters.prometheus.live import build_live_meter
+from inno_notify.domain.live import parse_quiet_hours
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.leadership import Timings
+from inno_notify.service.live import LiveCheck, LiveOptions
 from inno_notify.service.telegram_updates import link_offer
 from inno_notify.settings import ConfigError, Settings, secret_value
 from inno_notify.telemetry import Telemetry
@@ -130,7 +133,7 @@ def build_dispatcher(
     parts = MessageParts(
         digest_renderer=build_digest_renderer(settings),
         charts=charts or build_charts(settings, store),
-        telegram_link=link_offer(settings),
+        telegram_link=link_offer(settings.channels.telegram),
     )
     return Dispatcher(
         store, senders, build_renderer(settings), options, clock=clock, telemetry=telemetry, parts=parts
@@ -198,3 +201,43 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
         admin_recipients=settings.digest.admin_recipients,
     )
     return scheduler.run
+
+
+def live_options(settings: Settings) -> LiveOptions:
+    live = settings.live
+    return LiveOptions(
+        cluster=settings.cluster,
+        idle_minutes=live.idle_minutes,
+        repeat_hours=live.repeat_hours,
+        interval_seconds=live.interval_seconds,
+        idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
+        scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
+        quiet_hours=None if live.quiet_hours is None else parse_quiet_hours(live.quiet_hours, live.timezone),
+        timezone=live.timezone,
+        namespaces=settings.kubernetes.namespaces,
+        allowed_email_domains=tuple(settings.notify.allowed_email_domains),
+    )
+
+
+def live_component(
+    settings: Settings,
+    store: Store,
+    channels: Collection[str],
+    clock: Clock,
+    telemetry: Telemetry | None = None,
+) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
+    """The live check as a component of `serve`, with its own Prometheus client (closed when it stops)."""
+
+    async def run(stop: asyncio.Event) -> None:
+        if not settings.live.enabled:
+            log.info("live check: off (live.enabled: false)")
+            await stop.wait()
+            return
+        meter = build_live_meter(settings.prometheus, settings.kubernetes.namespaces)
+        try:
+            check = LiveCheck(store, meter, live_options(settings), clock, channels, telemetry=telemetry)
+            await check.run(stop)
+        finally:
+            meter.client.close()
+
+    return run

@@ -156,7 +156,9 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         meter = build_meter(settings.prometheus)
         resources.callback(meter.client.close)
         term = LeaderTerm(settings, store, meter, telemetry, election)
-        term.bot = TelegramBot.build(settings, store, utc_now, telemetry)
+        term.bot = TelegramBot.build(
+            settings.channels.telegram, settings.digest.timezone, store, utc_now, telemetry
+        )
         if term.bot is not None:
             resources.push_async_callback(term.bot.aclose)
         await seed_directory(store, settings)

@@ -18,9 +18,8 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.memory import collect_garbage
-from inno_notify.runtime.builders import Component, digest_component, utc_now
+from inno_notify.runtime.builders import Component, digest_component, live_component, utc_now
 from inno_notify.runtime.pipeline import build_pipeline, cluster_watcher, watch_component
-from inno_notify.service.live import live_component
 from inno_notify.service.telegram_updates import TelegramBot
 from inno_notify.service.telemetry_sampler import telemetry_component
 from inno_notify.service.usage import UsageSource

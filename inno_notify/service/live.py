@@ -22,15 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.prometheus.errors import PrometheusError
-from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget, build_live_meter
+from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget
 from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import (
     GpuWindow,
@@ -42,12 +42,10 @@ from inno_notify.domain.live import (
     in_quiet_hours,
     nudge_due,
     nudge_entry,
-    parse_quiet_hours,
 )
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
 from inno_notify.domain.routing import bundle_nudges, plan_nudge
 from inno_notify.service.pausing import pause
-from inno_notify.settings import Settings
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -278,43 +276,3 @@ class LiveCheck:
 def _held_since(pod: PodRecord, now: datetime, window_seconds: float) -> bool:
     start = held_from(pod)
     return start is not None and (now - start).total_seconds() >= window_seconds
-
-
-def live_options(settings: Settings) -> LiveOptions:
-    live = settings.live
-    return LiveOptions(
-        cluster=settings.cluster,
-        idle_minutes=live.idle_minutes,
-        repeat_hours=live.repeat_hours,
-        interval_seconds=live.interval_seconds,
-        idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
-        scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
-        quiet_hours=None if live.quiet_hours is None else parse_quiet_hours(live.quiet_hours, live.timezone),
-        timezone=live.timezone,
-        namespaces=settings.kubernetes.namespaces,
-        allowed_email_domains=tuple(settings.notify.allowed_email_domains),
-    )
-
-
-def live_component(
-    settings: Settings,
-    store: Store,
-    channels: Collection[str],
-    clock: Clock,
-    telemetry: Telemetry | None = None,
-) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
-    """The live check as a component of `serve`, with its own Prometheus client (closed when it stops)."""
-
-    async def run(stop: asyncio.Event) -> None:
-        if not settings.live.enabled:
-            log.info("live check: off (live.enabled: false)")
-            await stop.wait()
-            return
-        meter = build_live_meter(settings.prometheus, settings.kubernetes.namespaces)
-        try:
-            check = LiveCheck(store, meter, live_options(settings), clock, channels, telemetry=telemetry)
-            await check.run(stop)
-        finally:
-            meter.client.close()
-
-    return run

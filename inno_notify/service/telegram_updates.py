@@ -53,7 +53,7 @@ from inno_notify.domain.telegram_linking import (
 )
 from inno_notify.domain.weeks import week_bounds, week_of
 from inno_notify.service.pausing import pause
-from inno_notify.settings import Settings, secret_value
+from inno_notify.settings import TelegramSettings, secret_value
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,8 @@ LINK_OFFER_KINDS = frozenset({NotificationKind.JOB_SUMMARY, NotificationKind.WOR
 LINK_OFFER_CHANNELS = frozenset({Channel.EMAIL, Channel.SLACK})
 
 
-def link_key(settings: Settings) -> bytes | None:
+def link_key(telegram: TelegramSettings) -> bytes | None:
     """The key that signs linking tokens: `link_secret`, else derived from the bot token."""
-    telegram = settings.channels.telegram
     explicit = secret_value(telegram.link_secret)
     if explicit:
         return derive_key(explicit, "telegram-link")
@@ -81,9 +80,8 @@ def link_key(settings: Settings) -> bytes | None:
     return derive_key(token, "telegram-link") if token else None
 
 
-def webhook_secret(settings: Settings) -> str | None:
+def webhook_secret(telegram: TelegramSettings) -> str | None:
     """The secret Telegram sends with each webhook request: `webhook_secret`, else derived."""
-    telegram = settings.channels.telegram
     explicit = secret_value(telegram.webhook_secret)
     if explicit:
         return explicit
@@ -91,9 +89,8 @@ def webhook_secret(settings: Settings) -> str | None:
     return derive_secret_token(token, "telegram-webhook") if token else None
 
 
-def self_service_enabled(settings: Settings) -> bool:
+def self_service_enabled(telegram: TelegramSettings) -> bool:
     """A bot token, a bot username to link to, and updates that reach the bot."""
-    telegram = settings.channels.telegram
     return (
         bool(secret_value(telegram.token)) and telegram.bot_username is not None and telegram.updates != "off"
     )
@@ -122,11 +119,10 @@ class LinkOffer:
         return deep_link(self.bot_username, token)
 
 
-def link_offer(settings: Settings) -> LinkOffer | None:
+def link_offer(telegram: TelegramSettings) -> LinkOffer | None:
     """The dispatcher's link offer, when self-service linking is configured."""
-    key = link_key(settings)
-    telegram = settings.channels.telegram
-    if not self_service_enabled(settings) or key is None or telegram.bot_username is None:
+    key = link_key(telegram)
+    if not self_service_enabled(telegram) or key is None or telegram.bot_username is None:
         return None
     return LinkOffer(telegram.bot_username, key, timedelta(hours=telegram.link_ttl_hours))
 
@@ -366,33 +362,46 @@ class TelegramBot:
     handler of a verified webhook body. `secret`: the webhook's secret token.
     """
 
-    def __init__(self, settings: Settings, store: Store, clock: Clock, telemetry: Telemetry | None) -> None:
-        telegram = settings.channels.telegram
+    def __init__(
+        self,
+        telegram: TelegramSettings,
+        timezone: str,
+        store: Store,
+        clock: Clock,
+        telemetry: Telemetry | None,
+    ) -> None:
         token = secret_value(telegram.token)
-        key = link_key(settings)
+        key = link_key(telegram)
         assert token and key is not None
-        self._settings = settings
+        self._telegram = telegram
         self._token = token
         self._api_url = telegram.api_url
         self.handler = UpdateHandler(
-            store, key, bot_id_of(token), clock, timezone=settings.digest.timezone, telemetry=telemetry
+            store, key, bot_id_of(token), clock, timezone=timezone, telemetry=telemetry
         )
-        self.secret = webhook_secret(settings)
+        self.secret = webhook_secret(telegram)
         # Reads webhook bodies (no request goes out through it).
         self._reader = TelegramUpdates(token, self._api_url)
 
     @classmethod
     def build(
-        cls, settings: Settings, store: Store, clock: Clock, telemetry: Telemetry | None = None
+        cls,
+        telegram: TelegramSettings,
+        timezone: str,
+        store: Store,
+        clock: Clock,
+        telemetry: Telemetry | None = None,
     ) -> TelegramBot | None:
-        return cls(settings, store, clock, telemetry) if self_service_enabled(settings) else None
+        """The bot (`channels.telegram`; replies dated in the digest's `timezone`), or None when
+        self-service is off."""
+        return cls(telegram, timezone, store, clock, telemetry) if self_service_enabled(telegram) else None
 
     @property
     def mode(self) -> str:
-        return self._settings.channels.telegram.updates
+        return self._telegram.updates
 
     def leader_components(self) -> list[tuple[str, Component]]:
-        telegram = self._settings.channels.telegram
+        telegram = self._telegram
 
         async def poll(stop: asyncio.Event) -> None:
             client = TelegramUpdates(self._token, self._api_url)

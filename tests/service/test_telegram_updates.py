@@ -465,10 +465,10 @@ async def test_the_settings_decide_the_bot_s_parts(
     from inno_notify.settings import Settings
 
     settings = Settings.model_validate({"channels": {"telegram": telegram}})
-    bot = TelegramBot.build(settings, store, FakeClock())
+    bot = TelegramBot.build(settings.channels.telegram, "UTC", store, FakeClock())
     try:
         assert (None if bot is None else [name for name, _ in bot.leader_components()]) == components
-        assert (link_offer(settings) is not None) is offers
+        assert (link_offer(settings.channels.telegram) is not None) is offers
     finally:
         if bot is not None:
             await bot.aclose()
