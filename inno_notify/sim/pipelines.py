@@ -18,16 +18,14 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.parsing.argo import argo_node_id, argo_pod_name
+from inno_notify.sim.behaviour import Behaviour
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS, INFERENCE_SERVICES, PODS, NotFound, ResourceType
 from inno_notify.sim.objects import kube_object, pod_running, pod_terminated, ts, with_owner
-
-if TYPE_CHECKING:  # the workload module builds pipelines: only the type is needed here
-    from inno_notify.sim.behaviour import Behaviour
 
 JsonObj = dict[str, Any]
 ARGOEXEC = "quay.io/argoproj/argoexec:v3.5.8"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inno_notify.adapters.channels.digest_views import hours, hours_columns, percent, sparkline, trend_text
+from inno_notify.adapters.channels.digest_figures import hours, hours_columns, percent, sparkline, trend_text
 from inno_notify.domain.cluster_digest import ClusterDigest
 
 

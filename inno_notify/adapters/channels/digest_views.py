@@ -16,25 +16,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import jinja2
 import orjson
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.base import InlineImage, MailMessage, RenderedMessage, TelegramMessage
+from inno_notify.adapters.channels.cluster_digest_views import cluster_digest_view
 from inno_notify.adapters.channels.digest_chart import chart_alt_text
+from inno_notify.adapters.channels.digest_figures import (
+    NOT_MEASURED,
+    hours,
+    hours_columns,
+    percent,
+    trend_text,
+)
 from inno_notify.adapters.channels.markup import truncate_html
 from inno_notify.adapters.channels.render import RenderError, Templates, slack_message
 from inno_notify.domain.adoption import AdoptionTally
-from inno_notify.domain.cluster_digest import ClusterDigest, TeamWeekLine
-from inno_notify.domain.digest import NO_OWNER, Change, Digest, PersonLine, digest_to_dict
+from inno_notify.domain.cluster_digest import ClusterDigest
+from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
-from inno_notify.domain.trends import TrendPoint
 
 CHART_CID = "digest-chart@inno-notify"
-_NOT_MEASURED = figures.not_available("not measured")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,34 +118,6 @@ class DigestView:
     adoption_people: tuple[AdoptionView, ...] = ()
 
 
-def hours(value: float | None, unit: str = "h") -> str:
-    return _NOT_MEASURED if value is None else f"{figures.number(value)} {unit}"
-
-
-class HoursColumns(TypedDict):
-    """A line of GPU-hours as the digests show it: a person's (team digest), a team's (cluster digest)."""
-
-    jobs: str
-    gpu_hours: str
-    used_gpu_hours: str
-    idle_gpu_hours: str
-    efficiency: str
-
-
-def hours_columns(line: PersonLine | TeamWeekLine) -> HoursColumns:
-    return HoursColumns(
-        jobs=str(line.jobs),
-        gpu_hours=hours(line.gpu_hours),
-        used_gpu_hours=hours(line.used_gpu_hours),
-        idle_gpu_hours=hours(line.idle_gpu_hours),
-        efficiency=percent(line.efficiency),
-    )
-
-
-def percent(value: float | None) -> str:
-    return _NOT_MEASURED if value is None else f"{round(100 * value)} %"
-
-
 def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
     """ "+4 h (+80 %)", "−3 pts" for a ratio, "" where the previous week is unknown."""
     if c.delta is None:
@@ -150,34 +128,6 @@ def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
     if c.percent is not None:
         text += f" ({_signed(round(c.percent))} %)"
     return text
-
-
-_BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: Sequence[float | None]) -> str:
-    """One block character per value, scaled to the largest ("▁▃█"); a space where unknown."""
-    top = max((v for v in values if v is not None), default=0.0)
-    if top <= 0:
-        return "".join(" " if v is None else _BARS[0] for v in values)
-    return "".join(" " if v is None else _BARS[round(v / top * (len(_BARS) - 1))] for v in values)
-
-
-def trend_text(trend: Sequence[TrendPoint]) -> str:
-    """ "▂▃▅█ GPU-h held, 12 → 30 h; efficiency 40 % → 55 %": the sparkline of held GPU-hours and
-    the first and last weeks' figures."""
-    first, last = trend[0], trend[-1]
-    line = sparkline([p.gpu_hours for p in trend])
-    text = f"{line} GPU-h held, {hours(first.gpu_hours)} → {hours(last.gpu_hours)}"
-    if first.efficiency is not None or last.efficiency is not None:
-        text += f"; efficiency {_percent_or_dash(first.efficiency)} → {_percent_or_dash(last.efficiency)}"
-    if last.quota_share is not None:
-        text += f"; quota share {percent(last.quota_share)}"
-    return text
-
-
-def _percent_or_dash(value: float | None) -> str:
-    return "–" if value is None else f"{round(100 * value)} %"
 
 
 def _signed(value: float) -> str:
@@ -222,13 +172,13 @@ def digest_view(digest: Digest) -> DigestView:
     last_day = d.days[-1]
     period = f"{d.days[0]:%d %b} – {last_day:%d %b %Y} ({d.timezone})"
     memory = (
-        _NOT_MEASURED
+        NOT_MEASURED
         if d.memory_requested_gib_hours is None
         else f"{figures.number(d.memory_requested_gib_hours)} requested / "
         f"{figures.number(d.memory_peak_gib_hours or 0.0)} peak GiB-h"
     )
     queue = (
-        _NOT_MEASURED
+        NOT_MEASURED
         if d.queue_p50_seconds is None
         else f"p50 {figures.duration(d.queue_p50_seconds)} · "
         f"p95 {figures.duration(d.queue_p95_seconds or 0.0)}"
@@ -387,9 +337,6 @@ class DigestRenderer:
 
     def cluster_message(self, digest: ClusterDigest) -> MailMessage:
         """The admins' cluster digest, by e-mail (cluster_digest_views.py)."""
-        # Imported here: the cluster view spells its figures with this module's helpers.
-        from inno_notify.adapters.channels.cluster_digest_views import cluster_digest_view
-
         subject, text, html = self._render(_CLUSTER_FILES, {"d": cluster_digest_view(digest)})
         return MailMessage(subject=" ".join(subject.split()), text=text.strip() + "\n", html=html)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from inno_notify.adapters.channels.digest_chart import chart_alt_text, render_chart
-from inno_notify.adapters.channels.digest_views import DigestRenderer, sparkline, trend_text
+from inno_notify.adapters.channels.digest_figures import sparkline, trend_text
+from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.digest import DailyRow, DigestRows, PersonRow, TeamTotals, build_digest
 from inno_notify.domain.model import JobRecord, KueueInfo
