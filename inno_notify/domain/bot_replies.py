@@ -12,20 +12,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from inno_notify.domain.message_json import (
-    MESSAGE_KEY,
-    iso,
-    read_message,
-    read_number,
-    read_objects,
-    read_required_text,
-    read_text,
-    read_time,
-)
+from inno_notify.domain.message_json import MESSAGE_KEY, decode, encode, read_message
 from inno_notify.domain.telegram_linking import LinkRefusal
 
 __all__ = [
@@ -115,90 +106,22 @@ class Reply:
 
 
 def encode_reply(reply: Reply) -> dict[str, Any]:
-    status = reply.status
-    return {
-        "kind": reply.kind.value,
-        "first_name": _cut(reply.first_name, NAME_MAX_CHARS),
-        "person": reply.person,
-        "refusal": None if reply.refusal is None else reply.refusal.value,
-        "until": iso(reply.until),
-        "unknown": _cut(reply.unknown, WORD_MAX_CHARS),
-        "failures_only": reply.failures_only,
-        "muted_until": iso(reply.muted_until),
-        "channels": list(reply.channels),
-        "everywhere": reply.everywhere,
-        "timezone": reply.timezone,
-        "status": None
-        if status is None
-        else {
-            "week_start": status.week_start.isoformat(),
-            "taken_at": iso(status.taken_at),
-            "running": [
-                {"namespace": j.namespace, "name": j.name, "started_at": iso(j.started_at), "gpus": j.gpus}
-                for j in status.running
-            ],
-            "running_total": status.running_total,
-            "finished_jobs": status.finished_jobs,
-            "measured_jobs": status.measured_jobs,
-            "gpu_hours_held": status.gpu_hours_held,
-            "gpu_hours_used": status.gpu_hours_used,
-        },
-    }
+    # What a person typed is kept only as long as it is ever shown.
+    cut = replace(
+        reply,
+        first_name=_cut(reply.first_name, NAME_MAX_CHARS),
+        unknown=_cut(reply.unknown, WORD_MAX_CHARS),
+    )
+    encoded: dict[str, Any] = encode(cut)
+    return encoded
 
 
 def decode_reply(payload: Mapping[str, Any]) -> Reply:
     """The reply a `bot_reply` row carries; ValueError when the payload holds none."""
-    data = read_message(payload)
     try:
-        kind = ReplyKind(read_required_text(data, "kind"))
-        refusal = read_text(data, "refusal")
-        status = data.get("status")
-        channels = data.get("channels") or []
-        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
-            raise ValueError("channels: expected a list of names")
-        return Reply(
-            kind=kind,
-            first_name=read_text(data, "first_name"),
-            person=read_text(data, "person"),
-            refusal=None if refusal is None else LinkRefusal(refusal),
-            until=read_time(data, "until"),
-            unknown=read_text(data, "unknown"),
-            failures_only=bool(data.get("failures_only", False)),
-            muted_until=read_time(data, "muted_until"),
-            channels=tuple(channels),
-            everywhere=bool(data.get("everywhere", False)),
-            timezone=read_text(data, "timezone") or "UTC",
-            status=None if status is None else _decode_status(status),
-        )
+        return decode(Reply, read_message(payload))
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not a bot reply: {exc}") from None
-
-
-def _decode_status(data: object) -> StatusFigures:
-    if not isinstance(data, Mapping):
-        raise ValueError("status: expected an object")
-    running = read_objects(data, "running")
-    week_start = read_time(data, "week_start")
-    if week_start is None:
-        raise ValueError("status.week_start: missing")
-    return StatusFigures(
-        week_start=week_start,
-        taken_at=read_time(data, "taken_at"),
-        running=tuple(
-            RunningJob(
-                namespace=read_required_text(j, "namespace"),
-                name=read_required_text(j, "name"),
-                started_at=read_time(j, "started_at"),
-                gpus=float(read_number(j, "gpus") or 0.0),
-            )
-            for j in running
-        ),
-        running_total=int(read_number(data, "running_total") or 0),
-        finished_jobs=int(read_number(data, "finished_jobs") or 0),
-        measured_jobs=int(read_number(data, "measured_jobs") or 0),
-        gpu_hours_held=read_number(data, "gpu_hours_held"),
-        gpu_hours_used=read_number(data, "gpu_hours_used"),
-    )
 
 
 def _cut(value: str | None, limit: int) -> str | None:
