@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from inno_notify.domain.message_json import MESSAGE_KEY, decode, encode, read_message
 from inno_notify.domain.telegram_linking import LinkRefusal
 
 __all__ = [
+    "MESSAGE_KEY",
     "NAME_MAX_CHARS",
     "Reply",
     "ReplyKind",
@@ -28,7 +30,6 @@ __all__ = [
     "encode_reply",
 ]
 
-MESSAGE_KEY = "message"
 # A first name is at most 64 characters on Telegram; an unknown command is shown cut to this.
 NAME_MAX_CHARS = 64
 WORD_MAX_CHARS = 32
@@ -105,126 +106,22 @@ class Reply:
 
 
 def encode_reply(reply: Reply) -> dict[str, Any]:
-    status = reply.status
-    return {
-        "kind": reply.kind.value,
-        "first_name": _cut(reply.first_name, NAME_MAX_CHARS),
-        "person": reply.person,
-        "refusal": None if reply.refusal is None else reply.refusal.value,
-        "until": _iso(reply.until),
-        "unknown": _cut(reply.unknown, WORD_MAX_CHARS),
-        "failures_only": reply.failures_only,
-        "muted_until": _iso(reply.muted_until),
-        "channels": list(reply.channels),
-        "everywhere": reply.everywhere,
-        "timezone": reply.timezone,
-        "status": None
-        if status is None
-        else {
-            "week_start": status.week_start.isoformat(),
-            "taken_at": _iso(status.taken_at),
-            "running": [
-                {"namespace": j.namespace, "name": j.name, "started_at": _iso(j.started_at), "gpus": j.gpus}
-                for j in status.running
-            ],
-            "running_total": status.running_total,
-            "finished_jobs": status.finished_jobs,
-            "measured_jobs": status.measured_jobs,
-            "gpu_hours_held": status.gpu_hours_held,
-            "gpu_hours_used": status.gpu_hours_used,
-        },
-    }
+    # What a person typed is kept only as long as it is ever shown.
+    cut = replace(
+        reply,
+        first_name=_cut(reply.first_name, NAME_MAX_CHARS),
+        unknown=_cut(reply.unknown, WORD_MAX_CHARS),
+    )
+    encoded: dict[str, Any] = encode(cut)
+    return encoded
 
 
 def decode_reply(payload: Mapping[str, Any]) -> Reply:
     """The reply a `bot_reply` row carries; ValueError when the payload holds none."""
-    data = payload.get(MESSAGE_KEY)
-    if not isinstance(data, Mapping):
-        raise ValueError(f"the payload has no {MESSAGE_KEY!r} object")
     try:
-        kind = ReplyKind(_str(data, "kind", required=True))
-        refusal = _str(data, "refusal")
-        status = data.get("status")
-        channels = data.get("channels") or []
-        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
-            raise ValueError("channels: expected a list of names")
-        return Reply(
-            kind=kind,
-            first_name=_str(data, "first_name"),
-            person=_str(data, "person"),
-            refusal=None if refusal is None else LinkRefusal(refusal),
-            until=_time(data, "until"),
-            unknown=_str(data, "unknown"),
-            failures_only=bool(data.get("failures_only", False)),
-            muted_until=_time(data, "muted_until"),
-            channels=tuple(channels),
-            everywhere=bool(data.get("everywhere", False)),
-            timezone=_str(data, "timezone") or "UTC",
-            status=None if status is None else _decode_status(status),
-        )
+        return decode(Reply, read_message(payload))
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not a bot reply: {exc}") from None
-
-
-def _decode_status(data: object) -> StatusFigures:
-    if not isinstance(data, Mapping):
-        raise ValueError("status: expected an object")
-    running = data.get("running") or []
-    if not isinstance(running, list) or not all(isinstance(j, Mapping) for j in running):
-        raise ValueError("status.running: expected a list of objects")
-    week_start = _time(data, "week_start")
-    if week_start is None:
-        raise ValueError("status.week_start: missing")
-    return StatusFigures(
-        week_start=week_start,
-        taken_at=_time(data, "taken_at"),
-        running=tuple(
-            RunningJob(
-                namespace=_str(j, "namespace", required=True),
-                name=_str(j, "name", required=True),
-                started_at=_time(j, "started_at"),
-                gpus=float(_number(j, "gpus") or 0.0),
-            )
-            for j in running
-        ),
-        running_total=int(_number(data, "running_total") or 0),
-        finished_jobs=int(_number(data, "finished_jobs") or 0),
-        measured_jobs=int(_number(data, "measured_jobs") or 0),
-        gpu_hours_held=_number(data, "gpu_hours_held"),
-        gpu_hours_used=_number(data, "gpu_hours_used"),
-    )
-
-
-def _str(data: Mapping[str, Any], name: str, *, required: bool = False) -> Any:
-    value = data.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"{name}: expected text")
-    return value
-
-
-def _number(data: Mapping[str, Any], name: str) -> float | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name}: expected a number")
-    return float(value)
-
-
-def _time(data: Mapping[str, Any], name: str) -> datetime | None:
-    value = _str(data, name)
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        raise ValueError(f"{name}: a time without zone")
-    return parsed
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
 
 
 def _cut(value: str | None, limit: int) -> str | None:

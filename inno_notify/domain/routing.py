@@ -33,7 +33,6 @@ Rules (CONTRACT.md §3, issue 6):
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -217,13 +216,16 @@ def bundle_nudges(rows: Sequence[Notification], now: datetime, repeat_hours: flo
     return bundled
 
 
+RowMaker = Callable[[str, str, dict[str, object]], Notification]
+
+
 def _route(
     job: JobRecord,
     users: Mapping[str, DirectoryUser],
     teams: Mapping[str, Team],
     enabled_channels: frozenset[str],
     allowed_email_domains: Collection[str],
-    make_row: Callable[[str, str, dict[str, object]], Notification],
+    make_row: RowMaker,
     *,
     failed: bool | None = None,
     nudge: bool = False,
@@ -233,50 +235,46 @@ def _route(
     `failed`: whether the message is about a run that failed, for a person's failures-only
     preference (None: it is about no ended run, a nudge, and the preference does not apply)."""
     directory = _by_email(users)
-    owner = (job.owner or "").strip()
-    if owner and (owner.lower() in directory or is_single_address(owner)):
-        recipients = [owner]
-    else:
-        team = _team_of(job, teams)
-        if team is None:
-            return RoutingPlan((), silent_reason="no resolvable owner and no team")
-        if not team.notify_unowned:
-            return RoutingPlan((), silent_reason=f"no resolvable owner; team {team.name} keeps unowned quiet")
-        recipients = list(team.leads)
-        if not recipients:
-            return RoutingPlan((), silent_reason=f"no resolvable owner; team {team.name} has no leads")
-
-    notifications: list[Notification] = []
-    skipped: list[Skipped] = []
-    # Addresses differ in case more often than in anything else: one recipient per address.
-    unique: dict[str, str] = {}
-    for address in recipients:
-        unique.setdefault(address.strip().lower(), address.strip())
-    for address in unique.values():
-        user = directory.get(address.lower())
-        if user is not None and not _wants(user, failed):
-            skipped.append(Skipped(user.email, "*", FAILURES_ONLY))
-            continue
-        if nudge and user is not None and not user.nudges:
-            skipped.append(Skipped(user.email, "*", NUDGES_OFF))
-            continue
-        for channel, reason in _channels_for(job, user, enabled_channels):
-            recipient = user.email if user is not None else address
-            if reason is None and channel == Channel.EMAIL.value:
-                reason = email_refusal(recipient, allowed_email_domains)
-            if reason is not None:
-                skipped.append(Skipped(recipient, channel, reason))
-                continue
-            notifications.append(make_row(channel, recipient, _addresses(user)))
-    silent = None if notifications else "no channel left to send on"
-    return RoutingPlan(tuple(notifications), tuple(skipped), silent)
+    recipients, silent = _recipients(job.owner, _team_of(job.team, job.namespace, teams), directory)
+    if silent is not None:
+        return RoutingPlan((), silent_reason=silent)
+    notifications, skipped = _route_people(
+        recipients,
+        job.channels,
+        directory,
+        enabled_channels,
+        allowed_email_domains,
+        make_row,
+        failed=failed,
+        nudge=nudge,
+    )
+    return _plan(notifications, skipped)
 
 
-def _channels_for(
-    job: JobRecord, user: DirectoryUser | None, enabled: frozenset[str]
-) -> Iterable[tuple[str, str | None]]:
-    """Each wanted channel with None if it gets a row, else the reason it does not."""
-    return _wanted_channels(job.channels, user, enabled)
+def _recipients(
+    owner: str | None, team: Team | None, directory: Mapping[str, DirectoryUser]
+) -> tuple[list[str], str | None]:
+    """Whom a message goes to, the owner, else the leads of a team that takes unowned work; with
+    the reason it goes to nobody, if so."""
+    address = (owner or "").strip()
+    if address and (address.lower() in directory or is_single_address(address)):
+        return [address], None
+    if team is None:
+        return [], "no resolvable owner and no team"
+    if not team.notify_unowned:
+        return [], f"no resolvable owner; team {team.name} keeps unowned quiet"
+    if not team.leads:
+        return [], f"no resolvable owner; team {team.name} has no leads"
+    return list(team.leads), None
+
+
+def _plan(
+    notifications: Sequence[Notification], skipped: Sequence[Skipped], silent: str | None = None
+) -> RoutingPlan:
+    """The plan of the rows made; with no row, why nothing is sent (`silent`, else no channel)."""
+    if notifications:
+        return RoutingPlan(tuple(notifications), tuple(skipped))
+    return RoutingPlan((), tuple(skipped), silent or "no channel left to send on")
 
 
 def _addresses(user: DirectoryUser | None) -> dict[str, object]:
@@ -306,11 +304,12 @@ def _by_email(users: Mapping[str, DirectoryUser]) -> dict[str, DirectoryUser]:
     return {user.email.strip().lower(): user for user in users.values()}
 
 
-def _team_of(job: JobRecord, teams: Mapping[str, Team]) -> Team | None:
-    if job.team is not None:
-        return teams.get(job.team)
+def _team_of(name: str | None, namespace: str, teams: Mapping[str, Team]) -> Team | None:
+    """The team named, else the one whose namespaces hold `namespace`."""
+    if name is not None:
+        return teams.get(name)
     for team in teams.values():
-        if job.namespace in team.namespaces:
+        if namespace in team.namespaces:
             return team
     return None
 
@@ -362,36 +361,20 @@ def plan_message(
     if audience.notify is NotifyMode.FAILURE and not audience.failed:
         return RoutingPlan((), silent_reason="notify: failure and it did not fail")
     directory = _by_email(users)
-    team = teams.get(audience.team) if audience.team is not None else _team_in(audience.namespace, teams)
-    owner = (audience.owner or "").strip()
-    recipients: list[str] = []
-    silent: str | None = None
-    if owner and (owner.lower() in directory or is_single_address(owner)):
-        recipients = [owner]
-    elif team is None:
-        silent = "no resolvable owner and no team"
-    elif not team.notify_unowned:
-        silent = f"no resolvable owner; team {team.name} keeps unowned quiet"
-    else:
-        recipients = list(team.leads)
+    team = _team_of(audience.team, audience.namespace, teams)
+    recipients, silent = _recipients(audience.owner, team, directory)
     notifications, skipped = _route_people(
         recipients,
         audience.channels,
-        kind,
-        subject,
-        payload,
         directory,
         enabled_channels,
-        now,
-        cluster,
         allowed_email_domains,
+        _message_row(kind, subject, payload, now, now, cluster),
         failed=audience.failed if kind is NotificationKind.WORKFLOW_SUMMARY else None,
     )
     if audience.team_channel and team is not None:
-        notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, cluster)
-    if notifications:
-        return RoutingPlan(tuple(notifications), tuple(skipped))
-    return RoutingPlan((), tuple(skipped), silent or "no channel left to send on")
+        notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, now, cluster)
+    return _plan(notifications, skipped, silent)
 
 
 def plan_event(
@@ -411,26 +394,8 @@ def plan_event(
     for an address outside the directory), or to a team: its Slack channel where it has one and
     Slack is configured, else each of its leads like an owner. Rows are due `group_wait_seconds`
     after `now`, like summaries, so that events to one recipient meanwhile share one message."""
-    plan = _plan_event(
-        to, team_name, subject, payload, users, teams, enabled_channels, now, allowed_email_domains
-    )
+    kind = NotificationKind.PIPELINE_EVENT
     due_at = now + timedelta(seconds=group_wait_seconds)
-    return dataclasses.replace(
-        plan, notifications=tuple(dataclasses.replace(n, due_at=due_at) for n in plan.notifications)
-    )
-
-
-def _plan_event(
-    to: str | None,
-    team_name: str | None,
-    subject: str,
-    payload: Mapping[str, object],
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
-    enabled_channels: frozenset[str],
-    now: datetime,
-    allowed_email_domains: Collection[str],
-) -> RoutingPlan:
     directory = _by_email(users)
     if to is not None:
         address = to.strip()
@@ -441,9 +406,7 @@ def _plan_event(
         team = teams.get(team_name or "")
         if team is None:
             return RoutingPlan((), silent_reason=f"no team {team_name!r}")
-        channel_rows = _team_channel_row(
-            team, NotificationKind.PIPELINE_EVENT, subject, payload, enabled_channels, now, None
-        )
+        channel_rows = _team_channel_row(team, kind, subject, payload, enabled_channels, now, due_at, None)
         if channel_rows:
             return RoutingPlan(tuple(channel_rows))
         people = list(team.leads)
@@ -452,35 +415,33 @@ def _plan_event(
     notifications, skipped = _route_people(
         people,
         None,
-        NotificationKind.PIPELINE_EVENT,
-        subject,
-        payload,
         directory,
         enabled_channels,
-        now,
-        None,
         allowed_email_domains,
+        _message_row(kind, subject, payload, now, due_at, None),
     )
-    silent = None if notifications else "no channel left to send on"
-    return RoutingPlan(tuple(notifications), tuple(skipped), silent)
+    return _plan(notifications, skipped)
 
 
 def _route_people(
     people: Iterable[str],
     wanted: tuple[str, ...] | None,
-    kind: NotificationKind,
-    subject: str,
-    payload: Mapping[str, object],
     directory: Mapping[str, DirectoryUser],
     enabled: frozenset[str],
-    now: datetime,
-    cluster: str | None,
     allowed_email_domains: Collection[str],
+    make_row: RowMaker,
     *,
     failed: bool | None = None,
+    nudge: bool = False,
 ) -> tuple[list[Notification], list[Skipped]]:
+    """A row from `make_row` for each of `people` on each channel they get (`wanted`: the
+    annotation's channels, None: their own), and each one they do not get, with the reason.
+
+    `failed` is for a person's failures-only preference (None: it does not apply); `nudge` leaves
+    out the people who turned nudges off."""
     notifications: list[Notification] = []
     skipped: list[Skipped] = []
+    # Addresses differ in case more often than in anything else: one recipient per address.
     unique: dict[str, str] = {}
     for address in people:
         unique.setdefault(address.strip().lower(), address.strip())
@@ -490,25 +451,42 @@ def _route_people(
         if user is not None and not _wants(user, failed):
             skipped.append(Skipped(recipient, "*", FAILURES_ONLY))
             continue
+        if nudge and user is not None and not user.nudges:
+            skipped.append(Skipped(recipient, "*", NUDGES_OFF))
+            continue
         for channel, reason in _wanted_channels(wanted, user, enabled):
             if reason is None and channel == Channel.EMAIL.value:
                 reason = email_refusal(recipient, allowed_email_domains)
             if reason is not None:
                 skipped.append(Skipped(recipient, channel, reason))
                 continue
-            notifications.append(
-                Notification(
-                    dedup_key=message_dedup_key(subject, kind, channel, recipient),
-                    kind=kind,
-                    channel=Channel(channel),
-                    recipient=recipient,
-                    due_at=now,
-                    created_at=now,
-                    cluster=cluster,
-                    payload={**payload, **_addresses(user)},
-                )
-            )
+            notifications.append(make_row(channel, recipient, _addresses(user)))
     return notifications, skipped
+
+
+def _message_row(
+    kind: NotificationKind,
+    subject: str,
+    payload: Mapping[str, object],
+    now: datetime,
+    due_at: datetime,
+    cluster: str | None,
+) -> RowMaker:
+    """How a row of a message about `subject` is made: `payload` beside the recipient's addresses."""
+
+    def row(channel: str, recipient: str, addresses: dict[str, object]) -> Notification:
+        return Notification(
+            dedup_key=message_dedup_key(subject, kind, channel, recipient),
+            kind=kind,
+            channel=Channel(channel),
+            recipient=recipient,
+            due_at=due_at,
+            created_at=now,
+            cluster=cluster,
+            payload={**payload, **addresses},
+        )
+
+    return row
 
 
 def _team_channel_row(
@@ -518,22 +496,13 @@ def _team_channel_row(
     payload: Mapping[str, object],
     enabled: frozenset[str],
     now: datetime,
+    due_at: datetime,
     cluster: str | None,
 ) -> list[Notification]:
     if not team.slack_channel or Channel.SLACK.value not in enabled:
         return []
-    return [
-        Notification(
-            dedup_key=message_dedup_key(subject, kind, Channel.SLACK.value, team.slack_channel),
-            kind=kind,
-            channel=Channel.SLACK,
-            recipient=team.slack_channel,
-            due_at=now,
-            created_at=now,
-            cluster=cluster,
-            payload={**payload, "slack_channel": team.slack_channel},
-        )
-    ]
+    row = _message_row(kind, subject, payload, now, due_at, cluster)
+    return [row(Channel.SLACK.value, team.slack_channel, {"slack_channel": team.slack_channel})]
 
 
 def _wanted_channels(
@@ -564,10 +533,3 @@ def _wanted_channels(
             yield name, "no telegram chat id in the directory"
         else:
             yield name, None
-
-
-def _team_in(namespace: str, teams: Mapping[str, Team]) -> Team | None:
-    for team in teams.values():
-        if namespace in team.namespaces:
-            return team
-    return None

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
+from operator import attrgetter
 
 from inno_notify.domain.model import (
     GpuUsage,
     JobStatus,
+    PodUsage,
     Recommendation,
     RecommendationKind,
     Severity,
     Unit,
+    Usage,
 )
-from inno_notify.domain.rightsizing.family import FamilyFigure, family_p95
+from inno_notify.domain.rightsizing.family import FamilyFigure, FamilyRun, family_p95
 from inno_notify.domain.rightsizing.inputs import (
     MIG_PREFIX,
     OOM_KILLED,
@@ -130,7 +134,7 @@ def idle_gpus(inp: RuleInput) -> Recommendation | None:
         where = f"on all {per_pod} GPUs" if target == 0 else f"on {plural} {and_list(names)}"
     else:
         where = f"on {len(idle)} of {total} GPUs in {len(by_pod)} pods"
-    change = f"{_limits(key)}: {per_pod} → {target}"
+    change = f"set {_limits(key)}: {per_pod} → {target}{_runs_note(family)}"
     evidence: dict[str, float | int | str] = {
         "samples": min(g.samples for gpus in by_pod.values() for g in gpus),
         "span_minutes": round(span, 1),
@@ -140,32 +144,21 @@ def idle_gpus(inp: RuleInput) -> Recommendation | None:
         "util_mean_max_percent": round(worst, 2),
         "runs": _runs(family),
     }
+    seen = f"({util_text} {where} over {duration(span)})"
     if target == 0:
-        return Recommendation(
-            kind=RecommendationKind.IDLE_GPU,
-            severity=Severity.CRITICAL,
-            current=per_pod,
-            suggested=0,
-            unit=Unit.GPUS,
-            message=(
-                f"The job never used its GPUs ({util_text} {where} over {duration(span)}): "
-                f"set {change}{_runs_note(family)}, or run it without a GPU."
-            ),
-            waste_gpu_minutes=round(waste, 2),
-            field_path=_limits(key),
-            evidence=evidence,
-        )
-    idle_per_pod = per_pod - busy_now
+        # No GPU used at all: the whole request is waste, whatever its amount.
+        kind, severity = RecommendationKind.IDLE_GPU, Severity.CRITICAL
+        message = f"The job never used its GPUs {seen}: {change}, or run it without a GPU."
+    else:
+        kind = RecommendationKind.GPU_COUNT
+        message = f"{per_pod - busy_now} of {per_pod} GPUs stayed idle {seen}: {change}."
     return Recommendation(
-        kind=RecommendationKind.GPU_COUNT,
+        kind=kind,
         severity=severity,
         current=per_pod,
         suggested=target,
         unit=Unit.GPUS,
-        message=(
-            f"{idle_per_pod} of {per_pod} GPUs stayed idle ({util_text} {where} over {duration(span)}): "
-            f"set {change}{_runs_note(family)}."
-        ),
+        message=message,
         waste_gpu_minutes=round(waste, 2),
         field_path=_limits(key),
         evidence=evidence,
@@ -267,107 +260,148 @@ def gpu_memory(inp: RuleInput) -> Recommendation | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """A per-pod request (memory, cpu) and what its pods used of it: where the two request rules
+    start from. `figure` names the usage figure (memory_peak_bytes, cpu_cores_p95), `of` reads it."""
+
+    key: str
+    figure: str
+    of: Callable[[PodUsage | Usage], float | None]
+    field: str
+    current: float
+    pods: Sequence[MeasuredPod]
+    peak: float
+    family: FamilyFigure | None
+
+    @property
+    def path(self) -> str:
+        return f'resources.{self.field}["{self.key}"]'
+
+    @property
+    def span(self) -> float:
+        return max(p.held_minutes for p in self.pods)
+
+    @property
+    def basis(self) -> Fraction:
+        """What a suggestion scales: the peak, or the family's p95 where higher."""
+        if self.family is None:
+            return exact(self.peak)
+        return max(exact(self.peak), exact(self.family.value))
+
+
+def _measured(
+    inp: RuleInput,
+    key: str,
+    figure: str,
+    requested: tuple[float | None, float | None],
+) -> _Measured | None:
+    """The request (`requested`: the request, else the limit) with the `figure` its pods, the job
+    and its family reached; None where it is not set or not measured well enough to advise on.
+
+    A pod's, the job's and a family run's figure have the one name: `figure` reads all three."""
+    of: Callable[[PodUsage | Usage | FamilyRun], float | None] = attrgetter(figure)
+    if inp.usage.reason_for(figure) is not None:
+        return None
+    field, current = "requests", requested[0]
+    if current is None:
+        field, current = "limits", requested[1]
+    if current is None or current <= 0:
+        return None
+    pods = measured_pods(inp, of)
+    if pods is None:
+        return None
+    # measured_pods kept only pods with the figure measured.
+    peak = max(v for p in pods if (v := of(p.usage)) is not None)
+    job_peak = of(inp.usage)
+    if job_peak is not None:
+        peak = max(peak, job_peak)
+    family = family_p95(inp.family, of, inp.policy.family_min_runs)
+    return _Measured(key, figure, of, field, current, pods, peak, family)
+
+
+def _decrease(
+    inp: RuleInput,
+    m: _Measured,
+    kind: RecommendationKind,
+    unit: Unit,
+    suggested: float,
+    min_change: Fraction,
+    severities: tuple[float, float, float],
+    message: str,
+) -> Recommendation | None:
+    """The advice to lower `m`'s request to `suggested`: only when the request is the policy's
+    factor times that and `min_change` more, and the waste (held above each pod's figure, in
+    GiB-hours for bytes, core-hours for cores) reaches a severity."""
+    if exact(m.current) < exact(inp.policy.over_request_factor) * exact(suggested):
+        return None
+    if exact(m.current) - exact(suggested) < min_change:
+        return None
+    per_unit = GIB if unit is Unit.BYTES else 1
+    waste = sum(max(0, m.current - (m.of(p.usage) or 0)) / per_unit * p.held_minutes / 60 for p in m.pods)
+    severity = severity_for(waste, *severities)
+    if severity is None:
+        return None
+    return Recommendation(
+        kind=kind,
+        severity=severity,
+        current=m.current,
+        suggested=suggested,
+        unit=unit,
+        message=message,
+        waste_gib_hours=round(waste, 2) if unit is Unit.BYTES else 0.0,
+        waste_core_hours=round(waste, 2) if unit is Unit.CORES else 0.0,
+        field_path=m.path,
+        evidence=_pods_evidence(m.pods, m.span, m.family, **{m.figure: m.peak}),
+    )
+
+
 def memory(inp: RuleInput) -> Recommendation | None:
     """``memory``: request ≥ 2 × (peak × headroom, rounded up) and ≥ 8 GiB unused → decrease."""
     policy = inp.policy
     if oom_kills(inp.pods) or inp.job.exit_reason == OOM_KILLED:
         return None
-    if inp.usage.reason_for("memory_peak_bytes") is not None:
-        return None
     requested = inp.job.requested
-    field, current = "requests", requested.memory_bytes
-    if current is None:
-        field, current = "limits", requested.memory_limit_bytes
-    if current is None or current <= 0:
+    m = _measured(inp, "memory", "memory_peak_bytes", (requested.memory_bytes, requested.memory_limit_bytes))
+    if m is None:
         return None
-    pods = measured_pods(inp, lambda u: u.memory_peak_bytes)
-    if pods is None:
-        return None
-    peak = max(p.usage.memory_peak_bytes or 0 for p in pods)
-    if inp.usage.memory_peak_bytes is not None:
-        peak = max(peak, inp.usage.memory_peak_bytes)
-    family = family_p95(inp.family, lambda r: r.memory_peak_bytes, policy.family_min_runs)
-    basis = max(Fraction(peak), exact(family.value)) if family is not None else Fraction(peak)
-    suggested = round_memory_up(basis * exact(policy.headroom))
+    suggested = round_memory_up(m.basis * exact(policy.headroom))
     ooms = [r.oom_limit_bytes for r in inp.family if r.oom_limit_bytes is not None]
     if ooms:
         # Never advise a request the family has already been OOM-killed at.
         suggested = max(suggested, round_memory_up(scaled(max(ooms), policy.oom_limit_factor)))
-    if current < exact(policy.over_request_factor) * suggested:
-        return None
-    if current - suggested < exact(policy.min_memory_waste_gib) * GIB:
-        return None
-    waste = sum(max(0, current - (p.usage.memory_peak_bytes or 0)) / GIB * p.held_minutes / 60 for p in pods)
-    severity = severity_for(
-        waste, policy.min_waste_gib_hours, policy.warning_gib_hours, policy.critical_gib_hours
-    )
-    if severity is None:
-        return None
-    span = max(p.held_minutes for p in pods)
-    path = f'resources.{field}["memory"]'
-    pods_text = _per_pod(pods)
-    return Recommendation(
-        kind=RecommendationKind.MEMORY,
-        severity=severity,
-        current=current,
-        suggested=suggested,
-        unit=Unit.BYTES,
-        message=(
-            f"Peak memory {gib(peak)} of {gib(current)} requested{pods_text} over {duration(span)}: "
-            f"set {path}: {quantity_bytes(current)} → {quantity_bytes(suggested)}{_runs_note(family)}."
-        ),
-        waste_gib_hours=round(waste, 2),
-        field_path=path,
-        evidence=_pods_evidence(pods, span, family, memory_peak_bytes=peak),
+    current = int(m.current)
+    return _decrease(
+        inp,
+        m,
+        RecommendationKind.MEMORY,
+        Unit.BYTES,
+        suggested,
+        exact(policy.min_memory_waste_gib) * GIB,
+        (policy.min_waste_gib_hours, policy.warning_gib_hours, policy.critical_gib_hours),
+        f"Peak memory {gib(m.peak)} of {gib(current)} requested{_per_pod(m.pods)} over {duration(m.span)}: "
+        f"set {m.path}: {quantity_bytes(current)} → {quantity_bytes(suggested)}{_runs_note(m.family)}.",
     )
 
 
 def cpu(inp: RuleInput) -> Recommendation | None:
     """``cpu``: request ≥ 2 × (p95 cores × headroom, rounded up) and ≥ 2 cores unused → decrease."""
     policy = inp.policy
-    if inp.usage.reason_for("cpu_cores_p95") is not None:
-        return None
     requested = inp.job.requested
-    field, current = "requests", requested.cpu_cores
-    if current is None:
-        field, current = "limits", requested.cpu_limit_cores
-    if current is None or current <= 0:
+    m = _measured(inp, "cpu", "cpu_cores_p95", (requested.cpu_cores, requested.cpu_limit_cores))
+    if m is None:
         return None
-    pods = measured_pods(inp, lambda u: u.cpu_cores_p95)
-    if pods is None:
-        return None
-    p95_now = max(p.usage.cpu_cores_p95 or 0.0 for p in pods)
-    if inp.usage.cpu_cores_p95 is not None:
-        p95_now = max(p95_now, inp.usage.cpu_cores_p95)
-    family = family_p95(inp.family, lambda r: r.cpu_cores_p95, policy.family_min_runs)
-    basis = max(exact(p95_now), exact(family.value)) if family is not None else exact(p95_now)
-    suggested = round_cores_up(basis * exact(policy.headroom))
-    if exact(current) < exact(policy.over_request_factor) * exact(suggested):
-        return None
-    if exact(current) - exact(suggested) < exact(policy.min_cpu_waste_cores):
-        return None
-    waste = sum(max(0.0, current - (p.usage.cpu_cores_p95 or 0.0)) * p.held_minutes / 60 for p in pods)
-    severity = severity_for(
-        waste, policy.min_waste_core_hours, policy.warning_core_hours, policy.critical_core_hours
-    )
-    if severity is None:
-        return None
-    span = max(p.held_minutes for p in pods)
-    path = f'resources.{field}["cpu"]'
-    pods_text = _per_pod(pods)
-    return Recommendation(
-        kind=RecommendationKind.CPU,
-        severity=severity,
-        current=current,
-        suggested=suggested,
-        unit=Unit.CORES,
-        message=(
-            f"CPU p95 {cores(p95_now)} of {count(current)} cores requested{pods_text} over "
-            f"{duration(span)}: set {path}: {count(current)} → {cores(suggested)}{_runs_note(family)}."
-        ),
-        waste_core_hours=round(waste, 2),
-        field_path=path,
-        evidence=_pods_evidence(pods, span, family, cpu_cores_p95=p95_now),
+    suggested = round_cores_up(m.basis * exact(policy.headroom))
+    return _decrease(
+        inp,
+        m,
+        RecommendationKind.CPU,
+        Unit.CORES,
+        suggested,
+        exact(policy.min_cpu_waste_cores),
+        (policy.min_waste_core_hours, policy.warning_core_hours, policy.critical_core_hours),
+        f"CPU p95 {cores(m.peak)} of {count(m.current)} cores requested{_per_pod(m.pods)} over "
+        f"{duration(m.span)}: set {m.path}: {count(m.current)} → {cores(suggested)}{_runs_note(m.family)}.",
     )
 
 
