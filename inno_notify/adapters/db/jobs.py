@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut
-from inno_notify.adapters.db.sql import chunks, upsert_rows
+from inno_notify.adapters.db.sql import chunks, newest_run, upsert_rows
 from inno_notify.adapters.db.summary_claims import End, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
@@ -103,13 +103,7 @@ async def get_jobs(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> 
 async def find_job(
     conn: AsyncConnection, namespace: str, name: str, uid: str | None = None, cluster: str | None = None
 ) -> JobRecord | None:
-    query = sa.select(jobs).where(jobs.c.namespace == namespace, jobs.c.name == name)
-    if uid is not None:
-        query = query.where(jobs.c.uid == uid)
-    if cluster is not None:
-        query = query.where(jobs.c.cluster == cluster)
-    query = query.order_by(jobs.c.created_at.desc().nulls_last(), jobs.c.uid.desc()).limit(1)
-    row = (await conn.execute(query)).mappings().first()
+    row = await newest_run(conn, jobs, namespace, name, uid, cluster)
     return None if row is None else codec.job_from_row(row)
 
 

@@ -67,6 +67,20 @@ async def upsert_rows(
     await conn.execute(upsert(conn, table, keys, update), rows)
 
 
+async def newest_run(
+    conn: AsyncConnection, table: sa.Table, namespace: str, name: str, uid: str | None, cluster: str | None
+) -> sa.RowMapping | None:
+    """The row of the newest run of that name in the namespace (by creation, then uid), or of the one
+    with that uid; of any cluster when `cluster` is None. Jobs and workflows are looked up alike."""
+    query = sa.select(table).where(table.c.namespace == namespace, table.c.name == name)
+    if uid is not None:
+        query = query.where(table.c.uid == uid)
+    if cluster is not None:
+        query = query.where(table.c.cluster == cluster)
+    query = query.order_by(table.c.created_at.desc().nulls_last(), table.c.uid.desc()).limit(1)
+    return (await conn.execute(query)).mappings().first()
+
+
 def last_per_key(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
     """Keeps the last row of each key: one statement may not touch the same row twice (Postgres)."""
     by_key = {tuple(row[k] for k in keys): row for row in rows}

@@ -24,7 +24,7 @@ from inno_notify.adapters.db import outbox
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert_rows
+from inno_notify.adapters.db.sql import chunks, dialect_insert, newest_run, upsert_rows
 from inno_notify.adapters.db.summary_claims import SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
@@ -359,11 +359,5 @@ async def find_workflow(
 ) -> WorkflowRecord | None:
     """The newest workflow of that name in the namespace (of any cluster when `cluster` is None),
     or the one with that uid."""
-    query = sa.select(workflows).where(workflows.c.namespace == namespace, workflows.c.name == name)
-    if cluster is not None:
-        query = query.where(workflows.c.cluster == cluster)
-    if uid is not None:
-        query = query.where(workflows.c.uid == uid)
-    query = query.order_by(workflows.c.created_at.desc().nulls_last(), workflows.c.uid.desc()).limit(1)
-    row = (await conn.execute(query)).mappings().first()
+    row = await newest_run(conn, workflows, namespace, name, uid, cluster)
     return None if row is None else _WORKFLOWS.from_row(row)
