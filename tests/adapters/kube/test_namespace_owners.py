@@ -37,6 +37,20 @@ class Owners:
         self.seen.append((dict(owners), len(self.consumer.objects["Job"])))
 
 
+def watching(api: Any, consumer: Consumer, owners: Owners, options: Any = FAST) -> ClusterWatcher:
+    """Jobs and pods watched (no Kueue), the namespaces' `owner` annotation read, rechecked fast."""
+    return ClusterWatcher(
+        api,
+        consumer.on_event,
+        consumer.on_relist,
+        kueue=False,
+        options=options,
+        kueue_recheck_seconds=RECHECK,
+        namespace_owner_key="owner",
+        on_namespace_owners=owners,
+    )
+
+
 async def test_namespace_owners_come_before_the_first_job_and_are_read_again(
     tmp_path: Path, consumer: Consumer
 ) -> None:
@@ -49,16 +63,7 @@ async def test_namespace_owners_come_before_the_first_job_and_are_read_again(
     owners = Owners(consumer)
     sleep = RecordingSleep()
     try:
-        cluster = ClusterWatcher(
-            api,
-            consumer.on_event,
-            consumer.on_relist,
-            kueue=False,
-            options=replace(FAST, sleep=sleep),
-            kueue_recheck_seconds=RECHECK,
-            namespace_owner_key="owner",
-            on_namespace_owners=owners,
-        )
+        cluster = watching(api, consumer, owners, replace(FAST, sleep=sleep))
         async with running(cluster.run()):
             await asyncio.wait_for(cluster.wait_ready(), 5)
             sim.create(NAMESPACES, namespace("kubeflow-carol", owner="carol@example.com"))
@@ -81,16 +86,7 @@ async def test_a_forbidden_namespace_list_is_said_once_and_the_watch_goes_on(
     sim.create(JOBS, job("train"))
     owners = Owners(consumer)
     try:
-        cluster = ClusterWatcher(
-            api,
-            consumer.on_event,
-            consumer.on_relist,
-            kueue=False,
-            options=FAST,
-            kueue_recheck_seconds=RECHECK,
-            namespace_owner_key="owner",
-            on_namespace_owners=owners,
-        )
+        cluster = watching(api, consumer, owners)
         async with running(cluster.run()):
             await asyncio.wait_for(cluster.wait_ready(), 5)
             assert cluster.ready and len(consumer.objects["Job"]) == 1
