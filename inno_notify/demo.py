@@ -41,7 +41,7 @@ from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
 from inno_notify.runtime import build_digest_renderer, build_pipeline
 from inno_notify.runtime.builders import live_options
-from inno_notify.service.configuration import seed_directory
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live import LiveCheck
 from inno_notify.settings import Settings

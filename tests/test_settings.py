@@ -527,7 +527,7 @@ def test_workspace_selectors_default_to_coder_and_jupyterhub_and_empty_turns_the
     tmp_path: Path, live: dict[str, object], selectors: list[str]
 ) -> None:
     """What CONTRACT and docs/nudges.md say: the default is the two selectors, [] none at all."""
-    from inno_notify.service.configuration import parse_config
+    from inno_notify.runtime.configuration import parse_config
 
     settings = load_settings(write(tmp_path, json.dumps({"live": live})), {})  # JSON is YAML
     assert list(settings.live.workspace_selectors) == selectors

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.runtime import build_digest_renderer, build_dispatcher, build_senders, service_store, utc_now
-from inno_notify.service.configuration import seed_directory
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_now import send_digest_now
 from inno_notify.service.digest_pages import UnknownTeam, render_digest, team_digest
 from inno_notify.settings import Settings

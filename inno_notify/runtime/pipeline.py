@@ -16,7 +16,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.runtime.builders import Clock, Component, build_charts, build_dispatcher
-from inno_notify.service.configuration import parse_config
+from inno_notify.runtime.configuration import parse_config
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.kueue_queues import QueueTracker

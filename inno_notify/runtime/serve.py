@@ -38,8 +38,8 @@ from inno_notify.runtime.builders import (
     service_store,
     utc_now,
 )
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.runtime.term import LeaderTerm
-from inno_notify.service.configuration import seed_directory
 from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity

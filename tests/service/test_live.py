@@ -21,7 +21,7 @@ from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClien
 from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter
 from inno_notify.domain.live import findings_from_payload, parse_quiet_hours
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, WorkloadKind
-from inno_notify.service.configuration import parse_config, seed_directory
+from inno_notify.runtime.configuration import parse_config, seed_directory
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.live import LiveCheck, LiveOptions

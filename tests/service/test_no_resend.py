@@ -20,7 +20,7 @@ from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.model import DeliveryStatus
 from inno_notify.runtime import Pipeline, build_pipeline
-from inno_notify.service.configuration import seed_directory
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.settings import Settings
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS

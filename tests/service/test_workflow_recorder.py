@@ -28,8 +28,8 @@ from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.parsing.argo import parse_workflow
 from inno_notify.domain.workflows import ATTEMPTS_KEPT_EACH_END
 from inno_notify.runtime import Pipeline, build_pipeline
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service import workflows as workflows_service
-from inno_notify.service.configuration import seed_directory
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflows import WorkflowOptions, WorkflowRecorder, join_recorder

@@ -24,7 +24,7 @@ from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.model import GpuUsage, Notification, PodUsage
 from inno_notify.runtime import Pipeline, build_pipeline
-from inno_notify.service.configuration import seed_directory
+from inno_notify.runtime.configuration import seed_directory
 from inno_notify.settings import Settings
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.pipelines import Change, apply_all

@@ -2,7 +2,8 @@
 
 The directory sections (`directory.users[]`, `directory.teams[]`) carry exactly the domain's
 `DirectoryUser` and `Team` fields, so they are converted in one place, by name; the parser's
-configuration (`ParseConfig`) is derived from the same converted teams and users. The runtime, the
+configuration (`ParseConfig`) is derived from the same converted teams and users: the builders of
+what the settings configure start here. The runtime, the
 demo and `inno-notify digest` all seed the store and parse through these.
 """
 

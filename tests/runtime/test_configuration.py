@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inno_notify.domain.model import DirectoryUser, Team
-from inno_notify.service.configuration import directory, parse_config
+from inno_notify.runtime.configuration import directory, parse_config
 from inno_notify.settings import Settings
 
 SETTINGS = Settings.model_validate(
