@@ -70,6 +70,10 @@ async def create_postgres_database(label: str) -> str:
     """Creates a new, empty database and returns its SQLAlchemy URL."""
     name = f"inno_test_{label}_{uuid.uuid4().hex[:10]}"
     await _admin_execute(f'CREATE DATABASE "{name}"')
+    # A commit returns without waiting for its WAL to reach the disk: what it wrote is visible to
+    # every other session at once all the same; only a crash of the server itself (which no test
+    # causes) could lose the last commits of a database that is dropped after the run anyway.
+    await _admin_execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     return _admin_url().set(database=name).render_as_string(hide_password=False)
 
 
@@ -77,8 +81,20 @@ async def drop_postgres_database(url: str) -> None:
     await _admin_execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
 
 
+# Emptying the tables between tests: DELETE, children before parents, then every sequence back to
+# its start (what TRUNCATE ... RESTART IDENTITY does). A test leaves a few rows behind, and deleting
+# them takes milliseconds where TRUNCATE takes 70-400 ms (new files for each of the tables, synced),
+# before each of the ~1,000 Postgres tests.
+_EMPTY_ALL = ";".join(
+    [
+        *(f'DELETE FROM "{t.name}"' for t in reversed(metadata.sorted_tables)),
+        "SELECT setval(seqrelid, seqstart, false) FROM pg_sequence",
+    ]
+)
+
+
 async def truncate_all(url: str) -> None:
-    names = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
+    """Every table of the schema empty and every id sequence restarted; the migrations' records kept."""
     parsed = make_url(url)
     conn = await asyncpg.connect(
         user=parsed.username,
@@ -88,7 +104,8 @@ async def truncate_all(url: str) -> None:
         database=parsed.database,
     )
     try:
-        await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+        async with conn.transaction():
+            await conn.execute(_EMPTY_ALL)
     finally:
         await conn.close()
 
