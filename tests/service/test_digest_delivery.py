@@ -16,7 +16,6 @@ import pytest
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import CHART_CID
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
@@ -41,7 +40,7 @@ from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import FakeClock, all_rows, finish, finished_job
+from .support import FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -106,7 +105,7 @@ def scheduler(store: Store, clock: FakeClock) -> DigestScheduler:
 
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock) -> Dispatcher:
     return Dispatcher(
-        store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED, rand=lambda: 0.5
+        store, senders, renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED, rand=lambda: 0.5
     )
 
 

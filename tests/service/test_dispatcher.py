@@ -14,7 +14,6 @@ import pytest
 
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
@@ -28,7 +27,7 @@ from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import T0, FakeClock, all_rows, finish, finished_job
+from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -82,7 +81,7 @@ def clock() -> FakeClock:
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock, **kw: object) -> Dispatcher:
     options: dict[str, object] = {"group_wait_seconds": 30.0, "limits": UNLIMITED, "rand": lambda: 0.5}
     options.update(kw)
-    return Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, **options)  # type: ignore[arg-type]
+    return Dispatcher(store, senders, renderer(), clock=clock, sleep=clock.sleep, **options)  # type: ignore[arg-type]
 
 
 async def test_each_recipient_gets_each_summary_once_on_each_channel(
@@ -326,7 +325,7 @@ async def test_unowned_jobs_reach_the_team_leads(
     telegram, _, smtp = servers
     teams = {"face": Team("face", leads=("bob@example.com", "outside@example.org"), notify_unowned=True)}
     await finish(store, [finished_job("u1", owner=None)], USERS, T0, teams=teams, group_wait_seconds=0)
-    await Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED).run_once(
+    await Dispatcher(store, senders, renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED).run_once(
         T0
     )
     assert [chat for chat, _ in telegram.sent()] == [222]
@@ -368,7 +367,7 @@ async def test_run_sends_until_stopped(
         if telegram.sent():
             stop.set()
 
-    d = Dispatcher(store, senders, Renderer(), clock=clock, sleep=sleep, limits=UNLIMITED, poll_seconds=5.0)
+    d = Dispatcher(store, senders, renderer(), clock=clock, sleep=sleep, limits=UNLIMITED, poll_seconds=5.0)
     await asyncio.wait_for(d.run(stop), timeout=30)
 
     assert len(telegram.sent()) == 1
