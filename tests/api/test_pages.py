@@ -32,18 +32,19 @@ from .support import NOW, Api
 
 KEY = b"k3y-for-page-links-in-tests-000"
 PUBLIC = "https://inno.example.org"
+# The job pages with signed links, built once for the module (building the renderer compiles every
+# template) as the service builds them once at startup.
+PAGES = JobPageRenderer(Renderer(links=PageLinks(PUBLIC, KEY), clock=lambda: NOW))
 
 
 @pytest.fixture
 async def pages(store: Store) -> AsyncIterator[Api]:
     await sample.store_job(store)
     await store.directory.replace_teams([Team("face")])
-    links = PageLinks(PUBLIC, KEY)
-    renderer = Renderer(links=links, clock=lambda: NOW)
     async with serve_api(
         store,
-        digest_provider(store, "UTC", lambda: NOW, links=links),
-        job_pages=job_page_provider(store, JobPageRenderer(renderer)),
+        digest_provider(store, "UTC", lambda: NOW, links=PageLinks(PUBLIC, KEY)),
+        job_pages=job_page_provider(store, PAGES),
         link_key=KEY,
     ) as served:
         yield served
