@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from inno_notify.adapters.channels.base import MailMessage, Recipient, RenderedMessage
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
@@ -36,6 +38,8 @@ from inno_notify.sim.objects import (
     pod_terminated,
 )
 from tests.waiting import eventually
+
+pytestmark = pytest.mark.slow
 
 N_JOBS = 300
 # Objects per LIST page: a few pages for each resource, as a cluster of thousands of jobs has.
