@@ -6,6 +6,7 @@ app, real store, the service's own renderers and providers."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -50,8 +51,11 @@ async def pages(store: Store) -> AsyncIterator[Api]:
         yield served
 
 
+@functools.cache
 def summary_link(at=NOW) -> str:  # type: ignore[no-untyped-def]
-    """The job page link of the summary the dispatcher would send now (Telegram's HTML)."""
+    """The job page link of the summary the dispatcher would send now (Telegram's HTML); the same
+    for the same time (signed, no nonce), so rendered once per time (a renderer compiles every
+    template)."""
     renderer = Renderer(links=PageLinks(PUBLIC, KEY, ttl_seconds=30 * 86400), clock=lambda: at)
     view = SummaryView.from_records(sample.job(), sample.usage(), sample.recommendations())
     message = renderer.render_summary(Channel.TELEGRAM, view)
