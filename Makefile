@@ -56,11 +56,14 @@ layers: venv
 	$(BIN)/lint-imports
 
 # Two passes: the tests in parallel (PYTEST_WORKERS processes), then those marked `serial` alone, so
-# that the ones that run several service processes on real timings never share the cores.
+# that the ones that run several service processes on real timings never share the cores. In the
+# parallel pass a worker that runs out of tests takes half of what another still has queued
+# (`--dist worksteal`): the tests last from milliseconds to tens of seconds, so handing them out in
+# fixed shares leaves one worker running alone at the end (tests/conftest.py starts the slow ones first).
 # pytest exit code 5 means "no tests collected": a pass may select nothing (PYTEST_ARGS naming one
 # file), but both selecting nothing is a failure, never a pass.
 pytest: venv system-deps postgres
-	@$(BIN)/pytest -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
+	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
 	$(BIN)/pytest -m serial $(PYTEST_ARGS); alone=$$?; \
 	if [ $$parallel -eq 5 ] && [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	for rc in $$parallel $$alone; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done

@@ -18,6 +18,8 @@ from inno_notify.sim.workload import GIB, PEOPLE, Behaviour, SimJob, Workload
 from tests import stored
 from tests.api.conftest import serve_api
 
+pytestmark = pytest.mark.slow
+
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 ALICE = PEOPLE[0]
 FAMILY = {"inno-notify/family": "train-resnet"}

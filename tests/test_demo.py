@@ -12,6 +12,7 @@ from email.message import EmailMessage
 from email.policy import default
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store, SummaryState
@@ -19,6 +20,8 @@ from inno_notify.demo import run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
 from inno_notify.sim.pipelines import SimArgoWorkflow
 from tests import stored
+
+pytestmark = pytest.mark.slow
 
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 

@@ -27,6 +27,8 @@ from inno_notify.sim.workload import PEOPLE, Workload
 from tests import stored
 from tests.api.conftest import serve_api
 
+pytestmark = pytest.mark.slow
+
 START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 ALICE = PEOPLE[0]
 NS = "face-research"

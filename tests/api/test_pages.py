@@ -6,6 +6,7 @@ app, real store, the service's own renderers and providers."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -32,25 +33,29 @@ from .support import NOW, Api
 
 KEY = b"k3y-for-page-links-in-tests-000"
 PUBLIC = "https://inno.example.org"
+# The job pages with signed links, built once for the module (building the renderer compiles every
+# template) as the service builds them once at startup.
+PAGES = JobPageRenderer(Renderer(links=PageLinks(PUBLIC, KEY), clock=lambda: NOW))
 
 
 @pytest.fixture
 async def pages(store: Store) -> AsyncIterator[Api]:
     await sample.store_job(store)
     await store.directory.replace_teams([Team("face")])
-    links = PageLinks(PUBLIC, KEY)
-    renderer = Renderer(links=links, clock=lambda: NOW)
     async with serve_api(
         store,
-        digest_provider(store, "UTC", lambda: NOW, links=links),
-        job_pages=job_page_provider(store, JobPageRenderer(renderer)),
+        digest_provider(store, "UTC", lambda: NOW, links=PageLinks(PUBLIC, KEY)),
+        job_pages=job_page_provider(store, PAGES),
         link_key=KEY,
     ) as served:
         yield served
 
 
+@functools.cache
 def summary_link(at=NOW) -> str:  # type: ignore[no-untyped-def]
-    """The job page link of the summary the dispatcher would send now (Telegram's HTML)."""
+    """The job page link of the summary the dispatcher would send now (Telegram's HTML); the same
+    for the same time (signed, no nonce), so rendered once per time (a renderer compiles every
+    template)."""
     renderer = Renderer(links=PageLinks(PUBLIC, KEY, ttl_seconds=30 * 86400), clock=lambda: at)
     view = SummaryView.from_records(sample.job(), sample.usage(), sample.recommendations())
     message = renderer.render_summary(Channel.TELEGRAM, view)

@@ -55,7 +55,10 @@ from inno_notify.telemetry import Telemetry
 from tests.pages.browser import CHROMIUM, Browser
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian chromium)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian chromium)"),
+]
 
 # A past week, as tests/test_demo.py plays it: the sweep's three summaries share one e-mail.
 START = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)

@@ -165,14 +165,16 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
             recs = await get_json(session, replicas["north"], "recommendations?cluster=north")
             assert all(item["job"]["cluster"] == "north" for item in recs["items"])
 
-            async def usage_is(path: str, minutes: float) -> bool:
-                groups = (await get_json(session, replicas["south"], path))["groups"]
+            async def usage_is(replica: Replica, path: str, minutes: float) -> bool:
+                groups = (await get_json(session, replica, path))["groups"]
                 return [(g["group"], g["gpu_minutes"]) for g in groups] == [("face", minutes)]
 
-            # The report is cached per window and cluster for a few seconds: poll until it is fresh.
-            await eventually(lambda: usage_is("usage?group_by=team", 300.0), within=60, what="both summed")
-            await eventually(lambda: usage_is("usage?group_by=team&cluster=north", 120.0), within=60)
-            await eventually(lambda: usage_is("usage?group_by=team&cluster=south", 180.0), within=60)
+            # The report is cached per window and cluster: poll until it has both jobs. Each service
+            # computes the report of all time (every cluster) as it starts, before these jobs were
+            # recorded, and serves it for 30 s: the sum of both is asked of north's next service.
+            south = replicas["south"]
+            await eventually(lambda: usage_is(south, "usage?group_by=team&cluster=north", 120.0), within=60)
+            await eventually(lambda: usage_is(south, "usage?group_by=team&cluster=south", 180.0), within=60)
 
             # --- restart north with the digest on: south's records do not change ---------------
             south_before = await snapshot(store, leases, "south")
@@ -184,6 +186,11 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
             await replicas["north"].wait_ready(session)
             assert await wait_leader(session, [replicas["north"]]) is replicas["north"]
             assert (await leases.get("north")).term > north_term  # type: ignore[union-attr]
+            # Started after both jobs were recorded: the report of all time it computed sums both.
+            north = replicas["north"]
+            await eventually(
+                lambda: usage_is(north, "usage?group_by=team", 300.0), within=60, what="both summed"
+            )
 
             def digests() -> list[tuple[str, str]]:
                 return [

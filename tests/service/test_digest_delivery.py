@@ -16,7 +16,6 @@ import pytest
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import CHART_CID
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
@@ -41,7 +40,7 @@ from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import FakeClock, all_rows, finish, finished_job
+from .support import FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -108,7 +107,7 @@ def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock) -> Di
     return Dispatcher(
         store,
         senders,
-        Renderer(),
+        renderer(),
         DispatchOptions(limits=UNLIMITED, rand=lambda: 0.5),
         clock=clock,
         sleep=clock.sleep,

@@ -15,7 +15,6 @@ import pytest
 
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
@@ -29,7 +28,7 @@ from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import T0, FakeClock, all_rows, finish, finished_job
+from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -83,7 +82,7 @@ def clock() -> FakeClock:
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock, **kw: object) -> Dispatcher:
     options: dict[str, object] = {"group_wait_seconds": 30.0, "limits": UNLIMITED, "rand": lambda: 0.5}
     options.update(kw)
-    return Dispatcher(store, senders, Renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+    return Dispatcher(store, senders, renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
 
 
 async def test_each_recipient_gets_each_summary_once_on_each_channel(
@@ -328,7 +327,7 @@ async def test_unowned_jobs_reach_the_team_leads(
     teams = {"face": Team("face", leads=("bob@example.com", "outside@example.org"), notify_unowned=True)}
     await finish(store, [finished_job("u1", owner=None)], USERS, T0, teams=teams, group_wait_seconds=0)
     await Dispatcher(
-        store, senders, Renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+        store, senders, renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
     ).run_once(T0)
     assert [chat for chat, _ in telegram.sent()] == [222]
     assert [m.rcpt_tos for m in smtp.received] == [["outside@example.org"]]
@@ -372,7 +371,7 @@ async def test_run_sends_until_stopped(
     d = Dispatcher(
         store,
         senders,
-        Renderer(),
+        renderer(),
         DispatchOptions(limits=UNLIMITED, poll_seconds=5.0),
         clock=clock,
         sleep=sleep,

@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import event
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, RenderedMessage, Sender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
@@ -30,7 +29,7 @@ from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack, Scripted
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import T0, FakeClock, all_rows, finish, finished_job
+from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -71,7 +70,7 @@ def clock() -> FakeClock:
 def dispatcher(store: Store, senders: dict[str, Sender], clock: FakeClock, **kw: Any) -> Dispatcher:
     options: dict[str, Any] = {"group_wait_seconds": 0.0, "limits": UNLIMITED, "rand": lambda: 0.5}
     options.update(kw)
-    return Dispatcher(store, senders, Renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)
+    return Dispatcher(store, senders, renderer(), DispatchOptions(**options), clock=clock, sleep=clock.sleep)
 
 
 async def seed(store: Store, people: int = PEOPLE) -> None:
@@ -276,7 +275,7 @@ def test_a_send_timeout_must_fit_in_the_lease(store: Store) -> None:
         Dispatcher(
             store,
             {},
-            Renderer(),
+            renderer(),
             DispatchOptions(lease_seconds=30, send_timeout_seconds=30),
             clock=FakeClock(),
         )

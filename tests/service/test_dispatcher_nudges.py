@@ -9,16 +9,15 @@ from datetime import timedelta
 import pytest
 
 from inno_notify.adapters.channels.base import Sender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.domain.live import IdlePolicy, find_idle
 from inno_notify.domain.model import DeliveryStatus, PodRecord, WorkloadKind
 from inno_notify.domain.routing import plan_nudge
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.domain.test_live import gpu
 
-from .support import T0, FakeClock, all_rows, finished_job
+from .support import T0, FakeClock, all_rows, finished_job, renderer
 from .test_dispatcher import USERS, Servers, senders, servers
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -55,7 +54,9 @@ async def test_nudges_go_out_on_every_channel_of_the_owner(
     assert len(rows) == 3
     await store.outbox.enqueue(rows)
     clock = FakeClock(T0)
-    dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
+    dispatcher = Dispatcher(
+        store, senders, renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+    )
 
     assert await dispatcher.run_once(T0) == 3
     assert all(r.status is DeliveryStatus.SENT for r in await all_rows(store))
@@ -72,7 +73,9 @@ async def test_a_payload_that_cannot_be_rendered_fails_for_good(
     (row, *_) = nudge_rows("p")
     await store.outbox.enqueue([replace(row, payload={"nudge": {"pod": "p"}})])
     clock = FakeClock(T0)
-    dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
+    dispatcher = Dispatcher(
+        store, senders, renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+    )
     await dispatcher.run_once(T0)
     (stored,) = await all_rows(store)
     assert stored.status is DeliveryStatus.FAILED

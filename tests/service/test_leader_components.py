@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import JobFilter, Store
 from inno_notify.adapters.db.leases import LeaseFence, LostLeadership
 from inno_notify.domain.model import Team
@@ -23,7 +22,7 @@ from inno_notify.service.usage import CollectorOptions, UsageCollector
 from inno_notify.sim.objects import JobSpec, job_object
 from tests import stored
 
-from .support import T0, FakeClock
+from .support import T0, FakeClock, renderer
 
 
 @pytest.fixture
@@ -41,7 +40,7 @@ async def _no_plan(*_: object) -> list[object]:
 
 
 def dispatch(store: Store, clock: FakeClock) -> Callable[[asyncio.Event], Awaitable[None]]:
-    return Dispatcher(store, {}, Renderer(), clock=clock, sleep=clock.sleep).run
+    return Dispatcher(store, {}, renderer(), clock=clock, sleep=clock.sleep).run
 
 
 def usage(store: Store, clock: FakeClock) -> Callable[[asyncio.Event], Awaitable[None]]:

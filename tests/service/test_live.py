@@ -15,7 +15,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter
@@ -30,7 +29,7 @@ from inno_notify.telemetry import Telemetry
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.prometheus import live_scenario as scenario
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer
-from tests.service.support import FakeClock, all_rows
+from tests.service.support import FakeClock, all_rows, renderer
 
 NOW = datetime.fromtimestamp(scenario.NOW, tz=UTC)
 CODER_OWNER = "bob@example.com"
@@ -278,7 +277,7 @@ async def test_the_dispatcher_sends_the_nudges(
     sender = EmailSender("127.0.0.1", "inno@example.com", port=port, starttls=False)
     clock = FakeClock(NOW)
     try:
-        dispatcher = Dispatcher(ingested, {"email": sender}, Renderer(), clock=clock, sleep=clock.sleep)
+        dispatcher = Dispatcher(ingested, {"email": sender}, renderer(), clock=clock, sleep=clock.sleep)
         sent = await dispatcher.run_once(NOW)
     finally:
         await sender.aclose()

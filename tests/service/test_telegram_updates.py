@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.channels.telegram_updates import TelegramUpdates, bot_id_of
 from inno_notify.adapters.db import Store
@@ -37,7 +36,7 @@ from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 from tests.waiting import eventually
 
-from .support import T0, FakeClock, all_rows, finish, finished_job
+from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -120,7 +119,7 @@ async def harness(
     dispatcher = Dispatcher(
         store,
         senders,
-        Renderer(),
+        renderer(),
         DispatchOptions(limits=UNLIMITED, rand=lambda: 0.5),
         clock=clock,
         sleep=clock.sleep,

@@ -21,6 +21,8 @@ from tests.adapters.channels.test_render import Parsed
 LINK = "https://t.me/inno_notify_bot?start=AQID-_abc"
 LINE = f"Get these on Telegram: {LINK}"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# One renderer for the module, as the service shares one: building it compiles every template.
+RENDERER = Renderer()
 
 
 def _view(uid: str = "u1") -> SummaryView:
@@ -41,7 +43,7 @@ def _messages(renderer: Renderer, channel: Channel, link: str | None) -> list[ob
 
 
 def test_e_mail_summaries_carry_the_line_in_both_parts_only_when_given() -> None:
-    renderer = Renderer()
+    renderer = RENDERER
     for message in _messages(renderer, Channel.EMAIL, LINK):
         assert isinstance(message, MailMessage)
         assert f"\n\n{LINE}\n\n" in message.text
@@ -53,7 +55,7 @@ def test_e_mail_summaries_carry_the_line_in_both_parts_only_when_given() -> None
 
 
 def test_slack_summaries_carry_the_line_as_their_last_paragraph() -> None:
-    renderer = Renderer()
+    renderer = RENDERER
     for message in _messages(renderer, Channel.SLACK, LINK):
         assert isinstance(message, SlackMessage)
         last = message.blocks[-1]["text"]["text"].split("\n\n")[-1]
@@ -66,7 +68,7 @@ def test_slack_summaries_carry_the_line_as_their_last_paragraph() -> None:
 
 
 def test_telegram_summaries_never_show_the_line() -> None:
-    for message in _messages(Renderer(), Channel.TELEGRAM, LINK):
+    for message in _messages(RENDERER, Channel.TELEGRAM, LINK):
         assert isinstance(message, TelegramMessage) and "t.me" not in message.html
 
 
@@ -92,7 +94,7 @@ def test_every_answer_escapes_what_a_person_wrote(kind: ReplyKind, name: str) ->
         channels=("email",),
         status=status,
     )
-    message = Renderer().render_payload(
+    message = RENDERER.render_payload(
         Channel.TELEGRAM, NotificationKind.BOT_REPLY, {"message": encode_reply(reply)}
     )
     assert isinstance(message, TelegramMessage)
@@ -103,6 +105,6 @@ def test_every_answer_escapes_what_a_person_wrote(kind: ReplyKind, name: str) ->
 
 def test_a_bot_reply_renders_for_telegram_only() -> None:
     with pytest.raises(ValueError, match="Telegram only"):
-        Renderer().render_payload(
+        RENDERER.render_payload(
             Channel.EMAIL, NotificationKind.BOT_REPLY, {"message": encode_reply(Reply(ReplyKind.HELP))}
         )

@@ -38,9 +38,12 @@ def _load(
     return truth, samples
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
-    """3 days of 24 GPUs (two of them MIG instances on one A100) and one round of finished pods."""
+    """3 days of 24 GPUs (two of them MIG instances on one A100) and one round of finished pods.
+
+    Generated, backfilled and served once per run (seconds), for every module that reads it: the
+    tests only query it."""
     if not HAVE_PROMETHEUS:
         pytest.skip("prometheus/promtool not installed")
     tmp = tmp_path_factory.mktemp("prom-cluster")
