@@ -316,16 +316,19 @@ class WorkflowRecorder:
         own, with its own summary); an Airflow run is made of its pods."""
         cluster = self.cfg.cluster
         known = {record.uid: record for record, _ in records}
-        asked = sorted({p.workflow_uid for p in pods} - set(known))
+        asked = sorted({p.workflow_uid for p in pods if p.gpus > 0} - set(known))
         if asked:
             known.update(await tx.get_workflows(cluster, asked))
+        # Only a step pod that holds GPUs is a run of its own (domain.parsing.pod_workload).
         steps = {
-            p.uid: (p.workflow_uid, known[p.workflow_uid].owner) for p in pods if p.workflow_uid in known
+            p.uid: (p.workflow_uid, known[p.workflow_uid].owner)
+            for p in pods
+            if p.gpus > 0 and p.workflow_uid in known
         }
         new = [record.uid for record, _ in records if record.uid not in stored]
         if new:
             for uid, group in (await tx.pods_of_workflows(cluster, new)).items():
-                steps.update({p.uid: (uid, known[uid].owner) for p in group})
+                steps.update({p.uid: (uid, known[uid].owner) for p in group if p.gpus > 0})
         return steps
 
     async def _deleted_in_gap(
