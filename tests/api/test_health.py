@@ -76,7 +76,7 @@ async def test_metrics_serves_the_registry_it_was_given(store: Store, given: str
     telemetry.sends.labels("slack", "retry").inc()
     telemetry.outbox_depth.labels("pending").set(7)
     kwargs = {"telemetry": telemetry} if given == "telemetry" else {"metrics_registry": registry}
-    client = await _serve(create_app(store, SETTINGS, **kwargs))  # type: ignore[arg-type]
+    client = await _serve(create_app(store, SETTINGS, **kwargs))
     try:
         await client.get("/api/v1/jobs")  # 401, timed when the app has the telemetry
         response = await client.get("/metrics")

@@ -49,7 +49,7 @@ async def pages(store: Store) -> AsyncIterator[Api]:
         yield served
 
 
-def summary_link(at=NOW) -> str:  # type: ignore[no-untyped-def]
+def summary_link(at=NOW) -> str:
     """The job page link of the summary the dispatcher would send now (Telegram's HTML)."""
     renderer = Renderer(links=PageLinks(PUBLIC, KEY, ttl_seconds=30 * 86400), clock=lambda: at)
     view = SummaryView.from_records(sample.job(), sample.usage(), sample.recommendations())

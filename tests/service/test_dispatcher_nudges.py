@@ -12,9 +12,9 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.domain.live import IdlePolicy, find_idle
-from inno_notify.domain.model import DeliveryStatus, PodRecord, WorkloadKind
+from inno_notify.domain.model import DeliveryStatus, JobStatus, PodRecord, WorkloadKind
 from inno_notify.domain.routing import plan_nudge
-from inno_notify.service.dispatcher import Dispatcher
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.domain.test_live import gpu
 
@@ -25,8 +25,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 __all__ = ["senders", "servers"]
 
 
-def nudge_rows(pod_name: str, now=T0):  # type: ignore[no-untyped-def]
-    job = replace(finished_job("ws-1"), kind=WorkloadKind.WORKSPACE, status="running", finished_at=None)
+def nudge_rows(pod_name: str, now=T0):
+    job = replace(
+        finished_job("ws-1"), kind=WorkloadKind.WORKSPACE, status=JobStatus.RUNNING, finished_at=None
+    )
     pod = PodRecord(
         "default",
         "pod-1",
@@ -55,7 +57,9 @@ async def test_nudges_go_out_on_every_channel_of_the_owner(
     assert len(rows) == 3
     await store.outbox.enqueue(rows)
     clock = FakeClock(T0)
-    dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
+    dispatcher = Dispatcher(
+        store, senders, Renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+    )
 
     assert await dispatcher.run_once(T0) == 3
     assert all(r.status is DeliveryStatus.SENT for r in await all_rows(store))
@@ -72,7 +76,9 @@ async def test_a_payload_that_cannot_be_rendered_fails_for_good(
     (row, *_) = nudge_rows("p")
     await store.outbox.enqueue([replace(row, payload={"nudge": {"pod": "p"}})])
     clock = FakeClock(T0)
-    dispatcher = Dispatcher(store, senders, Renderer(), clock=clock, sleep=clock.sleep, limits=UNLIMITED)
+    dispatcher = Dispatcher(
+        store, senders, Renderer(), DispatchOptions(limits=UNLIMITED), clock=clock, sleep=clock.sleep
+    )
     await dispatcher.run_once(T0)
     (stored,) = await all_rows(store)
     assert stored.status is DeliveryStatus.FAILED

@@ -118,12 +118,12 @@ async def test_series_match_the_generated_samples(
     assert series.start is not None
     first = int(series.start.timestamp())
     for line in series.gpu_util:
-        for i, value in enumerate(line.values):
+        for i, drawn in enumerate(line.values):
             truth_value = want.gpu_util[line.label].get(first + i * step)
             if truth_value is None:
-                assert value is None
+                assert drawn is None
             else:
-                assert value == pytest.approx(truth_value, abs=0.05 + 1e-9)
+                assert drawn == pytest.approx(truth_value, abs=0.05 + 1e-9)
     (ram,) = series.memory
     assert {first + i * step: v for i, v in enumerate(ram.values) if v is not None} == want.memory
 
