@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
@@ -36,8 +37,8 @@ async def test_not_ready_until_the_watchers_synced(api: Api) -> None:
     assert body["not_ready"] == ["watchers_synced"]
 
 
-async def _serve(app: object) -> TestClient:  # type: ignore[type-arg]
-    client = TestClient(TestServer(app))  # type: ignore[arg-type]
+async def _serve(app: web.Application) -> TestClient[web.Request, web.Application]:
+    client = TestClient(TestServer(app))
     await client.start_server()
     return client
 

@@ -47,8 +47,8 @@ IDLE = (0.0,) * N
 def polylines(svg: str) -> dict[str, list[list[tuple[float, float]]]]:
     found: dict[str, list[list[tuple[float, float]]]] = {}
     for points, color in re.findall(r'<polyline points="([^"]+)" fill="none" stroke="([^"]+)"', svg):
-        coords = [tuple(float(v) for v in p.split(",")) for p in points.split()]
-        found.setdefault(color, []).append(coords)  # type: ignore[arg-type]
+        coords = [(float(x), float(y)) for x, y in (p.split(",") for p in points.split())]
+        found.setdefault(color, []).append(coords)
     return found
 
 
