@@ -18,7 +18,6 @@ from rich.console import Console
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
-from inno_notify.sim.pipelines import SimArgoWorkflow
 from tests import stored
 
 pytestmark = pytest.mark.slow
@@ -51,9 +50,9 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
         jobs = [j for j in records if j.kind is WorkloadKind.JOB]
         # A pipeline's GPU attempts are workloads of their own, measured, steps of their workflow
         # (its uid their parent, its owner theirs), with no summary of their own.
-        steps = [j for j in records if j.kind is WorkloadKind.POD]
-        assert {j.uid for j in steps} == set(gpu_attempts)
-        assert all(j.parent_uid is not None and j.owner is not None for j in steps), steps
+        step_jobs = [j for j in records if j.kind is WorkloadKind.POD]
+        assert {j.uid for j in step_jobs} == set(gpu_attempts)
+        assert all(j.parent_uid is not None and j.owner is not None for j in step_jobs), step_jobs
         sent, _ = await store.outbox.list_notifications(limit=500)
         assert not {n.job_uid for n in sent if n.kind is not NotificationKind.IDLE_NUDGE} & set(gpu_attempts)
         # The notebook server was recorded as a workspace of its JupyterHub user, stopped, measured,
@@ -140,11 +139,10 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
         # A pipeline's GPU attempts count in its team's digest: they held GPUs.
         namespace = next(t.namespace for t in workload.teams if t.name == team.name)
         n_jobs += sum(
-            len(s.attempts)
-            for pipeline in (*workload.workflows, *workload.dag_runs)
-            if pipeline.namespace == namespace
-            for s in (pipeline.steps if isinstance(pipeline, SimArgoWorkflow) else pipeline.tasks)
-            if s.gpus
+            len(s.attempts) for w in workload.workflows if w.namespace == namespace for s in w.steps if s.gpus
+        )
+        n_jobs += sum(
+            len(t.attempts) for r in workload.dag_runs if r.namespace == namespace for t in r.tasks if t.gpus
         )
         # A stopped workspace is measured and counted with the team's finished work.
         n_jobs += sum(1 for w in workload.workspaces if w.person.team == team.name)

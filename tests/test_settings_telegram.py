@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from inno_notify.service.telegram_updates import link_key, webhook_secret
-from inno_notify.settings import ConfigError, load_settings
+from inno_notify.settings import ConfigError, Settings, load_settings
 
 
-def _load(tmp_path: Path, telegram: str, env: dict[str, str] | None = None) -> object:
+def _load(tmp_path: Path, telegram: str, env: dict[str, str] | None = None) -> Settings:
     path = tmp_path / "config.yaml"
     path.write_text(f"channels:\n  telegram:\n{telegram}", encoding="utf-8")
     return load_settings(path, env or {})
@@ -64,7 +64,7 @@ def test_secrets_come_from_files_or_from_the_bot_token(tmp_path: Path) -> None:
         f"    token: '1:abc'\n    bot_username: '@inno_notify_bot'\n"
         f"    webhook_secret_file: {tmp_path / 'webhook'}\n    link_secret_file: {tmp_path / 'link'}\n",
     )
-    assert settings.channels.telegram.bot_username == "inno_notify_bot"  # type: ignore[attr-defined]
+    assert settings.channels.telegram.bot_username == "inno_notify_bot"
     assert webhook_secret(settings.channels.telegram) == "hook_secret-1"
     derived = _load(tmp_path, "    token: '1:abc'\n")
     other_bot = _load(tmp_path, "    token: '2:xyz'\n")
@@ -77,4 +77,4 @@ def test_secrets_come_from_files_or_from_the_bot_token(tmp_path: Path) -> None:
 
 def test_environment_overrides_reach_the_new_keys(tmp_path: Path) -> None:
     settings = _load(tmp_path, "    token: '1:abc'\n", {"INNO_NOTIFY_CHANNELS__TELEGRAM__UPDATES": "off"})
-    assert settings.channels.telegram.updates == "off"  # type: ignore[attr-defined]
+    assert settings.channels.telegram.updates == "off"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,10 +12,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from inno_notify.adapters.db import Store
 from inno_notify.api import openapi
 from inno_notify.api.app import create_app
+from inno_notify.api.keys import DigestProvider
 
 from .support import NOW, SETTINGS, Api, Recorder, check_conforms
-
-DigestProvider = Callable[[str, str | None], Awaitable[Mapping[str, Any] | None]]
 
 
 @pytest.fixture

@@ -119,8 +119,8 @@ def test_token_table_matches_whole_tokens_only() -> None:
 
 
 def test_first_configured_token_wins_when_hashes_repeat() -> None:
-    token = ApiToken(name="a", sha256=sha256("t"), role="viewer")
-    again = ApiToken(name="b", sha256=sha256("t").upper(), role="admin")
+    token = ApiToken(name="a", sha256=sha256("t"), role="viewer", teams=None, recipients=None)
+    again = ApiToken(name="b", sha256=sha256("t").upper(), role="admin", teams=None, recipients=None)
     principal = TokenTable([token, again]).authenticate("t")
     assert principal is not None and principal.name == "a"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
@@ -36,8 +37,8 @@ async def test_not_ready_until_the_watchers_synced(api: Api) -> None:
     assert body["not_ready"] == ["watchers_synced"]
 
 
-async def _serve(app: object) -> TestClient:  # type: ignore[type-arg]
-    client = TestClient(TestServer(app))  # type: ignore[arg-type]
+async def _serve(app: web.Application) -> TestClient[web.Request, web.Application]:
+    client = TestClient(TestServer(app))
     await client.start_server()
     return client
 
@@ -76,7 +77,7 @@ async def test_metrics_serves_the_registry_it_was_given(store: Store, given: str
     telemetry.sends.labels("slack", "retry").inc()
     telemetry.outbox_depth.labels("pending").set(7)
     kwargs = {"telemetry": telemetry} if given == "telemetry" else {"metrics_registry": registry}
-    client = await _serve(create_app(store, SETTINGS, **kwargs))  # type: ignore[arg-type]
+    client = await _serve(create_app(store, SETTINGS, **kwargs))
     try:
         await client.get("/api/v1/jobs")  # 401, timed when the app has the telemetry
         response = await client.get("/metrics")

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 import sqlalchemy as sa
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -81,7 +82,7 @@ class GatedUsageStore(Store):
 
 
 @contextlib.asynccontextmanager
-async def _serve(store: Store, **options: Any) -> AsyncIterator[TestClient]:  # type: ignore[type-arg]
+async def _serve(store: Store, **options: Any) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     app = create_app(store, SETTINGS, clock=lambda: NOW, **options)
     recorder = Recorder()
     app.middlewares.insert(0, recorder.middleware)
@@ -94,7 +95,9 @@ async def _serve(store: Store, **options: Any) -> AsyncIterator[TestClient]:  # 
     check_conforms(openapi.build(), recorder.seen)
 
 
-async def _get(client: TestClient, path: str, **params: str) -> tuple[int, Any, Any]:  # type: ignore[type-arg]
+async def _get(
+    client: TestClient[web.Request, web.Application], path: str, **params: str
+) -> tuple[int, Any, Any]:
     headers = {"Authorization": f"Bearer {TOKENS['viewer']}"}
     async with client.get(path, headers=headers, params=params) as response:
         return response.status, await response.json(), response.headers

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from html import unescape
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -52,7 +52,7 @@ async def pages(store: Store) -> AsyncIterator[Api]:
 
 
 @functools.cache
-def summary_link(at=NOW) -> str:  # type: ignore[no-untyped-def]
+def summary_link(at: datetime = NOW) -> str:
     """The job page link of the summary the dispatcher would send now (Telegram's HTML); the same
     for the same time (signed, no nonce), so rendered once per time (a renderer compiles every
     template)."""

@@ -6,6 +6,7 @@ import socket
 from collections.abc import Mapping
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
@@ -14,7 +15,9 @@ from inno_notify.api.probes import ProbesBindError, create_probe_app, start_prob
 from inno_notify.telemetry import Telemetry
 
 
-async def _client(store: Store, readiness: Mapping[str, bool], registry: CollectorRegistry) -> TestClient:  # type: ignore[type-arg]
+async def _client(
+    store: Store, readiness: Mapping[str, bool], registry: CollectorRegistry
+) -> TestClient[web.Request, web.Application]:
     client = TestClient(TestServer(create_probe_app(store, lambda: readiness, registry)))
     await client.start_server()
     return client

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -55,7 +56,7 @@ async def counting(store: Store) -> CountingStore:
     return CountingStore(store)
 
 
-async def _client(app: Any) -> AsyncIterator[TestClient]:  # type: ignore[type-arg]
+async def _client(app: web.Application) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     client = TestClient(TestServer(app))
     await client.start_server()
     try:
@@ -64,7 +65,9 @@ async def _client(app: Any) -> AsyncIterator[TestClient]:  # type: ignore[type-a
         await client.close()
 
 
-async def _get(client: TestClient, path: str, accept: str = "application/json") -> tuple[int, Any]:  # type: ignore[type-arg]
+async def _get(
+    client: TestClient[web.Request, web.Application], path: str, accept: str = "application/json"
+) -> tuple[int, Any]:
     headers = {"Authorization": f"Bearer {TOKENS['viewer']}", "Accept": accept}
     async with client.get(path, headers=headers) as response:
         if response.content_type == "application/json":

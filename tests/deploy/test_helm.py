@@ -168,15 +168,19 @@ def test_chart_and_kustomize_render_the_same_security_context_probes_and_rbac(
         }
 
 
+def _kinds(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Each object's kind and name, sorted; the ConfigMap under one name (Kustomize's name carries
+    its content's hash, the chart rolls pods with a checksum)."""
+    named = [(o["kind"], o["metadata"]["name"].removesuffix("-data")) for o in objects]
+    return sorted((kind, "inno-notify-config" if kind == "ConfigMap" else name) for kind, name in named)
+
+
 @pytest.mark.parametrize("values", ["single.yaml", "production.yaml"])
 def test_the_same_objects_as_the_overlay(values: str) -> None:
     tree = SAME_AS_KUSTOMIZE[values][0]
-    kinds = lambda objs: sorted((o["kind"], o["metadata"]["name"].removesuffix("-data")) for o in objs)  # noqa: E731
     kustomize = [o for o in render(tree) if o["kind"] != "Namespace"]
     chart = helm_render(example(values))
-    # Kustomize's ConfigMap name carries its content's hash; the chart rolls pods with a checksum.
-    norm = lambda pairs: [(k, "inno-notify-config" if k == "ConfigMap" else n) for k, n in pairs]  # noqa: E731
-    assert norm(kinds(chart)) == norm(kinds(kustomize))
+    assert _kinds(chart) == _kinds(kustomize)
     deployment = one(chart, "Deployment")["spec"]
     assert deployment["replicas"] == one(kustomize, "Deployment")["spec"]["replicas"]
     assert deployment["strategy"] == one(kustomize, "Deployment")["spec"]["strategy"]

@@ -237,7 +237,7 @@ def test_serve_answers_its_probes_in_the_image(rootfs: Path, tmp_path: Path) -> 
         text=True,
     )
     try:
-        answers = {}
+        answers: dict[str, tuple[int, str]] = {}  # path -> (status, body)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(answers) < 3:
             for path in ("/healthz", "/readyz", "/metrics"):

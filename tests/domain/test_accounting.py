@@ -10,6 +10,7 @@ import pytest
 from inno_notify.domain.accounting import compute_usage, held_interval, requested_vs_used
 from inno_notify.domain.model import (
     GPU_SOURCE_AGENT,
+    GPU_SOURCE_DCGM,
     ContainerRecord,
     GpuUsage,
     JobRecord,
@@ -50,7 +51,7 @@ def pod(
     gpus: float = 1.0,
     deleted: float | None = None,
 ) -> PodRecord:
-    containers = ()
+    containers: tuple[ContainerRecord, ...] = ()
     if end is not None:
         containers = (
             ContainerRecord(name="main", terminated=TerminatedState(exit_code=0, finished_at=at(end))),
@@ -70,7 +71,17 @@ def pod(
     )
 
 
-def gpu(pod_uid: str, index: int, util: float | None, fb_gib: float | None = 10, **kw: object) -> GpuUsage:
+def gpu(
+    pod_uid: str,
+    index: int,
+    util: float | None,
+    fb_gib: float | None = 10,
+    *,
+    mig_profile: str | None = None,
+    shared: bool = False,
+    sharing: str | None = None,
+    source: str = GPU_SOURCE_DCGM,
+) -> GpuUsage:
     return GpuUsage(
         pod_uid=pod_uid,
         pod_name=f"train-{pod_uid}",
@@ -80,7 +91,10 @@ def gpu(pod_uid: str, index: int, util: float | None, fb_gib: float | None = 10,
         util_max_percent=util,
         fb_used_peak_bytes=None if fb_gib is None else int(fb_gib * GIB),
         samples=0 if util is None else 100,
-        **kw,  # type: ignore[arg-type]
+        mig_profile=mig_profile,
+        shared=shared,
+        sharing=sharing,
+        source=source,
     )
 
 
@@ -352,8 +366,9 @@ def test_requested_vs_used() -> None:
     assert no_request.cpu_ratio is None and no_request.memory_ratio is None
 
 
-# A time-sliced GPU measured per process by the node agent: the figures are the pod's own share.
-AGENT = {"shared": True, "source": GPU_SOURCE_AGENT, "sharing": "agent_processes"}
+def agent_gpu(pod_uid: str, index: int, util: float | None, fb_gib: float | None = 10) -> GpuUsage:
+    """A time-sliced GPU measured per process by the node agent: the figures are the pod's own share."""
+    return gpu(pod_uid, index, util, fb_gib, shared=True, source=GPU_SOURCE_AGENT, sharing="agent_processes")
 
 
 @pytest.mark.parametrize(
@@ -375,7 +390,7 @@ def test_time_sliced_gpu_measured_per_process(
     result = compute_usage(
         job(),
         [pod("a", 0, 60, gpus=equivalents)],
-        [gpu("a", 0, share, fb_gib=3, **AGENT)],
+        [agent_gpu("a", 0, share, fb_gib=3)],
         [usage("a", 1)],
         idle_util_percent=5,
         now=NOW,
@@ -392,7 +407,7 @@ def test_one_gpu_shared_without_per_process_figures_states_nothing_for_the_job()
     result = compute_usage(
         job(),
         [pod("a", 0, 60, gpus=2)],
-        [gpu("a", 0, 30, **AGENT), gpu("a", 1, 90, shared=True, sharing="resource")],
+        [agent_gpu("a", 0, 30), gpu("a", 1, 90, shared=True, sharing="resource")],
         [usage("a", 1)],
         idle_util_percent=5,
         now=NOW,

@@ -211,7 +211,7 @@ def test_partly_followed_advice_frees_what_moved_and_ignored_advice_frees_nothin
     # GPUs 4 → 3 for 5 h: 5 GPU-h; memory ignored: 0.
     partly = judge(run(gpu=3, memory_gib=256, hours=5), previous, [gpus(4, 2), memory(256, 48, 40)], T0)
     assert partly is not None and partly.outcome is Outcome.PARTLY
-    assert (partly.gpu_hours_freed, partly.memory_gib_hours_freed) == (pytest.approx(5.0), 0.0)
+    assert (partly.gpu_hours_freed, partly.memory_gib_hours_freed) == pytest.approx((5.0, 0.0))
     ignored = judge(run(gpu=4), previous, [gpus(4, 2)], T0)
     assert ignored is not None and ignored.outcome is Outcome.IGNORED
     assert (ignored.gpu_hours_freed, ignored.memory_gib_hours_freed) == (0.0, 0.0)

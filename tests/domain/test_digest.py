@@ -20,8 +20,8 @@ from inno_notify.domain.digest import (
 )
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_build_digest_figures() -> None:
     assert (d.jobs, d.jobs_unmeasured, d.succeeded, d.failed, d.oom) == (4, 1, 2, 2, 1)
     assert (d.gpu_hours, d.used_gpu_hours, d.idle_gpu_hours) == (10.0, 4.0, 3.0)
     assert d.efficiency == pytest.approx(0.4)
-    assert (d.queue_p50_seconds, d.queue_p95_seconds) == (90.0, pytest.approx(528.0))
+    assert (d.queue_p50_seconds, d.queue_p95_seconds) == pytest.approx((90.0, 528.0))
     assert d.week_hours == 169
     assert d.quota_share == pytest.approx(10.0 / (2.0 * 169))
     assert d.change_gpu_hours.delta == 5.0 and d.change_gpu_hours.percent == 100.0

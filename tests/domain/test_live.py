@@ -11,6 +11,7 @@ import pytest
 
 from inno_notify.domain.live import (
     GpuWindow,
+    IdleFinding,
     IdlePolicy,
     find_idle,
     finding_from_payload,
@@ -145,8 +146,9 @@ def test_the_payload_round_trips_and_refuses_what_is_missing() -> None:
         job(), pod(), [gpu("0", fb=9000.0), gpu("1", busy=NOW - 2 * H)], NOW, POLICY, LOOKBACK
     )
     assert finding is not None
-    payload = {"nudge": finding_to_payload(finding), "name": "Alice"}
+    payload: dict[str, Any] = {"nudge": finding_to_payload(finding), "name": "Alice"}
     assert finding_from_payload(payload) == finding
+    broken: dict[str, Any]
     for broken in (
         {},
         {"nudge": "x"},
@@ -216,7 +218,7 @@ TEAMS = {"ml": Team("ml", ("ml",), ("lead@example.com",), notify_unowned=True)}
 ALL = frozenset({"telegram", "slack", "email"})
 
 
-def finding_for(record: JobRecord):  # type: ignore[no-untyped-def]
+def finding_for(record: JobRecord) -> IdleFinding:
     found = find_idle(record, pod(), [gpu()], NOW, POLICY, LOOKBACK)
     assert found is not None
     return found

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inno_notify.domain.live import NUDGE_PODS_LISTED, IdleFinding, IdleGpu, findings_from_payload
-from inno_notify.domain.model import DirectoryUser, JobRecord, WorkloadKind
+from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, WorkloadKind
 from inno_notify.domain.routing import NUDGES_OFF, bundle_nudges, plan_nudge
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -56,8 +56,8 @@ def job(f: IdleFinding) -> JobRecord:
     )
 
 
-def plan(findings: list[IdleFinding], user: DirectoryUser) -> list:  # type: ignore[type-arg]
-    rows = []
+def plan(findings: list[IdleFinding], user: DirectoryUser) -> list[Notification]:
+    rows: list[Notification] = []
     for f in findings:
         rows.extend(
             plan_nudge(

@@ -9,15 +9,15 @@ from dataclasses import replace
 import pytest
 
 from inno_notify.domain.model import NotificationKind, NotifyMode, Team
-from inno_notify.domain.routing import Audience, message_dedup_key, plan_event, plan_message
+from inno_notify.domain.routing import Audience, RoutingPlan, message_dedup_key, plan_event, plan_message
 
 from .test_routing import ALL, NOW, TEAMS, USERS
 
 FACE = Audience(namespace="face-research", owner="alice@example.com", team="face")
 
 
-def pairs(plan: object) -> set[tuple[str, str]]:
-    return {(n.recipient, n.channel.value) for n in plan.notifications}  # type: ignore[attr-defined]
+def pairs(plan: RoutingPlan) -> set[tuple[str, str]]:
+    return {(n.recipient, n.channel.value) for n in plan.notifications}
 
 
 # (case, audience, enabled, teams changes, expected {(recipient, channel)})

@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
 from inno_notify.domain.workflows import (
     AttemptRecord,
     StepRecord,
+    StepUsage,
     WorkflowKind,
     WorkflowPod,
     WorkflowRecord,
@@ -216,14 +217,14 @@ def test_a_gpu_step_not_measured_is_named_not_counted_as_zero() -> None:
     train = summary.steps[1]
     assert (train.gpu_minutes, train.used_gpu_minutes, train.missing) == (None, None, "not measured")
     assert (summary.gpu_minutes, summary.used_gpu_minutes, summary.unmeasured_gpu_steps) == (None, None, 1)
-    measured = {"pod-n-train": (_record("pod-n-train"), _usage(None, None), [])}
+    measured: StepUsage = {"pod-n-train": (_record("pod-n-train"), _usage(None, None), [])}
     assert summarize_workflow(workflow, pods, measured).steps[1].missing == "prometheus_unavailable"
 
 
 def test_gpu_minutes_add_up_over_a_steps_attempts() -> None:
     workflow, pods = _argo_workflow()
     pods = [replace(p, gpus=1.0) if p.step_key.startswith("n-eval") else p for p in pods]
-    measured = {
+    measured: dict[str, tuple[JobRecord, Usage | None, list[Recommendation]]] = {
         "pod-n-train": (_record("pod-n-train"), _usage(80.0, 35.5), []),
         "pod-n-eval-0": (_record("pod-n-eval-0"), _usage(3.0, 2.0), []),
         "pod-n-eval-1": (_record("pod-n-eval-1"), _usage(4.0, 3.5), []),

@@ -117,10 +117,9 @@ def usage() -> Usage:
 
 
 def recommendations() -> list[Recommendation]:
-    window = {
-        "window_start": (T0 + timedelta(minutes=2)).isoformat(),
-        "window_end": job().finished_at.isoformat(),
-    }  # type: ignore[union-attr]
+    finished = job().finished_at
+    assert finished is not None
+    window = {"window_start": (T0 + timedelta(minutes=2)).isoformat(), "window_end": finished.isoformat()}
     return [
         Recommendation(
             kind=RecommendationKind.GPU_COUNT,

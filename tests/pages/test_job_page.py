@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import timedelta
 from html import unescape
 from html.parser import HTMLParser
 
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
-from inno_notify.service.job_pages import job_page_provider
+from inno_notify.service.job_pages import JobPageProvider, job_page_provider
 from tests.pages import sample
 
 LOGS = "https://logs.example.org/?pods={{ pod_regex | urlencode }}&from={{ start }}"
 
 
-def provider(store: Store):  # type: ignore[no-untyped-def]
+def provider(store: Store) -> JobPageProvider:
     renderer = Renderer(
         log_url_template=LOGS, grafana_url_template="https://grafana.example.org/?node={{ node }}"
     )
@@ -91,7 +92,7 @@ async def test_a_job_page_shows_figures_chart_advice_with_evidence_kueue_and_the
 async def test_without_uid_the_newest_run_and_an_unknown_job_is_none(store: Store) -> None:
     await sample.store_job(store)
     newer = sample.job(
-        uid="newer-run", created_at=sample.T0 + sample.timedelta(days=1), exit_code=0, exit_reason="Completed"
+        uid="newer-run", created_at=sample.T0 + timedelta(days=1), exit_code=0, exit_reason="Completed"
     )
     await sample.store_job(store, newer, with_series=False)
     page = await provider(store)("face-research", "train-resnet-7", None)
@@ -102,9 +103,9 @@ async def test_without_uid_the_newest_run_and_an_unknown_job_is_none(store: Stor
 
 async def test_hostile_values_are_text_on_the_page(store: Store) -> None:
     evil = "<script>alert(1)</script>"
-    record = replace(
-        sample.job(), owner=f"{evil}@x", reason=evil, kueue=replace(sample.job().kueue, cluster_queue=evil)
-    )  # type: ignore[type-var]
+    kueue = sample.job().kueue
+    assert kueue is not None
+    record = replace(sample.job(), owner=f"{evil}@x", reason=evil, kueue=replace(kueue, cluster_queue=evil))
     await sample.store_job(store, record)
     page = await provider(store)("face-research", "train-resnet-7", None)
     assert page is not None

@@ -224,7 +224,7 @@ async def api(settings: Settings) -> AsyncIterator[int]:
     """The service's API component over the demo's database, on a free port; its port."""
     port = unused_port()
     # A token exists (the API refuses to start without one); no request here uses it.
-    token = ApiToken(name="admin", sha256="0" * 64, role="admin")
+    token = ApiToken(name="admin", sha256="0" * 64, role="admin", teams=None, recipients=None)
     served = settings.model_copy(update={"api": ApiSettings(listen=f"127.0.0.1:{port}", tokens=(token,))})
     run = api_component(served, Telemetry.create(CollectorRegistry()), lambda: {})
     assert run is not None

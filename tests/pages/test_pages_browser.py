@@ -4,6 +4,7 @@ text at a readable size. Skipped where /usr/bin/chromium (Debian chromium) is ab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def team_page() -> str:
 
 @pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["phone", "laptop"])
 @pytest.mark.parametrize("make", [job_page, team_page], ids=["job", "team"])
-def test_the_page_fits_the_screen(make, size: tuple[int, int], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_fits_the_screen(make: Callable[[], str], size: tuple[int, int], tmp_path: Path) -> None:
     measured = measure(make(), size, tmp_path)
     assert measured["viewport"] == size[0]
     assert measured["scroll_width"] is not None and measured["scroll_width"] <= size[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,7 +58,9 @@ def process_labels(
     )
 
 
-def pod_object(uid: str, namespace: str, name: str, containers: Mapping[str, str], node: str = NODE) -> dict:
+def pod_object(
+    uid: str, namespace: str, name: str, containers: Mapping[str, str], node: str = NODE
+) -> dict[str, Any]:
     return {
         "metadata": {"uid": uid, "namespace": namespace, "name": name},
         "spec": {"nodeName": node, "containers": [{"name": c} for c in containers.values()]},

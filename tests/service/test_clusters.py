@@ -129,7 +129,6 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
     week = last_complete_week(now, "UTC")
     for name, sim in sims.items():
         run_job(sim, name, end)
-    channels = {"slack_users": SLACK_IDS}
     store = Store.from_url(database)
     leases = LeaseRepository.from_url(database)
     replicas: dict[str, Replica] = {}
@@ -138,7 +137,7 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
         async with aiohttp.ClientSession() as session:
             for number, name in enumerate(CLUSTERS, start=1):
                 cfg = config(database, kubeconfigs[name], name, digest=False)
-                replicas[name] = await start_replica(name, number, cfg, tmp_path, **channels)
+                replicas[name] = await start_replica(name, number, cfg, tmp_path, slack_users=SLACK_IDS)
                 everyone.append(replicas[name])
             for replica in replicas.values():
                 await replica.wait_ready(session)
@@ -181,7 +180,7 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
             north_term = (await leases.get("north")).term  # type: ignore[union-attr]
             await replicas["north"].kill()
             cfg = config(database, kubeconfigs["north"], "north", digest=True)
-            replicas["north"] = await start_replica("north-2", 3, cfg, tmp_path, **channels)
+            replicas["north"] = await start_replica("north-2", 3, cfg, tmp_path, slack_users=SLACK_IDS)
             everyone.append(replicas["north"])
             await replicas["north"].wait_ready(session)
             assert await wait_leader(session, [replicas["north"]]) is replicas["north"]
@@ -207,7 +206,7 @@ async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> 
             # cluster, so no second row and no second message.
             assert await replicas["south"].terminate() == 0
             cfg = config(database, kubeconfigs["south"], "south", digest=True)
-            replicas["south"] = await start_replica("south-2", 4, cfg, tmp_path, **channels)
+            replicas["south"] = await start_replica("south-2", 4, cfg, tmp_path, slack_users=SLACK_IDS)
             everyone.append(replicas["south"])
             await replicas["south"].wait_ready(session)
             assert await wait_leader(session, [replicas["south"]]) is replicas["south"]

@@ -29,8 +29,8 @@ MONDAY_8 = "0 8 * * MON"
 ALL = frozenset({"email", "slack", "telegram"})
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

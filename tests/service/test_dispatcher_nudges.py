@@ -11,7 +11,7 @@ import pytest
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.live import IdlePolicy, find_idle
-from inno_notify.domain.model import DeliveryStatus, PodRecord, WorkloadKind
+from inno_notify.domain.model import DeliveryStatus, JobStatus, PodRecord, WorkloadKind
 from inno_notify.domain.routing import plan_nudge
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
@@ -24,8 +24,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 __all__ = ["senders", "servers"]
 
 
-def nudge_rows(pod_name: str, now=T0):  # type: ignore[no-untyped-def]
-    job = replace(finished_job("ws-1"), kind=WorkloadKind.WORKSPACE, status="running", finished_at=None)
+def nudge_rows(pod_name: str, now=T0):
+    job = replace(
+        finished_job("ws-1"), kind=WorkloadKind.WORKSPACE, status=JobStatus.RUNNING, finished_at=None
+    )
     pod = PodRecord(
         "default",
         "pod-1",

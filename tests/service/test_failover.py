@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -158,7 +159,7 @@ async def database() -> AsyncIterator[str]:
 async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path) -> None:
     sim = SimKubeServer(bookmark_interval=1.0)
     await sim.start()
-    owners = [
+    owners: list[dict[str, Any]] = [
         {"email": f"owner{i}@example.com", "slack_user_id": f"UOWNER{i}", "channels": ["slack"]}
         for i in range(WATCHED_JOBS)
     ]
@@ -172,16 +173,19 @@ async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path)
     chats = {u.telegram_chat_id for u in everyone.values() if u.telegram_chat_id is not None}
     slack_users = {e: u.slack_user_id for e, u in everyone.items() if u.slack_user_id is not None}
     slack_users |= {owner["email"]: owner["slack_user_id"] for owner in owners}
-    channels = {"telegram_chats": chats, "slack_users": slack_users}
     store = Store.from_url(database)
     replicas: list[Replica] = []
     try:
         async with aiohttp.ClientSession() as session:
-            first = await start_replica("a", 1, config, tmp_path, **channels)
+            first = await start_replica(
+                "a", 1, config, tmp_path, telegram_chats=chats, slack_users=slack_users
+            )
             replicas.append(first)
             await first.wait_ready(session)
             assert await wait_leader(session, replicas) is first
-            follower = await start_replica("b", 2, config, tmp_path, **channels)
+            follower = await start_replica(
+                "b", 2, config, tmp_path, telegram_chats=chats, slack_users=slack_users
+            )
             replicas.append(follower)
             await follower.wait_ready(session)
 
@@ -221,7 +225,9 @@ async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path)
             )
 
             # --- SIGTERM hand-over ---------------------------------------------------------------
-            third = await start_replica("c", 3, config, tmp_path, **channels)
+            third = await start_replica(
+                "c", 3, config, tmp_path, telegram_chats=chats, slack_users=slack_users
+            )
             replicas.append(third)
             await third.wait_ready(session)
             due_later = await enqueue_due(store, KILL_BATCH, TERM_BATCH)

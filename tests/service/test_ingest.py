@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,7 +46,7 @@ def ingestor(store: Store, clock: Clock, started_at: datetime = T0, **options: f
 
 def lifecycle(
     name: str, *, exit_code: int = 0, gpus: int = 4, start: datetime = T0
-) -> list[tuple[str, str, dict]]:
+) -> list[tuple[str, str, dict[str, Any]]]:
     """The watch events of one job from creation to its end, with the times a real cluster sets."""
     spec = JobSpec(name=name, namespace="face-research", owner="alice@example.com", gpus=gpus)
     job = job_object(spec, start)
@@ -308,12 +309,12 @@ class CountingJobs(JobRepository):
 
             async def counted(
                 cluster: str,
-                jobs: Sequence[JobRecord],
-                pods: Sequence[PodRecord],
+                job_records: Sequence[JobRecord],
+                pod_records: Sequence[PodRecord],
                 marks: Sequence[TerminalMark],
             ) -> int:
-                self.written.append((len(jobs), len(pods)))
-                return await write(cluster, jobs, pods, marks)
+                self.written.append((len(job_records), len(pod_records)))
+                return await write(cluster, job_records, pod_records, marks)
 
             tx.write = counted  # type: ignore[method-assign]
             yield tx

@@ -13,8 +13,10 @@ import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.adapters.kube import ClusterWatcher, WatcherStats, WatchOptions, load_api_client
@@ -58,15 +60,15 @@ class Harness:
         self.kubeconfig = kubeconfig
         self.ingestors: list[Ingestor] = []
         self.watcher: ClusterWatcher | None = None
-        self.jobs: dict[str, dict] = {}
-        self.pods: dict[str, dict] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
         self.expected: dict[str, JobStatus] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._api = None
+        self._api: ApiClient | None = None
 
     async def start_service(self) -> None:
         """One service instance: a fresh watcher and ingestor on the same store (a restart)."""
-        self._api = await load_api_client(self.kubeconfig)
+        api = self._api = await load_api_client(self.kubeconfig)
         ingestor = Ingestor(
             self.store,
             ParseConfig(cluster="faults"),
@@ -75,9 +77,7 @@ class Harness:
             T0,
         )
         options = WatchOptions(inactivity_timeout=0.5, backoff_base=0.01, backoff_cap=0.05)
-        watcher = ClusterWatcher(
-            self._api, ingestor.on_event, ingestor.on_relist, kueue=False, options=options
-        )
+        watcher = ClusterWatcher(api, ingestor.on_event, ingestor.on_relist, kueue=False, options=options)
         self.ingestors.append(ingestor)
         self.watcher = watcher
         self._tasks = [asyncio.create_task(watcher.run()), asyncio.create_task(ingestor.run())]

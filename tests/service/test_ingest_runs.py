@@ -320,6 +320,7 @@ async def test_kueue_gives_a_training_run_its_admission_and_preemptions(store: S
     assert (record.kueue.local_queue, record.kueue.cluster_queue) == ("team-ml", "gpu-cq")
     assert record.kueue.admitted_at == datetime(2024, 6, 21, 4, 51, tzinfo=UTC)
     assert record.kueue.preemptions == 1
+    assert record.created_at is not None
     assert (
         record.queue_seconds == (datetime(2024, 6, 21, 4, 51, tzinfo=UTC) - record.created_at).total_seconds()
     )

@@ -9,7 +9,7 @@ series goes as text only; a chart is drawn once per job however many channels it
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from email.message import EmailMessage
 
 import pytest
@@ -72,7 +72,9 @@ def series(busy: float = 80.0) -> UsageSeries:
     )
 
 
-async def summarize(store: Store, job: JobRecord, with_series: UsageSeries | None, now=T0) -> None:  # type: ignore[no-untyped-def]
+async def summarize(
+    store: Store, job: JobRecord, with_series: UsageSeries | None, now: datetime = T0
+) -> None:
     await stored.upsert_jobs(store, [job])
     rows = route_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0)
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)

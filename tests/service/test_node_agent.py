@@ -11,6 +11,7 @@ import asyncio
 import threading
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ from tests.service.agent_support import (
 
 
 class StaticPods:
-    def __init__(self, *objects: dict) -> None:
+    def __init__(self, *objects: dict[str, Any]) -> None:
         self.pods: dict[str, PodIdentity] = {}
         for obj in objects:
             identity = parse_pod_identity(obj)

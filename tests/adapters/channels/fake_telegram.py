@@ -25,12 +25,18 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-CHAT_NOT_FOUND = (400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
-BLOCKED = (403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"})
-UNAUTHORIZED = (401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+# An answer to script: (HTTP status, JSON body or raw text).
+Answer = tuple[int, Mapping[str, Any] | str]
+
+CHAT_NOT_FOUND: Answer = (400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
+BLOCKED: Answer = (
+    403,
+    {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"},
+)
+UNAUTHORIZED: Answer = (401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
 
 
-def too_many_requests(retry_after: int) -> tuple[int, dict[str, Any]]:
+def too_many_requests(retry_after: int) -> Answer:
     return (
         429,
         {
@@ -44,7 +50,7 @@ def too_many_requests(retry_after: int) -> tuple[int, dict[str, Any]]:
 
 # nginx in front of the Bot API answers a 502 with an HTML page, not JSON.
 BAD_GATEWAY_HTML = "<html><head><title>502 Bad Gateway</title></head><body>502 Bad Gateway</body></html>"
-WEBHOOK_CONFLICT = (
+WEBHOOK_CONFLICT: Answer = (
     409,
     {
         "ok": False,
@@ -71,7 +77,7 @@ class FakeTelegram:
     chats: set[int] = field(default_factory=set)
     blocked: set[int] = field(default_factory=set)
     # Answers to give to the next calls, in order, before the normal behaviour: (status, body).
-    scripted: list[tuple[int, Mapping[str, Any] | str]] = field(default_factory=list)
+    scripted: list[Answer] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     # A provider that hangs: "stall" answers nothing until `release()` (the fixture calls it when
     # the test ends); "trickle" sends a response one byte at a time, each well within any read
@@ -98,7 +104,10 @@ class FakeTelegram:
         title: str | None = None,
     ) -> dict[str, Any]:
         """Queues the update a person's message makes (a group's when `chat_type` is "group")."""
-        sender = {"id": abs(chat_id) if chat_type == "private" else 9_000_001, "is_bot": False}
+        sender: dict[str, Any] = {
+            "id": abs(chat_id) if chat_type == "private" else 9_000_001,
+            "is_bot": False,
+        }
         sender["first_name"] = first_name
         chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
         if chat_type == "private":

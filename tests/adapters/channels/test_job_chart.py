@@ -29,18 +29,15 @@ GIB = 1024**3
 N = 60
 
 
-def series(
-    *utils: tuple[float | None, ...], labels: tuple[str, ...] | None = None, **changes: object
-) -> UsageSeries:
+def series(*utils: tuple[float | None, ...], labels: tuple[str, ...] | None = None) -> UsageSeries:
     names = labels or tuple(f"node-a/{i}" for i in range(len(utils)))
-    base = UsageSeries(
+    return UsageSeries(
         step_seconds=120,
         start=T0 + timedelta(minutes=2),
         gpu_util=tuple(SeriesLine(name, "pod-0", values) for name, values in zip(names, utils, strict=True)),
         gpu_memory=tuple(SeriesLine(name, "pod-0", (10.0 * GIB,) * N) for name in names),
         memory=(SeriesLine("pod-0", "pod-0", tuple(20.0 * GIB + i * 1e8 for i in range(N))),),
     )
-    return UsageSeries(**{**{f: getattr(base, f) for f in UsageSeries.__dataclass_fields__}, **changes})  # type: ignore[arg-type]
 
 
 BUSY = tuple(70.0 + (i % 7) for i in range(N))
@@ -50,8 +47,8 @@ IDLE = (0.0,) * N
 def polylines(svg: str) -> dict[str, list[list[tuple[float, float]]]]:
     found: dict[str, list[list[tuple[float, float]]]] = {}
     for points, color in re.findall(r'<polyline points="([^"]+)" fill="none" stroke="([^"]+)"', svg):
-        coords = [tuple(float(v) for v in p.split(",")) for p in points.split()]
-        found.setdefault(color, []).append(coords)  # type: ignore[arg-type]
+        coords = [(float(x), float(y)) for x, y in (p.split(",") for p in points.split())]
+        found.setdefault(color, []).append(coords)
     return found
 
 

@@ -36,14 +36,10 @@ RENDERER = Renderer(dashboard_url="https://gpu.example.org")
 
 
 def workflow(text: str = "") -> WorkflowSummary:
-    def step(name: str, phase: str, minutes: float, **changes: object) -> StepFigures:
+    def step(name: str, phase: str, minutes: float) -> StepFigures:
         return StepFigures(
-            name=f"{name}{text}",
-            phase=phase,
-            started_at=T0,
-            finished_at=T0 + timedelta(minutes=minutes),
-            **changes,
-        )  # type: ignore[arg-type]
+            name=f"{name}{text}", phase=phase, started_at=T0, finished_at=T0 + timedelta(minutes=minutes)
+        )
 
     return WorkflowSummary(
         cluster="lab",
@@ -56,18 +52,18 @@ def workflow(text: str = "") -> WorkflowSummary:
         started_at=T0,
         finished_at=T0 + timedelta(hours=1, minutes=2),
         steps=(
-            step("prepare", "Succeeded", 5, exit_code=0),
-            step(
-                "train",
-                "Succeeded",
-                40,
+            replace(step("prepare", "Succeeded", 5), exit_code=0),
+            replace(
+                step("train", "Succeeded", 40),
                 exit_code=0,
                 gpus=2.0,
                 gpu_minutes=80.0,
                 used_gpu_minutes=35.5,
                 advice=(f"1 of 2 GPUs stayed idle: request 1.{text}",),
             ),
-            step("evaluate", "Failed", 8, attempts=2, exit_code=2, message=f"Error (exit code 2){text}"),
+            replace(
+                step("evaluate", "Failed", 8), attempts=2, exit_code=2, message=f"Error (exit code 2){text}"
+            ),
         ),
         more_steps=2,
         gpu_minutes=80.0,

@@ -9,7 +9,7 @@ from inno_notify.adapters.channels.digest_chart import chart_alt_text, render_ch
 from inno_notify.adapters.channels.digest_figures import sparkline, trend_text
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.views import SummaryView
-from inno_notify.domain.digest import DailyRow, DigestRows, PersonRow, TeamTotals, build_digest
+from inno_notify.domain.digest import DailyRow, Digest, DigestRows, PersonRow, TeamTotals, build_digest
 from inno_notify.domain.model import JobRecord, KueueInfo
 from inno_notify.domain.trends import TrendGroup, TrendRow, build_series, trend_weeks
 
@@ -42,7 +42,7 @@ def test_trend_text() -> None:
     )
 
 
-def digest_with_trend() -> object:
+def digest_with_trend() -> Digest:
     rows = DigestRows(
         TeamTotals(jobs=2, gpu_minutes=1800.0, used_gpu_minutes=1260.0, idle_gpu_minutes=0.0),
         people=(PersonRow("alice@example.com", 2, 1800.0, 1260.0, 0.0),),
@@ -54,14 +54,14 @@ def digest_with_trend() -> object:
 def test_the_digest_shows_the_trend_in_every_channel_and_the_chart() -> None:
     digest = digest_with_trend()
     renderer = DigestRenderer()
-    text = renderer.text(digest)  # type: ignore[arg-type]
+    text = renderer.text(digest)
     assert "Trend (4 weeks)" in text and "▃▁▆█ GPU-h held, 10 h → 30 h" in text
     for channel in ("telegram", "slack", "email"):
-        message = renderer.message(channel, digest, None)  # type: ignore[arg-type]
+        message = renderer.message(channel, digest, None)
         assert "▃▁▆█" in str(message)
-    png = render_chart(digest)  # type: ignore[arg-type]
+    png = render_chart(digest)
     assert png is not None and png.startswith(b"\x89PNG")
-    assert "Below, GPU-hours per week: 2026-W45 10.0 held, 4.0 used;" in chart_alt_text(digest)  # type: ignore[arg-type]
+    assert "Below, GPU-hours per week: 2026-W45 10.0 held, 4.0 used;" in chart_alt_text(digest)
 
 
 @pytest.mark.parametrize(

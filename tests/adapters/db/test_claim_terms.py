@@ -216,7 +216,7 @@ async def test_every_leader_only_write_is_fenced(store: Store, replicas: dict[st
             "default", "job-1", usage(), [], [notification()]
         ),
         "enqueue": lambda: fenced.outbox.enqueue([notification()]),
-        "enqueue_nudges": lambda: fenced.live.enqueue_nudges([([notification()], None)]),
+        "enqueue_nudges": lambda: fenced.live.enqueue_nudges([([notification()], ())]),
         "record_rejected": lambda: fenced.jobs.record_rejected([rejected], T0),
         "outbox.claim": lambda: fenced.outbox.claim(T0, 10, LEASE),
         "set_telegram_offset": lambda: fenced.directory.set_telegram_offset("4242", 5),

@@ -32,8 +32,8 @@ TZ = "Europe/Berlin"
 WEEK = "2026-W43"
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def job(
@@ -202,7 +202,7 @@ async def test_team_week_rows(filled: Store) -> None:
     if rows.queue_seconds_sorted is not None:
         assert rows.queue_seconds_sorted == (0, 60, 120, 600)
     else:
-        assert (rows.queue_p50_seconds, rows.queue_p95_seconds) == (90, pytest.approx(528))
+        assert (rows.queue_p50_seconds, rows.queue_p95_seconds) == pytest.approx((90, 528))
 
 
 async def test_the_whole_digest(filled: Store) -> None:
@@ -210,7 +210,7 @@ async def test_the_whole_digest(filled: Store) -> None:
     assert d.week_hours == 169
     assert d.gpu_hours == pytest.approx(9)
     assert d.efficiency == pytest.approx(250 / 480)
-    assert (d.queue_p50_seconds, d.queue_p95_seconds) == (pytest.approx(90), pytest.approx(528))
+    assert (d.queue_p50_seconds, d.queue_p95_seconds) == pytest.approx((90, 528))
     assert d.change_gpu_hours.previous == pytest.approx(5) and d.change_gpu_hours.percent == pytest.approx(80)
     assert d.quota_share == pytest.approx(9 / (4 * 169))
     assert [s.owner for s in d.daily][:2] == ["alice@example.com", "bob@example.com"]

@@ -163,8 +163,13 @@ async def test_the_update_offset_only_moves_forward_and_rolls_back_with_its_upda
 
 
 class _Deposed:
+    """A fence (leases.Fence) of a replica that does not lead."""
+
     async def check(self, conn: AsyncConnection) -> int | None:
         raise LostLeadership("this replica does not lead")
+
+    def holds(self) -> bool:
+        return False
 
 
 async def test_the_poller_s_writes_are_fenced_and_a_webhook_s_are_not(database_url: str) -> None:

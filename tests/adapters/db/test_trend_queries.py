@@ -17,8 +17,8 @@ WEEKS = ("2026-W42", "2026-W43")  # W43 ends Mon 26 Oct 00:00 CET = 25 Oct 23:00
 AT = datetime(2026, 10, 26, tzinfo=UTC)
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def job(

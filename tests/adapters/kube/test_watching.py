@@ -338,7 +338,7 @@ async def test_a_list_is_streamed_page_by_page_and_restarts_when_its_continue_to
             pages_when_first_seen.append(sim.stats.lists)
             sim.delete(JOBS, "ml", "j00")
             sim.compact()
-        await consumer.on_event(kind, event_type, obj)  # type: ignore[arg-type]
+        await consumer.on_event(kind, event_type, obj)
 
     watcher = ResourceWatcher(api, kube.JOBS, on_event, consumer.on_relist, options=fast(page_size=7))
     async with running(watcher.run()):
@@ -376,7 +376,7 @@ async def test_consumer_errors_propagate_instead_of_passing_for_stream_trouble(
     async def failing(kind: str, event_type: str, obj: dict[str, object]) -> None:
         if event_type == "ADDED":
             raise error
-        await consumer.on_event(kind, event_type, obj)  # type: ignore[arg-type]
+        await consumer.on_event(kind, event_type, obj)
 
     watcher = ResourceWatcher(api, kube.JOBS, failing, consumer.on_relist, options=fast())
     task = asyncio.create_task(watcher.run())

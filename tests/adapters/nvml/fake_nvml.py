@@ -79,7 +79,8 @@ class _Handle:
 
 
 def _error(code: int) -> Exception:
-    return real.NVMLError(code)  # pynvml turns the code into its NVMLError_* subclass
+    error: Exception = real.NVMLError(code)  # pynvml turns the code into its NVMLError_* subclass
+    return error
 
 
 class FakeNvml:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.adapters.prometheus import metricgen
-from tests.adapters.prometheus.metricgen import Gpu, GpuUse, PodTrace
+from tests.adapters.prometheus.metricgen import Gpu, GpuUse, PodTrace, Signal
 from tests.adapters.prometheus.promserver import PrometheusServer, backfill
 from tests.adapters.prometheus.scenario import START, const, uid
 
@@ -37,7 +37,7 @@ MIG = Gpu("gpu-m", 0, "GPU-a100-gpu-m-0", fb_total_mib=40192, mig_profile="3g.40
 MIG_OTHER = Gpu("gpu-m", 0, "GPU-a100-gpu-m-0", fb_total_mib=40192, mig_profile="3g.40gb", mig_instance=2)
 
 
-def busy_until(moment: float, level: float = 80.0):  # type: ignore[no-untyped-def]
+def busy_until(moment: float, level: float = 80.0) -> Signal:
     return lambda t: level if t < moment else 0.0
 
 

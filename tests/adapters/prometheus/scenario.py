@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace
+from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace, Signal
 
 GIB = 1024**3
 SCRAPE = 15.0
@@ -22,8 +22,13 @@ def uid(n: int) -> str:
     return f"{n:08x}-0000-4000-8000-{n:012x}"
 
 
-def const(v: float):  # type: ignore[no-untyped-def]
+def const(v: float) -> Signal:
     return lambda t: v
+
+
+def wave(level: float) -> Signal:
+    """Utilisation swinging 5 points either side of `level` (a 30-minute period)."""
+    return lambda t: level + 5 * math.sin(t / 300)
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ def build(days: float = 3.0, nodes: int = 3, seed: int = 7) -> Cluster:
                     uid=uid(n),
                     start=t,
                     end=t + length,
-                    gpus=[GpuUse(gpu, lambda t, lv=level: lv + 5 * math.sin(t / 300), const(8000))],
+                    gpus=[GpuUse(gpu, wave(level), const(8000))],
                     containers=[Container("main", const(8 * GIB), const(2.0))],
                     pod_cgroup_series=False,
                     coarse_scrape=60.0,

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -190,7 +191,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         yield Loaded(server, dcgm, agent)
 
 
-def events(job: Job) -> list[tuple[str, str, dict]]:
+def events(job: Job) -> list[tuple[str, str, dict[str, Any]]]:
     """The watch events of the job from creation to its end (sim objects, real shapes)."""
     created = T0 + timedelta(seconds=job.scheduled - 25)
     spec = JobSpec(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -18,7 +19,7 @@ from inno_notify.adapters.prometheus.errors import (
 )
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, free_port
 
-OK = {
+OK: dict[str, Any] = {
     "status": "success",
     "data": {"resultType": "vector", "result": [{"metric": {"a": "b"}, "value": [1, "2"]}]},
 }
@@ -55,19 +56,19 @@ CASES = [
 
 
 @pytest.fixture
-async def sick_prometheus() -> AsyncIterator[tuple[str, dict[str, object]]]:
+async def sick_prometheus() -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """A server whose next answer the test sets in ``state``; it records the query it was sent, and
     how: the HTTP method, the URL's query string and the form body."""
-    state: dict[str, object] = {"status": 200, "body": OK, "delay": 0.0}
+    state: dict[str, Any] = {"status": 200, "body": OK, "delay": 0.0}
 
     async def query(request: web.Request) -> web.StreamResponse:
         form = await request.post()
         state["method"] = request.method
         state["url_params"] = dict(request.query)
         state["query"] = form.get("query") or request.query.get("query")
-        await asyncio.sleep(float(state["delay"]))  # type: ignore[arg-type]
+        await asyncio.sleep(float(state["delay"]))
         body = state["body"]
-        status = int(state["status"])  # type: ignore[call-overload]
+        status = int(state["status"])
         if isinstance(body, dict):
             return web.json_response(body, status=status)
         return web.Response(text=str(body), status=status, content_type="text/html")
@@ -89,14 +90,14 @@ async def test_answers_are_classified(
     status: int,
     body: object,
     expected: type[PrometheusError] | None,
-    sick_prometheus: tuple[str, dict[str, object]],
+    sick_prometheus: tuple[str, dict[str, Any]],
 ) -> None:
     url, state = sick_prometheus
     state.update(status=status, body=body)
     client = PrometheusClient(ClientConfig(url=url))
     try:
         if expected is None:
-            assert await client.query("up") == OK["data"]["result"]  # type: ignore[index]
+            assert await client.query("up") == OK["data"]["result"]
             assert state["query"] == "up"
         else:
             with pytest.raises(expected) as info:
@@ -119,12 +120,12 @@ async def test_where_the_query_travels(
     form_body: bool,
     method: str,
     in_url: dict[str, str],
-    sick_prometheus: tuple[str, dict[str, object]],
+    sick_prometheus: tuple[str, dict[str, Any]],
 ) -> None:
     url, state = sick_prometheus
     client = PrometheusClient(ClientConfig(url=url, form_body=form_body))
     try:
-        assert await client.query("up") == OK["data"]["result"]  # type: ignore[index]
+        assert await client.query("up") == OK["data"]["result"]
     finally:
         client.close()
     assert (state["method"], state["url_params"], state["query"]) == (method, in_url, "up")
@@ -137,7 +138,7 @@ async def test_connection_refused_is_retryable() -> None:
     client.close()
 
 
-async def test_slow_answer_times_out_as_retryable(sick_prometheus: tuple[str, dict[str, object]]) -> None:
+async def test_slow_answer_times_out_as_retryable(sick_prometheus: tuple[str, dict[str, Any]]) -> None:
     url, state = sick_prometheus
     state["delay"] = 1.0
     client = PrometheusClient(ClientConfig(url=url, timeout_seconds=0.2))
@@ -146,7 +147,7 @@ async def test_slow_answer_times_out_as_retryable(sick_prometheus: tuple[str, di
     client.close()
 
 
-async def test_queries_run_off_the_event_loop(sick_prometheus: tuple[str, dict[str, object]]) -> None:
+async def test_queries_run_off_the_event_loop(sick_prometheus: tuple[str, dict[str, Any]]) -> None:
     # The aiohttp server runs on this same loop: a blocking client would deadlock against it.
     url, state = sick_prometheus
     state["delay"] = 0.05

@@ -17,7 +17,7 @@ from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
 from tests.adapters.prometheus import metricgen, scenario
-from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace
+from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace, PodTruth
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 from tests.adapters.prometheus.test_measure import check_against_truth
 
@@ -51,7 +51,7 @@ def _pods() -> tuple[list[Gpu], list[PodTrace]]:
 @pytest.fixture(scope="module")
 def hostile(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[PrometheusServer, list[PodTrace], dict]]:  # type: ignore[type-arg]
+) -> Iterator[tuple[PrometheusServer, list[PodTrace], dict[str, PodTruth]]]:
     if not HAVE_PROMETHEUS:
         pytest.skip("prometheus/promtool not installed")
     tmp: Path = tmp_path_factory.mktemp("prom-hostile")
@@ -70,7 +70,7 @@ def hostile(
 
 
 async def test_a_pods_nonsense_values_are_not_measured_and_the_others_are(
-    hostile: tuple[PrometheusServer, list[PodTrace], dict],  # type: ignore[type-arg]
+    hostile: tuple[PrometheusServer, list[PodTrace], dict[str, PodTruth]],
 ) -> None:
     server, pods, truth = hostile
     client = PrometheusClient(ClientConfig(url=server.url, timeout_seconds=30))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -28,12 +29,16 @@ from inno_notify.domain.model import (
     MissingReason,
     PodRecord,
     TerminatedState,
+    Usage,
 )
 from tests.adapters.prometheus import scenario
 from tests.adapters.prometheus.conftest import Loaded
 from tests.adapters.prometheus.metricgen import PodTrace, PodTruth
 from tests.adapters.prometheus.promserver import PrometheusServer
 from tests.waiting import eventually
+
+# The `exported_tsdb` fixture: the scenario, its truth by pod uid, the TSDB directory.
+ExportedTsdb = tuple[scenario.Cluster, dict[str, PodTruth], Path]
 
 pytestmark = pytest.mark.prometheus
 
@@ -64,7 +69,7 @@ def record(p: PodTrace) -> PodRecord:
     )
 
 
-def job_usage(pods: Sequence[PodTrace], measured: dict[str, PodMeasurement], now: datetime):  # type: ignore[no-untyped-def]
+def job_usage(pods: Sequence[PodTrace], measured: dict[str, PodMeasurement], now: datetime) -> Usage:
     job = JobRecord(
         cluster="c", uid="job", namespace=pods[0].namespace, name="job", status=JobStatus.SUCCEEDED
     )
@@ -106,8 +111,8 @@ def check_against_truth(m: PodMeasurement, truth: PodTruth) -> None:
     assert m.pod.samples == truth.samples
     assert m.pod.memory_peak_bytes == truth.memory_peak
     seconds = truth.cpu_total_seconds
-    held = m.window.held_seconds
-    assert m.pod.cpu_cores_mean == pytest.approx(seconds / held, rel=1e-6)
+    mean = None if seconds is None else seconds / m.window.held_seconds
+    assert m.pod.cpu_cores_mean == pytest.approx(mean, rel=1e-6)
     assert m.pod.cpu_cores_p95 == pytest.approx(truth.cpu_p95(), rel=0.02)
     if truth.throttled_seconds:
         assert m.pod.cpu_throttled_seconds == pytest.approx(sum(truth.throttled_seconds.values()), rel=1e-6)
@@ -207,6 +212,7 @@ async def test_reused_pod_name_is_not_mixed(
     truth = cluster_prometheus.truth[pod.uid]
     # cAdvisor's cgroup path carries the UID: this pod's own series are still measured exactly ...
     assert m.pod.memory_peak_bytes == truth.memory_peak == 3 * 1024**3
+    assert truth.cpu_total_seconds is not None
     assert m.pod.cpu_cores_mean == pytest.approx(truth.cpu_total_seconds / m.window.held_seconds, rel=1e-6)
     # ... while figures grouped by name alone (dcgm-exporter has no UID; the CPU p95 subquery) are
     # not stated rather than mixed with the earlier pod's 95 % and 60000 MiB.
@@ -262,7 +268,7 @@ async def test_queries_in_short_urls_give_the_same_figures(
         check_against_truth(result[pod.uid], cluster_prometheus.truth[pod.uid])
 
 
-async def test_exported_label_spelling(exported_tsdb) -> None:  # type: ignore[no-untyped-def]
+async def test_exported_label_spelling(exported_tsdb: ExportedTsdb) -> None:
     cluster, truth, tsdb = exported_tsdb
     with PrometheusServer(tsdb) as server:
         client = PrometheusClient(ClientConfig(url=server.url))
@@ -273,7 +279,7 @@ async def test_exported_label_spelling(exported_tsdb) -> None:  # type: ignore[n
         assert len(result[pod.uid].gpus) == 1
 
 
-async def test_prometheus_stopped_in_the_middle_of_a_round(exported_tsdb) -> None:  # type: ignore[no-untyped-def]
+async def test_prometheus_stopped_in_the_middle_of_a_round(exported_tsdb: ExportedTsdb) -> None:
     cluster, truth, tsdb = exported_tsdb
     targets = [window(p) for p in cluster.round]
     labels = LabelConfig(pod=("exported_pod",), namespace=("exported_namespace",))

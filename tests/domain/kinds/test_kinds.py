@@ -215,7 +215,7 @@ def test_objects_between_a_run_and_its_pods_are_links() -> None:
     child = load("jobset-child-job.yaml")
     link = parse(child)
     assert link == Link(child["metadata"]["uid"], load("jobset-succeeded.yaml")["metadata"]["uid"])
-    cluster = {
+    cluster: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "metadata": {

@@ -13,7 +13,7 @@ import copy
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from tests.domain.parsing._load import load
 CAPTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 Path_ = tuple[str | int, ...]
+# Makes a fresh copy of one real object (the tests change it in place).
+Template = Callable[[], dict[str, Any]]
 
 OWNER = "inno-notify/owner"
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -70,8 +72,12 @@ def _job() -> dict[str, Any]:
     return job
 
 
-def _capture(path: str) -> Any:
-    return lambda: json.loads((CAPTURES / path).read_text())
+def _capture(path: str) -> Template:
+    def read() -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((CAPTURES / path).read_text())
+        return data
+
+    return read
 
 
 def _airflow_pod() -> dict[str, Any]:
@@ -99,7 +105,7 @@ def _workspace() -> dict[str, Any]:
     return pod
 
 
-TEMPLATES: dict[str, Any] = {
+TEMPLATES: dict[str, Template] = {
     "Job": _job,
     "Pod": lambda: load("pod-indexed-3.json"),
     "BarePod": _bare_gpu_pod,
@@ -110,7 +116,7 @@ TEMPLATES: dict[str, Any] = {
     "AirflowPod": _airflow_pod,
 }
 # Objects only the workflow tracker reads (the ingestion pipeline ignores these kinds).
-CRD_TEMPLATES: dict[str, Any] = {
+CRD_TEMPLATES: dict[str, Template] = {
     "Workflow": _capture("argo/workflow-failed-exit-handlers.json"),
     "InferenceService": _capture("kserve/inferenceservice-kfserving-0.5-canary-patch-response.json"),
 }

@@ -56,13 +56,13 @@ def _parse(template: str, obj: dict[str, Any]) -> None:
         elif template == "Workflow":
             assert_storable(parse_workflow(obj, CFG, notes))
         elif template == "ArgoPod":
-            pod = parse_argo_pod(obj, CFG, notes)
-            if pod is not None:
-                assert_storable(pod)
+            step = parse_argo_pod(obj, CFG, notes)
+            if step is not None:
+                assert_storable(step)
         elif template == "AirflowPod":
-            pod = parse_airflow_pod(obj, CFG, notes)
-            if pod is not None:
-                assert_storable(pod)
+            task = parse_airflow_pod(obj, CFG, notes)
+            if task is not None:
+                assert_storable(task)
         elif template == "InferenceService":
             assert_storable(parse_inference_service(obj, CFG, notes))
         else:

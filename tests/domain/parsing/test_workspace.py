@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from inno_notify.domain.model import JobStatus, NotifyMode, WorkloadKind
+from inno_notify.domain.model import JobRecord, JobStatus, NotifyMode, WorkloadKind
 from inno_notify.domain.parsing import (
     ParseConfig,
     directory_aliases,
@@ -103,7 +103,7 @@ def described_pod(captures: Path) -> dict[str, Any]:
     return pod("jupyter-jupyterhub-2dbinderhub-2d0v3uud9a", "gesis", labels, annotations)
 
 
-def parse(obj: dict[str, Any], cfg: ParseConfig = CFG):  # type: ignore[no-untyped-def]
+def parse(obj: dict[str, Any], cfg: ParseConfig = CFG) -> JobRecord | None:
     return parse_bare_gpu_pod(obj, cfg, [], pod=parse_pod(obj, cfg))
 
 
