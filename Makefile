@@ -61,10 +61,11 @@ layers: venv
 # (`--dist worksteal`): the tests last from milliseconds to tens of seconds, so handing them out in
 # fixed shares leaves one worker running alone at the end (tests/conftest.py starts the slow ones first).
 # pytest exit code 5 means "no tests collected": a pass may select nothing (PYTEST_ARGS naming one
-# file), but both selecting nothing is a failure, never a pass.
+# file), but both selecting nothing is a failure, never a pass. Each pass names its 15 slowest tests
+# (--durations): where the suite's minutes go, in every CI log.
 pytest: venv system-deps postgres
-	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
-	$(BIN)/pytest -m serial $(PYTEST_ARGS); alone=$$?; \
+	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=15 -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/pytest --durations=15 -m serial $(PYTEST_ARGS); alone=$$?; \
 	if [ $$parallel -eq 5 ] && [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	for rc in $$parallel $$alone; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
 
