@@ -8,16 +8,12 @@ into its thread (files_upload_v2) with alt text; Telegram the text.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import CHART_CID
-from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.slack import SlackSender
-from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import (
     Channel,
@@ -35,7 +31,6 @@ from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
-from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -55,22 +50,6 @@ FACE = Team(
     digest_channels=("email", "slack", "telegram"),
     slack_channel="#face-gpu",
 )
-
-
-@pytest.fixture
-async def senders(
-    telegram_api: tuple[FakeTelegram, str],
-    slack_api: tuple[FakeSlack, str],
-    smtp_server: tuple[RecordingHandler, int],
-) -> AsyncIterator[dict[str, Sender]]:
-    built: dict[str, Sender] = {
-        "telegram": TelegramSender(TELEGRAM_TOKEN, telegram_api[1], timeout=5.0),
-        "slack": SlackSender(SLACK_TOKEN, slack_api[1], timeout=5.0),
-        "email": EmailSender("127.0.0.1", "inno@example.com", port=smtp_server[1], starttls=False),
-    }
-    yield built
-    for sender in built.values():
-        await sender.aclose()
 
 
 async def seed_week(store: Store) -> None:

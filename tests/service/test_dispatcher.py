@@ -7,23 +7,18 @@ talks SMTP to aiosmtpd; the clock is injected, and its sleep moves it instead of
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from inno_notify.adapters.channels.base import Sender
-from inno_notify.adapters.channels.email import EmailSender
-from inno_notify.adapters.channels.slack import SlackSender
-from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.routing import route_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, message_key
 from inno_notify.service.ratelimit import UNLIMITED, ChannelLimits
 from tests.adapters.channels import fake_slack, fake_telegram
-from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -56,22 +51,6 @@ def servers(
     smtp_server: tuple[RecordingHandler, int],
 ) -> Servers:
     return telegram_api[0], slack_api[0], smtp_server[0]
-
-
-@pytest.fixture
-async def senders(
-    telegram_api: tuple[FakeTelegram, str],
-    slack_api: tuple[FakeSlack, str],
-    smtp_server: tuple[RecordingHandler, int],
-) -> AsyncIterator[dict[str, Sender]]:
-    built: dict[str, Sender] = {
-        "telegram": TelegramSender(TELEGRAM_TOKEN, telegram_api[1], timeout=5.0),
-        "slack": SlackSender(SLACK_TOKEN, slack_api[1], timeout=5.0),
-        "email": EmailSender("127.0.0.1", "inno@example.com", port=smtp_server[1], starttls=False),
-    }
-    yield built
-    for sender in built.values():
-        await sender.aclose()
 
 
 @pytest.fixture

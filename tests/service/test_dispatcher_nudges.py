@@ -18,10 +18,10 @@ from inno_notify.service.ratelimit import UNLIMITED
 from tests.domain.test_live import gpu
 
 from .support import T0, FakeClock, all_rows, finished_job, renderer
-from .test_dispatcher import USERS, Servers, senders, servers
+from .test_dispatcher import USERS, Servers, servers
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
-__all__ = ["senders", "servers"]
+__all__ = ["servers"]
 
 
 def nudge_rows(pod_name: str, now=T0):

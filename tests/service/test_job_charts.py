@@ -15,10 +15,7 @@ from email.message import EmailMessage
 import pytest
 
 from inno_notify.adapters.channels.base import Sender
-from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.render import Renderer
-from inno_notify.adapters.channels.slack import SlackSender
-from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import (
     DeliveryStatus,
@@ -34,7 +31,6 @@ from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageP
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
-from tests.adapters.channels.conftest import SLACK_TOKEN, TELEGRAM_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -79,22 +75,6 @@ async def summarize(
     rows = route_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0)
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)
     await store.jobs.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
-
-
-@pytest.fixture
-async def senders(
-    telegram_api: tuple[FakeTelegram, str],
-    slack_api: tuple[FakeSlack, str],
-    smtp_server: tuple[RecordingHandler, int],
-) -> AsyncIterator[dict[str, Sender]]:
-    built: dict[str, Sender] = {
-        "telegram": TelegramSender(TELEGRAM_TOKEN, telegram_api[1], timeout=5.0),
-        "slack": SlackSender(SLACK_TOKEN, slack_api[1], timeout=5.0),
-        "email": EmailSender("127.0.0.1", "inno@example.com", port=smtp_server[1], starttls=False),
-    }
-    yield built
-    for sender in built.values():
-        await sender.aclose()
 
 
 @pytest.fixture
