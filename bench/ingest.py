@@ -64,7 +64,7 @@ from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_
 from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.service.workflows import WorkflowOptions, join_recorder
+from inno_notify.service.workflow_tracking import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS, TRAINING_CRDS, KubeStore
 from inno_notify.sim.objects import (

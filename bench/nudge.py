@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
-from inno_notify.adapters.prometheus.live import IDENTITY_ENCODING, LiveConfig, LiveMeter, LiveTarget
+from inno_notify.adapters.prometheus.live_meter import IDENTITY_ENCODING, LiveConfig, LiveMeter, LiveTarget
 from inno_notify.adapters.prometheus.queries import GPU_UTIL, GR_ENGINE_ACTIVE, regex_alternation
 from inno_notify.domain.live import GpuWindow, IdleFinding, IdlePolicy, find_idle
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind

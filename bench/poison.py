@@ -61,7 +61,7 @@ from ingest import SimProcess, fresh_database, until  # the sibling benchmark's 
 from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db.repository import Store
-from inno_notify.adapters.db.workflows import record_to_json
+from inno_notify.adapters.db.workflow_rows import record_to_json
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.domain.model import DirectoryUser, Team
@@ -69,7 +69,7 @@ from inno_notify.domain.parsing import ParseConfig
 from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.service.workflows import WorkflowOptions, join_recorder
+from inno_notify.service.workflow_tracking import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import (
     ARGO_WORKFLOWS,

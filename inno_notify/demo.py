@@ -43,7 +43,7 @@ from inno_notify.runtime import build_digest_renderer, build_pipeline
 from inno_notify.runtime.builders import live_options
 from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
-from inno_notify.service.live import LiveCheck
+from inno_notify.service.live_check import LiveCheck
 from inno_notify.settings import Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer

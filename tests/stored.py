@@ -18,7 +18,7 @@ from inno_notify.adapters.db import codec, directory, jobs, outbox, rejected, ta
 from inno_notify.adapters.db.jobs import SummaryState
 from inno_notify.adapters.db.outbox_repository import Claim, FailureRecord, RetryRecord, SentRecord
 from inno_notify.adapters.db.repository import Store
-from inno_notify.adapters.db.workflows import WorkflowTransaction
+from inno_notify.adapters.db.workflow_rows import WorkflowTransaction
 from inno_notify.domain.model import (
     DirectoryUser,
     JobRecord,

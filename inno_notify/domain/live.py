@@ -1,6 +1,6 @@
 """Live nudges, decided: which running GPU pods idle, since when, what it cost so far, and when to nudge.
 
-The live check (service/live.py) hands over, per running GPU pod, what Prometheus saw of each of
+The live check (service/live_check.py) hands over, per running GPU pod, what Prometheus saw of each of
 its GPUs over the last ``window`` (the sliding window of ``live.idle_minutes``): the highest
 utilization, how many samples there were, the least GPU memory in use, and, for a GPU that stayed
 idle, when it was last busy. What is left here is pure:

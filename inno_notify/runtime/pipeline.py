@@ -23,7 +23,7 @@ from inno_notify.service.kueue_queues import QueueTracker
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.usage import CollectorOptions, UsageCollector, UsageSource
-from inno_notify.service.workflows import (
+from inno_notify.service.workflow_tracking import (
     WorkflowOptions,
     WorkflowParts,
     WorkflowSummarizer,

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from inno_notify.adapters.prometheus.batching import PodWindow
-from inno_notify.adapters.prometheus.live import LiveTarget
+from inno_notify.adapters.prometheus.live_meter import LiveTarget
 from inno_notify.adapters.prometheus.measure import PodMeasurement
 from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage

@@ -23,7 +23,7 @@ from inno_notify.domain.workflows import summarize_workflow
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_pages import workflow_page_provider
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.service.workflows import WorkflowOptions, join_recorder
+from inno_notify.service.workflow_tracking import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS
 from inno_notify.sim.pipelines import SimArgoWorkflow, SimAttempt, SimStep, argo_changes
 

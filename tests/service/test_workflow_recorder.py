@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.repository import SummaryState, WorkflowState
-from inno_notify.adapters.db.workflows import record_to_json
+from inno_notify.adapters.db.workflow_rows import record_to_json
 from inno_notify.domain.messages import decode_workflow
 from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, Team
 from inno_notify.domain.parsing import ParseConfig
@@ -29,10 +29,10 @@ from inno_notify.domain.parsing.argo import parse_workflow
 from inno_notify.domain.workflows import ATTEMPTS_KEPT_EACH_END
 from inno_notify.runtime import Pipeline, build_pipeline
 from inno_notify.runtime.configuration import seed_directory
-from inno_notify.service import workflows as workflows_service
+from inno_notify.service import workflow_tracking as workflows_service
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
-from inno_notify.service.workflows import WorkflowOptions, WorkflowRecorder, join_recorder
+from inno_notify.service.workflow_tracking import WorkflowOptions, WorkflowRecorder, join_recorder
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS, PODS
 from inno_notify.sim.objects import JobSpec, job_object, pod_object, pod_running, pod_terminated
 from inno_notify.sim.pipelines import (

@@ -17,7 +17,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiClient, ApisApi, BatchV1Api, CoreV1Api, CustomObjectsApi
 
 from inno_notify.adapters.prometheus.batching import PodWindow
-from inno_notify.adapters.prometheus.live import LiveTarget
+from inno_notify.adapters.prometheus.live_meter import LiveTarget
 from inno_notify.sim.kube_api import SimKubeServer, version_priority
 from inno_notify.sim.kube_store import JOBS, PODS, RAY_CLUSTERS, TRAINING_CRDS, ResourceType
 from inno_notify.sim.metrics import SimMetrics

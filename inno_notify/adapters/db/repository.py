@@ -43,7 +43,7 @@ from inno_notify.adapters.db.telegram_bot import BotTransaction
 from inno_notify.adapters.db.trend_queries import TrendRepository
 from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.adapters.db.workflow_repository import WorkflowRepository
-from inno_notify.adapters.db.workflows import (
+from inno_notify.adapters.db.workflow_rows import (
     TerminalWorkflow,
     WorkflowState,
     WorkflowTransaction,

@@ -14,7 +14,7 @@ import pytest
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.jobs import ClaimLost
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository
-from inno_notify.adapters.db.workflows import TerminalWorkflow, WorkflowState
+from inno_notify.adapters.db.workflow_rows import TerminalWorkflow, WorkflowState
 from inno_notify.domain.model import Channel, JobStatus, NotificationKind
 from inno_notify.domain.workflows import WorkflowKind, WorkflowRecord
 from tests import stored

@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry
 from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
-from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter
+from inno_notify.adapters.prometheus.live_meter import LiveConfig, LiveMeter
 from inno_notify.domain.live import findings_from_payload, parse_quiet_hours
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, WorkloadKind
 from inno_notify.runtime.configuration import parse_config, seed_directory
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
-from inno_notify.service.live import LiveCheck, LiveOptions
+from inno_notify.service.live_check import LiveCheck, LiveOptions
 from inno_notify.settings import Settings
 from inno_notify.telemetry import Telemetry
 from tests.adapters.channels.fake_smtp import RecordingHandler

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
-from inno_notify.adapters.prometheus.live import LiveConfig, LiveMeter, LiveTarget
+from inno_notify.adapters.prometheus.live_meter import LiveConfig, LiveMeter, LiveTarget
 from inno_notify.domain.live import GpuWindow, IdlePolicy, find_idle
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, WorkloadKind
 from tests.adapters.prometheus import live_scenario as scenario

@@ -4,7 +4,7 @@ Every `live.interval_seconds`, on the leader (it is leader-only work, and its on
 the nudges, is fenced like every leader-only write), one round reads the running GPU pods from the
 store (Job pods, bare GPU pods and workspace pods, all recorded by ingestion), leaves out the pods
 nudged less than `live.repeat_hours` ago (the outbox says when, so a restart does not nudge
-again), asks the metrics source once about the rest (adapters/prometheus/live.py: a fixed number
+again), asks the metrics source once about the rest (adapters/prometheus/live_meter.py: a fixed number
 of queries whatever the pod count), decides which GPUs idled the whole sliding window
 (domain.live), and routes a nudge per idle pod like a summary (domain.routing.plan_nudge): the
 owner's channels, `notify: never` and a person's own `nudges: false` honoured; then bundles them
@@ -30,7 +30,7 @@ from typing import Protocol
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.prometheus.errors import PrometheusError
-from inno_notify.adapters.prometheus.live import DEFAULT_LOOKBACK_SECONDS, LiveTarget
+from inno_notify.adapters.prometheus.live_meter import DEFAULT_LOOKBACK_SECONDS, LiveTarget
 from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import (
     GpuWindow,

@@ -1,6 +1,6 @@
 """Workflow rows written before the typed codec still read back exactly, on both databases.
 
-OLD_WORKFLOW and OLD_POD are the `record` JSON the hand-written copying of adapters/db/workflows.py
+OLD_WORKFLOW and OLD_POD are the `record` JSON the hand-written copying of adapters/db/workflow_rows.py
 (before it went through json_codec) wrote for records.workflow() and records.workflow_pod(). Rows
 holding them must read back as those records, and the typed codec must write the same text, so the
 rows written from now on are the rows already stored.
@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from inno_notify.adapters.db import Store, tables
-from inno_notify.adapters.db.workflows import pod_to_json, record_to_json
+from inno_notify.adapters.db.workflow_rows import pod_to_json, record_to_json
 from inno_notify.domain.model import NotifyMode
 from inno_notify.domain.workflows import AttemptRecord, StepRecord, WorkflowPod, WorkflowRecord
 
