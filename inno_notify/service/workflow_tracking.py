@@ -159,7 +159,7 @@ class WorkflowRecorder:
     def __init__(
         self,
         store: Store,
-        parse_config: ParseConfig,
+        parse_config: Callable[[], ParseConfig],
         options: WorkflowOptions,
         started_at: datetime,
         announcer: ServingAnnouncer,
@@ -167,13 +167,19 @@ class WorkflowRecorder:
         stats: PipelineStats,
     ) -> None:
         self.store = store
-        self.cfg = parse_config
+        # The pipeline's configuration as it stands: the watch updates it (the workload kinds
+        # served, the namespaces' owners), and a Workflow is parsed with what a Job would be.
+        self._parse_config = parse_config
         self.options = options
         self.started_at = started_at
         self.announcer = announcer
         self.stats = RecorderStats()
         self._writer: PieceWriter[_Parsed, frozenset[str]] = PieceWriter(self._refused, stats)
         self._rejections = rejections
+
+    @property
+    def cfg(self) -> ParseConfig:
+        return self._parse_config()
 
     def wants(self, kind: str, obj: JsonObj) -> bool:
         """Whether an event of the watch is this recorder's (told without parsing the object)."""
@@ -315,7 +321,8 @@ class WorkflowRecorder:
         recorded (with Argo not watched, or the Workflow never seen, the step stays a run of its
         own, with its own summary); an Airflow run is made of its pods."""
         cluster = self.cfg.cluster
-        known = {record.uid: record for record, _ in records}
+        # What the segment read and wrote, the written state winning; only the rest is asked for.
+        known = {**stored, **{record.uid: record for record, _ in records}}
         asked = sorted({p.workflow_uid for p in pods if p.gpus > 0} - set(known))
         if asked:
             known.update(await tx.get_workflows(cluster, asked))
@@ -555,7 +562,7 @@ def join_recorder(
     write statistics the pipeline's)."""
     recorder = WorkflowRecorder(
         ingestor.store,
-        ingestor.cfg,
+        lambda: ingestor.cfg,
         options,
         ingestor.started_at,
         announcer,

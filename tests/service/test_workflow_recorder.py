@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -307,3 +308,14 @@ async def test_a_retry_storm_is_parsed_off_the_loop_kept_small_and_rewritten_onl
     assert recorder.stats.unchanged == 1
     record = await stored.get_workflow(store, "test", obj["metadata"]["uid"])
     assert record is not None and record.status is JobStatus.FAILED
+
+
+async def test_a_workflow_naming_no_owner_is_its_namespaces_owners(store: Store, database_url: str) -> None:
+    """The recorder parses with the pipeline's configuration as the watch keeps it: the namespace
+    owners read after it was made reach the Workflows as they reach the Jobs."""
+    ingestor, _ = bare_pipeline(store, Telemetry.create(CollectorRegistry()))
+    ingestor.watch_namespace_owners({"face-research": "bob@example.com"})
+    unowned = replace(simple_workflow(), owner=None)
+    await ingestor.apply(events(argo_changes(unowned)))
+    record = await stored.get_workflow(store, "test", unowned.uid)
+    assert record is not None and record.owner == "bob@example.com"
