@@ -1,9 +1,9 @@
 """Soak: a busy cluster on a compressed timeline, through a seeded schedule of faults.
 
 Two `inno-notify serve` replicas with election (tests/service/replicas.py: real processes, each
-with its own fake Bot API and Slack Web API servers) work one simulated API server, a real
-Prometheus (tests/adapters/prometheus/promserver.py, an empty TSDB: figures come out missing with
-a reason, GPU-minutes from timestamps), Postgres, and an SMTP server (aiosmtpd, the tests'
+with its own fake Bot API server; one fake Slack Web API server for both) work one simulated API
+server, a real Prometheus (tests/adapters/prometheus/promserver.py, an empty TSDB: figures come
+out missing with a reason, GPU-minutes from timestamps), Postgres, and an SMTP server (aiosmtpd, the tests'
 fake_smtp). A stream of jobs ends in the cluster (``--jobs`` at ``--rate`` per second): each owned
 by a person of its own, on Telegram, Slack or e-mail in turn; about one in five fails, one in
 five is opted out (``inno-notify/notify: never``), and every ``--hostile-every``-th write is a
@@ -25,7 +25,9 @@ Then the stream stops and the outbox drains. Prints ``name=value`` lines:
 - ``lost``: summaries due (jobs not opted out) that no provider received;
 - ``duplicates``: summaries a provider received more than once (allowed: ≤ kills; in ``--short``
   mode, run by the test suite on machines of any load, ≤ the sends in flight at each kill or
-  freeze, which is what CONTRACT.md §6 guarantees);
+  freeze, which is what CONTRACT.md §6 guarantees); ``duplicates_slack``, ``duplicates_email``,
+  ``duplicates_telegram`` by channel (the replicas share one Slack, as a real fail-over does, so
+  a new leader finds what the old one posted: docs/channels.md);
 - ``opted_out_sent``: summaries received for opted-out jobs (must be 0);
 - ``missed_records``: jobs not stored with the terminal state they ended in (must be 0);
 - ``rejected``: outbox rows failed for good plus messages over a provider's length or format
@@ -88,8 +90,8 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
-from tests.adapters.channels import fake_smtp
-from tests.adapters.channels.fake_slack import Scripted, rate_limited
+from tests.adapters.channels import fake_slack, fake_smtp
+from tests.adapters.channels.fake_slack import FakeSlack, Scripted, rate_limited
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer
 from tests.service.replicas import Ledger, Recipient, Replica, base_config, start_replica, wait_leader
 
@@ -162,6 +164,9 @@ class Soak:
     rss_max: float = 0.0
     faults: Counter[str] = field(default_factory=Counter)
     smtp_controller: Any = None
+    # One Slack workspace for both replicas, as in a real fail-over: a new leader reads back what
+    # the old one posted (its posts' metadata) before it posts again.
+    slack: FakeSlack = field(default_factory=lambda: FakeSlack(token="xoxb-soak", clock=time.time))
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once every kind of fault has fired: the run does not end before.
     every_fault_fired: asyncio.Event = field(default_factory=asyncio.Event)
@@ -274,8 +279,9 @@ class Soak:
         slack_users = {
             f"s{i}@example.com": p.recipient[1] for i, p in enumerate(self.plans) if p.recipient[0] == "slack"
         }
+        self.slack.users.update(slack_users)
         replica = await start_replica(
-            name, len(self.replicas) + 1, config, folder, telegram_chats=chats, slack_users=slack_users
+            name, len(self.replicas) + 1, config, folder, telegram_chats=chats, slack=self.slack
         )
         self.replicas.append(replica)
         return replica
@@ -301,11 +307,7 @@ class Soak:
             await self.pause(5 if short else 120)
             await asyncio.to_thread(self.prometheus.start)
         elif kind == "slack_storm":
-            for replica in self.replicas:
-                if replica.proc.returncode is None:
-                    replica.slack.scripted.extend(
-                        [rate_limited(1)] * 10 + [Scripted(503, "<html>busy</html>")] * 3
-                    )
+            self.slack.scripted.extend([rate_limited(1)] * 10 + [Scripted(503, "<html>busy</html>")] * 3)
         elif kind == "smtp_refuse":
             await asyncio.to_thread(self.smtp_controller.stop)
             await self.pause(4 if short else 60)
@@ -416,16 +418,16 @@ async def count(database: str, sql: str) -> list[asyncpg.Record]:
         await conn.close()
 
 
-def format_rejections(replicas: list[Replica]) -> int:
+def format_rejections(soak: Soak) -> int:
     bad = 0
-    for replica in replicas:
+    for replica in soak.replicas:
         bad += sum(len(text) > TELEGRAM_TEXT_MAX for _, text in replica.telegram.sent())
         bad += sum(
             len(str(c.params.get("caption", ""))) > TELEGRAM_CAPTION_MAX for c in replica.telegram.photos()
         )
-        for _, payload in replica.slack.accepted_posts():
-            blocks = payload.get("blocks") or []
-            bad += len(str(payload.get("text", ""))) > SLACK_TEXT_MAX or len(blocks) > SLACK_BLOCKS_MAX
+    for _, payload in soak.slack.accepted_posts():
+        blocks = payload.get("blocks") or []
+        bad += len(str(payload.get("text", ""))) > SLACK_TEXT_MAX or len(blocks) > SLACK_BLOCKS_MAX
     return bad
 
 
@@ -450,6 +452,7 @@ async def run(args: argparse.Namespace) -> int:
     handler = fake_smtp.RecordingHandler()
     soak = Soak(args, rng, sim, prometheus, handler, fake_smtp.free_port(), database, plans)
     soak.smtp_controller = soak.start_smtp()
+    slack_server = await fake_slack.start(soak.slack)
     config = soak.config(sim.kubeconfig(folder / "kubeconfig"))
     exit_code = 0
     tasks: list[asyncio.Task[None]] = []
@@ -513,7 +516,7 @@ async def run(args: argparse.Namespace) -> int:
         missed = sum(
             stored.get(f"soak-{i:05d}") != ("failed" if p.fails else "succeeded") for i, p in enumerate(plans)
         )
-        rejected = int(failed_rows) + format_rejections(soak.replicas)
+        rejected = int(failed_rows) + format_rejections(soak)
         growth = 100.0 * (rss_end - rss_warm) / rss_warm
         print(f"jobs={soak.made}")
         print(f"kills={soak.kills}")
@@ -527,6 +530,8 @@ async def run(args: argparse.Namespace) -> int:
         print(f"deleted={soak.deleted}")
         print(f"lost={lost}")
         print(f"duplicates={duplicates}")
+        for channel in ("slack", "email", "telegram"):
+            print(f"duplicates_{channel}={ledger.duplicates_on(channel)}")
         print(f"opted_out_sent={opted_out_sent}")
         print(f"missed_records={missed}")
         print(f"rejected={rejected}")
@@ -561,6 +566,7 @@ async def run(args: argparse.Namespace) -> int:
             await replica.close()
         with contextlib.suppress(Exception):
             soak.smtp_controller.stop()
+        await slack_server.close()
         prometheus.stop()
         await sim.stop()
         await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -603,8 +609,11 @@ async def explain_lost(database: str, plans: list[Planned], lost: list[Recipient
 
 
 def delivered(soak: Soak) -> Ledger:
-    """Every delivery of every replica, e-mail included (by recipient address)."""
+    """Every delivery of every replica, e-mail included (by recipient address), and every post the
+    shared Slack took."""
     ledger = Ledger.of(soak.replicas)
+    for channel, _ in soak.slack.accepted_posts():
+        ledger.by_recipient.setdefault(("slack", channel), []).append("slack")
     for received in soak.smtp.received:
         for address in received.rcpt_tos:
             ledger.by_recipient.setdefault(("email", address), []).append("smtp")

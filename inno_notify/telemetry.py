@@ -78,7 +78,8 @@ class Telemetry:
             ),
             sends=Counter(
                 "sends",
-                "Send attempts, by channel and outcome (sent, retry, failed).",
+                "Send attempts, by channel and outcome (sent, retry, failed; found_sent: rows a takeover "
+                "found already delivered).",
                 ["channel", "outcome"],
                 namespace=NAMESPACE,
                 registry=registry,

@@ -41,7 +41,15 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
-from inno_notify.adapters.channels.base import ChannelError, MailMessage, Recipient, RenderedMessage, Sender
+from inno_notify.adapters.channels.base import (
+    ChannelError,
+    MailMessage,
+    Recipient,
+    RenderedMessage,
+    Sender,
+    SentLookup,
+    SlackMessage,
+)
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
@@ -99,6 +107,10 @@ class DigestSource(Protocol):
     """Renders one DIGEST outbox row for its channel (DigestMessages)."""
 
     async def render(self, row: Notification) -> RenderedMessage: ...
+
+
+def _ids(rows: Sequence[Notification]) -> list[int]:
+    return [r.id for r in rows if r.id is not None]
 
 
 def message_key(rows: Sequence[Notification]) -> str:
@@ -310,11 +322,16 @@ class Dispatcher:
                 return
         recipient = recipient_of(known[0])
         try:
+            if await self._arrived_before(sender, recipient, known, round_):
+                return
             message = await self._render(rows[0].channel, known, summaries, digests, charts)
             if isinstance(message, MailMessage):
                 # The same rows, the same Message-ID: a resend after a crash between the provider's
                 # acceptance and our record (CONTRACT §6) collapses into the first in mail clients.
                 message = replace(message, key=message_key(known))
+            elif isinstance(message, SlackMessage):
+                # Carried as the post's metadata, for _arrived_before of a later claim.
+                message = replace(message, key=message_key(known), rows=tuple(_ids(known)))
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 # The leadership too, on this process's own clock: after a freeze the rows may
                 # already be another leader's, and a message handed over cannot be taken back.
@@ -350,9 +367,41 @@ class Dispatcher:
                 round_.outcomes, known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
             )
             return
-        await round_.recorder.record([r.id for r in known if r.id is not None], message_id, self._clock())
+        await round_.recorder.record(_ids(known), message_id, self._clock())
         self._count(channel, "sent", len(known))
         log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
+
+    async def _arrived_before(
+        self, sender: Sender, recipient: Recipient, rows: Sequence[Notification], round_: _Round
+    ) -> bool:
+        """Whether rows whose previous claim ended with their outcome unknown (its leader killed or
+        frozen after the provider may have accepted them) already arrived, on a channel that can
+        tell (SentLookup): then they are recorded as sent, under the provider's id, instead of being
+        sent again. A channel that cannot be asked (an error, no answer in time) gets the message
+        again: at least once comes first (CONTRACT §6)."""
+        ids = _ids(rows)
+        if not isinstance(sender, SentLookup) or round_.claim.unsure.isdisjoint(ids):
+            return False
+        since = min((r.created_at for r in rows), default=self._clock())
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                found = await sender.find_sent(recipient, ids, since)
+        except (ChannelError, TimeoutError) as exc:
+            log.warning(
+                "%s: could not tell whether %d row(s) arrived before: %s", rows[0].channel, len(ids), exc
+            )
+            return False
+        if found is None:
+            return False
+        await round_.recorder.record(ids, found, self._clock())
+        self._count(rows[0].channel.value, "found_sent", len(ids))
+        log.info(
+            "%d row(s) to %s had arrived before their claim was lost: recorded as %s",
+            len(ids),
+            rows[0].recipient,
+            found,
+        )
+        return True
 
     def concurrency_at(self, now: datetime) -> int:
         """How many messages a round starting at `now` may have in flight (see ramp_seconds)."""

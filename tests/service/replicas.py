@@ -73,6 +73,9 @@ class Replica:
     slack: FakeSlack
     servers: list[TestServer]
     killed_at: float | None = None  # wall clock, once the process was SIGKILLed and reaped
+    # The Slack server is the caller's, shared by every replica (as one real Slack is): its posts
+    # are the caller's to count, not this replica's deliveries.
+    shared_slack: bool = False
 
     @property
     def probes(self) -> str:
@@ -83,9 +86,9 @@ class Replica:
         return f"http://127.0.0.1:{self.api_port}"
 
     def deliveries(self) -> list[Recipient]:
-        return [("telegram", str(chat)) for chat, _ in self.telegram.sent()] + [
-            ("slack", channel) for channel, _ in self.slack.accepted_posts()
-        ]
+        posts = [] if self.shared_slack else self.slack.accepted_posts()
+        slack: list[Recipient] = [("slack", channel) for channel, _ in posts]
+        return [("telegram", str(chat)) for chat, _ in self.telegram.sent()] + slack
 
     def owns(self, provider_message_id: str | None) -> bool:
         """Whether a recorded provider id was given by this replica's servers."""
@@ -177,24 +180,29 @@ async def start_replica(
     *,
     telegram_chats: Iterable[int] = (),
     slack_users: Mapping[str, str] | None = None,
+    slack: FakeSlack | None = None,
 ) -> Replica:
     """Starts `python -m inno_notify serve` with `config` plus its own ports and channel servers
-    (which know the given Telegram chats and Slack users, e-mail -> user id)."""
+    (which know the given Telegram chats and Slack users, e-mail -> user id); with `slack`, a
+    started Slack server the caller shares between replicas instead of one of its own."""
     telegram = FakeTelegram(
         token=f"{4200 + number}:AAE-ha-{name}",
         chats=set(telegram_chats),
         _ids=itertools.count(number * ID_RANGE),
     )
-    slack = FakeSlack(
-        token=f"xoxb-ha-{name}", users=dict(slack_users or {}), _ts=itertools.count(number * ID_RANGE)
-    )
-    servers = [await fake_telegram.start(telegram), await fake_slack.start(slack)]
+    servers = [await fake_telegram.start(telegram)]
+    shared = slack is not None
+    if slack is None:
+        slack = FakeSlack(
+            token=f"xoxb-ha-{name}", users=dict(slack_users or {}), _ts=itertools.count(number * ID_RANGE)
+        )
+        servers.append(await fake_slack.start(slack))
     probes_port, api_port = free_port(), free_port()
     own = dict(config)
     own["channels"] = {
         **dict(config.get("channels", {})),  # e-mail, say, shared by the replicas (bench/soak.py)
         "telegram": {"token": telegram.token, "api_url": str(servers[0].make_url("")).rstrip("/")},
-        "slack": {"token": slack.token, "api_url": str(servers[1].make_url("/api/"))},
+        "slack": {"token": slack.token, "api_url": f"{slack.base_url}/api/"},
     }
     own["probes"] = {"listen": f"127.0.0.1:{probes_port}"}
     token_hash = hashlib.sha256(API_TOKEN.encode()).hexdigest()
@@ -213,7 +221,9 @@ async def start_replica(
             sys.executable, "-m", "inno_notify", "serve", "--config", str(path),
             cwd=REPO, env=env, stdout=out, stderr=out,
         )  # fmt: skip
-    return Replica(name, number, proc, probes_port, api_port, log, telegram, slack, servers)
+    return Replica(
+        name, number, proc, probes_port, api_port, log, telegram, slack, servers, shared_slack=shared
+    )
 
 
 async def wait_leader(
@@ -260,3 +270,7 @@ class Ledger:
 
     def duplicates(self) -> dict[Recipient, list[str]]:
         return {r: names for r, names in self.by_recipient.items() if len(names) > 1}
+
+    def duplicates_on(self, channel: str) -> int:
+        """Deliveries beyond the first to the recipients of one channel."""
+        return sum(len(names) - 1 for (on, _), names in self.by_recipient.items() if on == channel)

@@ -378,3 +378,111 @@ async def test_a_retry_after_of_a_trillion_seconds_from_telegram_is_clamped(
     assert await d.run_once(T0) == 1
     (row,) = await all_rows(store)
     assert (row.status, row.next_attempt_at) == (DeliveryStatus.PENDING, T0 + timedelta(hours=1))
+
+
+# --- a message that arrived before its claim was lost is not posted again (Slack) ------------------
+
+
+SLACK_USERS = {
+    f"s{i}@example.com": DirectoryUser(f"s{i}@example.com", slack_user_id=f"U{i:04d}", channels=("slack",))
+    for i in range(3)
+}
+
+
+@pytest.fixture
+def slack_people(slack_api: tuple[FakeSlack, str], clock: FakeClock) -> tuple[FakeSlack, str]:
+    fake, url = slack_api
+    fake.users.update({email: user.slack_user_id or "" for email, user in SLACK_USERS.items()})
+    fake.ts_base = int(clock().timestamp()) + 1  # posts are made after the rows were written
+    return fake, url
+
+
+async def test_a_slack_post_accepted_but_never_recorded_is_found_and_not_posted_again(
+    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leader A posts three summaries and dies before recording them (every record fails); B takes
+    the claims over, finds each post in the DM's history by its metadata and records it as sent,
+    under the post's id: Slack shows each summary once."""
+    fake, url = slack_people
+    jobs = [finished_job(f"s{i}", owner=email) for i, email in enumerate(SLACK_USERS)]
+    await finish(store, jobs, SLACK_USERS, clock(), group_wait_seconds=0)
+    real_sent = Outcomes.sent
+
+    async def lost(self: Outcomes, rows: Any) -> int:
+        raise ConnectionResetError("the leader died before its record")
+
+    a_sender, b_sender = (
+        SlackSender(SLACK_TOKEN, url, timeout=5.0),
+        SlackSender(SLACK_TOKEN, url, timeout=5.0),
+    )
+    try:
+        monkeypatch.setattr(Outcomes, "sent", lost)
+        a = dispatcher(store, {"slack": a_sender}, clock, lease_seconds=120, record_attempts=1)
+        await a.run_once(clock())
+        posts = [ts for ts, _ in fake.accepted_posts()]
+        assert len(posts) == 3
+        assert {r.status for r in await all_rows(store)} == {DeliveryStatus.PENDING}
+
+        monkeypatch.setattr(Outcomes, "sent", real_sent)
+        b = dispatcher(store, {"slack": b_sender}, clock, lease_seconds=120)
+        assert await b.run_once(clock.advance(121)) == 3
+    finally:
+        await a_sender.aclose()
+        await b_sender.aclose()
+
+    assert len(fake.accepted_posts()) == 3
+    rows = await all_rows(store)
+    assert {r.status for r in rows} == {DeliveryStatus.SENT}
+    posted_ids = {f"{channel}:{m['ts']}" for channel, messages in fake.history.items() for m in messages}
+    assert {r.provider_message_id for r in rows} == posted_ids
+    assert len(fake.calls_to("conversations.history")) == 3
+
+
+async def test_a_slack_message_claimed_but_never_posted_is_posted_by_the_next_claim(
+    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str]
+) -> None:
+    """A leader claimed the rows and died before posting: the history shows nothing, so the next
+    claim posts each summary, once."""
+    fake, url = slack_people
+    jobs = [finished_job(f"s{i}", owner=email) for i, email in enumerate(SLACK_USERS)]
+    await finish(store, jobs, SLACK_USERS, clock(), group_wait_seconds=0)
+    dead = await store.outbox.claim(clock(), 10, lease_seconds=120)
+    assert dead.rows == 3
+
+    sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
+    try:
+        assert (
+            await dispatcher(store, {"slack": sender}, clock, lease_seconds=120).run_once(clock.advance(121))
+            == 3
+        )
+    finally:
+        await sender.aclose()
+
+    assert len(fake.accepted_posts()) == 3
+    assert len(fake.calls_to("conversations.history")) == 3
+    assert {r.status for r in await all_rows(store)} == {DeliveryStatus.SENT}
+
+
+async def test_a_slack_history_that_cannot_be_read_means_the_message_is_sent_again(
+    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str]
+) -> None:
+    """At least once comes first: a history Slack refuses to show (a token without im:history) does
+    not hold a summary back."""
+    fake, url = slack_people
+    await finish(
+        store, [finished_job("s0", owner="s0@example.com")], SLACK_USERS, clock(), group_wait_seconds=0
+    )
+    await store.outbox.claim(clock(), 10, lease_seconds=120)
+    fake.scripted.append(Scripted(200, {"ok": False, "error": "missing_scope"}))
+
+    sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
+    try:
+        assert (
+            await dispatcher(store, {"slack": sender}, clock, lease_seconds=120).run_once(clock.advance(121))
+            == 1
+        )
+    finally:
+        await sender.aclose()
+
+    assert len(fake.accepted_posts()) == 1
+    assert {r.status for r in await all_rows(store)} == {DeliveryStatus.SENT}

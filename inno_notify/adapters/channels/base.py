@@ -8,9 +8,10 @@ password).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
 
 TELEGRAM_MAX_CHARS = 4096
 # A photo's caption, counted after the HTML markup is parsed.
@@ -82,6 +83,11 @@ class SlackMessage:
     blocks: tuple[Mapping[str, Any], ...] = ()
     # Pictures uploaded into the post's thread (the digest's chart, a job's chart).
     images: tuple[InlineImage, ...] = ()
+    # What the message is (the dispatcher's key of its outbox rows) and the rows it carries: posted
+    # as the message's metadata, so that a new leader can find it in the conversation's history
+    # (SentLookup) instead of posting it again. None: no metadata.
+    key: str | None = None
+    rows: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,18 @@ class Sender(Protocol):
 
     async def aclose(self) -> None:
         """Releases connections; the sender is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class SentLookup(Protocol):
+    """A channel that can tell whether a message already arrived (Slack: its metadata, read back
+    from the conversation's history). Asked before sending rows whose previous claim ended with
+    their outcome unknown (a leader killed or frozen between the provider's answer and its record)."""
+
+    async def find_sent(self, recipient: Recipient, rows: Collection[int], since: datetime) -> str | None:
+        """The provider's id of a message posted at or after `since` that carried all of `rows`,
+        or None. Raises ChannelError when the provider could not be asked."""
         ...
 
 

@@ -13,7 +13,8 @@ are not mrkdwn, are made inert here (markup.inert_slack_text).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -24,6 +25,7 @@ from inno_notify.adapters.channels.base import (
     ChannelError,
     Recipient,
     RenderedMessage,
+    SentLookup,
     SlackMessage,
     redact,
     wrong_message,
@@ -34,6 +36,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
+# The metadata every post carries (`chat.postMessage` `metadata`): its event type, and in its
+# payload the outbox key and rows of the message, read back by `find_sent`.
+EVENT_TYPE = "inno_notify_message"
+# How far back `find_sent` reads a conversation: pages of history since the rows were written.
+HISTORY_PAGE = 200
+HISTORY_PAGES_MAX = 5
+
 # Web API `error` values that a later attempt can cure; every other ok:false is permanent
 # (users_not_found, channel_not_found, invalid_auth, not_authed, account_inactive, ...).
 _TRANSIENT_ERRORS = frozenset(
@@ -41,8 +50,8 @@ _TRANSIENT_ERRORS = frozenset(
 )
 
 
-class SlackSender:
-    """A Slack app that DMs people and posts to team channels."""
+class SlackSender(SentLookup):
+    """A Slack app that DMs people and posts to team channels, and finds its own posts again."""
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, *, timeout: float = 10.0) -> None:
         if not token:
@@ -67,7 +76,11 @@ class SlackSender:
                 raise ChannelError("slack: recipient has neither a user id nor an e-mail", retryable=False)
             channel = await self.user_id(recipient.email)
         response = await self._call(
-            "chat_postMessage", channel=channel, text=message.text, blocks=list(message.blocks)
+            "chat_postMessage",
+            channel=channel,
+            text=message.text,
+            blocks=list(message.blocks),
+            metadata=_metadata(message),
         )
         posted_in, ts = str(response.get("channel", channel)), str(response.get("ts", ""))
         for image in message.images:
@@ -86,6 +99,49 @@ class SlackSender:
             except ChannelError as exc:
                 log.warning("slack: the post went out, its picture %s did not: %s", image.filename, exc)
         return f"{posted_in}:{ts}"
+
+    async def find_sent(self, recipient: Recipient, rows: Collection[int], since: datetime) -> str | None:
+        """`"{channel}:{ts}"` of a post since `since` whose metadata carries all of `rows`, read from
+        the conversation's history (`conversations.history` with `include_all_metadata`; a DM's
+        conversation found by `conversations.open`; scope `im:history`, `channels:history` for a
+        team channel). A channel named, not given by id ("#face-gpu"), cannot be read: None."""
+        wanted = set(rows)
+        channel = await self._conversation(recipient)
+        if channel is None or not wanted:
+            return None
+        cursor: str | None = None
+        for _ in range(HISTORY_PAGES_MAX):
+            response = await self._call(
+                "conversations_history",
+                channel=channel,
+                oldest=f"{since.timestamp():.6f}",
+                include_all_metadata=True,
+                limit=HISTORY_PAGE,
+                cursor=cursor,
+            )
+            messages = response.get("messages")
+            for posted in messages if isinstance(messages, list) else ():
+                if isinstance(posted, Mapping) and wanted <= _rows_of(posted):
+                    return f"{channel}:{posted.get('ts', '')}"
+            meta = response.get("response_metadata")
+            cursor = meta.get("next_cursor") if isinstance(meta, Mapping) else None
+            if not response.get("has_more") or not cursor:
+                return None
+        return None
+
+    async def _conversation(self, recipient: Recipient) -> str | None:
+        """The id of the conversation a post to `recipient` lands in."""
+        if recipient.slack_channel:
+            return None if recipient.slack_channel.startswith("#") else recipient.slack_channel
+        user = recipient.slack_user_id
+        if user is None:
+            if not recipient.email:
+                return None
+            user = await self.user_id(recipient.email)
+        response = await self._call("conversations_open", users=user)
+        opened = response.get("channel")
+        found = opened.get("id") if isinstance(opened, Mapping) else None
+        return found if isinstance(found, str) and found else None
 
     async def user_id(self, email: str) -> str:
         """The Slack user id of an e-mail address, from the cache or `users.lookupByEmail`."""
@@ -147,6 +203,24 @@ class SlackSender:
         if status == 429 or status >= 500 or error in _TRANSIENT_ERRORS:
             return ChannelError(f"slack {method}: {what}", retryable=True, retry_after=retry_after)
         return ChannelError(f"slack {method}: {what}", retryable=False)
+
+
+def _metadata(message: SlackMessage) -> dict[str, Any] | None:
+    if message.key is None:
+        return None
+    return {"event_type": EVENT_TYPE, "event_payload": {"key": message.key, "rows": list(message.rows)}}
+
+
+def _rows_of(posted: Mapping[str, Any]) -> set[int]:
+    """The outbox rows a post of ours carried (its metadata), none for anything else."""
+    metadata = posted.get("metadata")
+    if not isinstance(metadata, Mapping) or metadata.get("event_type") != EVENT_TYPE:
+        return set()
+    payload = metadata.get("event_payload")
+    rows = payload.get("rows") if isinstance(payload, Mapping) else None
+    if not isinstance(rows, list):
+        return set()
+    return {row for row in rows if isinstance(row, int) and not isinstance(row, bool)}
 
 
 def _retry_after(headers: Any) -> float | None:

@@ -92,6 +92,9 @@ class Claim:
     messages: tuple[tuple[Notification, ...], ...] = ()
     deferred: tuple[tuple[Notification, datetime], ...] = ()
     summaries: Mapping[tuple[str, str], Summary] = field(default_factory=dict)
+    # Rows taken over from a claim that never recorded their outcome (its claimer was killed or
+    # frozen, perhaps after the provider accepted them): whether they arrived is unknown.
+    unsure: frozenset[int] = frozenset()
 
     @property
     def rows(self) -> int:
@@ -167,7 +170,9 @@ class OutboxRepository(Repository):
         async with self._claim_write() as (conn, token, fenced):
             term = term if fenced is None else fenced
             scope = _of_cluster(cluster, shared_channels)
-            plan = await _claim_rows(conn, now, limit, lease_until, planner, kinds, token, term, scope)
+            plan, unsure = await _claim_rows(
+                conn, now, limit, lease_until, planner, kinds, token, term, scope
+            )
             keys = [
                 (row.cluster, row.job_uid)
                 for message in plan.messages
@@ -175,7 +180,7 @@ class OutboxRepository(Repository):
                 if row.kind is NotificationKind.JOB_SUMMARY and row.cluster and row.job_uid
             ]
             summaries = await load_summaries(conn, keys) if keys else {}
-        return Claim(token, term, lease_until, plan.messages, plan.deferred, summaries)
+        return Claim(token, term, lease_until, plan.messages, plan.deferred, summaries, unsure)
 
     @contextlib.asynccontextmanager
     async def recorder(self, claim: Claim | str) -> AsyncIterator[Outcomes]:
@@ -321,15 +326,18 @@ async def _claim_rows(
     token: str,
     term: int | None,
     scope: Sequence[sa.ColumnElement[bool]] = (),
-) -> BatchPlan:
+) -> tuple[BatchPlan, frozenset[int]]:
+    """The messages leased, and the rows among them that still carried another claim's token (a
+    sent or retried row gives its token up: one that carries it had its outcome never recorded)."""
     query = sa.select(outbox).where(_claimable(now, term), *scope)
     if kinds is not None:
         query = query.where(outbox.c.kind.in_(sorted(kinds)))
     query = query.order_by(outbox.c.next_attempt_at, outbox.c.id).limit(limit)
     due_rows = (await conn.execute(query.with_for_update(skip_locked=True))).mappings().all()
     due = [codec.notification_from_row(row) for row in due_rows]
+    unsure = frozenset(row["id"] for row in due_rows if row["claim_token"] is not None)
     if not due:
-        return BatchPlan(())
+        return BatchPlan(()), frozenset()
     # Rows of a muted recipient wait, unleased, until the mute ends (preferences.py releases them
     # early when it does): they are not sent, nor do they ride along or hold a group back.
     mutes = await preferences.mutes_of(conn, {row.recipient for row in due}, now)
@@ -337,7 +345,7 @@ async def _claim_rows(
         due, held = hold_muted(due, mutes, now)
         await preferences.hold(conn, [(row.id, until) for row, until in held if row.id is not None])
         if not due:
-            return BatchPlan(())
+            return BatchPlan(()), frozenset()
     if planner is None:
         plan = one_message_per_row(due, ())
     else:
@@ -364,7 +372,7 @@ async def _claim_rows(
         tuple(replace(row, attempts=row.attempts + 1, next_attempt_at=lease_until) for row in message)
         for message in plan.messages
     )
-    return BatchPlan(messages, plan.deferred)
+    return BatchPlan(messages, plan.deferred), unsure & frozenset(ids)
 
 
 def _of_cluster(

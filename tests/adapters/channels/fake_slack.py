@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,15 @@ class FakeSlack:
     base_url: str = ""
     # Calls answered from `scripted` (a 429, a 5xx): the Web API took nothing from them.
     refused: list[Call] = field(default_factory=list)
+    # conversation id -> the messages posted into it, oldest first (what conversations.history reads).
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The seconds of every post's ts: a fixed instant, not the wall clock, so that ids are the same in
+    # every run (2026-11-29; a test whose clock is later sets its own, for conversations.history).
+    ts_base: int = 1796000000
+    # Posts stamped with this clock instead (seconds), as the real Slack stamps them: for processes
+    # that ask for history since their rows' wall-clock creation (bench/soak.py).
+    clock: Callable[[], float] | None = None
+    _last_ts: float = 0.0
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -104,6 +113,7 @@ class FakeSlack:
             "users.lookupByEmail": self._lookup,
             "conversations.open": self._open,
             "chat.postMessage": self._post,
+            "conversations.history": self._history,
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": self._complete_upload,
         }.get(call.method)
@@ -135,9 +145,45 @@ class FakeSlack:
             return _error("channel_not_found")
         if not params.get("text") and not params.get("blocks"):
             return _error("no_text")
-        ts = f"1796000000.{next(self._ts):06d}"
+        ts = self._next_ts()
+        posted: dict[str, Any] = {"type": "message", "ts": ts, "text": params.get("text")}
+        metadata = params.get("metadata")
+        if isinstance(metadata, str):  # form-encoded calls carry it as a JSON string
+            metadata = json.loads(metadata)
+        if isinstance(metadata, dict):
+            posted["metadata"] = metadata
+        self.history.setdefault(channel, []).append(posted)
         return web.json_response(
             {"ok": True, "channel": channel, "ts": ts, "message": {"text": params.get("text")}}
+        )
+
+    def _next_ts(self) -> str:
+        if self.clock is None:
+            return f"{self.ts_base}.{next(self._ts):06d}"
+        self._last_ts = max(self.clock(), self._last_ts + 0.000001)
+        return f"{self._last_ts:.6f}"
+
+    def _history(self, params: Mapping[str, Any]) -> web.Response:
+        """Newest first, `oldest` exclusive, `limit` a page, `cursor` an offset; `metadata` only with
+        `include_all_metadata` (as the Web API answers)."""
+        channel = str(params.get("channel", ""))
+        if channel not in self.history and channel not in self.channels:
+            return _error("channel_not_found")
+        oldest = float(params.get("oldest") or 0)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in {"1", "true"}
+        found = [m for m in reversed(self.history.get(channel, [])) if float(m["ts"]) > oldest]
+        start = int(params.get("cursor") or 0)
+        limit = int(params.get("limit") or 100)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        messages = [m if with_metadata else {k: v for k, v in m.items() if k != "metadata"} for m in page]
+        return web.json_response(
+            {
+                "ok": True,
+                "messages": messages,
+                "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+            }
         )
 
     def _upload_url(self, params: Mapping[str, Any]) -> web.Response:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from inno_notify.adapters.channels.base import ChannelError, Recipient, SlackMessage, TelegramMessage
-from inno_notify.adapters.channels.slack import SlackSender
+from inno_notify.adapters.channels.slack import EVENT_TYPE, SlackSender
 from tests.adapters.channels.conftest import SLACK_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack, Scripted, rate_limited
 from tests.adapters.channels.fake_smtp import free_port
@@ -37,6 +39,85 @@ async def test_dms_a_user_by_id_with_blocks_and_text_fallback(
     assert payload["text"] == MESSAGE.text
     assert payload["blocks"] == [dict(b) for b in MESSAGE.blocks]
     assert fake.calls[0].token == SLACK_TOKEN
+
+
+# Before every post of the fake (its timestamps start at 1796000000, 2026-11-29).
+BEFORE_POSTS = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+async def test_a_keyed_message_carries_its_outbox_rows_as_metadata(
+    slack_api: tuple[FakeSlack, str], sender: SlackSender
+) -> None:
+    fake, _ = slack_api
+    await sender.send(Recipient(slack_user_id="U0BOB"), replace(MESSAGE, key="k1", rows=(7, 8)))
+    await sender.send(Recipient(slack_user_id="U0BOB"), MESSAGE)
+
+    [(_, keyed), (_, plain)] = fake.posted()
+    assert keyed["metadata"] == {"event_type": EVENT_TYPE, "event_payload": {"key": "k1", "rows": [7, 8]}}
+    assert "metadata" not in plain
+
+
+@pytest.mark.parametrize(
+    ("rows", "since", "found"),
+    [
+        ((7,), BEFORE_POSTS, True),  # carried by the post (with another row)
+        ((7, 8), BEFORE_POSTS, True),
+        ((7, 9), BEFORE_POSTS, False),  # 9 was never posted: the post does not cover the message
+        ((9,), BEFORE_POSTS, False),
+        ((7,), datetime(2026, 12, 1, tzinfo=UTC), False),  # posted before `since`: not ours
+    ],
+)
+async def test_finds_a_post_of_its_rows_in_the_dm_history(
+    slack_api: tuple[FakeSlack, str],
+    sender: SlackSender,
+    rows: tuple[int, ...],
+    since: datetime,
+    found: bool,
+) -> None:
+    fake, _ = slack_api
+    bob = Recipient(email="bob@example.com")
+    posted = await sender.send(bob, replace(MESSAGE, key="k1", rows=(7, 8)))
+    await sender.send(bob, MESSAGE)  # a newer post without metadata is passed over
+
+    assert await sender.find_sent(bob, rows, since) == (posted if found else None)
+    [history] = fake.calls_to("conversations.history")
+    assert history.params["channel"] == "D0BOB" and history.params["include_all_metadata"] in {"1", "true"}
+
+
+async def test_reads_the_history_page_by_page(slack_api: tuple[FakeSlack, str]) -> None:
+    from inno_notify.adapters.channels import slack
+
+    fake, url = slack_api
+    sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
+    try:
+        bob = Recipient(slack_user_id="U0BOB")
+        first = await sender.send(bob, replace(MESSAGE, key="k1", rows=(1,)))
+        for n in range(2, 2 + slack.HISTORY_PAGE + 3):
+            await sender.send(bob, replace(MESSAGE, key=f"k{n}", rows=(n,)))
+
+        assert await sender.find_sent(bob, [1], BEFORE_POSTS) == first
+        assert len(fake.calls_to("conversations.history")) == 2
+    finally:
+        await sender.aclose()
+
+
+async def test_a_channel_named_not_by_id_cannot_be_read(
+    slack_api: tuple[FakeSlack, str], sender: SlackSender
+) -> None:
+    team = Recipient(slack_channel="#face-gpu")
+    await sender.send(team, replace(MESSAGE, key="k1", rows=(1,)))
+
+    assert await sender.find_sent(team, [1], BEFORE_POSTS) is None
+    assert not slack_api[0].calls_to("conversations.history")
+
+
+async def test_a_history_it_may_not_read_is_a_channel_error(
+    slack_api: tuple[FakeSlack, str], sender: SlackSender
+) -> None:
+    slack_api[0].scripted.append(Scripted(200, {"ok": False, "error": "missing_scope"}))
+
+    with pytest.raises(ChannelError, match="conversations_history: missing_scope"):
+        await sender.find_sent(Recipient(slack_channel="C0FACE"), [1], BEFORE_POSTS)
 
 
 async def test_looks_a_user_up_by_email_once_and_caches_the_id(
