@@ -29,7 +29,7 @@ from rich.text import Text
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.nudge_views import NudgeListView
-from inno_notify.adapters.db.job_details import STATUS, UID
+from inno_notify.adapters.db.job_details import KIND, STATUS, UID, WORKFLOW
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
@@ -290,8 +290,9 @@ async def _settled(store: Store, workload: Workload) -> bool:
     """Every job ended and was summarized, every pipeline summarized and every model announced, every
     workspace stopped, and no message is still waiting to be sent."""
     total = len(workload.jobs) + len(workload.workspaces) + len(workload.training)
-    # Pipelines' GPU steps are workloads of their own too.
-    page = (await store.jobs.job_page(JobFilter(), limit=total + 100)).rows
+    # Pipelines' GPU steps are runs of the jobs table too; the pipelines themselves are waited for below.
+    listed = (await store.jobs.job_page(JobFilter(), limit=total + 100)).rows
+    page = [row for row in listed if row[KIND] != WORKFLOW]
     if len(page) < total or any(not JobStatus(row[STATUS]).is_terminal for row in page):
         return False
     uids = [row[UID] for row in page]

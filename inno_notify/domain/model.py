@@ -45,6 +45,9 @@ class WorkloadKind(enum.StrEnum):
     MPI_JOB = "MPIJob"
     JOB_SET = "JobSet"
     RAY_JOB = "RayJob"
+    # An Argo Workflow or an Airflow DAG run: its record lives in the workflows table (with its
+    # steps, domain.workflows), its GPU steps are runs whose parent it is; the job list shows it.
+    WORKFLOW = "Workflow"
 
     @property
     def api_name(self) -> str:
@@ -64,6 +67,7 @@ class KindName(enum.StrEnum):
     MPI_JOB = "MPIJob"
     JOB_SET = "JobSet"
     RAY_JOB = "RayJob"
+    WORKFLOW = "Workflow"
 
     @property
     def stored(self) -> tuple[str, ...]:

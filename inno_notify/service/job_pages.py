@@ -23,10 +23,13 @@ JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
 
 
 def job_page_provider(store: Store, renderer: JobPageRenderer) -> JobPageProvider:
+    """The page of a run of any kind (CONTRACT §5): a job's, else a workflow's of that name."""
+    workflow_page = workflow_page_provider(store, renderer)
+
     async def provide(namespace: str, name: str, uid: str | None) -> str | None:
         data = await store.jobs.job_page_data(namespace, name, uid)
         if data is None:
-            return None
+            return await workflow_page(namespace, name, uid)
         return await asyncio.to_thread(
             renderer.html, data.job, data.usage, data.recommendations, data.pods, data.series
         )

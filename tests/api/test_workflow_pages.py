@@ -21,13 +21,15 @@ from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.workflows import summarize_workflow
 from inno_notify.service.ingest import IngestOptions, Ingestor
-from inno_notify.service.job_pages import workflow_page_provider
+from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflow_tracking import WorkflowOptions, join_recorder
 from inno_notify.sim.kube_store import ARGO_WORKFLOWS
 from inno_notify.sim.pipelines import SimArgoWorkflow, SimAttempt, SimStep, argo_changes
+from tests import stored
 
 from .conftest import serve_api
+from .data import GIB, usage_of
 from .support import NOW, Api
 
 KEY = b"k3y-for-workflow-page-links-000"
@@ -105,3 +107,80 @@ async def test_the_link_opens_no_other_run_and_tokens_are_checked(pages: Api, st
     assert (await get(pages, path, "pipeline"))[0] == 403
     status, body = await get(pages, "/workflows/face-research/no-such-workflow", "admin")
     assert status == 404 and "workflow_not_found" in body
+
+
+# --- a workflow is a run of the job list, and /jobs opens its page (CONTRACT §3a, §5) ---------------
+
+
+@pytest.fixture
+async def listed(store: Store, pages: Api) -> AsyncIterator[Api]:
+    """The same workflow, its GPU step measured (100 GPU-minutes held, 40 used), and the API with
+    the job pages (which open a workflow's too)."""
+    [step] = [j for j in await stored.all_jobs(store) if j.parent_uid == WORKFLOW.uid]
+    await stored.save_usage(store, step.cluster, step.uid, usage_of(100.0, 40.0, 60.0, 8 * GIB))
+    renderer = JobPageRenderer(Renderer(links=PageLinks(PUBLIC, KEY), clock=lambda: NOW))
+    async with serve_api(store, job_pages=job_page_provider(store, renderer), link_key=KEY) as served:
+        yield served
+
+
+async def test_the_job_list_has_the_workflow_with_its_steps_figures(listed: Api, store: Store) -> None:
+    status, body = await listed.get("/api/v1/jobs", "viewer", params={"kind": "Workflow"})
+    assert status == 200 and body["next_cursor"] is None
+    [workflow] = body["items"]
+    assert (workflow["uid"], workflow["kind"], workflow["name"]) == (WORKFLOW.uid, "Workflow", WORKFLOW.name)
+    assert (workflow["owner"], workflow["status"], workflow["parent"]) == (
+        "alice@example.com",
+        "failed",  # its evaluate step exited 2
+        None,
+    )
+    assert workflow["requested"]["gpus"] == 2.0  # its one GPU step's
+    usage = workflow["usage"]
+    assert (usage["gpu_minutes"], usage["used_gpu_minutes"], usage["gpu_util_mean_percent"]) == (
+        100.0,
+        40.0,
+        40.0,
+    )
+    assert usage["memory_peak_bytes"] == 8 * GIB
+
+    status, body = await listed.get("/api/v1/jobs", "viewer")
+    kinds = {item["kind"]: item for item in body["items"]}
+    assert set(kinds) == {"Workflow", "Pod"}
+    assert kinds["Pod"]["parent"] == WORKFLOW.uid
+    keys = [(item["finished_at"] or item["created_at"], item["uid"]) for item in body["items"]]
+    assert keys == sorted(keys, reverse=True)  # one order over both kinds
+
+    for kind, found in (("Pod", 1), ("Job", 0), ("PyTorchJob", 0)):
+        _, body = await listed.get("/api/v1/jobs", "viewer", params={"kind": kind})
+        assert len(body["items"]) == found, kind
+    _, body = await listed.get(
+        "/api/v1/jobs", "viewer", params={"kind": "Workflow", "owner": "bob@example.com"}
+    )
+    assert body["items"] == []
+
+
+async def test_the_job_list_pages_through_jobs_and_workflows_alike(listed: Api, store: Store) -> None:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": "1"} if cursor is None else {"limit": "1", "cursor": cursor}
+        status, body = await listed.get("/api/v1/jobs", "viewer", params=params)
+        assert status == 200
+        seen += [item["kind"] for item in body["items"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == ["Pod", "Workflow"]
+
+
+async def test_a_workflow_is_found_by_name_and_its_page_opens_at_jobs(listed: Api) -> None:
+    status, body = await listed.get(f"/api/v1/jobs/face-research/{WORKFLOW.name}", "viewer")
+    assert status == 200 and (body["kind"], body["uid"]) == ("Workflow", WORKFLOW.uid)
+    status, body = await listed.get(
+        f"/api/v1/jobs/face-research/{WORKFLOW.name}", "viewer", params={"uid": "not-its-uid"}
+    )
+    assert status == 404
+
+    status, html = await get(listed, f"/jobs/face-research/{WORKFLOW.name}?uid={WORKFLOW.uid}", "viewer")
+    assert status == 200
+    text = unescape(re.sub(r"<[^>]+>", " ", html))
+    assert all(step in text for step in ("prepare-data", "train", "evaluate"))

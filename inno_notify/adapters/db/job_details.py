@@ -30,7 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.sql import InvalidCursor, chunks, decode_cursor, encode_cursor
-from inno_notify.adapters.db.tables import jobs, recommendations, usage
+from inno_notify.adapters.db.tables import jobs, recommendations, usage, workflows
+from inno_notify.domain.model import WorkloadKind
 
 JobKey = tuple[str, str]  # (cluster, uid)
 
@@ -99,7 +100,35 @@ _FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
 CLUSTER, UID = 0, 1
 STATUS = [c.name for c in PAGE_COLUMNS].index("status")
 SORT_AT = [c.name for c in PAGE_COLUMNS].index("sort_at")
+KIND = [c.name for c in PAGE_COLUMNS].index("kind")
 RECOMMENDATIONS = len(PAGE_COLUMNS)
+
+# A workflow (an Argo Workflow, an Airflow DAG run) as a page row: the workflows table's own
+# columns, then its steps' figures summed (_step_totals); what it has no figure for is None.
+WORKFLOW = WorkloadKind.WORKFLOW.value
+WORKFLOW_COLUMNS = (
+    workflows.c.cluster,
+    workflows.c.uid,
+    workflows.c.namespace,
+    workflows.c.name,
+    workflows.c.owner,
+    workflows.c.team,
+    workflows.c.status,
+    workflows.c.record["reason"].as_string().label("reason"),
+    workflows.c.created_at,
+    workflows.c.started_at,
+    workflows.c.finished_at,
+    workflows.c.sort_at,
+)
+_WORKFLOW_FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
+    "cluster": (workflows.c.cluster, "eq"),
+    "namespace": (workflows.c.namespace, "eq"),
+    "owner": (workflows.c.owner, "eq"),
+    "team": (workflows.c.team, "eq"),
+    "status": (workflows.c.status, "eq"),
+    "since": (workflows.c.sort_at, "ge"),
+    "until": (workflows.c.sort_at, "lt"),
+}
 
 Row = Sequence[Any]
 RecommendationItem = dict[str, Any]  # the RECOMMENDATION_FIELDS of one recommendation
@@ -148,9 +177,26 @@ def _job_select(dialect: str) -> sa.Select[Any]:
 
 @functools.cache
 def _page_statement(filters: frozenset[str], with_cursor: bool, dialect: str) -> sa.Select[Any]:
-    query = _job_select(dialect)
+    return _paged(_job_select(dialect), jobs, _FILTERS, filters, with_cursor, dialect)
+
+
+@functools.cache
+def _workflow_page_statement(filters: frozenset[str], with_cursor: bool, dialect: str) -> sa.Select[Any]:
+    query = sa.select(*WORKFLOW_COLUMNS)
+    return _paged(query, workflows, _WORKFLOW_FILTERS, filters - {"kinds"}, with_cursor, dialect)
+
+
+def _paged(
+    query: sa.Select[Any],
+    table: sa.Table,
+    columns: Mapping[str, tuple[sa.ColumnElement[Any], str]],
+    filters: frozenset[str],
+    with_cursor: bool,
+    dialect: str,
+) -> sa.Select[Any]:
+    """`query` filtered, after the cursor, newest first by (sort_at, uid, cluster), one page."""
     for name in sorted(filters):
-        column, op = _FILTERS[name]
+        column, op = columns[name]
         if op == "in":
             query = query.where(_in(column, f"f_{name}", dialect))
             continue
@@ -159,17 +205,41 @@ def _page_statement(filters: frozenset[str], with_cursor: bool, dialect: str) ->
             column == value if op == "eq" else column >= value if op == "ge" else column < value
         )
     if with_cursor:
-        key = sa.tuple_(jobs.c.sort_at, jobs.c.uid, jobs.c.cluster)
+        key = sa.tuple_(table.c.sort_at, table.c.uid, table.c.cluster)
         query = query.where(
             key
             < sa.tuple_(
-                sa.bindparam("c_at", type_=jobs.c.sort_at.type),
+                sa.bindparam("c_at", type_=table.c.sort_at.type),
                 sa.bindparam("c_uid", type_=sa.String()),
                 sa.bindparam("c_cluster", type_=sa.String()),
             )
         )
-    return query.order_by(jobs.c.sort_at.desc(), jobs.c.uid.desc(), jobs.c.cluster.desc()).limit(
+    return query.order_by(table.c.sort_at.desc(), table.c.uid.desc(), table.c.cluster.desc()).limit(
         sa.bindparam("page_limit", type_=sa.Integer())
+    )
+
+
+@functools.cache
+def _step_totals_statement(dialect: str) -> sa.Select[Any]:
+    """Per workflow (one cluster's uids): its GPU steps' GPUs, and their usage summed (held, used
+    and idle) or at its peak (memory, CPU), over the steps measured (how many: `measured`)."""
+    return (
+        sa.select(
+            jobs.c.parent_uid,
+            sa.func.sum(jobs.c.gpus_requested),
+            sa.func.count(usage.c.job_uid).label("measured"),
+            sa.func.sum(usage.c.gpu_minutes),
+            sa.func.sum(usage.c.used_gpu_minutes),
+            sa.func.sum(usage.c.gpus_idle),
+            sa.func.max(usage.c.gpu_memory_peak_bytes),
+            sa.func.max(usage.c.memory_peak_bytes),
+            sa.func.max(usage.c.cpu_cores_p95),
+        )
+        .select_from(
+            jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
+        )
+        .where(jobs.c.cluster == sa.bindparam("cluster"), _in(jobs.c.parent_uid, "uids", dialect))
+        .group_by(jobs.c.parent_uid)
     )
 
 
@@ -258,7 +328,9 @@ def _filter_values(filters: JobFilter) -> dict[str, Any]:
 
 
 async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor: str | None) -> JobPage:
-    """A page of jobs, newest first (by finish, else creation time), with usage and advice.
+    """A page of runs of every kind, newest first (by finish, else creation time), with usage and
+    advice: the jobs table's, and the workflows' (their own table, listed among them by the same
+    key) where the filter admits the Workflow kind.
 
     Raises InvalidCursor for a cursor this store did not hand out.
     """
@@ -272,8 +344,17 @@ async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor
         except ValueError as exc:
             raise InvalidCursor("invalid cursor") from exc
         params["c_uid"], params["c_cluster"] = uid, cluster
-    statement = _page_statement(frozenset(values), cursor is not None, conn.dialect.name)
-    rows = await _fetch(conn, statement, params)
+    kinds = filters.kinds
+    rows: list[Row] = []
+    if kinds is None or set(kinds) - {WORKFLOW}:
+        statement = _page_statement(frozenset(values), cursor is not None, conn.dialect.name)
+        rows = await _fetch(conn, statement, params)
+    if kinds is None or WORKFLOW in kinds:
+        statement = _workflow_page_statement(frozenset(values), cursor is not None, conn.dialect.name)
+        found = await _fetch(conn, statement, {k: v for k, v in params.items() if k != "f_kinds"})
+        if found:
+            rows.extend(await _workflow_rows(conn, found))
+            rows.sort(key=lambda row: (row[SORT_AT], row[UID], row[CLUSTER]), reverse=True)
     next_cursor = None
     if len(rows) > limit:
         del rows[limit:]
@@ -283,29 +364,59 @@ async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor
 
 
 @functools.cache
-def _find_statement(with_uid: bool, with_cluster: bool = False) -> sa.Select[Any]:
-    query = sa.select(jobs.c.cluster, jobs.c.uid).where(
-        jobs.c.namespace == sa.bindparam("namespace"), jobs.c.name == sa.bindparam("name")
+def _find_statement(with_uid: bool, with_cluster: bool = False, table: sa.Table = jobs) -> sa.Select[Any]:
+    columns = WORKFLOW_COLUMNS if table is workflows else (table.c.cluster, table.c.uid)
+    query = sa.select(*columns).where(
+        table.c.namespace == sa.bindparam("namespace"), table.c.name == sa.bindparam("name")
     )
     if with_uid:
-        query = query.where(jobs.c.uid == sa.bindparam("uid"))
+        query = query.where(table.c.uid == sa.bindparam("uid"))
     if with_cluster:
-        query = query.where(jobs.c.cluster == sa.bindparam("cluster"))
-    return query.order_by(jobs.c.created_at.desc().nulls_last(), jobs.c.uid.desc()).limit(1)
+        query = query.where(table.c.cluster == sa.bindparam("cluster"))
+    return query.order_by(table.c.created_at.desc().nulls_last(), table.c.uid.desc()).limit(1)
 
 
 async def find_job_row(
     conn: AsyncConnection, namespace: str, name: str, uid: str | None, cluster: str | None = None
 ) -> JobPage:
-    """The newest job (by creation time) of that name, or the one with that uid (of `cluster`, if
-    given): no row if none."""
+    """The newest run (by creation time) of that name, or the one with that uid (of `cluster`, if
+    given): a job's, else a workflow's; no row if none."""
     params = {"namespace": namespace, "name": name}
     if uid is not None:
         params["uid"] = uid
     if cluster is not None:
         params["cluster"] = cluster
     found = await _fetch(conn, _find_statement(uid is not None, cluster is not None), params)
-    return await job_rows(conn, [(row[0], row[1]) for row in found])
+    if found:
+        return await job_rows(conn, [(row[0], row[1]) for row in found])
+    found = await _fetch(conn, _find_statement(uid is not None, cluster is not None, workflows), params)
+    return JobPage(await _workflow_rows(conn, found), [[] for _ in found], None)
+
+
+async def _workflow_rows(conn: AsyncConnection, found: Sequence[Row]) -> list[Row]:
+    """Workflow rows (WORKFLOW_COLUMNS) as page rows (PAGE_COLUMNS, then no recommendations): their
+    GPUs and usage are their GPU steps' (the runs whose parent they are), summed."""
+    totals: dict[JobKey, Row] = {}
+    statement = _step_totals_statement(conn.dialect.name)
+    for cluster, uids in _by_cluster([(row[0], row[1]) for row in found]).items():
+        for chunk in chunks(uids):
+            for total in await _fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}):
+                totals[(cluster, total[0])] = total
+    return [_workflow_page_row(row, totals.get((row[0], row[1]))) for row in found]
+
+
+def _workflow_page_row(row: Row, steps: Row | None) -> Row:
+    cluster, uid, namespace, name, owner, team, status, reason, created, started, finished, sort_at = row
+    _, gpus, measured, held, used, idle, gpu_memory, memory, cpu = steps or (None, 0.0, 0, *[None] * 6)
+    util = None if not held or used is None else 100.0 * used / held
+    measured_uid = uid if measured else None
+    usage_columns: tuple[Any, ...] = (measured_uid, held, used, idle, util, gpu_memory, memory, cpu, [])
+    return (
+        *(cluster, uid, namespace, name, owner, team, status, reason, None, None),
+        *(created, started, finished, None, float(gpus or 0.0), None, None, None, sort_at),
+        *usage_columns,
+        *(WORKFLOW, None, 1, None, None, []),
+    )
 
 
 async def job_rows(conn: AsyncConnection, keys: Sequence[JobKey]) -> JobPage:

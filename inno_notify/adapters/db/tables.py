@@ -184,6 +184,8 @@ jobs = sa.Table(
     sa.Index(None, "status"),
     sa.Index(None, "finished_at"),
     sa.Index(None, "sort_at", "uid", "cluster"),
+    # A workflow's figures are its steps' (job_details.workflow rows).
+    sa.Index(None, "cluster", "parent_uid"),
     sa.Index(None, "summary_state", "usage_due_at"),
     # Right-sizing reads the newest runs of a family in a namespace.
     sa.Index(None, "cluster", "namespace", "family", "finished_at"),
@@ -433,9 +435,12 @@ workflows = sa.Table(
     sa.Column("terminal_recorded_at", UTCDateTime()),
     # The summary claim, as for jobs' usage claims.
     *_claim(),
+    # The job list's sort key, as jobs.sort_at: a workflow is listed among the jobs (job_details).
+    sa.Column("sort_at", UTCDateTime()),
     sa.Index(None, "summary_state", "due_at"),
     sa.Index(None, "kind", "summary_state", "quiet_since"),
     sa.Index(None, "namespace", "name", "created_at"),
+    sa.Index(None, "sort_at", "uid", "cluster"),
 )
 
 # The pods of workflow steps: which workflow and step each ran (WorkflowPod in `record`).

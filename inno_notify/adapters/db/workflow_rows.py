@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import outbox
+from inno_notify.adapters.db.codec import EPOCH
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
@@ -72,10 +73,13 @@ def pod_to_json(pod: WorkflowPod) -> dict[str, Any]:
 
 
 def _workflow_row(record: WorkflowRecord, quiet_since: datetime | None) -> dict[str, Any]:
-    return {**_WORKFLOWS.to_row(record), "quiet_since": quiet_since}
+    sort_at = record.finished_at or record.created_at or EPOCH  # as codec.job_sort_at
+    return {**_WORKFLOWS.to_row(record), "quiet_since": quiet_since, "sort_at": sort_at}
 
 
-_WORKFLOW_RECORD_COLUMNS = [c for c in (*_WORKFLOWS.columns, "record", "quiet_since") if c not in _KEY]
+_WORKFLOW_RECORD_COLUMNS = [
+    c for c in (*_WORKFLOWS.columns, "record", "quiet_since", "sort_at") if c not in _KEY
+]
 
 
 # --- the tracker's transaction --------------------------------------------------------------------
