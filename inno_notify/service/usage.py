@@ -14,8 +14,19 @@ error, the round is halved until each job whose own measurement raises stands al
 and one whose figures or advice cannot be computed, is summarized with every figure null for the
 reason `measurement_error` (logged once, with its uid) and is not measured again, while the rest
 of the round is measured and summarized as usual. A job whose summary cannot be planned or stored
-is left to its lease while the others go on; several such jobs in a row fail the round, because
-then it is the database or the directory that is away, not the jobs.
+is set aside while the others go on; several such jobs in a row fail the round, because then it
+is the database or the directory that is away, not the jobs.
+
+A claim the round cannot settle is released when the round ends, not left to its lease (issue
+32: a summary waited out the whole lease after the database's backends were terminated). The
+store already tried the write once more on a fresh connection; what still failed is released due
+again after the same backoff as a Prometheus retry (a quarter of the job's age, within
+`retry_min_seconds`..`retry_max_seconds`), so that a job that fails on its own is not retried
+every poll. When the release cannot be written either, the database is away: the collector keeps
+the claim and releases it first thing in the next round that reaches the database, due at once,
+so that a job that finished during the fault is summarized within a poll of the database
+answering again. A collector that dies meanwhile leaves the claim to its lease (or to the next
+leader, which takes the claims of an ended term at once).
 """
 
 from __future__ import annotations
@@ -90,7 +101,7 @@ class CollectorOptions:
     remeasure_for_seconds: float = 86400.0
     remeasure_every_seconds: float = 900.0
     # Jobs in a row that cannot be stored even with null figures: then it is the database, not them,
-    # and the round fails (its jobs come back after their lease).
+    # and the round fails (its unsettled jobs are released for a later round).
     max_unsettled_in_a_row: int = 3
     # The cluster whose jobs this collector measures, with that cluster's Prometheus (None: every
     # cluster in the database, for a database of one cluster).
@@ -104,6 +115,8 @@ class CollectorStats:
     jobs_given_up: int = 0
     measurement_errors: int = 0
     failed_rounds: int = 0
+    # Jobs a round claimed and could not settle, handed back for a later round.
+    jobs_released: int = 0
     notifications_planned: int = 0
     adoptions_judged: int = 0
     last_round_seconds: float = 0.0
@@ -152,6 +165,10 @@ class UsageCollector:
         self._wake = asyncio.Event()
         # The usage claim of the round in progress: the writes that settle its jobs check it.
         self._claim: str | None = None
+        # Jobs of the round in progress that could not be settled, released when it ends.
+        self._unsettled: list[JobRecord] = []
+        # Claims a round could not release (the database was away): (token, cluster, uids).
+        self._unreleased: list[tuple[str, str, list[str]]] = []
 
     def wake(self) -> None:
         """Asks for a round now (the pipeline calls it when jobs end)."""
@@ -164,8 +181,8 @@ class UsageCollector:
             except LostLeadership:
                 raise  # the leader work ends with it (service.leadership)
             except Exception:
-                # The database went away or a bug surfaced: claimed jobs come back after their
-                # lease, so waiting and trying again loses nothing.
+                # The database went away or a bug surfaced: the round released its claims (or
+                # releases them next time), so waiting and trying again loses nothing.
                 log.exception("usage round failed; trying again in %.1f s", self.options.poll_seconds)
                 done = 0
             if done:
@@ -181,7 +198,10 @@ class UsageCollector:
                     await task
 
     async def run_once(self, now: datetime) -> int:
-        """One round over the jobs due at `now`; returns how many jobs it settled."""
+        """One round over the jobs due at `now`; returns how many jobs it settled.
+
+        Raises what failed the round, after releasing the claims it could not settle."""
+        await self._release_unreleased(now)
         claim = await self.store.jobs.claim_usage(now, self.options.batch_size, cluster=self.options.cluster)
         self._claim, jobs = claim.token, list(claim.jobs)
         if not jobs:
@@ -189,10 +209,68 @@ class UsageCollector:
         self.stats.rounds += 1
         started = self.clock()
         settled = 0
-        for cluster in sorted({j.cluster for j in jobs}):
-            settled += await self._round(cluster, [j for j in jobs if j.cluster == cluster], now)
+        self._unsettled = []
+        try:
+            for cluster in sorted({j.cluster for j in jobs}):
+                settled += await self._round(cluster, [j for j in jobs if j.cluster == cluster], now)
+        except LostLeadership:
+            raise  # the next leader takes this term's claims at once (leases.taken_over)
+        except Exception:
+            # The jobs it settled or rescheduled are no longer held by the claim: the release
+            # leaves them as they are.
+            await self._release(claim.token, jobs, now)
+            raise
+        if self._unsettled:
+            await self._release(claim.token, self._unsettled, now)
         self.stats.last_round_seconds = (self.clock() - started).total_seconds()
         return settled
+
+    async def _release(self, token: str, jobs: Sequence[JobRecord], now: datetime) -> None:
+        """Hands the claimed `jobs` that `token` still holds back to a later round, due after the
+        retry backoff of the youngest of them (module docstring). Raises only LostLeadership: a
+        release that fails is kept and made by the next round (_release_unreleased)."""
+        for cluster in sorted({j.cluster for j in jobs}):
+            of_cluster = [j for j in jobs if j.cluster == cluster]
+            uids = [j.uid for j in of_cluster]
+            due = now + timedelta(seconds=min(self._retry_delay(j, now) for j in of_cluster))
+            try:
+                released = await self.store.jobs.release_usage(cluster, uids, due, claim=token)
+            except LostLeadership:
+                raise
+            except Exception as exc:
+                self._unreleased.append((token, cluster, uids))
+                log.warning(
+                    "could not release %d claimed job(s) of cluster %r (%s: %s); the next round "
+                    "releases them once the database answers",
+                    len(uids),
+                    cluster,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
+            self.stats.jobs_released += released
+            if released:
+                log.info("%d job(s) of cluster %r not summarized: due again at %s", released, cluster, due)
+
+    async def _release_unreleased(self, now: datetime) -> None:
+        """Makes the releases earlier rounds could not, due at once: the database, which answers
+        again, was what failed them. Raises while it still does not answer (the round fails)."""
+        while self._unreleased:
+            token, cluster, uids = self._unreleased[0]
+            try:
+                released = await self.store.jobs.release_usage(cluster, uids, now, claim=token)
+            except LostLeadership:
+                self._unreleased.clear()  # the next leader takes this term's claims at once
+                raise
+            del self._unreleased[0]
+            self.stats.jobs_released += released
+            log.info("released %d job(s) of cluster %r claimed before the database fault", released, cluster)
+
+    def _retry_delay(self, job: JobRecord, now: datetime) -> float:
+        """Seconds until a job that could not be summarized now is tried again: a quarter of its
+        age since it ended, within the retry bounds."""
+        age = (now - (job.finished_at or now)).total_seconds()
+        return min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
 
     async def _round(self, cluster: str, jobs: list[JobRecord], now: datetime) -> int:
         pods = await self.store.jobs.pods_of_jobs(cluster, [j.uid for j in jobs])
@@ -264,8 +342,8 @@ class UsageCollector:
     ) -> int:
         """Summarizes each job on its own, with the figures `missing` for that reason if given
         (`broken` jobs: every figure null for `measurement_error`). A job whose summary cannot be
-        stored or planned is left to its lease and the others go on; several in a row mean the
-        database is away, and the round fails."""
+        stored or planned is set aside for release (run_once) and the others go on; several in a
+        row mean the database is away, and the round fails."""
         settled = unsettled_in_a_row = 0
         for job in jobs:
             try:
@@ -282,8 +360,9 @@ class UsageCollector:
                 unsettled_in_a_row += 1
                 if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
                     raise
+                self._unsettled.append(job)
                 log.exception(
-                    "job %r (uid %r): not summarized now; it comes back after its lease", job.name, job.uid
+                    "job %r (uid %r): not summarized now; it is released for a later round", job.name, job.uid
                 )
                 continue
             settled += 1
@@ -328,8 +407,7 @@ class UsageCollector:
             if age >= self.options.give_up_after_seconds or not exc.retryable:
                 give_up.append(job)
             else:
-                delay = min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
-                later = now + timedelta(seconds=delay)
+                later = now + timedelta(seconds=self._retry_delay(job, now))
                 await self.store.jobs.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
         return await self._settle_all(
             give_up, set(), pods, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE

@@ -266,9 +266,10 @@ async def test_a_job_whose_figures_cannot_be_computed_is_summarized_without_them
     assert await stored.summary_state(store, "test", uids[1]) is SummaryState.SUMMARIZED
 
 
-async def test_a_summary_that_cannot_be_planned_waits_for_its_lease_alone(store: Store) -> None:
-    """Planning (routing) failing for one job leaves that job to its lease, not the round; failing
-    for job after job means something shared is down, and the round fails."""
+async def test_a_summary_that_cannot_be_planned_waits_alone(store: Store) -> None:
+    """Planning (routing) failing for one job sets that job aside, not the round: it is released
+    due after the retry backoff (issue 32), not left to its 300 s lease; failing for job after job
+    means something shared is down, and the round fails."""
     uids = await ingest(store, [f"job-{i}" for i in range(4)])
     now = T0 + timedelta(hours=1, minutes=5)
     broken_for: set[str] = {uids[0]}
@@ -285,10 +286,12 @@ async def test_a_summary_that_cannot_be_planned_waits_for_its_lease_alone(store:
     assert [await stored.summary_state(store, "test", uid) for uid in uids[1:]] == [
         SummaryState.SUMMARIZED
     ] * 3
-    assert await coll.run_once(now + timedelta(minutes=1)) == 0  # leased: not retried at once
+    assert coll.stats.jobs_released == 1
+    # Ended just under five minutes ago: due again after a quarter of that (under 75 s); not at once.
+    assert await coll.run_once(now + timedelta(minutes=1)) == 0
 
     broken_for.clear()
-    assert await coll.run_once(now + timedelta(minutes=6)) == 1  # back after the lease, and fine now
+    assert await coll.run_once(now + timedelta(seconds=75)) == 1  # back after the backoff, and fine now
     assert await stored.summary_state(store, "test", uids[0]) is SummaryState.SUMMARIZED
 
 
@@ -304,6 +307,7 @@ async def test_several_unsettled_jobs_in_a_row_fail_the_round(store: Store) -> N
     )
     with pytest.raises(ConnectionError):
         await coll.run_once(now)
+    assert coll.stats.jobs_released == 4  # all of the round's claims, not only the three tried
 
 
 async def test_the_series_is_kept_with_the_usage_and_the_pods_even_when_nothing_was_measured(

@@ -121,6 +121,14 @@ def is_statement_timeout(exc: BaseException) -> bool:
     )
 
 
+def is_connection_lost(exc: BaseException) -> bool:
+    """True for the error of a statement whose connection was lost: the server restarted, an
+    administrator terminated its backend, the network dropped, or the connection broke during
+    COMMIT (then whether the transaction committed is unknown). SQLAlchemy has invalidated the
+    connection and the connections pooled before it, so the next transaction gets a fresh one."""
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 class _StatementDeadline:
     """When the statement running on one SQLite connection must stop (monotonic seconds)."""
 

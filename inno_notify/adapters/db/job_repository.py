@@ -163,15 +163,23 @@ class JobRepository(Repository):
     ) -> bool:
         """Sets when a job awaiting usage is next due (Prometheus not ready yet); False if not awaiting
         (or, with `claim`, no longer held by that claim)."""
-        async with self._leader_write() as conn:
-            return await jobs.reschedule_usage(conn, cluster, uid, due_at, claim)
+        return await self._settling_write(
+            lambda conn: jobs.reschedule_usage(conn, cluster, uid, due_at, claim)
+        )
+
+    async def release_usage(self, cluster: str, uids: Sequence[str], due_at: datetime, *, claim: str) -> int:
+        """Ends `claim` on those of the jobs (of `cluster`) it still holds, due again at `due_at`
+        rather than when the lease ends: a round that could not settle them hands them to the next
+        one. Returns how many it released; the others were settled, or taken by another claim."""
+        return await self._settling_write(lambda conn: jobs.release_usage(conn, cluster, uids, due_at, claim))
 
     async def set_summary_state(
         self, cluster: str, uid: str, state: SummaryState, *, claim: str | None = None
     ) -> None:
         """Raises ClaimLost when `claim` no longer holds the job."""
-        async with self._leader_write() as conn:
-            await jobs.set_summary_state(conn, cluster, uid, state, token=claim)
+        await self._settling_write(
+            lambda conn: jobs.set_summary_state(conn, cluster, uid, state, token=claim)
+        )
 
     async def summary_states(self, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
         async with self.read() as conn:
@@ -196,9 +204,11 @@ class JobRepository(Repository):
         planned or not at all. Returns how many notifications were new. With state REMEASURE the job
         is measured again from `remeasure_at`. With `claim`, nothing is stored unless that usage
         claim still holds the job (ClaimLost). `adoption` (the run judged against its family's
-        previous advice) is stored with it, once (adoption.py)."""
-        async with self._leader_write() as conn:
-            # The claim first: a claim taken over stores nothing.
+        previous advice) is stored with it, once (adoption.py). A lost connection is tried once
+        more on a fresh one (Repository._settling_write): the claim check makes that safe."""
+
+        async def write(conn: AsyncConnection) -> int:
+            # The claim first: a claim taken over (or ended by a try that committed unseen) stores nothing.
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
             await jobs.save_usage(conn, cluster, uid, usage)
             if usage_series is not None:
@@ -207,3 +217,5 @@ class JobRepository(Repository):
                 await adoption_queries.record(conn, adoption)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)
             return await outbox.enqueue(conn, notifications)
+
+        return await self._settling_write(write)

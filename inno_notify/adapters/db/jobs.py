@@ -313,6 +313,20 @@ async def reschedule_usage(
     return result.rowcount == 1
 
 
+async def release_usage(
+    conn: AsyncConnection, cluster: str, uids: Sequence[str], due_at: datetime, token: str
+) -> int:
+    """Ends `token`'s usage claim on those of the jobs it still holds, due again at `due_at`;
+    returns how many it released (the others were settled, or taken by another claim)."""
+    released = 0
+    for chunk in chunks(list(dict.fromkeys(uids))):
+        result = await conn.execute(
+            _SUMMARY.release(cluster, chunk, token, due_at).where(jobs.c.summary_state.in_(_MEASURABLE))
+        )
+        released += result.rowcount
+    return released
+
+
 async def set_summary_state(
     conn: AsyncConnection,
     cluster: str,

@@ -3,7 +3,9 @@
 A job (its usage) and a workflow (its summary) go the same way once they end: the end is recorded
 once (`terminal_recorded_at`, the summary state, when the summary is due), the summarizer leases
 the due rows under a claim token and its leadership term, and each later write settles a row only
-while that claim still holds it. The tables differ only in the names of those columns.
+while that claim still holds it. A claimer that cannot settle rows releases them
+(`release`), so that the next claim takes them without waiting out the lease. The tables differ
+only in the names of those columns.
 """
 
 from __future__ import annotations
@@ -98,6 +100,17 @@ class SummaryColumns:
             .where(sa.tuple_(t.cluster, t.uid).in_(due))
             .values({self.due: now + timedelta(seconds=lease_seconds), self.token: token, self.term: term})
             .returning(*self.table.c)
+        )
+
+    def release(self, cluster: str, uids: Sequence[str], token: str, due: datetime) -> sa.Update:
+        """The UPDATE that ends `token`'s claim on those of the rows (of `cluster`, keyed by
+        `uids`) it still holds, due again at `due` instead of at the end of the lease. Rows the
+        claim settled or gave up, or that another claim took, are left as they are."""
+        t = self.table.c
+        return (
+            sa.update(self.table)
+            .where(t.cluster == cluster, t.uid.in_(list(uids)), self.token == token)
+            .values({self.due: due, self.token: None, self.term: None})
         )
 
     def held(self, cluster: str, uid: str, token: str | None) -> list[sa.ColumnElement[bool]]:

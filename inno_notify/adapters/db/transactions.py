@@ -8,6 +8,9 @@
   is UNFENCED and costs nothing.
 - `_claim_write()`: a leader-only write that leases rows (jobs' usage, workflows' summaries, the
   outbox) under a fresh claim token and the term the fence vouches for.
+- `_settling_write(write)`: a leader-only write that settles or releases claimed rows, run once
+  more on a fresh connection when its connection was lost (a backend terminated, a database
+  restart): one lost connection must not leave a claimed row to wait out its whole lease.
 
 A repository method is one of these transactions composed of the query modules' functions, so
 that callers never see a row or a connection. A method that is one query function run on a read
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -25,8 +29,10 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db.engine import READ_INTENT
+from inno_notify.adapters.db.engine import READ_INTENT, is_connection_lost
 from inno_notify.adapters.db.leases import UNFENCED, Fence
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -65,6 +71,25 @@ class Repository:
         async with self._engine.begin() as conn:
             term = await self._fence.check(conn)
             yield conn, secrets.token_hex(16), term
+
+    async def _settling_write(self, write: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`write` in a leader-only write transaction, and once more in a new transaction on a
+        fresh connection if the first one's connection was lost (engine.is_connection_lost); any
+        other error, or a second lost connection, is raised.
+
+        Only for writes that may run twice: a connection lost during COMMIT leaves unknown whether
+        the first try committed. The writes that settle claimed rows check the claim first, so a
+        second try after an unseen commit stores nothing (the claim ended with the first) and the
+        rest of what they write is an upsert or keyed on a dedup key."""
+        try:
+            async with self._leader_write() as conn:
+                return await write(conn)
+        except Exception as exc:
+            if not is_connection_lost(exc):
+                raise
+            log.warning("a write lost its database connection (%s); trying it once more on a fresh one", exc)
+        async with self._leader_write() as conn:
+            return await write(conn)
 
 
 def reads(

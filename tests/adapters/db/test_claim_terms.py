@@ -177,6 +177,28 @@ async def test_a_rescheduled_job_gives_its_claim_up(store: Store) -> None:
     assert [j.uid for j in (await store.jobs.claim_usage(later, 10)).jobs] == ["job-1"]
 
 
+async def test_a_released_claim_hands_only_the_jobs_it_still_holds_to_the_next_claim(store: Store) -> None:
+    """A round that could not settle its jobs releases them (issue 32): due again when it says,
+    not after the lease; the jobs it settled, and those another claim took, are left alone."""
+    for uid in ("job-1", "job-2", "job-3"):
+        await _awaiting_usage(store, uid)
+    claim = await store.jobs.claim_usage(T0, 2, lease_seconds=LEASE)
+    held = [j.uid for j in claim.jobs]
+    assert len(held) == 2
+    await store.jobs.complete_summary("default", held[0], usage(), [], [notification()], claim=claim.token)
+    other = await store.jobs.claim_usage(T0, 10, lease_seconds=LEASE)
+    (taken,) = [j.uid for j in other.jobs]
+
+    due = T0 + timedelta(seconds=15)
+    assert await store.jobs.release_usage("default", [*held, taken], due, claim=claim.token) == 1
+    assert (await store.jobs.claim_usage(due - timedelta(seconds=1), 10)).jobs == ()
+    assert [j.uid for j in (await store.jobs.claim_usage(due, 10)).jobs] == [held[1]]
+    # Released once: the old claim's writes settle nothing any more.
+    with pytest.raises(ClaimLost):
+        await store.jobs.set_summary_state("default", held[1], SummaryState.SUMMARIZED, claim=claim.token)
+    assert await stored.summary_state(store, "default", held[0]) is SummaryState.SUMMARIZED
+
+
 async def test_a_new_leader_takes_the_usage_jobs_of_an_ended_term_at_once(
     store: Store, leases: LeaseRepository, replicas: dict[str, Replica]
 ) -> None:
