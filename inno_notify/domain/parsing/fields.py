@@ -45,6 +45,7 @@ __all__ = [
     "indexed_text",
     "integer",
     "key",
+    "labelled_uid",
     "mapping",
     "objects",
     "required_identity",
@@ -171,6 +172,18 @@ def key(obj: JsonObject, field: str) -> str | None:
     if kept is None:
         raise ParseError(f"{field}: not usable as a key (too long, NUL or invalid UTF-8)", BAD_KEY)
     return kept
+
+
+def labelled_uid(labels: Mapping[str, object], label: str) -> str | None:
+    """The uid a label names (a Job's controller-uid on its pods, a Kueue Workload's job-uid): a
+    label anyone may write, so one that is there but not usable as a key is refused."""
+    value = labels.get(label)
+    if not value:
+        return None
+    uid = storable_key(value) if isinstance(value, str) else None
+    if uid is None:
+        raise ParseError(f"label {label}: not usable as a job uid", BAD_KEY)
+    return uid
 
 
 def required_identity(metadata: JsonObject, kind: str) -> tuple[str, str, str]:
