@@ -241,6 +241,14 @@ def _no_data_reason(h: HeldPod, scrape_interval_seconds: float) -> MissingReason
     )
 
 
+def _first_reason(checks: Sequence[tuple[MissingReason, str]]) -> tuple[MissingReason, list[str]] | None:
+    """The first of the (reason, pod name) found, with every pod it holds for; None if none."""
+    if not checks:
+        return None
+    reason = checks[0][0]
+    return reason, [name for r, name in checks if r == reason]
+
+
 def _gpu_reason(
     gpu_held: Sequence[HeldPod],
     rows_by_pod: dict[str, list[GpuUsage]],
@@ -261,10 +269,7 @@ def _gpu_reason(
             checks.append((MissingReason.MIG_NO_UTIL if mig else MissingReason.NO_SAMPLES, h.pod.name))
         elif not need_util and any(r.fb_used_peak_bytes is None for r in rows):
             checks.append((MissingReason.NO_SAMPLES, h.pod.name))
-    if not checks:
-        return None
-    reason = checks[0][0]
-    return reason, [name for r, name in checks if r == reason]
+    return _first_reason(checks)
 
 
 def _gpu_util_figures(
@@ -324,10 +329,7 @@ def _pod_reason(
         for h in held
         if (u := usage_by_pod.get(h.pod.uid)) is None or u.memory_peak_bytes is None
     ]
-    if not checks:
-        return None
-    reason = checks[0][0]
-    return reason, [name for r, name in checks if r == reason]
+    return _first_reason(checks)
 
 
 @dataclass(frozen=True, slots=True)
