@@ -186,11 +186,16 @@ def labelled_uid(labels: Mapping[str, object], label: str) -> str | None:
     return uid
 
 
-def required_identity(metadata: JsonObject, kind: str) -> tuple[str, str, str]:
-    """An object's uid, namespace and name; an object without all three cannot be recorded."""
+def required_identity(
+    metadata: JsonObject, kind: str, *, generate_name: bool = False
+) -> tuple[str, str, str]:
+    """An object's uid, namespace and name (with `generate_name`, its generateName where it has no
+    name yet); an object without all three cannot be recorded."""
     uid = key(metadata, "uid")
     namespace = indexed_text(metadata, "namespace")
     name = indexed_text(metadata, "name")
+    if name is None and generate_name:
+        name = indexed_text(metadata, "generateName")
     if uid is None or namespace is None or name is None:
         raise ParseError(f"{kind} without metadata.uid, namespace or name", MISSING_FIELD)
     return uid, namespace, name

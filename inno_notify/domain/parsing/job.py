@@ -19,15 +19,13 @@ from .annotations import FAMILY_KEY, indexed_lookup, read_words
 from .config import ParseConfig
 from .family import job_family
 from .fields import (
-    MISSING_FIELD,
     JsonObject,
-    ParseError,
     SetAside,
     condition,
     indexed_text,
     integer,
-    key,
     mapping,
+    required_identity,
     timestamp,
 )
 from .resources import requested_for_pod
@@ -77,16 +75,11 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     status = mapping(obj, "status")
     template = mapping(spec, "template")
 
-    uid = key(metadata, "uid")
-    namespace = indexed_text(metadata, "namespace")
-    name = indexed_text(metadata, "name") or indexed_text(metadata, "generateName")
-    if uid is None or namespace is None or name is None:
-        raise ParseError("Job without metadata.uid, namespace or name", MISSING_FIELD)
-
+    identity = required_identity(metadata, "Job", generate_name=True)
     job_status_, reason, finished_at = job_status(spec, status)
     return workload_record(
         metadata,
-        (uid, namespace, name),
+        identity,
         WorkloadKind.JOB,
         cfg,
         notes,
