@@ -71,7 +71,7 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
-from inno_notify.domain.routing import route_summary
+from inno_notify.domain.routing import plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
@@ -160,7 +160,7 @@ async def seed(store: Store, first: int, count: int, due: list[datetime], now: d
     for i, record in enumerate(jobs):
         # Only the owner's entry: routing indexes the whole directory per call.
         owner = {record.owner: users[record.owner]} if record.owner else {}
-        for row in route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0):
+        for row in plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications:
             rows.append(replace(row, due_at=due[i], next_attempt_at=due[i]))
     for start in range(0, count, 1000):
         async with store.jobs.ingest_transaction() as tx:
@@ -214,7 +214,7 @@ async def seed_with_series(
     usage = Usage(gpu_minutes=240.0, used_gpu_minutes=120.0, gpus_idle=1, gpu_util_mean_percent=50.0)
     for i, record in enumerate(jobs):
         owner = {record.owner: users[record.owner]} if record.owner else {}
-        rows = route_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0)
+        rows = plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
         await store.jobs.complete_summary(
             record.cluster, record.uid, usage, [], rows, usage_series=stored[i][1]
         )

@@ -9,7 +9,7 @@ whether it can be stated at all. A figure that was not measured is ``None`` with
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -91,17 +91,11 @@ def held_after_end(job: JobRecord, held: Sequence[HeldPod]) -> HeldAfterEnd | No
 
 
 def replica_usage(
-    job: JobRecord,
-    pods: Sequence[PodRecord],
-    gpus: Sequence[GpuUsage],
-    pod_usage: Sequence[PodUsage],
-    idle_util_percent: float,
-    now: datetime,
-    missing_reason: MissingReason | None,
-    scrape_interval_seconds: float,
+    job: JobRecord, pods: Sequence[PodRecord], measure: Callable[[Sequence[PodRecord]], Usage]
 ) -> tuple[ReplicaUsage, ...]:
-    """A multi-pod run's figures per role, each computed like the run's own over the role's pods;
-    roles in the order the run lists them, then any other its pods show."""
+    """A multi-pod run's figures per role, each `measure`d over the role's pods (compute_usage
+    passes itself, so a role is computed like the run); roles in the order the run lists them,
+    then any other its pods show."""
     by_role: dict[str, list[PodRecord]] = defaultdict(list)
     for pod in pods:
         by_role[pod.role or "other"].append(pod)
@@ -113,18 +107,7 @@ def replica_usage(
         members = by_role.get(role)
         if not members:
             continue
-        uids = {p.uid for p in members}
-        figures = compute_usage(
-            job,
-            members,
-            [g for g in gpus if g.pod_uid in uids],
-            [u for u in pod_usage if u.pod_uid in uids],
-            idle_util_percent,
-            now,
-            missing_reason,
-            scrape_interval_seconds=scrape_interval_seconds,
-            by_role=False,
-        )
+        figures = measure(members)
         result.append(
             ReplicaUsage(
                 role=role,
@@ -156,6 +139,21 @@ def compute_usage(
     up) marks every measured figure missing; GPU-minutes come from timestamps and are always stated.
     A multi-pod run also gets its figures per replica role (``by_role``) and the GPUs its pods held
     after it ended."""
+
+    def measure_role(members: Sequence[PodRecord]) -> Usage:
+        uids = {p.uid for p in members}
+        return compute_usage(
+            job,
+            members,
+            [g for g in gpus if g.pod_uid in uids],
+            [u for u in pod_usage if u.pod_uid in uids],
+            idle_util_percent,
+            now,
+            missing_reason,
+            scrape_interval_seconds=scrape_interval_seconds,
+            by_role=False,
+        )
+
     held = [h for h in (held_interval(p, job, now) for p in pods) if h is not None]
     gpu_held = [h for h in held if h.pod.gpu_equivalents > 0]
     rows_by_pod: dict[str, list[GpuUsage]] = defaultdict(list)
@@ -232,11 +230,7 @@ def compute_usage(
         pods=tuple(usage_by_pod[h.pod.uid] for h in held if h.pod.uid in usage_by_pod),
         missing=tuple(missing),
         collected_at=now,
-        replicas=replica_usage(
-            job, pods, gpus, pod_usage, idle_util_percent, now, missing_reason, scrape_interval_seconds
-        )
-        if by_role
-        else (),
+        replicas=replica_usage(job, pods, measure_role) if by_role else (),
         held_after_end=held_after_end(job, held) if by_role and job.replicas else None,
     )
 
@@ -245,6 +239,14 @@ def _no_data_reason(h: HeldPod, scrape_interval_seconds: float) -> MissingReason
     return (
         MissingReason.SHORTER_THAN_SCRAPE if h.seconds < scrape_interval_seconds else MissingReason.NO_SAMPLES
     )
+
+
+def _first_reason(checks: Sequence[tuple[MissingReason, str]]) -> tuple[MissingReason, list[str]] | None:
+    """The first of the (reason, pod name) found, with every pod it holds for; None if none."""
+    if not checks:
+        return None
+    reason = checks[0][0]
+    return reason, [name for r, name in checks if r == reason]
 
 
 def _gpu_reason(
@@ -267,10 +269,7 @@ def _gpu_reason(
             checks.append((MissingReason.MIG_NO_UTIL if mig else MissingReason.NO_SAMPLES, h.pod.name))
         elif not need_util and any(r.fb_used_peak_bytes is None for r in rows):
             checks.append((MissingReason.NO_SAMPLES, h.pod.name))
-    if not checks:
-        return None
-    reason = checks[0][0]
-    return reason, [name for r, name in checks if r == reason]
+    return _first_reason(checks)
 
 
 def _gpu_util_figures(
@@ -330,10 +329,7 @@ def _pod_reason(
         for h in held
         if (u := usage_by_pod.get(h.pod.uid)) is None or u.memory_peak_bytes is None
     ]
-    if not checks:
-        return None
-    reason = checks[0][0]
-    return reason, [name for r, name in checks if r == reason]
+    return _first_reason(checks)
 
 
 @dataclass(frozen=True, slots=True)

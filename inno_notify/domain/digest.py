@@ -28,7 +28,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally, adoption_to_dict, combine
-from inno_notify.domain.trends import TrendPoint
+from inno_notify.domain.trends import TrendPoint, efficiency_of, quota_share_of, to_hours
 from inno_notify.domain.weeks import week_bounds, week_monday
 
 TOP_WASTE = 5
@@ -306,21 +306,6 @@ class Digest:
         return (self.end - self.start).total_seconds() / 3600
 
 
-def _hours(minutes: float | None) -> float | None:
-    return None if minutes is None else minutes / 60
-
-
-def _ratio(part: float | None, whole: float | None) -> float | None:
-    if part is None or whole is None or whole <= 0:
-        return None
-    return part / whole
-
-
-def _efficiency(row: TeamTotals | PersonRow) -> float | None:
-    basis = row.used_basis_gpu_minutes if row.used_basis_gpu_minutes is not None else row.gpu_minutes
-    return _ratio(row.used_gpu_minutes, basis)
-
-
 def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
     """Linear interpolation between closest ranks: what Postgres' percentile_cont computes."""
     if not sorted_values:
@@ -358,9 +343,9 @@ def build_digest(
     monday = week_monday(week)
     t = rows.totals
     missing: list[Missing] = []
-    gpu_hours = _hours(t.gpu_minutes)
-    used = _hours(t.used_gpu_minutes)
-    idle = _hours(t.idle_gpu_minutes)
+    gpu_hours = to_hours(t.gpu_minutes)
+    used = to_hours(t.used_gpu_minutes)
+    idle = to_hours(t.idle_gpu_minutes)
     if t.jobs:
         for name, value in (
             ("gpu_hours", gpu_hours),
@@ -376,15 +361,12 @@ def build_digest(
         p95 = percentile(rows.queue_seconds_sorted, 0.95)
     if t.jobs and p50 is None:
         missing.append(Missing("queue_wait", "no job of the week has a scheduling time"))
-    quota_share = None
     if quota_gpus is None:
         missing.append(Missing("quota_share", "no Kueue quota known for the team"))
-    elif gpu_hours is not None and quota_gpus > 0:
-        quota_share = gpu_hours / (quota_gpus * (end - start).total_seconds() / 3600)
-    prev_gpu = _hours(previous.gpu_minutes) if previous else None
-    prev_eff = _efficiency(previous) if previous else None
-    prev_idle = _hours(previous.idle_gpu_minutes) if previous else None
-    efficiency = _efficiency(t)
+    prev_gpu = to_hours(previous.gpu_minutes) if previous else None
+    prev_eff = efficiency_of(previous) if previous else None
+    prev_idle = to_hours(previous.idle_gpu_minutes) if previous else None
+    efficiency = efficiency_of(t)
     people = _people(rows.people)
     return Digest(
         team=team,
@@ -414,7 +396,7 @@ def build_digest(
         change_efficiency=change(efficiency, prev_eff),
         change_idle_gpu_hours=change(idle, prev_idle),
         quota_gpus=quota_gpus,
-        quota_share=quota_share,
+        quota_share=quota_share_of(gpu_hours, quota_gpus, start, end),
         missing=tuple(missing),
         live_idle=_live_idle(rows.nudged),
         nudged_repeatedly=_nudged_repeatedly(rows.nudged),
@@ -467,10 +449,10 @@ def _people(rows: Sequence[PersonRow]) -> tuple[PersonLine, ...]:
         PersonLine(
             owner=r.owner or NO_OWNER,
             jobs=r.jobs,
-            gpu_hours=_hours(r.gpu_minutes),
-            used_gpu_hours=_hours(r.used_gpu_minutes),
-            idle_gpu_hours=_hours(r.idle_gpu_minutes),
-            efficiency=_efficiency(r),
+            gpu_hours=to_hours(r.gpu_minutes),
+            used_gpu_hours=to_hours(r.used_gpu_minutes),
+            idle_gpu_hours=to_hours(r.idle_gpu_minutes),
+            efficiency=efficiency_of(r),
         )
         for r in rows
     ]

@@ -92,20 +92,6 @@ def summary_dedup_key(cluster: str, uid: str, channel: str, recipient: str) -> s
     return f"{cluster}/{uid}/{NotificationKind.JOB_SUMMARY.value}/{channel}/{recipient}"
 
 
-def route_summary(
-    job: JobRecord,
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
-    enabled_channels: frozenset[str],
-    now: datetime,
-    group_wait_seconds: float,
-    allowed_email_domains: Collection[str] = (),
-) -> list[Notification]:
-    """The outbox rows for `job`'s summary (see plan_summary for the reasons behind them)."""
-    plan = plan_summary(job, users, teams, enabled_channels, now, group_wait_seconds, allowed_email_domains)
-    return list(plan.notifications)
-
-
 def plan_summary(
     job: JobRecord,
     users: Mapping[str, DirectoryUser],

@@ -4,7 +4,8 @@ The database sums (adapters/db/trend_queries.py hands over one `TrendRow` per gr
 had GPU jobs); what is left here is pure: which weeks a trend spans (the `count` ISO weeks ending
 with a given one, in a zone), the series with every week present, and the share of a Kueue quota.
 
-The conventions are the digest's (domain/digest.py), so that the newest point of a team's trend is
+The conventions are the digest's (domain/digest.py, which computes its figures with this module's
+`to_hours`, `efficiency_of` and `quota_share_of`), so that the newest point of a team's trend is
 the figure its digest shows: a job belongs to the week in which it finished, in the zone; only GPU
 jobs count; efficiency is used over held GPU-hours of the jobs whose use was measured. A week in
 which no GPU job finished held 0 GPU-hours (a count, not a missing measurement) and has no
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Protocol
 
 from inno_notify.domain.weeks import format_week, week_bounds, week_monday
 
@@ -100,8 +102,42 @@ def trend_bounds(weeks: Sequence[str], tz: str) -> tuple[datetime, ...]:
     return tuple(bounds)
 
 
-def _hours(minutes: float | None) -> float | None:
+class GpuMinuteSums(Protocol):
+    """GPU-minute sums over some finished GPU jobs (a week's trend row, a team's or a person's week
+    in the digest)."""
+
+    @property
+    def gpu_minutes(self) -> float | None: ...
+
+    @property
+    def used_gpu_minutes(self) -> float | None: ...
+
+    # GPU-minutes held by the jobs whose used GPU-minutes are known; None: the same as gpu_minutes.
+    @property
+    def used_basis_gpu_minutes(self) -> float | None: ...
+
+
+def to_hours(minutes: float | None) -> float | None:
     return None if minutes is None else minutes / 60
+
+
+def efficiency_of(sums: GpuMinuteSums) -> float | None:
+    """Used over held GPU-minutes, over the jobs whose use was measured (so that a MIG job without
+    a utilization metric does not count as idle); None when nothing measured was held."""
+    basis = sums.used_basis_gpu_minutes if sums.used_basis_gpu_minutes is not None else sums.gpu_minutes
+    if sums.used_gpu_minutes is None or basis is None or not basis > 0:
+        return None
+    return sums.used_gpu_minutes / basis
+
+
+def quota_share_of(
+    gpu_hours: float | None, quota_gpus: float | None, start: datetime, end: datetime
+) -> float | None:
+    """GPU-hours held from `start` to `end` over the nominal GPU quota × those hours; None without
+    a quota or a held figure."""
+    if quota_gpus is None or not quota_gpus > 0 or gpu_hours is None:
+        return None
+    return gpu_hours / (quota_gpus * (end - start).total_seconds() / 3600)
 
 
 def _point(
@@ -109,14 +145,7 @@ def _point(
 ) -> TrendPoint:
     if row is None:
         row = TrendRow(group="", week=0, jobs=0, gpu_minutes=0.0, used_gpu_minutes=0.0, idle_gpu_minutes=0.0)
-    held = _hours(row.gpu_minutes)
-    basis = row.used_basis_gpu_minutes if row.used_basis_gpu_minutes is not None else row.gpu_minutes
-    efficiency = None
-    if row.used_gpu_minutes is not None and basis is not None and basis > 0:
-        efficiency = row.used_gpu_minutes / basis
-    share = None
-    if quota is not None and quota > 0 and held is not None:
-        share = held / (quota * (end - start).total_seconds() / 3600)
+    held = to_hours(row.gpu_minutes)
     return TrendPoint(
         week=week,
         start=start,
@@ -124,10 +153,10 @@ def _point(
         jobs=row.jobs,
         jobs_unmeasured=row.jobs_unmeasured,
         gpu_hours=held,
-        used_gpu_hours=_hours(row.used_gpu_minutes),
-        idle_gpu_hours=_hours(row.idle_gpu_minutes),
-        efficiency=efficiency,
-        quota_share=share,
+        used_gpu_hours=to_hours(row.used_gpu_minutes),
+        idle_gpu_hours=to_hours(row.idle_gpu_minutes),
+        efficiency=efficiency_of(row),
+        quota_share=quota_share_of(held, quota, start, end),
     )
 
 

@@ -16,7 +16,7 @@ from inno_notify.domain.model import (
     NotifyMode,
     Team,
 )
-from inno_notify.domain.routing import plan_summary, route_summary, summary_dedup_key
+from inno_notify.domain.routing import plan_summary, summary_dedup_key
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ALL = frozenset({"telegram", "slack", "email"})
@@ -129,7 +129,7 @@ CASES: list[tuple[str, dict[str, object], frozenset[str], set[tuple[str, str]]]]
 def test_who_gets_the_summary(
     changes: dict[str, object], enabled: frozenset[str], expected: set[tuple[str, str]]
 ) -> None:
-    rows = route_summary(job(**changes), USERS, TEAMS, enabled, NOW, 30.0)
+    rows = plan_summary(job(**changes), USERS, TEAMS, enabled, NOW, 30.0).notifications
 
     assert {(n.recipient, n.channel.value) for n in rows} == expected
     assert len(rows) == len(expected)
@@ -137,7 +137,7 @@ def test_who_gets_the_summary(
 
 def test_rows_carry_the_dedup_key_due_time_group_and_addresses() -> None:
     record = job(group_key="sweep-7", channels=("telegram", "slack"))
-    rows = route_summary(record, USERS, TEAMS, ALL, NOW, 30.0)
+    rows = plan_summary(record, USERS, TEAMS, ALL, NOW, 30.0).notifications
 
     by_channel = {n.channel: n for n in rows}
     tg = by_channel[Channel.TELEGRAM]
@@ -151,14 +151,14 @@ def test_rows_carry_the_dedup_key_due_time_group_and_addresses() -> None:
 
 
 def test_routing_twice_gives_the_same_keys() -> None:
-    first = route_summary(job(), USERS, TEAMS, ALL, NOW, 30.0)
-    again = route_summary(job(), USERS, TEAMS, ALL, NOW + timedelta(hours=1), 30.0)
+    first = plan_summary(job(), USERS, TEAMS, ALL, NOW, 30.0).notifications
+    again = plan_summary(job(), USERS, TEAMS, ALL, NOW + timedelta(hours=1), 30.0).notifications
     assert [n.dedup_key for n in first] == [n.dedup_key for n in again]
 
 
 def test_a_lead_who_is_also_listed_twice_gets_one_row_per_channel() -> None:
     teams = {"face": replace(TEAMS["face"], leads=("lead@example.com", "LEAD@example.com"))}
-    rows = route_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0)
+    rows = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0).notifications
     assert [(n.recipient, n.channel.value) for n in rows] == [("lead@example.com", "slack")]
 
 
@@ -212,7 +212,7 @@ HOSTILE_OWNERS: list[tuple[str, str, tuple[str, ...], set[tuple[str, str]]]] = [
 def test_an_owner_gets_e_mail_only_at_one_plain_address_in_an_allowed_domain(
     owner: str, allowed: tuple[str, ...], expected: set[tuple[str, str]]
 ) -> None:
-    rows = route_summary(job(owner=owner), USERS, TEAMS, ALL, NOW, 30.0, allowed)
+    rows = plan_summary(job(owner=owner), USERS, TEAMS, ALL, NOW, 30.0, allowed).notifications
 
     assert {(n.recipient, n.channel.value) for n in rows} == expected
 

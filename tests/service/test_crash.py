@@ -21,7 +21,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
-from inno_notify.domain.routing import route_summary
+from inno_notify.domain.routing import plan_summary
 from tests import stored
 from tests.adapters.channels import fake_telegram
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -80,7 +80,11 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
         await stored.upsert_jobs(store, jobs)
         # The worker reads the real clock: the summaries are due now.
         now = datetime.now(UTC)
-        rows = [n for job in jobs for n in route_summary(job, users, {}, frozenset({"telegram"}), now, 0.0)]
+        rows = [
+            n
+            for job in jobs
+            for n in plan_summary(job, users, {}, frozenset({"telegram"}), now, 0.0).notifications
+        ]
         assert await store.outbox.enqueue(rows) == SUMMARIES
 
         fake = FakeTelegram(token=TOKEN, chats=chats)

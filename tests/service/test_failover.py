@@ -24,7 +24,7 @@ import pytest
 
 from inno_notify.adapters.db import Store, migrate
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Notification
-from inno_notify.domain.routing import route_summary
+from inno_notify.domain.routing import plan_summary
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS
 from inno_notify.sim.objects import (
@@ -93,7 +93,9 @@ async def enqueue_due(store: Store, first: int, count: int) -> set[Recipient]:
     await stored.upsert_jobs(store, jobs)
     now = datetime.now(UTC)
     rows: list[Notification] = [
-        n for job in jobs for n in route_summary(job, users, {}, frozenset({"telegram", "slack"}), now, 0.0)
+        n
+        for job in jobs
+        for n in plan_summary(job, users, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
     ]
     assert await store.outbox.enqueue(rows) == count
     return {recipient_of(user) for user in users.values()}

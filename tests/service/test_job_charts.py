@@ -26,7 +26,7 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
-from inno_notify.domain.routing import route_summary
+from inno_notify.domain.routing import plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.ratelimit import UNLIMITED
@@ -72,7 +72,7 @@ async def summarize(
     store: Store, job: JobRecord, with_series: UsageSeries | None, now: datetime = T0
 ) -> None:
     await stored.upsert_jobs(store, [job])
-    rows = route_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0)
+    rows = plan_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0).notifications
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)
     await store.jobs.complete_summary(job.cluster, job.uid, usage, [], rows, usage_series=with_series)
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from ..addresses import is_single_address
 from ..model import NotifyMode
 from .config import ParseConfig
-from .fields import SetAside
+from .fields import JsonObject, SetAside, mapping, string_map
 from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = [
@@ -33,12 +33,14 @@ __all__ = [
     "OWNER_NOT_ONE_ADDRESS",
     "TEAM_KEY",
     "OwnerIntent",
+    "Words",
     "indexed_lookup",
     "lookup",
     "one_address",
     "parse_channels",
     "parse_notify",
     "read_intent",
+    "read_words",
 ]
 
 TEAM_KEY = "inno-notify/team"
@@ -149,3 +151,36 @@ def read_intent(
         channels=parse_channels(lookup(layers, (CHANNELS_KEY,))),
         group_key=indexed_lookup(layers, (GROUP_KEY,)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """What an object's metadata (and its pod templates') say, read once for every kind that is
+    recorded from its own metadata: its labels (all of them storable: they are stored with a
+    record), the layers owner keys are looked up on, most specific first, and the owner's words."""
+
+    labels: dict[str, str]
+    layers: tuple[Mapping[str, object], ...]
+    intent: OwnerIntent
+
+    @property
+    def annotations(self) -> Mapping[str, object]:
+        """The object's own annotations (the first layer)."""
+        return self.layers[0]
+
+
+def read_words(
+    metadata: JsonObject,
+    namespace: str,
+    cfg: ParseConfig,
+    notes: list[SetAside] | None = None,
+    templates: Sequence[JsonObject] = (),
+) -> Words:
+    """The object's words: its annotations, its labels, then each of its pod `templates`'
+    annotations and labels in order (see the module's docstring); refused values go to ``notes``."""
+    labels = string_map(metadata, "labels")
+    layers: list[Mapping[str, object]] = [mapping(metadata, "annotations"), labels]
+    for template in templates:
+        template_meta = mapping(template, "metadata")
+        layers += [mapping(template_meta, "annotations"), mapping(template_meta, "labels")]
+    return Words(labels, tuple(layers), read_intent(layers, namespace, cfg, notes))

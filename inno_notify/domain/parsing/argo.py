@@ -32,7 +32,7 @@ from ..workflows import (
     WorkflowPod,
     WorkflowRecord,
 )
-from .annotations import read_intent
+from .annotations import read_words
 from .config import ParseConfig
 from .fields import (
     JsonObject,
@@ -245,13 +245,11 @@ def parse_workflow(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | No
     metadata = mapping(obj, "metadata")
     status = mapping(obj, "status")
     uid, namespace, name = required_identity(metadata, "Workflow")
-    labels = string_map(metadata, "labels")
-    annotations = mapping(metadata, "annotations")
-    layers = (annotations, labels)
-    intent = read_intent(layers, namespace, cfg, notes)
+    words = read_words(metadata, namespace, cfg, notes)
+    intent, labels = words.intent, words.labels
     phase = indexed_text(status, "phase") or labels.get(PHASE_LABEL) or "Pending"
     job_status = _STATUS.get(phase, JobStatus.PENDING)
-    version = "v1" if annotations.get(POD_NAME_FORMAT_KEY) == "v1" else "v2"
+    version = "v1" if words.annotations.get(POD_NAME_FORMAT_KEY) == "v1" else "v2"
     steps, dropped = _steps(mapping(status, "nodes"), name, version)
     return WorkflowRecord(
         cluster=cfg.cluster,
@@ -270,7 +268,7 @@ def parse_workflow(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | No
         finished_at=timestamp(status, "finishedAt") if job_status.is_terminal else None,
         steps=tuple(steps),
         steps_dropped=dropped,
-        links=mlflow_links(layers, cfg.mlflow_url),
+        links=mlflow_links(words.layers, cfg.mlflow_url),
         resource_version=indexed_text(metadata, "resourceVersion"),
         creator=workflow_creator(labels),
     )

@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..links import mlflow_links
-from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
-from .annotations import FAMILY_KEY, indexed_lookup, read_intent
+from ..model import JobRecord, PodRecord, WorkloadKind
+from .annotations import FAMILY_KEY, indexed_lookup, read_words
 from .config import ParseConfig
 from .family import family_from_name, job_family
-from .fields import JsonObject, SetAside, indexed_text, mapping, objects, string_map
-from .outcome import decide_exit
+from .fields import JsonObject, SetAside, indexed_text, mapping, objects
+from .outcome import pod_exit
 from .pod import parse_pod
-from .pod_workload import pod_workload_record
+from .pod_workload import pod_status, pod_workload_record
 from .storable import INDEXED_MAX_BYTES, storable
 from .workspace import parse_workspace_pod
 
@@ -37,12 +37,6 @@ __all__ = ["ARGO_WORKFLOW_KEY", "parse_bare_gpu_pod"]
 
 ARGO_WORKFLOW_KEY = "workflows.argoproj.io/workflow"
 _REPLICA_CONTROLLERS = frozenset({"ReplicaSet", "StatefulSet", "DaemonSet", "ReplicationController"})
-_PHASES = {
-    "Pending": JobStatus.PENDING,
-    "Running": JobStatus.RUNNING,
-    "Succeeded": JobStatus.SUCCEEDED,
-    "Failed": JobStatus.FAILED,
-}
 
 
 def _controlled_elsewhere(metadata: JsonObject, pod: PodRecord) -> bool:
@@ -85,14 +79,12 @@ def parse_bare_gpu_pod(
         return workspace
     if pod.gpu_equivalents <= 0 or _controlled_elsewhere(metadata, pod):
         return None
-    labels = string_map(metadata, "labels")
-    layers = (mapping(metadata, "annotations"), labels)
-    intent = read_intent(layers, pod.namespace, cfg, notes)
+    words = read_words(metadata, pod.namespace, cfg, notes)
+    labels, layers, intent = words.labels, words.layers, words.intent
 
     workflow = indexed_lookup(layers, (ARGO_WORKFLOW_KEY,))
-    status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
-    terminal = status in (JobStatus.SUCCEEDED, JobStatus.FAILED)
-    exit_code, exit_reason = decide_exit([pod], job_failed=status is JobStatus.FAILED if terminal else None)
+    status = pod_status(pod)
+    exit_code, exit_reason = pod_exit(pod)
     family = (
         indexed_lookup(layers, (FAMILY_KEY,))
         or _airflow_family(labels)

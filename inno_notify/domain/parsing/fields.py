@@ -45,6 +45,7 @@ __all__ = [
     "indexed_text",
     "integer",
     "key",
+    "labelled_uid",
     "mapping",
     "objects",
     "required_identity",
@@ -160,24 +161,49 @@ def indexed_text(obj: JsonObject, key: str) -> str | None:
     return text(obj, key, INDEXED_MAX_BYTES)
 
 
-def key(obj: JsonObject, field: str) -> str | None:
-    """A uid: a string stored and compared as written, so one that is not storable as is is refused."""
-    value = obj.get(field)
+def _string(obj: JsonObject, key: str, expected: str) -> str | None:
+    """A field that only a string can be (a uid, a time): None when missing, null or empty."""
+    value = obj.get(key)
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise ParseError(f"{field}: expected a string, got {_kind(value)}", WRONG_TYPE)
+        raise ParseError(f"{key}: expected {expected}, got {_kind(value)}", WRONG_TYPE)
+    return value
+
+
+def key(obj: JsonObject, field: str) -> str | None:
+    """A uid: a string stored and compared as written, so one that is not storable as is is refused."""
+    value = _string(obj, field, "a string")
+    if value is None:
+        return None
     kept = storable_key(value)
     if kept is None:
         raise ParseError(f"{field}: not usable as a key (too long, NUL or invalid UTF-8)", BAD_KEY)
     return kept
 
 
-def required_identity(metadata: JsonObject, kind: str) -> tuple[str, str, str]:
-    """An object's uid, namespace and name; an object without all three cannot be recorded."""
+def labelled_uid(labels: Mapping[str, object], label: str) -> str | None:
+    """The uid a label names (a Job's controller-uid on its pods, a Kueue Workload's job-uid): a
+    label anyone may write, so one that is there but not usable as a key is refused."""
+    value = labels.get(label)
+    if not value:
+        return None
+    uid = storable_key(value) if isinstance(value, str) else None
+    if uid is None:
+        raise ParseError(f"label {label}: not usable as a job uid", BAD_KEY)
+    return uid
+
+
+def required_identity(
+    metadata: JsonObject, kind: str, *, generate_name: bool = False
+) -> tuple[str, str, str]:
+    """An object's uid, namespace and name (with `generate_name`, its generateName where it has no
+    name yet); an object without all three cannot be recorded."""
     uid = key(metadata, "uid")
     namespace = indexed_text(metadata, "namespace")
     name = indexed_text(metadata, "name")
+    if name is None and generate_name:
+        name = indexed_text(metadata, "generateName")
     if uid is None or namespace is None or name is None:
         raise ParseError(f"{kind} without metadata.uid, namespace or name", MISSING_FIELD)
     return uid, namespace, name
@@ -206,11 +232,9 @@ def integer(obj: JsonObject, key: str, low: int = INT32_MIN, high: int = INT32_M
 
 def timestamp(obj: JsonObject, key: str) -> datetime | None:
     """An RFC 3339 ``Time`` or ``MicroTime`` field as an aware UTC datetime."""
-    value = obj.get(key)
-    if value is None or value == "":
+    value = _string(obj, key, "an RFC 3339 string")
+    if value is None:
         return None
-    if not isinstance(value, str):
-        raise ParseError(f"{key}: expected an RFC 3339 string, got {_kind(value)}", WRONG_TYPE)
     if len(value) > 64:
         raise ParseError(f"{key}: not an RFC 3339 time ({len(value)} characters)", BAD_TIME)
     try:

@@ -15,20 +15,17 @@ from datetime import datetime
 
 from ..links import mlflow_links
 from ..model import JobRecord, JobStatus, KueueInfo, ReplicaSpec, Requested, WorkloadKind
-from .annotations import FAMILY_KEY, indexed_lookup, read_intent
+from .annotations import FAMILY_KEY, indexed_lookup, read_words
 from .config import ParseConfig
 from .family import job_family
 from .fields import (
-    MISSING_FIELD,
     JsonObject,
-    ParseError,
     SetAside,
     condition,
     indexed_text,
     integer,
-    key,
     mapping,
-    string_map,
+    required_identity,
     timestamp,
 )
 from .resources import requested_for_pod
@@ -78,16 +75,11 @@ def parse_job(obj: JsonObject, cfg: ParseConfig, notes: list[SetAside] | None = 
     status = mapping(obj, "status")
     template = mapping(spec, "template")
 
-    uid = key(metadata, "uid")
-    namespace = indexed_text(metadata, "namespace")
-    name = indexed_text(metadata, "name") or indexed_text(metadata, "generateName")
-    if uid is None or namespace is None or name is None:
-        raise ParseError("Job without metadata.uid, namespace or name", MISSING_FIELD)
-
+    identity = required_identity(metadata, "Job", generate_name=True)
     job_status_, reason, finished_at = job_status(spec, status)
     return workload_record(
         metadata,
-        (uid, namespace, name),
+        identity,
         WorkloadKind.JOB,
         cfg,
         notes,
@@ -125,13 +117,9 @@ def workload_record(
     pod templates: the owner's words are read from the top object first, then from the templates
     in order. Every kind's record is made here (a Job's, a training run's)."""
     uid, namespace, name = identity
-    labels = string_map(metadata, "labels")  # stored with the record: all of it made storable
-    layers: list[JsonObject] = [mapping(metadata, "annotations"), labels]
-    for template in templates:
-        template_meta = mapping(template, "metadata")
-        layers += [mapping(template_meta, "annotations"), mapping(template_meta, "labels")]
-    intent = read_intent(layers, namespace, cfg, notes)
-    queue = indexed_lookup((labels, layers[0]), (KUEUE_QUEUE_LABEL,))
+    words = read_words(metadata, namespace, cfg, notes, templates)
+    intent, layers = words.intent, words.layers
+    queue = indexed_lookup((words.labels, words.annotations), (KUEUE_QUEUE_LABEL,))
     return JobRecord(
         cluster=cfg.cluster,
         uid=uid,
@@ -155,7 +143,7 @@ def workload_record(
         finished_at=finished_at,
         requested=requested,
         kueue=KueueInfo(local_queue=queue) if queue else None,
-        labels=labels,
+        labels=words.labels,
         resource_version=indexed_text(metadata, "resourceVersion"),
         links=mlflow_links(layers, cfg.mlflow_url),
         attempts=attempts,

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from ..links import mlflow_links, web_url
 from ..serving import TRAINED_BY_KEY, ServingRecord
-from .annotations import indexed_lookup, read_intent
+from .annotations import indexed_lookup, read_words
 from .config import ParseConfig
 from .fields import (
     JsonObject,
@@ -27,7 +27,6 @@ from .fields import (
     mapping,
     objects,
     required_identity,
-    string_map,
     text,
     timestamp,
 )
@@ -106,10 +105,8 @@ def parse_inference_service(
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
     uid, namespace, name = required_identity(metadata, "InferenceService")
-    labels = string_map(metadata, "labels")
-    annotations = mapping(metadata, "annotations")
-    layers = (annotations, labels)
-    intent = read_intent(layers, namespace, cfg, notes)
+    words = read_words(metadata, namespace, cfg, notes)
+    intent, layers = words.intent, words.layers
     predictor = mapping(spec, "predictor")
     model_format, storage_uri, gpus = _predictor(predictor, cfg)
     ready, ready_at = _ready(status)

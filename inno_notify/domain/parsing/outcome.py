@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from ..model import PodRecord, TerminatedState
 
-__all__ = ["decide_exit"]
+__all__ = ["decide_exit", "pod_exit"]
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
@@ -54,3 +54,10 @@ def decide_exit(
         return None, None
     _, state = max(candidates, key=lambda c: (c[0], c[1].exit_code != 0))
     return state.exit_code, state.reason
+
+
+def pod_exit(pod: PodRecord) -> tuple[int | None, str | None]:
+    """:func:`decide_exit` of a workload that is one pod (a bare pod, a workflow step): its exit is
+    decided only once the pod has ended (a pod still running has no outcome to prefer)."""
+    terminal = pod.phase in ("Succeeded", "Failed")
+    return decide_exit([pod], job_failed=pod.phase == "Failed" if terminal else None)

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from ..model import ContainerRecord, PodRecord, TerminatedState
 from .config import ParseConfig
 from .fields import (
-    BAD_KEY,
     MISSING_FIELD,
     OUT_OF_RANGE,
     JsonObject,
@@ -29,6 +28,7 @@ from .fields import (
     indexed_text,
     integer,
     key,
+    labelled_uid,
     mapping,
     objects,
     required_identity,
@@ -37,7 +37,7 @@ from .fields import (
 )
 from .ownership import owned_by, pod_role
 from .resources import container_resources, gpu_equivalents, is_sidecar, pod_effective_of
-from .storable import INT32_MAX, storable_key
+from .storable import INT32_MAX
 
 __all__ = [
     "COMPLETION_INDEX_KEY",
@@ -69,11 +69,8 @@ def job_uid_of_pod(metadata: JsonObject, owner_kinds: frozenset[str] = frozenset
     :func:`.ownership.owned_by`)."""
     labels = mapping(metadata, "labels")
     for label in CONTROLLER_UID_LABELS:
-        value = labels.get(label)
-        if value:
-            uid = storable_key(value) if isinstance(value, str) else None
-            if uid is None:
-                raise ParseError(f"label {label}: not usable as a job uid", BAD_KEY)
+        uid = labelled_uid(labels, label)
+        if uid is not None:
             return uid
     for ref in objects(metadata, "ownerReferences"):
         api_version = ref.get("apiVersion", "batch/v1")

@@ -12,7 +12,20 @@ from .config import ParseConfig
 from .fields import JsonObject, mapping
 from .resources import requested_for_pod
 
-__all__ = ["pod_workload_record"]
+__all__ = ["pod_status", "pod_workload_record"]
+
+_PHASES = {
+    "Pending": JobStatus.PENDING,
+    "Running": JobStatus.RUNNING,
+    "Succeeded": JobStatus.SUCCEEDED,
+    "Failed": JobStatus.FAILED,
+}
+
+
+def pod_status(pod: PodRecord) -> JobStatus:
+    """The status of a workload that is one pod, from the pod's phase; a phase the API does not
+    promise (Unknown) reads as running once the pod started, else pending."""
+    return _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
 
 
 def pod_workload_record(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model import PodRecord
 from ..workflows import WorkflowKind, WorkflowPod
-from .outcome import decide_exit
+from .outcome import pod_exit
 
 __all__ = ["step_pod"]
 
@@ -23,10 +23,8 @@ def step_pod(
     step_key: str,
     step: str,
 ) -> WorkflowPod:
-    """`pod` as step `step_key` of the workflow: a one-pod job whose exit is decided only once the
-    pod has ended (a pod still running has no outcome to prefer)."""
-    terminal = pod.phase in ("Succeeded", "Failed")
-    exit_code, exit_reason = decide_exit([pod], job_failed=pod.phase == "Failed" if terminal else None)
+    """`pod` as step `step_key` of the workflow: a one-pod job (its exit: :func:`.outcome.pod_exit`)."""
+    exit_code, exit_reason = pod_exit(pod)
     return WorkflowPod(
         cluster=cluster,
         uid=pod.uid,

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 from ..model import KueueInfo
 from .fields import (
-    BAD_KEY,
     JsonObject,
-    ParseError,
     condition,
     indexed_text,
     integer,
     key,
+    labelled_uid,
     mapping,
     objects,
     string_map,
     timestamp,
 )
 from .job import KUEUE_QUEUE_LABEL
-from .storable import INDEXED_MAX_BYTES, INT32_MAX, storable, storable_key
+from .storable import INDEXED_MAX_BYTES, INT32_MAX, storable
 
 __all__ = ["JOB_UID_LABEL", "parse_workload"]
 
@@ -76,23 +75,13 @@ def _capped(value: str | None) -> str | None:
     return storable(value, INDEXED_MAX_BYTES) if value else None
 
 
-def _labelled_uid(labels: dict[str, str]) -> str | None:
-    value = labels.get(JOB_UID_LABEL)
-    if not value:
-        return None
-    uid = storable_key(value)
-    if uid is None:
-        raise ParseError(f"label {JOB_UID_LABEL}: not usable as a job uid", BAD_KEY)
-    return uid
-
-
 def parse_workload(obj: JsonObject) -> tuple[str | None, KueueInfo]:
     """(uid of the job the Workload stands for, what Kueue says about it)."""
     metadata = mapping(obj, "metadata")
     spec = mapping(obj, "spec")
     status = mapping(obj, "status")
     labels = string_map(metadata, "labels")
-    job_uid = _labelled_uid(labels) or _owner_uid(metadata)
+    job_uid = labelled_uid(labels, JOB_UID_LABEL) or _owner_uid(metadata)
 
     quota = condition(status, "QuotaReserved")
     admitted = condition(status, "Admitted")

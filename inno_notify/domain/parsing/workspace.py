@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from ..model import JobRecord, JobStatus, PodRecord, WorkloadKind
+from ..model import JobRecord, PodRecord, WorkloadKind
 from .annotations import Layers, lookup, one_address, read_intent
 from .config import ParseConfig
 from .fields import JsonObject, SetAside, mapping, string_map
-from .pod_workload import pod_workload_record
+from .pod_workload import pod_status, pod_workload_record
 from .storable import INDEXED_MAX_BYTES, storable
 
 __all__ = [
@@ -63,8 +63,6 @@ CODER_EMAIL_KEY = "com.coder.user.email"
 JUPYTERHUB_USERNAME_KEY = "hub.jupyter.org/username"
 JUPYTERHUB_SERVERNAME_KEY = "hub.jupyter.org/servername"
 JUPYTERHUB_COMPONENT = ("component", "singleuser-server")
-
-_PHASES = {"Pending": JobStatus.PENDING, "Running": JobStatus.RUNNING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +151,8 @@ def parse_workspace_pod(
     platform = _platform(labels)
     intent = read_intent(layers, pod.namespace, cfg, notes)
     owner = resolve_user(_platform_user(platform, layers), cfg.user_aliases) or intent.owner
-    terminal = pod.phase in ("Succeeded", "Failed")
-    status = _PHASES.get(pod.phase, JobStatus.RUNNING if pod.started_at else JobStatus.PENDING)
-    if terminal:
-        # A workspace that ended on its own (its container exited): over, however it exited.
-        status = JobStatus.SUCCEEDED if pod.phase == "Succeeded" else JobStatus.FAILED
+    # A workspace that ended on its own (its container exited) is over, however it exited.
+    status = pod_status(pod)
     return replace(
         pod_workload_record(obj, pod, cfg, WorkloadKind.WORKSPACE, status, intent, labels),
         owner=None if owner is None else storable(owner, INDEXED_MAX_BYTES),
