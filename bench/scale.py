@@ -25,9 +25,13 @@ Prints `name=value` lines:
 - events, events_per_s: the churn's watch events / (first write → last state in Postgres);
   churn_cpu_s: serve's CPU seconds over the churn;
 - peak_rss_after_churn_mib: VmHWM once the churn is applied;
-- restart_readyz_s, restart_cpu_s, restart_peak_rss_mib: serve stopped (SIGTERM) and started again
-  over the full database: seconds to /readyz (every list handed over; at most the ingest queue,
-  2,000 objects, still to apply), its CPU seconds and peak RSS by then;
+- restart_readyz_s, restart_ready_s, restart_cpu_s, restart_peak_rss_mib: serve stopped (SIGTERM)
+  and started again over the full database, nothing changed: seconds to /readyz (every list handed
+  over; at most the ingest queue, 2,000 objects, still to apply) and to every listed object taken
+  (parsed or passed over as stored), its CPU seconds and peak RSS by then; restart_parsed,
+  restart_unchanged: the objects it parsed and those it passed over because the store holds them
+  as they are (inno_notify_ingest_objects_total), restart_parsed_pct: parsed of all listed
+  (target ≤ 1 %, issue 32);
 - loadavg: /proc/loadavg when the run ended.
 
 Exits 1 when the service does not get ready within --timeout or a figure misses its target with
@@ -342,6 +346,17 @@ class RssSampler:
             await asyncio.sleep(0.05)
 
 
+async def ingest_objects(session: aiohttp.ClientSession, port: int) -> tuple[int, int]:
+    """The service's objects parsed and passed over as stored so far (inno_notify_ingest_objects_total)."""
+    found = {"parsed": 0, "unchanged": 0}
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        for line in (await response.text()).splitlines():
+            if line.startswith("inno_notify_ingest_objects_total{"):
+                outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+                found[outcome] = int(float(line.rsplit(" ", 1)[1]))
+    return found["parsed"], found["unchanged"]
+
+
 async def readyz(session: aiohttp.ClientSession, port: int) -> bool:
     try:
         async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
@@ -447,6 +462,16 @@ async def run(args: argparse.Namespace) -> int:
                         return 1
                     await asyncio.sleep(0.2)
                 figures["restart_readyz_s"] = time.perf_counter() - restarted
+                # Ready once every listed object was either taken (parsed) or passed over as stored.
+                listed = figures["pods"] + figures["jobs"]
+                while sum(taken := await ingest_objects(session, probes)) < listed:
+                    if time.perf_counter() > restarted + args.timeout:
+                        print(f"restart: {taken} of {listed} objects taken", file=sys.stderr)
+                        return 1
+                    await asyncio.sleep(0.2)
+                figures["restart_ready_s"] = time.perf_counter() - restarted
+                figures["restart_parsed"], figures["restart_unchanged"] = taken
+                figures["restart_parsed_pct"] = 100.0 * taken[0] / listed
                 figures["restart_cpu_s"] = cpu_seconds(serve.pid)
                 figures["restart_peak_rss_mib"] = proc_status(serve.pid, "VmHWM")
         finally:
@@ -480,6 +505,10 @@ async def run(args: argparse.Namespace) -> int:
         "churn_cpu_s",
         "peak_rss_after_churn_mib",
         "restart_readyz_s",
+        "restart_ready_s",
+        "restart_parsed",
+        "restart_unchanged",
+        "restart_parsed_pct",
         "restart_cpu_s",
         "restart_peak_rss_mib",
     ):

@@ -29,6 +29,7 @@ class Telemetry:
     watch_events: Counter
     watch_restarts: Counter
     ingest_lag: Histogram
+    ingest_objects: Counter
     outbox_depth: Gauge
     sends: Counter
     prometheus_query_seconds: Histogram
@@ -66,6 +67,14 @@ class Telemetry:
                 "ingest_lag_seconds",
                 "Seconds from a watch event's arrival to its record being committed.",
                 buckets=LAG_BUCKETS,
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            ingest_objects=Counter(
+                "ingest_objects",
+                "Objects the ingestion pipeline took (parsed) or passed over because the store holds "
+                "them as they are (unchanged: a start's first relist).",
+                ["outcome"],
                 namespace=NAMESPACE,
                 registry=registry,
             ),

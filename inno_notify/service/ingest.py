@@ -348,6 +348,8 @@ class Ingestor:
                 continue
             if self._stored_versions and self._stored_as_is(uid, event_type, obj):
                 self.stats.unchanged += 1
+                if self.telemetry is not None:
+                    self.telemetry.ingest_objects.labels("unchanged").inc()
                 continue
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
@@ -486,6 +488,8 @@ class Ingestor:
                 # and the other watch streams get their turn in between.
                 await asyncio.sleep(0)
         self.stats.rejected_values = self.rejections.values
+        if self.telemetry is not None and work:
+            self.telemetry.ingest_objects.labels("parsed").inc(len(work))
         return units
 
     def _parse_one(
