@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -62,7 +63,8 @@ def parse_iso(value: str) -> datetime:
 
 
 def _dump_datetime(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat()
+    # Most times are in UTC already (parse_iso's): no conversion to pay for on the hot path.
+    return (value if value.tzinfo is UTC else value.astimezone(UTC)).isoformat()
 
 
 def _load_datetime(value: Any) -> datetime:
@@ -206,6 +208,13 @@ def json_loader(tp: Any) -> Convert | None:
     return None if _is_plain(tp) else _codec(tp).load
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The values of a record's fields `names`, as a tuple."""
+    if len(names) == 1:
+        return lambda record: (getattr(record, names[0]),)
+    return operator.attrgetter(*names) if names else lambda _: ()
+
+
 class RowCodec(Generic[T]):
     """A record type's fields as the columns of a table (see the module docstring).
 
@@ -215,14 +224,13 @@ class RowCodec(Generic[T]):
 
     def __init__(self, cls: type[T], table: sa.Table, *, rest: str | None = None) -> None:
         names = set(table.c.keys()) - ({rest} if rest else set())
-        hints = typing.get_type_hints(cls)
-        fields = dataclasses.fields(typing.cast(Any, cls))
+        record_type: Any = cls  # a dataclass, hashable for the caches
+        hints = typing.get_type_hints(record_type)
+        fields = dataclasses.fields(record_type)
         own = [f for f in fields if f.name in names]
         self.columns = tuple(f.name for f in own)
         self._rest = rest
         self._others = tuple(f.name for f in fields if f.name not in names) if rest else ()
-        # Typed time columns take the record's datetime as it is, not its JSON text.
-        self._times = frozenset(f.name for f in own if _is_datetime(hints[f.name]))
         # A NULL reads as None where the field may be None, else as the field's default.
         self._defaulted = frozenset(
             f.name
@@ -231,16 +239,23 @@ class RowCodec(Generic[T]):
             and not _is_datetime(hints[f.name])
             and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
         )
-        # The time columns are taken from the record as they are: writing them as text first would
-        # be most of the work (a Python call per time).
-        self._dump = _dumper(_leaving_out(_stored_schema(cls), cls, self._times))
-        self._load = _codec(cls).load
+        # Typed columns of plain values and datetimes take the record's values as they are, read in
+        # one go; pydantic writes the rest (enums, JSON columns, the `rest` object), and only that:
+        # going through it for every column would cost more than the whole row once did.
+        as_they_are = frozenset(
+            f.name for f in own if _is_plain(hints[f.name]) or _is_datetime(hints[f.name])
+        )
+        unstored = frozenset() if rest else frozenset(f.name for f in fields if f.name not in names)
+        self._values = _getter(self.columns)
+        self._dump = _dumper(_leaving_out(_stored_schema(record_type), record_type, as_they_are | unstored))
+        self._load = _codec(record_type).load
 
     def to_row(self, record: T) -> dict[str, Any]:
-        data, times = self._dump(record), self._times
-        row = {name: getattr(record, name) if name in times else data[name] for name in self.columns}
+        row = dict(zip(self.columns, self._values(record), strict=True))
+        written: dict[str, Any] = self._dump(record)
         if self._rest:
-            row[self._rest] = {name: data[name] for name in self._others}
+            row[self._rest] = {name: written.pop(name) for name in self._others}
+        row.update(written)  # the row's keys already, in the fields' order
         return row
 
     def from_row(self, row: Mapping[Any, Any]) -> T:
