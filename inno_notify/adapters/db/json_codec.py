@@ -8,19 +8,20 @@ without touching the store:
   dataclass is an object of its fields, a tuple a list, a Mapping an object, an enum its value, a
   datetime ISO-8601 text in UTC (`2026-11-30T13:00:00+00:00`, as the store always wrote it).
   Loading takes a missing key (a row written before the field existed) as the field's default,
-  a null as None, and ignores keys it does not know; values of plain types (str, int, float,
-  bool, object) come back exactly as stored, so 4 stays 4 and is not turned into 4.0.
+  a null as None (an enum's is refused), and ignores keys it does not know; values of plain types
+  (str, int, float, bool, object) come back exactly as stored, so 4 stays 4 and is not turned
+  into 4.0. What is no T raises ValueError (pydantic's ValidationError).
 - `RowCodec(T, table)` maps a record to a table row and back: a field is the column of the same
   name; enums are stored as their value, datetimes and plain values as they are (typed columns),
   everything else (tuples, mappings, nested dataclasses) is a JSON column through the above. A
   SQL NULL in a column of a field that cannot be None reads as the field's default.
 
 Both directions are pydantic's (`TypeAdapter(T)` derives the walk over dataclasses, tuples,
-mappings, enums and optionals; its validator and serializer run it in compiled code). Where
-pydantic's own reading differs from what the store has always written, its schema is adjusted
-before the validator and serializer are built from it (`_as_stored`): pydantic would turn 4 into
-4.0 for a float and coerce between str, int and bool, write UTC as `Z`, and take a time without a
-zone.
+mappings, enums and optionals; pydantic-core's validator and serializer run it in compiled code).
+Where pydantic's own reading differs from what the store has always written, its core schema is
+adjusted before the validator and serializer are built from it (`_as_stored`): pydantic would turn
+4 into 4.0 for a float and coerce between str, int and bool, write UTC as `Z`, and take a time
+without a zone.
 
 Text is not cleaned here: what reaches the store was bounded and NUL-stripped where it was parsed
 (domain/parsing/storable.py).
@@ -202,9 +203,7 @@ def json_dumper(tp: Any) -> Convert | None:
 
 @functools.cache
 def json_loader(tp: Any) -> Convert | None:
-    """The conversion of plain JSON to a T; None when the JSON is the T as it is.
-
-    Raises ValueError (pydantic's ValidationError) for JSON that is no T."""
+    """The conversion of plain JSON to a T; None when the JSON is the T as it is."""
     return None if _is_plain(tp) else _codec(tp).load
 
 
