@@ -162,7 +162,8 @@ def _accepting_null(schema: dict[str, Any], enums: frozenset[str]) -> dict[str, 
 
 
 def _leaving_out(schema: Any, cls: type, names: frozenset[str]) -> Any:
-    """A copy of a schema whose dataclass `cls` does not write the fields `names`."""
+    """A copy of a schema whose dataclass `cls` does not write the fields `names` (a record type
+    does not hold another of its kind, so only the record itself is concerned)."""
     if isinstance(schema, (list, tuple)):
         return type(schema)(_leaving_out(part, cls, names) for part in schema)
     if not isinstance(schema, dict):
@@ -180,31 +181,25 @@ def _stored_schema(tp: Any) -> CoreSchema:
 
 
 def _dumper(schema: CoreSchema) -> Convert:
+    # The hot paths call pydantic-core's serializer and validator directly, built once per type.
     return functools.partial(SchemaSerializer(schema, _CONFIG).to_python, mode="json")
 
 
-class _Codec(typing.NamedTuple):
-    dump: Convert  # a T as plain JSON
-    load: Convert  # plain JSON (or a row's values) as a T
-
-
 @functools.cache
-def _codec(tp: Any) -> _Codec:
-    """Both directions for T, built once per type: the hot paths call pydantic-core directly."""
-    schema = _stored_schema(tp)
-    return _Codec(_dumper(schema), SchemaValidator(schema).validate_python)
+def _loader(tp: Any) -> Convert:
+    return SchemaValidator(_stored_schema(tp)).validate_python
 
 
 @functools.cache
 def json_dumper(tp: Any) -> Convert | None:
     """The conversion of a T to plain JSON; None when a T is JSON as it is."""
-    return None if _is_plain(tp) else _codec(tp).dump
+    return None if _is_plain(tp) else _dumper(_stored_schema(tp))
 
 
 @functools.cache
 def json_loader(tp: Any) -> Convert | None:
     """The conversion of plain JSON to a T; None when the JSON is the T as it is."""
-    return None if _is_plain(tp) else _codec(tp).load
+    return None if _is_plain(tp) else _loader(tp)
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -247,7 +242,7 @@ class RowCodec(Generic[T]):
         unstored = frozenset() if rest else frozenset(f.name for f in fields if f.name not in names)
         self._values = _getter(self.columns)
         self._dump = _dumper(_leaving_out(_stored_schema(record_type), record_type, as_they_are | unstored))
-        self._load = _codec(record_type).load
+        self._load = _loader(record_type)
 
     def to_row(self, record: T) -> dict[str, Any]:
         row = dict(zip(self.columns, self._values(record), strict=True))
