@@ -15,6 +15,10 @@ Prints ``name=value`` lines:
   stream stopped);
 - ``duplicates``: summaries a provider received more than once (the contract allows those the
   killed process had handed to a provider and not yet recorded);
+- ``late_records_p50_ms`` / ``late_records_max_ms`` (over ``records_measured`` messages): from a
+  provider accepting a message to the outbox showing it sent under that message's id (read every
+  50 ms: an upper bound); ``dups_beyond_window``: duplicates whose first copy was accepted more
+  than 1 s before the kill that lost its record (target 0 and ≤ 500 ms, issue 32);
 - ``double_active_s``: seconds in which two replicas both acted as leader. Every replica logs,
   by wall clock, when it started leading ("leadership: leading … in term N", written after the
   lease is acquired and before any leader component starts) and when its leader work had ended
@@ -127,6 +131,58 @@ class JobStream:
         self.sim.update(JOBS, job_succeeded(job, now + timedelta(seconds=1)))
 
 
+# How often the outbox is read for newly recorded sends: a record's lag is known to within this.
+RECORD_POLL_SECONDS = 0.05
+# A duplicate whose first copy was accepted longer than this before the kill that lost its record
+# had a record that lagged (issue 32): the window CONTRACT §6 allows should be milliseconds.
+DUP_WINDOW_SECONDS = 1.0
+
+
+async def watch_records(database: str, recorded: dict[str, float], stop: asyncio.Event) -> None:
+    """Notes, by wall clock, when each provider message id first shows up recorded as sent."""
+    url = make_url(ADMIN_URL)
+    conn = await asyncpg.connect(user=url.username, host=url.host, port=url.port, database=database)
+    try:
+        while True:
+            rows = await conn.fetch(
+                "SELECT provider_message_id FROM outbox"
+                " WHERE status = 'sent' AND provider_message_id IS NOT NULL"
+            )
+            seen = time.time()
+            for (message_id,) in rows:
+                recorded.setdefault(message_id, seen)
+            if stop.is_set():
+                return
+            await asyncio.sleep(RECORD_POLL_SECONDS)
+    finally:
+        await conn.close()
+
+
+def record_lags(
+    replicas: list[Replica], recorded: dict[str, float], kill_times: list[float]
+) -> tuple[list[float], int]:
+    """Per message recorded under the id its provider gave: milliseconds from the provider's
+    acceptance to the record being seen (an upper bound, by RECORD_POLL_SECONDS); and the
+    duplicates whose first copy was accepted more than DUP_WINDOW_SECONDS before the next kill."""
+    accepted: dict[str, float] = {}
+    by_recipient: dict[tuple[str, str], list[float]] = {}
+    for replica in replicas:
+        for channel, fake in (("telegram", replica.telegram), ("slack", replica.slack)):
+            for message_id, recipient, at in fake.accepted:
+                accepted[message_id] = at
+                by_recipient.setdefault((channel, recipient), []).append(at)
+    late = [1000.0 * (recorded[m] - at) for m, at in accepted.items() if m in recorded]
+    beyond = 0
+    for times in by_recipient.values():
+        if len(times) < 2:
+            continue
+        first = min(times)
+        kill = next((k for k in sorted(kill_times) if k >= first), None)
+        if kill is None or kill - first > DUP_WINDOW_SECONDS:
+            beyond += len(times) - 1
+    return late, beyond
+
+
 async def bench(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     name = f"inno_bench_failover_{uuid.uuid4().hex[:8]}"
@@ -169,6 +225,9 @@ async def bench(args: argparse.Namespace) -> int:
         replicas.append(started)
         return started
 
+    recorded: dict[str, float] = {}
+    drained = asyncio.Event()
+    watching = asyncio.create_task(watch_records(name, recorded, drained))
     try:
         async with aiohttp.ClientSession() as session:
             first = await replica()
@@ -198,7 +257,10 @@ async def bench(args: argparse.Namespace) -> int:
                     print(f"# {running.name} did not exit 0 on SIGTERM", file=sys.stderr)
                     exit_code = 1
 
+        drained.set()
+        await watching
         ledger = Ledger.of(replicas)
+        late_ms, beyond = record_lags(replicas, recorded, kill_times)
         starts = sorted(t for r in replicas for t, _ in r.leader_intervals())
         failovers = []
         for killed_at in kill_times:
@@ -218,6 +280,12 @@ async def bench(args: argparse.Namespace) -> int:
         print(f"lost={lost}")
         print(f"duplicates={duplicates}")
         print(f"double_active_s={double_active:.3f}")
+        print(f"records_measured={len(late_ms)}")
+        print(
+            f"late_records_p50_ms={statistics.median(late_ms):.0f}" if late_ms else "late_records_p50_ms=null"
+        )
+        print(f"late_records_max_ms={max(late_ms):.0f}" if late_ms else "late_records_max_ms=null")
+        print(f"dups_beyond_window={beyond}")
         print(f"load_average_1m={os.getloadavg()[0]:.2f}")
         if lost > 0 or max(failovers) > 30 or double_active > 0:
             exit_code = 1
@@ -225,6 +293,7 @@ async def bench(args: argparse.Namespace) -> int:
             print(f"# logs kept in {folder}", file=sys.stderr)
     finally:
         stream.stop.set()
+        watching.cancel()
         for running in replicas:
             await running.close()
         await sim.stop()

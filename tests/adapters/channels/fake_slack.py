@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,9 @@ class FakeSlack:
     # that ask for history since their rows' wall-clock creation (bench/soak.py).
     clock: Callable[[], float] | None = None
     _last_ts: float = 0.0
+    # ("{conversation}:{ts}" as the sender records it, channel as requested, wall-clock time) of
+    # every post accepted.
+    accepted: list[tuple[str, str, float]] = field(default_factory=list)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -153,6 +157,7 @@ class FakeSlack:
         if isinstance(metadata, dict):
             posted["metadata"] = metadata
         self.history.setdefault(channel, []).append(posted)
+        self.accepted.append((f"{channel}:{ts}", str(params.get("channel", "")), time.time()))
         return web.json_response(
             {"ok": True, "channel": channel, "ts": ts, "message": {"text": params.get("text")}}
         )

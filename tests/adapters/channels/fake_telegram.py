@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,9 @@ class FakeTelegram:
     hang: str | None = None
     _released: asyncio.Event = field(default_factory=asyncio.Event)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+    # (message id as the sender records it, chat id, wall-clock time) of every message accepted:
+    # bench/failover.py measures from it how long a record lags behind the provider's acceptance.
+    accepted: list[tuple[str, str, float]] = field(default_factory=list)
     # Updates not yet confirmed by a getUpdates offset past them (or accepted by the webhook).
     updates: list[dict[str, Any]] = field(default_factory=list)
     webhook: dict[str, Any] | None = None
@@ -227,6 +231,11 @@ class FakeTelegram:
             released.cancel()
         return _ok(self.updates[:limit])
 
+    def _accepted(self, chat_id: int) -> int:
+        message_id = next(self._ids)
+        self.accepted.append((str(message_id), str(chat_id), time.time()))
+        return message_id
+
     def _send_message(self, params: Mapping[str, Any]) -> web.Response:
         chat_id = int(params["chat_id"])
         if chat_id in self.blocked:
@@ -234,7 +243,7 @@ class FakeTelegram:
         if chat_id not in self.chats:
             return web.json_response(CHAT_NOT_FOUND[1], status=CHAT_NOT_FOUND[0])
         message = {
-            "message_id": next(self._ids),
+            "message_id": self._accepted(chat_id),
             "date": 1_796_000_000,
             "chat": {"id": chat_id, "type": "private", "first_name": "someone"},
             "text": params.get("text", ""),
@@ -259,7 +268,7 @@ class FakeTelegram:
                 status=400,
             )
         message = {
-            "message_id": next(self._ids),
+            "message_id": self._accepted(chat_id),
             "date": 1_796_000_000,
             "chat": {"id": chat_id, "type": "private", "first_name": "someone"},
             "photo": [{"file_id": "AgAD", "file_unique_id": "AQAD", "width": 560, "height": 500}],
