@@ -390,45 +390,58 @@ SLACK_USERS = {
 
 
 @pytest.fixture
-def slack_people(slack_api: tuple[FakeSlack, str], clock: FakeClock) -> tuple[FakeSlack, str]:
-    fake, url = slack_api
+def slack_people(slack_api: tuple[FakeSlack, str], clock: FakeClock) -> FakeSlack:
+    fake, _ = slack_api
     fake.users.update({email: user.slack_user_id or "" for email, user in SLACK_USERS.items()})
     fake.ts_base = int(clock().timestamp()) + 1  # posts are made after the rows were written
-    return fake, url
+    return fake
+
+
+@pytest.fixture
+async def slack_leaders(
+    store: Store, clock: FakeClock, slack_api: tuple[FakeSlack, str]
+) -> AsyncIterator[Callable[..., Dispatcher]]:
+    """Dispatchers, each with a real Slack client of its own (a leader each), closed after the test."""
+    senders: list[SlackSender] = []
+
+    def leader(**options: Any) -> Dispatcher:
+        senders.append(SlackSender(SLACK_TOKEN, slack_api[1], timeout=5.0))
+        return dispatcher(store, {"slack": senders[-1]}, clock, lease_seconds=120, **options)
+
+    yield leader
+    for sender in senders:
+        await sender.aclose()
+
+
+async def summaries_due(store: Store, clock: FakeClock, people: int = len(SLACK_USERS)) -> None:
+    jobs = [finished_job(f"s{i}", owner=email) for i, email in enumerate(list(SLACK_USERS)[:people])]
+    await finish(store, jobs, SLACK_USERS, clock(), group_wait_seconds=0)
 
 
 async def test_a_slack_post_accepted_but_never_recorded_is_found_and_not_posted_again(
-    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str], monkeypatch: pytest.MonkeyPatch
+    store: Store,
+    clock: FakeClock,
+    slack_people: FakeSlack,
+    slack_leaders: Callable[..., Dispatcher],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Leader A posts three summaries and dies before recording them (every record fails); B takes
     the claims over, finds each post in the DM's history by its metadata and records it as sent,
     under the post's id: Slack shows each summary once."""
-    fake, url = slack_people
-    jobs = [finished_job(f"s{i}", owner=email) for i, email in enumerate(SLACK_USERS)]
-    await finish(store, jobs, SLACK_USERS, clock(), group_wait_seconds=0)
+    fake = slack_people
+    await summaries_due(store, clock)
     real_sent = Outcomes.sent
 
     async def lost(self: Outcomes, rows: Any) -> int:
         raise ConnectionResetError("the leader died before its record")
 
-    a_sender, b_sender = (
-        SlackSender(SLACK_TOKEN, url, timeout=5.0),
-        SlackSender(SLACK_TOKEN, url, timeout=5.0),
-    )
-    try:
-        monkeypatch.setattr(Outcomes, "sent", lost)
-        a = dispatcher(store, {"slack": a_sender}, clock, lease_seconds=120, record_attempts=1)
-        await a.run_once(clock())
-        posts = [ts for ts, _ in fake.accepted_posts()]
-        assert len(posts) == 3
-        assert {r.status for r in await all_rows(store)} == {DeliveryStatus.PENDING}
+    monkeypatch.setattr(Outcomes, "sent", lost)
+    await slack_leaders(record_attempts=1).run_once(clock())
+    assert len(fake.accepted_posts()) == 3
+    assert {r.status for r in await all_rows(store)} == {DeliveryStatus.PENDING}
 
-        monkeypatch.setattr(Outcomes, "sent", real_sent)
-        b = dispatcher(store, {"slack": b_sender}, clock, lease_seconds=120)
-        assert await b.run_once(clock.advance(121)) == 3
-    finally:
-        await a_sender.aclose()
-        await b_sender.aclose()
+    monkeypatch.setattr(Outcomes, "sent", real_sent)
+    assert await slack_leaders().run_once(clock.advance(121)) == 3
 
     assert len(fake.accepted_posts()) == 3
     rows = await all_rows(store)
@@ -439,50 +452,30 @@ async def test_a_slack_post_accepted_but_never_recorded_is_found_and_not_posted_
 
 
 async def test_a_slack_message_claimed_but_never_posted_is_posted_by_the_next_claim(
-    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str]
+    store: Store, clock: FakeClock, slack_people: FakeSlack, slack_leaders: Callable[..., Dispatcher]
 ) -> None:
     """A leader claimed the rows and died before posting: the history shows nothing, so the next
     claim posts each summary, once."""
-    fake, url = slack_people
-    jobs = [finished_job(f"s{i}", owner=email) for i, email in enumerate(SLACK_USERS)]
-    await finish(store, jobs, SLACK_USERS, clock(), group_wait_seconds=0)
-    dead = await store.outbox.claim(clock(), 10, lease_seconds=120)
-    assert dead.rows == 3
+    await summaries_due(store, clock)
+    assert (await store.outbox.claim(clock(), 10, lease_seconds=120)).rows == 3
 
-    sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
-    try:
-        assert (
-            await dispatcher(store, {"slack": sender}, clock, lease_seconds=120).run_once(clock.advance(121))
-            == 3
-        )
-    finally:
-        await sender.aclose()
+    assert await slack_leaders().run_once(clock.advance(121)) == 3
 
-    assert len(fake.accepted_posts()) == 3
-    assert len(fake.calls_to("conversations.history")) == 3
+    assert len(slack_people.accepted_posts()) == 3
+    assert len(slack_people.calls_to("conversations.history")) == 3
     assert {r.status for r in await all_rows(store)} == {DeliveryStatus.SENT}
 
 
 async def test_a_slack_history_that_cannot_be_read_means_the_message_is_sent_again(
-    store: Store, clock: FakeClock, slack_people: tuple[FakeSlack, str]
+    store: Store, clock: FakeClock, slack_people: FakeSlack, slack_leaders: Callable[..., Dispatcher]
 ) -> None:
     """At least once comes first: a history Slack refuses to show (a token without im:history) does
     not hold a summary back."""
-    fake, url = slack_people
-    await finish(
-        store, [finished_job("s0", owner="s0@example.com")], SLACK_USERS, clock(), group_wait_seconds=0
-    )
+    await summaries_due(store, clock, people=1)
     await store.outbox.claim(clock(), 10, lease_seconds=120)
-    fake.scripted.append(Scripted(200, {"ok": False, "error": "missing_scope"}))
+    slack_people.scripted.append(Scripted(200, {"ok": False, "error": "missing_scope"}))
 
-    sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
-    try:
-        assert (
-            await dispatcher(store, {"slack": sender}, clock, lease_seconds=120).run_once(clock.advance(121))
-            == 1
-        )
-    finally:
-        await sender.aclose()
+    assert await slack_leaders().run_once(clock.advance(121)) == 1
 
-    assert len(fake.accepted_posts()) == 1
+    assert len(slack_people.accepted_posts()) == 1
     assert {r.status for r in await all_rows(store)} == {DeliveryStatus.SENT}
