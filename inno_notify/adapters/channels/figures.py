@@ -69,3 +69,10 @@ def size(num_bytes: float) -> str:
 def gpu_minutes(value: float) -> str:
     """Whole GPU-minutes from 10 up, one decimal below (short jobs)."""
     return str(round(value)) if value >= 10 else number(value)
+
+
+def used_of_held(used: float | None, held: float, missing: MissingReason | str | None = None) -> str:
+    """ "110 / 240 GPU-min": the GPU-minutes used of those held, the used ones "n/a (`missing`)"
+    when they were not measured."""
+    used_text = gpu_minutes(used) if used is not None else not_available(missing)
+    return f"{used_text} / {gpu_minutes(held)} GPU-min"

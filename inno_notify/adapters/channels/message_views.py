@@ -24,8 +24,7 @@ _KIND_LABEL = {WorkflowKind.ARGO: "Argo workflow", WorkflowKind.AIRFLOW: "Airflo
 def _gpu_figure(held: float | None, used: float | None, missing: str | None) -> str:
     if held is None:
         return figures.not_available(missing)
-    used_text = figures.gpu_minutes(used) if used is not None else figures.not_available(missing)
-    return f"{used_text} / {figures.gpu_minutes(held)} GPU-min"
+    return figures.used_of_held(used, held, missing)
 
 
 def _plural(count: int, word: str) -> str:
