@@ -140,8 +140,7 @@ def _replica_line(replica: ReplicaUsage) -> str:
     """ "Worker × 3 (12 GPUs): 480 / 720 GPU-min, 8 idle GPUs, peak RAM 10 GiB"."""
     head = f"{replica.role} × {replica.pods}"
     if replica.gpus_requested > 0:
-        gpus = figures.number(replica.gpus_requested)
-        head += f" ({gpus} GPU{'' if replica.gpus_requested == 1 else 's'})"
+        head += f" ({figures.gpus(replica.gpus_requested)})"
     parts = []
     if replica.gpu_minutes:
         parts.append(figures.used_of_held(replica.used_gpu_minutes, replica.gpu_minutes))
@@ -157,10 +156,9 @@ def _after_end(usage: Usage | None) -> str:
     if after is None:
         return ""
     pods = f"{after.pods} pod{'s' if after.pods > 1 else ''}"
-    gpus = f"{figures.number(after.gpus)} GPU{'' if after.gpus == 1 else 's'}"
     return (
-        f"{pods} held {gpus} for {figures.duration(after.minutes * 60)} after the run ended "
-        f"({figures.gpu_minutes(after.gpu_minutes)} GPU-min)"
+        f"{pods} held {figures.gpus(after.gpus)} for {figures.duration(after.minutes * 60)} "
+        f"after the run ended ({figures.gpu_minutes(after.gpu_minutes)} GPU-min)"
     )
 
 
