@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from inno_notify.sim.kube_store import JOBS, PODS, ResourceType
-
-JsonObj = dict[str, Any]
+from inno_notify.sim.kube_store import JOBS, PODS, JsonObj, ResourceType
 
 
 def ts(at: datetime) -> str:

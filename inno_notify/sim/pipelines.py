@@ -24,7 +24,14 @@ from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.parsing.argo import argo_node_id, argo_pod_name
 from inno_notify.sim.behaviour import Behaviour
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import ARGO_WORKFLOWS, INFERENCE_SERVICES, PODS, NotFound, ResourceType
+from inno_notify.sim.kube_store import (
+    ARGO_WORKFLOWS,
+    INFERENCE_SERVICES,
+    PODS,
+    JsonObj,
+    NotFound,
+    ResourceType,
+)
 from inno_notify.sim.objects import (
     container_resources,
     kube_object,
@@ -34,7 +41,6 @@ from inno_notify.sim.objects import (
     with_owner,
 )
 
-JsonObj = dict[str, Any]
 ARGOEXEC = "quay.io/argoproj/argoexec:v3.5.8"
 # Seconds from a pod's creation to its scheduling and to its container running.
 SCHEDULE_SECONDS = 2.0
