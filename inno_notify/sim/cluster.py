@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import JOBS, PODS
+from inno_notify.sim.kube_store import JOBS, PODS, JsonObj
 from inno_notify.sim.objects import (
     job_failed,
     job_object,
@@ -32,8 +31,6 @@ from inno_notify.sim.objects import (
 )
 from inno_notify.sim.pipelines import Change, apply_change
 from inno_notify.sim.workload import SimJob, SimWorkspace, Workload
-
-JsonObj = dict[str, Any]
 
 
 class SimClock:

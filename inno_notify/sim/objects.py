@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from inno_notify.sim.kube_store import JOBS, PODS, ResourceType
-
-JsonObj = dict[str, Any]
+from inno_notify.sim.kube_store import JOBS, PODS, JsonObj, ResourceType
 
 
 def ts(at: datetime) -> str:
@@ -86,14 +84,18 @@ class JobSpec:
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
+def container_resources(cpu: str, memory: str, gpus: int, gpu_resource: str = "nvidia.com/gpu") -> JsonObj:
+    """A batch container's resources as researchers write them: CPU and memory requested, memory
+    limited, and `gpus` (if any) both requested and limited, as an extended resource must be."""
+    resources: JsonObj = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
+    if gpus:
+        resources["requests"][gpu_resource] = str(gpus)
+        resources["limits"][gpu_resource] = str(gpus)
+    return resources
+
+
 def job_object(spec: JobSpec, created_at: datetime) -> JsonObj:
-    resources = {
-        "requests": {"cpu": spec.cpu, "memory": spec.memory},
-        "limits": {"memory": spec.memory},
-    }
-    if spec.gpus:
-        resources["requests"][spec.gpu_resource] = str(spec.gpus)
-        resources["limits"][spec.gpu_resource] = str(spec.gpus)
+    resources = container_resources(spec.cpu, spec.memory, spec.gpus, spec.gpu_resource)
     job = kube_object(
         JOBS,
         spec.name,
@@ -151,18 +153,25 @@ def job_started(job: JsonObj, at: datetime) -> JsonObj:
     return new
 
 
+def _decided(at: datetime, reason: str, message: str, first: str, final: str) -> list[JsonObj]:
+    """The two conditions the Job controller (Kubernetes ≥ 1.31) sets when it has decided a Job:
+    `first` (SuccessCriteriaMet, FailureTarget), then `final` (Complete, Failed), with one reason."""
+    condition = {
+        "lastProbeTime": ts(at),
+        "lastTransitionTime": ts(at),
+        "reason": reason,
+        "message": message,
+        "status": "True",
+    }
+    return [{**condition, "type": first}, {**condition, "type": final}]
+
+
 def job_succeeded(job: JsonObj, at: datetime) -> JsonObj:
     """Kubernetes ≥ 1.31: SuccessCriteriaMet, then Complete, both with reason CompletionsReached."""
     new = copy.deepcopy(job)
     status = new.setdefault("status", {})
     completions = new["spec"].get("completions") or 1
-    condition = {
-        "lastProbeTime": ts(at),
-        "lastTransitionTime": ts(at),
-        "reason": "CompletionsReached",
-        "message": "Reached expected number of succeeded pods",
-        "status": "True",
-    }
+    message = "Reached expected number of succeeded pods"
     status.update(
         {
             "active": 0,
@@ -170,7 +179,7 @@ def job_succeeded(job: JsonObj, at: datetime) -> JsonObj:
             "succeeded": completions,
             "terminating": 0,
             "completionTime": ts(at),
-            "conditions": [{**condition, "type": "SuccessCriteriaMet"}, {**condition, "type": "Complete"}],
+            "conditions": _decided(at, "CompletionsReached", message, "SuccessCriteriaMet", "Complete"),
         }
     )
     return new
@@ -184,20 +193,14 @@ def job_failed(job: JsonObj, at: datetime, reason: str = "BackoffLimitExceeded",
         "BackoffLimitExceeded": "Job has reached the specified backoff limit",
         "DeadlineExceeded": "Job was active longer than specified deadline",
     }
-    condition = {
-        "lastProbeTime": ts(at),
-        "lastTransitionTime": ts(at),
-        "reason": reason,
-        "message": messages.get(reason, reason),
-        "status": "True",
-    }
+    message = messages.get(reason, reason)
     status.update(
         {
             "active": 0,
             "ready": 0,
             "failed": failed,
             "terminating": 0,
-            "conditions": [{**condition, "type": "FailureTarget"}, {**condition, "type": "Failed"}],
+            "conditions": _decided(at, reason, message, "FailureTarget", "Failed"),
         }
     )
     return new

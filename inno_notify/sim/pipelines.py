@@ -24,10 +24,23 @@ from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.parsing.argo import argo_node_id, argo_pod_name
 from inno_notify.sim.behaviour import Behaviour
 from inno_notify.sim.kube_api import SimKubeServer
-from inno_notify.sim.kube_store import ARGO_WORKFLOWS, INFERENCE_SERVICES, PODS, NotFound, ResourceType
-from inno_notify.sim.objects import kube_object, pod_running, pod_terminated, ts, with_owner
+from inno_notify.sim.kube_store import (
+    ARGO_WORKFLOWS,
+    INFERENCE_SERVICES,
+    PODS,
+    JsonObj,
+    NotFound,
+    ResourceType,
+)
+from inno_notify.sim.objects import (
+    container_resources,
+    kube_object,
+    pod_running,
+    pod_terminated,
+    ts,
+    with_owner,
+)
 
-JsonObj = dict[str, Any]
 ARGOEXEC = "quay.io/argoproj/argoexec:v3.5.8"
 # Seconds from a pod's creation to its scheduling and to its container running.
 SCHEDULE_SECONDS = 2.0
@@ -109,11 +122,7 @@ def _last_end(steps: Iterable[SimStep]) -> datetime:
 
 
 def _container(name: str, image: str, cpu: str, memory: str, gpus: int) -> JsonObj:
-    resources: JsonObj = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
-    if gpus:
-        resources["requests"]["nvidia.com/gpu"] = str(gpus)
-        resources["limits"]["nvidia.com/gpu"] = str(gpus)
-    return {"name": name, "image": image, "resources": resources}
+    return {"name": name, "image": image, "resources": container_resources(cpu, memory, gpus)}
 
 
 def _pod(

@@ -55,6 +55,7 @@ from inno_notify.sim.kube_store import (
     PYTORCH_JOBS,
     RAY_CLUSTERS,
     RAY_JOBS,
+    JsonObj,
     ResourceType,
 )
 from inno_notify.sim.objects import (
@@ -69,8 +70,6 @@ from inno_notify.sim.objects import (
     with_owner,
 )
 from inno_notify.sim.pipelines import SCHEDULE_SECONDS, START_SECONDS, Change
-
-JsonObj = dict[str, Any]
 
 PYTORCHJOB = "PyTorchJob"
 MPIJOB = "MPIJob"

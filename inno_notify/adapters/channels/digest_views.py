@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import orjson
 
 from inno_notify.adapters.channels import figures
@@ -33,7 +32,7 @@ from inno_notify.adapters.channels.digest_figures import (
     trend_text,
 )
 from inno_notify.adapters.channels.markup import truncate_html
-from inno_notify.adapters.channels.render import RenderError, Templates, slack_message
+from inno_notify.adapters.channels.render import Templates, slack_message, template_errors
 from inno_notify.domain.adoption import AdoptionTally
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
@@ -277,6 +276,9 @@ _FILES: dict[Channel, tuple[str, ...]] = {
     Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
 }
 WEB_PAGE = "web/digest.html.j2"
+# What a RenderError of the digest's templates starts with.
+_TEMPLATE_ERROR = "digest template error"
+
 # The admins' cluster digest (cluster_digest_views.FILES).
 _CLUSTER_FILES = (
     "email/cluster_digest.subject.j2",
@@ -301,11 +303,9 @@ class DigestRenderer:
         self._links_for = links if links is not None else PageLinks(dashboard_url)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._templates = Templates(template_dir)
-        try:
+        with template_errors(_TEMPLATE_ERROR):
             for name in [*(n for names in _FILES.values() for n in names), WEB_PAGE, *_CLUSTER_FILES]:
                 self._templates.get(name)
-        except jinja2.TemplateError as exc:
-            raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None
 
     def message(self, channel: Channel | str, digest: Digest, chart_png: bytes | None) -> RenderedMessage:
         """The digest for `channel`. E-mail carries the chart inline (CID); Slack gets it uploaded
@@ -358,7 +358,5 @@ class DigestRenderer:
         return {"dashboard_url": self._links_for.team(digest.team, digest.week, self._clock())}
 
     def _render(self, names: Sequence[str], context: dict[str, Any]) -> list[str]:
-        try:
+        with template_errors(_TEMPLATE_ERROR):
             return self._templates.render(names, context)
-        except jinja2.TemplateError as exc:
-            raise RenderError(f"digest template error: {exc.message or type(exc).__name__}") from None

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
+from typing import TypedDict
 
 import aiosmtplib
 
@@ -38,6 +39,18 @@ from inno_notify.domain.addresses import email_refusal
 
 # A message key as the dispatcher makes it: hex, short enough for a Message-ID's left part.
 _KEY = re.compile(r"[0-9a-f]{8,64}")
+
+
+class _Server(TypedDict):
+    """How to reach the SMTP server: aiosmtplib's arguments, the same for a send and a check."""
+
+    hostname: str
+    port: int
+    use_tls: bool
+    start_tls: bool
+    timeout: float
+    # A CA file for servers with a private CA; None: the system's trust store.
+    cert_bundle: str | None
 
 
 class EmailSender:
@@ -63,15 +76,18 @@ class EmailSender:
         self._host = host
         self._port = port
         self._sender = sender
-        self._starttls = starttls
-        self._tls = tls
+        self._server = _Server(
+            hostname=host,
+            port=port,
+            use_tls=tls,
+            start_tls=starttls,
+            timeout=timeout,
+            cert_bundle=cert_bundle,
+        )
         self._username = username
         self._password = password
-        self._timeout = timeout
         self._list_unsubscribe = list_unsubscribe
         self._domain = sender.rpartition("@")[2] or None
-        # A CA file for servers with a private CA; None: the system's trust store.
-        self._cert_bundle = cert_bundle
         self._allowed_domains = tuple(allowed_domains)
         # The envelope sender: the address in `sender`, which may carry a display name.
         self._envelope_sender = parseaddr(sender)[1] or sender
@@ -139,27 +155,15 @@ class EmailSender:
                 mail,
                 sender=self._envelope_sender,
                 recipients=[address],
-                hostname=self._host,
-                port=self._port,
                 username=self._username,
                 password=self._password,
-                start_tls=self._starttls,
-                use_tls=self._tls,
-                timeout=self._timeout,
-                cert_bundle=self._cert_bundle,
+                **self._server,
             )
         return str(mail["Message-ID"])
 
     async def check(self) -> str:
         """Connects, negotiates TLS and logs in if configured, then quits (for `inno-notify check`)."""
-        client = aiosmtplib.SMTP(
-            hostname=self._host,
-            port=self._port,
-            use_tls=self._tls,
-            start_tls=self._starttls,
-            timeout=self._timeout,
-            cert_bundle=self._cert_bundle,
-        )
+        client = aiosmtplib.SMTP(**self._server)
         with self._failures():
             async with client:
                 if self._username and self._password:

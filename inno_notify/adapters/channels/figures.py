@@ -69,3 +69,15 @@ def size(num_bytes: float) -> str:
 def gpu_minutes(value: float) -> str:
     """Whole GPU-minutes from 10 up, one decimal below (short jobs)."""
     return str(round(value)) if value >= 10 else number(value)
+
+
+def gpus(count: float) -> str:
+    """ "1 GPU", "4 GPUs", "0.5 GPUs" (a fraction: MIG slices or a shared GPU, in GPU-equivalents)."""
+    return f"{number(count)} GPU{'' if count == 1 else 's'}"
+
+
+def used_of_held(used: float | None, held: float, missing: MissingReason | str | None = None) -> str:
+    """ "110 / 240 GPU-min": the GPU-minutes used of those held, the used ones "n/a (`missing`)"
+    when they were not measured."""
+    used_text = gpu_minutes(used) if used is not None else not_available(missing)
+    return f"{used_text} / {gpu_minutes(held)} GPU-min"

@@ -24,8 +24,7 @@ _KIND_LABEL = {WorkflowKind.ARGO: "Argo workflow", WorkflowKind.AIRFLOW: "Airflo
 def _gpu_figure(held: float | None, used: float | None, missing: str | None) -> str:
     if held is None:
         return figures.not_available(missing)
-    used_text = figures.gpu_minutes(used) if used is not None else figures.not_available(missing)
-    return f"{used_text} / {figures.gpu_minutes(held)} GPU-min"
+    return figures.used_of_held(used, held, missing)
 
 
 def _plural(count: int, word: str) -> str:
@@ -63,7 +62,7 @@ class StepView:
             failed=step.failed,
             attempts=_attempts(step),
             duration=figures.duration(duration) if duration is not None else figures.not_available(None),
-            gpus=f"{figures.number(step.gpus)} GPU{'' if step.gpus == 1 else 's'}" if gpu else "no GPU",
+            gpus=figures.gpus(step.gpus) if gpu else "no GPU",
             gpu_minutes=_gpu_figure(step.gpu_minutes, step.used_gpu_minutes, step.missing) if gpu else "",
             exit_text=str(step.exit_code) if step.exit_code is not None else "n/a",
             message=step.message,
@@ -154,11 +153,7 @@ class ServingView:
     @classmethod
     def of(cls, notice: ServingNotice) -> ServingView:
         model = ", ".join(p for p in (notice.model_format, notice.storage_uri) if p) or "n/a"
-        gpus = (
-            f"{figures.number(notice.gpus)} GPU{'' if notice.gpus == 1 else 's'} per replica"
-            if notice.gpus > 0
-            else "no GPU"
-        )
+        gpus = f"{figures.gpus(notice.gpus)} per replica" if notice.gpus > 0 else "no GPU"
         low, high = notice.min_replicas, notice.max_replicas
         if low is not None and high is not None and high != low:
             replicas = f", {low}–{high} replicas"

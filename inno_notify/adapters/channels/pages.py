@@ -24,7 +24,7 @@ from markupsafe import Markup
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.job_chart import NARROW_WIDTH, ChartJob, job_alt_text, render_job_svg
 from inno_notify.adapters.channels.message_views import WorkflowView
-from inno_notify.adapters.channels.render import Renderer, RenderError, Templates
+from inno_notify.adapters.channels.render import Renderer, Templates, template_errors
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.model import (
     JobRecord,
@@ -248,10 +248,8 @@ def _termination_message(job: JobRecord, pods: Sequence[PodRecord]) -> str | Non
 
 
 def _compiled(templates: Templates, name: str) -> jinja2.Template:
-    try:
+    with template_errors(name):
         return templates.get(name)
-    except jinja2.TemplateError as exc:
-        raise RenderError(f"{name}: {exc.message or type(exc).__name__}") from None
 
 
 class JobPageRenderer:
@@ -269,10 +267,8 @@ class JobPageRenderer:
 
     def workflow_html(self, summary: WorkflowSummary) -> str:
         """A workflow run's page: what its summary says, with more of its steps listed."""
-        try:
+        with template_errors(WORKFLOW_PAGE):
             return self._workflow_template.render(workflow=WorkflowView.of(summary), uid=summary.uid)
-        except jinja2.TemplateError as exc:
-            raise RenderError(f"{WORKFLOW_PAGE}: {exc.message or type(exc).__name__}") from None
 
     def html(
         self,
@@ -285,7 +281,5 @@ class JobPageRenderer:
         view = job_page_view(
             job, usage, recommendations, pods, series, self._renderer, idle_percent=self._idle
         )
-        try:
+        with template_errors(JOB_PAGE):
             return self._template.render(page=view, chart_svg=Markup(view.chart_svg or ""))
-        except jinja2.TemplateError as exc:
-            raise RenderError(f"{JOB_PAGE}: {exc.message or type(exc).__name__}") from None

@@ -20,7 +20,8 @@ Each channel's markup has its own environment:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,6 +89,16 @@ class RenderError(ChannelError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+@contextmanager
+def template_errors(what: str) -> Iterator[None]:
+    """A template of `what` (a page, the digest) that is missing, broken or fails inside the block,
+    as RenderError("`what`: the template's own message")."""
+    try:
+        yield
+    except jinja2.TemplateError as exc:
+        raise RenderError(f"{what}: {exc.message or type(exc).__name__}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,9 +93,7 @@ def _status(status: StatusFigures, zone: tzinfo) -> StatusView:
                 since=f"running {figures.duration((now - job.started_at).total_seconds())}"
                 if now is not None and job.started_at is not None and job.started_at <= now
                 else "running",
-                gpus=f"{figures.number(job.gpus)} GPU{'' if job.gpus == 1 else 's'}"
-                if job.gpus
-                else "no GPU",
+                gpus=figures.gpus(job.gpus) if job.gpus else "no GPU",
             )
             for job in status.running
         ),

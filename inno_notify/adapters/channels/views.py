@@ -140,16 +140,10 @@ def _replica_line(replica: ReplicaUsage) -> str:
     """ "Worker × 3 (12 GPUs): 480 / 720 GPU-min, 8 idle GPUs, peak RAM 10 GiB"."""
     head = f"{replica.role} × {replica.pods}"
     if replica.gpus_requested > 0:
-        gpus = figures.number(replica.gpus_requested)
-        head += f" ({gpus} GPU{'' if replica.gpus_requested == 1 else 's'})"
+        head += f" ({figures.gpus(replica.gpus_requested)})"
     parts = []
     if replica.gpu_minutes:
-        used = (
-            figures.gpu_minutes(replica.used_gpu_minutes)
-            if replica.used_gpu_minutes is not None
-            else figures.not_available(None)
-        )
-        parts.append(f"{used} / {figures.gpu_minutes(replica.gpu_minutes)} GPU-min")
+        parts.append(figures.used_of_held(replica.used_gpu_minutes, replica.gpu_minutes))
     if replica.gpus_idle:
         parts.append(f"{replica.gpus_idle} idle GPU{'s' if replica.gpus_idle > 1 else ''}")
     if replica.memory_peak_bytes is not None:
@@ -162,10 +156,9 @@ def _after_end(usage: Usage | None) -> str:
     if after is None:
         return ""
     pods = f"{after.pods} pod{'s' if after.pods > 1 else ''}"
-    gpus = f"{figures.number(after.gpus)} GPU{'' if after.gpus == 1 else 's'}"
     return (
-        f"{pods} held {gpus} for {figures.duration(after.minutes * 60)} after the run ended "
-        f"({figures.gpu_minutes(after.gpu_minutes)} GPU-min)"
+        f"{pods} held {figures.gpus(after.gpus)} for {figures.duration(after.minutes * 60)} "
+        f"after the run ended ({figures.gpu_minutes(after.gpu_minutes)} GPU-min)"
     )
 
 
@@ -200,8 +193,7 @@ def group_totals(views: Sequence[SummaryView]) -> GroupTotals:
     if not held:
         text = figures.not_available(MissingReason.NOT_COLLECTED if views else None)
     else:
-        used_text = figures.gpu_minutes(sum(used)) if used else figures.not_available(None)
-        text = f"{used_text} / {figures.gpu_minutes(sum(held))} GPU-min"
+        text = figures.used_of_held(sum(used) if used else None, sum(held))
         unmeasured = len(views) - len(held)
         if unmeasured:
             text += f" ({unmeasured} job{'s' if unmeasured > 1 else ''} not measured)"
@@ -242,11 +234,7 @@ def _gpu_minutes(job: JobRecord, usage: Usage | None) -> str:
         return "no GPU requested"
     if usage is None or usage.gpu_minutes is None:
         return figures.not_available(_reason(usage, "gpu_minutes"))
-    if usage.used_gpu_minutes is None:
-        used = figures.not_available(_reason(usage, "used_gpu_minutes"))
-    else:
-        used = figures.gpu_minutes(usage.used_gpu_minutes)
-    return f"{used} / {figures.gpu_minutes(usage.gpu_minutes)} GPU-min"
+    return figures.used_of_held(usage.used_gpu_minutes, usage.gpu_minutes, _reason(usage, "used_gpu_minutes"))
 
 
 def _gpu_util(job: JobRecord, usage: Usage | None) -> str:

@@ -24,7 +24,7 @@ from inno_notify.adapters.db.jobs import measured_runs, recommendations_of
 from inno_notify.adapters.db.json_codec import Convert, RowCodec, json_loader
 from inno_notify.adapters.db.sql import dialect_insert, finished_in
 from inno_notify.adapters.db.tables import advice_adoption, jobs
-from inno_notify.adapters.db.transactions import Repository
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.adoption import Adoption, AdoptionTally, AdviceCheck, Outcome, tally
 from inno_notify.domain.model import JobRecord, Recommendation
 
@@ -140,12 +140,7 @@ async def groups(
 class AdoptionRepository(Repository):
     """The store's adoption side (`Store.adoption`): leader-only writes are fenced."""
 
-    async def previous_advice(
-        self, cluster: str, namespace: str, family: str, before: datetime, exclude_uid: str
-    ) -> tuple[JobRecord, list[Recommendation]] | None:
-        """The family's newest measured run that finished before `before`, and its advice."""
-        async with self.read() as conn:
-            return await previous_advice(conn, cluster, namespace, family, before, exclude_uid)
+    previous_advice = reads(previous_advice)
 
     async def record(self, adoption: Adoption) -> bool:
         """Stores the run's adoption once (leader-only); True when this call stored it."""
@@ -160,14 +155,4 @@ class AdoptionRepository(Repository):
             row = (await conn.execute(query)).mappings().first()
         return None if row is None else from_row(row)
 
-    async def groups(
-        self,
-        *,
-        team: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        cluster: str | None = None,
-    ) -> list[AdoptionGroup]:
-        """Adoption per (team, owner) of the new runs that finished in [since, until)."""
-        async with self.read() as conn:
-            return await groups(conn, team=team, since=since, until=until, cluster=cluster)
+    groups = reads(groups)

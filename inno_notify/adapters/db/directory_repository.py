@@ -13,7 +13,7 @@ from typing import Any
 
 from inno_notify.adapters.db import directory, preferences
 from inno_notify.adapters.db.telegram_bot import BotTransaction, update_offset
-from inno_notify.adapters.db.transactions import Repository
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.preferences import Origin, Preferences
 
@@ -30,24 +30,17 @@ class DirectoryRepository(Repository):
         async with self._write() as conn:
             await directory.upsert_users(conn, users)
 
-    async def get_user(self, email: str) -> DirectoryUser | None:
-        async with self.read() as conn:
-            return await directory.get_user(conn, email)
-
-    async def list_users(self) -> list[DirectoryUser]:
-        async with self.read() as conn:
-            return await directory.list_users(conn)
+    get_user = reads(directory.get_user)
+    list_users = reads(directory.list_users)
 
     async def snapshot(self) -> tuple[list[DirectoryUser], list[Team]]:
         """Every user (their own preferences applied) and every team, in one connection."""
         async with self.read() as conn:
             return await directory.list_users(conn), await directory.list_teams(conn)
 
-    async def version(self) -> str:
-        """The directory version: it changes with every write of a user, team or preference, on
-        any replica (a primary-key read, cheap enough to ask before each use of a cache)."""
-        async with self.read() as conn:
-            return await directory.version(conn)
+    # The directory version: it changes with every write of a user, team or preference, on any
+    # replica (a primary-key read, cheap enough to ask before each use of a cache).
+    version = reads(directory.version)
 
     async def delete_user(self, email: str) -> bool:
         async with self._write() as conn:
@@ -57,10 +50,7 @@ class DirectoryRepository(Repository):
         async with self.read() as conn:
             return await preferences.get_preferences(conn, email)
 
-    async def all_preferences(self) -> dict[str, Preferences]:
-        """Everyone's own preferences, by e-mail as stored."""
-        async with self.read() as conn:
-            return await preferences.all_preferences(conn)
+    all_preferences = reads(preferences.all_preferences)
 
     async def change_preferences(
         self,
@@ -85,10 +75,8 @@ class DirectoryRepository(Repository):
         async with writer as conn:
             yield BotTransaction(conn)
 
-    async def telegram_offset(self, bot_id: str) -> int:
-        """The first Telegram update id of that bot not handled yet."""
-        async with self.read() as conn:
-            return await update_offset(conn, bot_id)
+    # The first Telegram update id of that bot not handled yet.
+    telegram_offset = reads(update_offset)
 
     async def set_telegram_offset(self, bot_id: str, offset: int) -> None:
         """Moves the leader's update offset past updates handled (or set aside) without a transaction
@@ -100,6 +88,4 @@ class DirectoryRepository(Repository):
         async with self._write() as conn:
             await directory.replace_teams(conn, teams)
 
-    async def list_teams(self) -> list[Team]:
-        async with self.read() as conn:
-            return await directory.list_teams(conn)
+    list_teams = reads(directory.list_teams)

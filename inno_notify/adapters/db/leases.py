@@ -239,13 +239,7 @@ class LeaseRepository:
                 await conn.execute(
                     sa.update(leader_leases)
                     .where(leader_leases.c.name == name)
-                    .values(
-                        holder=holder,
-                        term=_next_term(),
-                        acquired_at=database_clock(),
-                        renewed_at=database_clock(),
-                        expires_at=database_clock(lease_seconds),
-                    )
+                    .values(**_taken(holder, lease_seconds))
                     .returning(*leader_leases.c)
                 )
             ).first()
@@ -256,14 +250,7 @@ class LeaseRepository:
     ) -> Lease | None:
         statement = (
             dialect_insert(conn, leader_leases)
-            .values(
-                name=name,
-                holder=holder,
-                term=_next_term(),
-                acquired_at=database_clock(),
-                renewed_at=database_clock(),
-                expires_at=database_clock(lease_seconds),
-            )
+            .values(name=name, **_taken(holder, lease_seconds))
             .on_conflict_do_nothing(index_elements=["name"])
             .returning(*leader_leases.c)
         )
@@ -311,6 +298,18 @@ def _next_term() -> sa.ScalarSelect[Any]:
     # An alias, so that inside an UPDATE of the table the subquery reads every row, not this one.
     every = leader_leases.alias("every_lease")
     return sa.select(sa.func.coalesce(sa.func.max(every.c.term), 0) + 1).scalar_subquery()
+
+
+def _taken(holder: str, lease_seconds: float) -> dict[str, Any]:
+    """The columns of a lease `holder` takes now, in a new term, for `lease_seconds`: as inserted
+    for a name never taken, or set on a row taken over."""
+    return {
+        "holder": holder,
+        "term": _next_term(),
+        "acquired_at": database_clock(),
+        "renewed_at": database_clock(),
+        "expires_at": database_clock(lease_seconds),
+    }
 
 
 def _lease(row: sa.Row[Any] | None) -> Lease | None:

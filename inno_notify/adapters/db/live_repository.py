@@ -10,20 +10,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from inno_notify.adapters.db import live_queries, nudge_ledger, outbox
-from inno_notify.adapters.db.transactions import Repository
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.digest import NudgeEntry
-from inno_notify.domain.model import JobRecord, Notification, PodRecord
+from inno_notify.domain.model import Notification
 
 
 class LiveRepository(Repository):
     """Running GPU pods and the nudges about them."""
 
-    async def running_gpu_pods(
-        self, cluster: str, namespaces: Sequence[str] = ()
-    ) -> list[tuple[JobRecord, PodRecord]]:
-        """(workload, pod) of every running pod that holds GPUs (live_queries.py)."""
-        async with self.read() as conn:
-            return await live_queries.running_gpu_pods(conn, cluster, namespaces)
+    running_gpu_pods = reads(live_queries.running_gpu_pods)
 
     async def enqueue_nudges(
         self,
@@ -55,7 +50,5 @@ class LiveRepository(Repository):
                     await live_queries.record_nudged(conn, cluster, uids, at, keep_after or at)
         return written
 
-    async def last_nudges(self, cluster: str, pod_uids: Sequence[str]) -> dict[str, datetime]:
-        """When each of these pods was last nudged about idle GPUs; never-nudged pods are absent."""
-        async with self.read() as conn:
-            return await live_queries.last_nudges(conn, cluster, pod_uids)
+    # When each of these pods was last nudged about idle GPUs; never-nudged pods are absent.
+    last_nudges = reads(live_queries.last_nudges)

@@ -107,6 +107,7 @@ async def get_preferences(conn: AsyncConnection, email: str, *, lock: bool = Fal
 
 
 async def all_preferences(conn: AsyncConnection) -> dict[str, Preferences]:
+    """Everyone's own preferences, by e-mail as stored."""
     rows = (await conn.execute(sa.select(user_preferences))).mappings()
     return {row["email"]: from_row(row) for row in rows}
 

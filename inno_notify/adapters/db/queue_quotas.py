@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db.sql import upsert_rows
 from inno_notify.adapters.db.tables import cluster_queues, local_queues, teams
-from inno_notify.adapters.db.transactions import Repository
+from inno_notify.adapters.db.transactions import Repository, reads
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.trends import QueueKey, team_quota_gpus
 
@@ -145,10 +145,8 @@ class QueueRepository(Repository):
         async with self.read() as conn:
             return [LocalQueueRef(ns, name, cq) for ns, name, cq in await conn.execute(query)]
 
-    async def team_quota(self, team: str, cluster: str | None = None) -> float | None:
-        """The nominal GPU quota of the team's ClusterQueues, reached by its namespaces."""
-        async with self.read() as conn:
-            return await team_quota(conn, team, cluster)
+    # The nominal GPU quota of the team's ClusterQueues, reached by its namespaces.
+    team_quota = reads(team_quota)
 
 
 def _cluster_queue_rows(

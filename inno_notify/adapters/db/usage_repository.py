@@ -7,12 +7,11 @@ the admin API's aggregations (usage cells, open recommendations).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 from inno_notify.adapters.db import jobs, recommendation_queries, series, usage_queries
 from inno_notify.adapters.db.transactions import Repository, reads
-from inno_notify.domain.model import JobRecord, Usage, UsageSeries
+from inno_notify.domain.model import JobRecord, Usage
 
 
 class UsageRepository(Repository):
@@ -22,10 +21,8 @@ class UsageRepository(Repository):
         async with self.read() as conn:
             return await jobs.get_usage(conn, cluster, uid)
 
-    async def series_of(self, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
-        """The stored usage series of these jobs, by uid (the charts of a dispatch round)."""
-        async with self.read() as conn:
-            return await series.series_of(conn, cluster, uids)
+    # The stored usage series of these jobs, by uid (the charts of a dispatch round).
+    series_of = reads(series.series_of)
 
     async def family_history(
         self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20

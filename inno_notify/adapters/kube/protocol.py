@@ -120,7 +120,10 @@ async def get_json(api: ApiClient, path: str, *, request_timeout: float) -> Json
     return await _get(api, path, [], request_timeout)
 
 
-async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_timeout: float) -> JsonObj:
+async def _request(
+    api: ApiClient, path: str, query: list[tuple[str, str]], limits: aiohttp.ClientTimeout
+) -> aiohttp.ClientResponse:
+    """A GET with the client's bearer token, asking for JSON; the body is left for the caller to read."""
     response: aiohttp.ClientResponse = await api.call_api(
         path,
         "GET",
@@ -128,12 +131,22 @@ async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_
         header_params=dict(_ACCEPT),
         auth_settings=_AUTH,
         _preload_content=False,
-        _request_timeout=aiohttp.ClientTimeout(total=request_timeout),
+        _request_timeout=limits,
     )
+    return response
+
+
+async def _read_all(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body; the connection goes back to the pool whether or not the read succeeds."""
     try:
-        body = await response.read()
+        return await response.read()
     finally:
         response.release()
+
+
+async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_timeout: float) -> JsonObj:
+    response = await _request(api, path, query, aiohttp.ClientTimeout(total=request_timeout))
+    body = await _read_all(response)
     if response.status != 200:
         raise KubeApiError.from_status(response.status, body)
     doc = orjson.loads(body)
@@ -191,21 +204,10 @@ async def open_watch(
         ("resourceVersion", resource_version),
         *_selectors(resource),
     ]
-    response: aiohttp.ClientResponse = await api.call_api(
-        resource.path(namespace),
-        "GET",
-        query_params=query,
-        header_params=dict(_ACCEPT),
-        auth_settings=_AUTH,
-        _preload_content=False,
-        _request_timeout=aiohttp.ClientTimeout(connect=connect_timeout, sock_connect=connect_timeout),
-    )
+    limits = aiohttp.ClientTimeout(connect=connect_timeout, sock_connect=connect_timeout)
+    response = await _request(api, resource.path(namespace), query, limits)
     if response.status != 200:
-        try:
-            body = await response.read()
-        finally:
-            response.release()
-        raise KubeApiError.from_status(response.status, body)
+        raise KubeApiError.from_status(response.status, await _read_all(response))
     return response
 
 

@@ -135,9 +135,7 @@ class NvmlSampler:
         try:
             current = self._nvml.nvmlDeviceGetMigMode(handle)[0]
         except Exception as exc:
-            reason = self._reason(exc)
-            if reason in DEVICE_FATAL:
-                raise _DeviceGone(reason, uuid) from exc
+            reason = self._survivable(exc, uuid)
             if reason not in (GapReason.NOT_SUPPORTED, GapReason.FUNCTION_NOT_FOUND):
                 gaps.append(Gap("mig", reason, uuid))
             return False  # a GPU without MIG support answers NotSupported
@@ -155,9 +153,7 @@ class NvmlSampler:
             except Exception as exc:
                 if error_code(exc, nvml) == NVML_ERROR_NOT_FOUND:
                     continue  # no instance in this slot
-                reason = self._reason(exc)
-                if reason in DEVICE_FATAL:
-                    raise _DeviceGone(reason, uuid) from exc
+                reason = self._survivable(exc, uuid)
                 gaps.append(Gap("mig", reason, uuid))
                 continue
             instance = self._figure(gaps, "mig", uuid, nvml.nvmlDeviceGetGpuInstanceId, mig)
@@ -180,9 +176,7 @@ class NvmlSampler:
                 prefix = f"{compute}c." if 0 < compute < slices else ""
                 return f"{prefix}{slices}g.{gib}gb"
         except Exception as exc:
-            reason = self._reason(exc)
-            if reason in DEVICE_FATAL:
-                raise _DeviceGone(reason, uuid) from exc
+            self._survivable(exc, uuid)  # else the profile is read from the device's name
         name = self._figure(gaps, "mig_profile", uuid, nvml.nvmlDeviceGetName, mig)
         match = _MIG_NAME.search(str(name)) if name is not None else None
         return match.group(1) if match else None
@@ -247,9 +241,7 @@ class NvmlSampler:
                 # No process had non-zero utilization since `since`: every one of them had 0 %.
                 self._last_seen[key] = now
                 return {}
-            reason = self._reason(exc)
-            if reason in DEVICE_FATAL:
-                raise _DeviceGone(reason, uuid) from exc
+            reason = self._survivable(exc, uuid)
             gaps.append(Gap("process_utilization", reason, uuid))
             return None
         per_pid: dict[int, list[float]] = defaultdict(list)
@@ -279,11 +271,16 @@ class NvmlSampler:
         try:
             return call(*args)
         except Exception as exc:
-            reason = self._reason(exc)
-            if reason in DEVICE_FATAL:
-                raise _DeviceGone(reason, uuid) from exc
+            reason = self._survivable(exc, uuid)
             gaps.append(Gap(figure, reason, uuid))
             return None
+
+    def _survivable(self, exc: Exception, uuid: str) -> GapReason:
+        """Why a call on device `uuid` failed; _DeviceGone when the reason means the device is gone."""
+        reason = self._reason(exc)
+        if reason in DEVICE_FATAL:
+            raise _DeviceGone(reason, uuid) from exc
+        return reason
 
     def _reason(self, exc: Exception) -> GapReason:
         reason = classify(exc, self._nvml)
