@@ -2,8 +2,9 @@
 
 A digest covers a team's GPU jobs that finished in [start, end) (domain/digest.py states the
 conventions). It is one statement: the GPU jobs of the week and the week before are read once (a
-CTE over jobs LEFT JOIN usage, narrowed by the (team, finished_at) index, which on Postgres carries
-every jobs column needed, so the jobs come from the index alone) and grouped per week, per person,
+CTE over jobs, narrowed by the (team, finished_at) index, which on Postgres carries every jobs
+column needed, the job's copies of its usage figures included, so the weeks come from the index
+alone with no join) and grouped per week, per person,
 and per person and local day; the five most wasteful jobs come along in the same UNION ALL. So a
 digest costs one round trip, reads one team's fortnight, never the whole table, and no job row
 reaches Python. The statement is built once per dialect and shape, with bound parameters, because
@@ -33,7 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import adoption, nudge_ledger, trend_queries
-from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations, usage
+from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations
 from inno_notify.domain.adoption import AdoptionPerson
 from inno_notify.domain.digest import (
     TOP_WASTE,
@@ -82,10 +83,6 @@ def _week_jobs(by_cluster: bool) -> list[sa.ColumnElement[bool]]:
     return conditions
 
 
-def _joined() -> sa.FromClause:
-    return jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
-
-
 def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
@@ -102,15 +99,16 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
 def _week_rows(dialect: str, by_cluster: bool) -> sa.CTE:
     """The GPU jobs of the week and the week before, each read once, with what the aggregates need.
 
-    Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), so
-    Postgres reads the jobs from the index alone; only usage is reached row by row, by its key."""
+    Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
+    usage figures too (the job's copies of them, jobs.save_usage), so Postgres reads the weeks from
+    the index alone and joins nothing."""
     # day_1..day_6 are the local midnights inside the week; the week filter bounds the first and last.
     day = sa.case(*[(jobs.c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
     # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
     # counted over the same held time, and only where both the request and the peak are known, so
     # that requested and peak compare like with like.
-    pod_hours = usage.c.gpu_minutes / (60.0 * jobs.c.gpus_requested)
-    both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), usage.c.memory_peak_bytes.is_not(None))
+    pod_hours = jobs.c.gpu_minutes_held / (60.0 * jobs.c.gpus_requested)
+    both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), jobs.c.memory_peak_bytes.is_not(None))
     queue_known = sa.and_(jobs.c.queued_until.is_not(None), jobs.c.created_at.is_not(None))
     return (
         sa.select(
@@ -121,16 +119,15 @@ def _week_rows(dialect: str, by_cluster: bool) -> sa.CTE:
             day.label("day"),
             jobs.c.status,
             jobs.c.exit_reason,
-            usage.c.gpu_minutes,
-            usage.c.used_gpu_minutes,
-            usage.c.idle_gpu_minutes,
+            jobs.c.gpu_minutes_held.label("gpu_minutes"),
+            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
+            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
             sa.case((both_known, _float(jobs.c.memory_requested_bytes) * pod_hours / GIB)).label(
                 "memory_requested"
             ),
-            sa.case((both_known, _float(usage.c.memory_peak_bytes) * pod_hours / GIB)).label("memory_peak"),
+            sa.case((both_known, _float(jobs.c.memory_peak_bytes) * pod_hours / GIB)).label("memory_peak"),
             sa.case((queue_known, _queue_seconds(dialect))).label("queue_seconds"),
         )
-        .select_from(_joined())
         .where(*_week_jobs(by_cluster))
         .cte("week_jobs")
     )

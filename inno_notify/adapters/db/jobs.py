@@ -365,7 +365,8 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
 
 async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
     await upsert_rows(conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, uid, figures)])
-    # The copies a weekly trend sums from the covering index (tables.jobs, trend_queries.py).
+    # The copies a weekly trend and digest sum from the covering index (tables.jobs,
+    # trend_queries.py, digest_queries.py).
     await conn.execute(
         sa.update(jobs)
         .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
@@ -373,6 +374,7 @@ async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usa
             gpu_minutes_held=figures.gpu_minutes,
             gpu_minutes_used=figures.used_gpu_minutes,
             gpu_minutes_idle=figures.idle_gpu_minutes,
+            memory_peak_bytes=figures.memory_peak_bytes,
         )
     )
 

@@ -125,6 +125,8 @@ DIGEST_JOB_COLUMNS = [
     "gpu_minutes_held",
     "gpu_minutes_used",
     "gpu_minutes_idle",
+    # The usage's peak memory, copied alike, for the digest's memory requested vs peak.
+    "memory_peak_bytes",
 ]
 
 jobs = sa.Table(
@@ -173,6 +175,7 @@ jobs = sa.Table(
     sa.Column("gpu_minutes_held", sa.Double()),
     sa.Column("gpu_minutes_used", sa.Double()),
     sa.Column("gpu_minutes_idle", sa.Double()),
+    sa.Column("memory_peak_bytes", sa.BigInteger()),
     # Every workload kind is a row here (CONTRACT.md §3a): a step's run, restarts as attempts, and
     # [{role, replicas, requested}] of a multi-pod run.
     sa.Column("parent_uid", sa.String()),
