@@ -39,6 +39,8 @@ _USAGE = RowCodec(Usage, tables.usage, rest="detail")
 # A recommendation's two amounts share one JSON column (a bare JSON scalar would not survive
 # SQLite's NUMERIC affinity, tables.py).
 _RECOMMENDATIONS = RowCodec(Recommendation, tables.recommendations, rest="amounts")
+# The recipient's address is a JSON column; a NULL there (no writer leaves one) reads as the
+# empty address, the field's default.
 _OUTBOX = RowCodec(Notification, tables.outbox)
 _USERS = RowCodec(DirectoryUser, tables.users)
 _TEAMS = RowCodec(Team, tables.teams)

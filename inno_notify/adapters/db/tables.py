@@ -330,6 +330,9 @@ outbox = sa.Table(
     sa.Column("job_uid", sa.String()),
     sa.Column("group_key", sa.String()),
     sa.Column("payload", _json(), nullable=False),
+    # Where the recipient is reached (domain.model.RecipientAddress); a writer that names none (an
+    # older replica during an upgrade) stores the empty address.
+    sa.Column("address", _json(), nullable=False, server_default="{}"),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("due_at", UTCDateTime(), nullable=False),
     # When a pending row may next be claimed: due_at at first, then a retry time or a claim's

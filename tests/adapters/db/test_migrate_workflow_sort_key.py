@@ -67,6 +67,6 @@ async def test_0018_gives_every_workflow_its_sort_key(empty_database_url: str) -
                 lambda c: {col["name"] for col in sa.inspect(c).get_columns("workflows")}
             )
         assert "sort_at" not in columns
-        assert await migrate(empty_database_url) == ["0018"]
+        assert (await migrate(empty_database_url))[0] == "0018"
     finally:
         await engine.dispose()
