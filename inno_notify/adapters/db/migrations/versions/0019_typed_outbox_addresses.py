@@ -6,14 +6,16 @@ Create Date: 2026-12-03 14:00:00.000000
 
 Issue 31: routing wrote where a row's recipient is reached into the row's payload (`name`,
 `telegram_chat_id`, `slack_user_id`, `slack_channel`, `telegram_linkable`, `telegram_link_epoch`)
-and the dispatcher parsed it back. It moves to a JSON column of its own, `outbox.address`
-(domain.model.RecipientAddress), and the payload keeps what the message says. Every existing row's
-keys are moved, read as the dispatcher read them: a text is kept when it is a non-empty string, a
-chat id when it is an integer or the digits of one, and a link is offered only where
-`telegram_linkable` is true, under its `telegram_link_epoch` (0 for rows planned before epochs
-existed). A row with none of the keys keeps the column's default, the empty address. Every row is
-kept. The downgrade puts the keys back into the payload, so that the previous release still sends
-the rows planned since.
+and the dispatcher parsed it back. It gets a JSON column of its own, `outbox.address`
+(domain.model.RecipientAddress), which this revision fills for every existing row from those keys,
+read as the dispatcher read them: a text where it is a non-empty string, a chat id where it is an
+integer or the digits of one, and a link offer only where `telegram_linkable` is true, under its
+`telegram_link_epoch` (0 for rows planned before epochs existed); a row with none of the keys gets
+the empty address. Every row is kept, and so are the payloads: during a rolling upgrade the old
+leader goes on sending the rows it finds, reading their addresses from there. The column is
+nullable because that leader also goes on planning rows, which name no address (the codec reads
+those from the payload). The downgrade puts each address's keys back into its payload, so that the
+previous release still sends the rows planned since.
 """
 
 import re
@@ -32,42 +34,34 @@ _TEXTS = ("name", "slack_user_id", "slack_channel")
 _CHAT = "telegram_chat_id"
 _LINKABLE = "telegram_linkable"
 _EPOCH = "telegram_link_epoch"
-_KEYS = frozenset((*_TEXTS, _CHAT, _LINKABLE, _EPOCH))
 _BATCH = 1000
 _INTEGER = re.compile(r"-?[0-9]+")
 
 JSONObject = dict[str, Any]
-# A row's (payload, address) as they are to (payload, address) as they become; None: left as it is.
-Move = Callable[[JSONObject, JSONObject], tuple[JSONObject, JSONObject] | None]
+# A row's (payload, address) as they are to the (payload, address) it gets; None: left as it is.
+Change = Callable[[JSONObject, JSONObject | None], tuple[JSONObject, JSONObject] | None]
 
 
 def upgrade() -> None:
-    ddl.add_columns(
-        "outbox", sa.Column("address", ddl.json_type(none_as_null=True), nullable=False, server_default="{}")
-    )
-    _rewrite(_moved_to_address)
+    ddl.add_columns("outbox", sa.Column("address", ddl.json_type(none_as_null=True), nullable=True))
+    _rewrite(_address_from_payload)
 
 
 def downgrade() -> None:
-    _rewrite(_moved_to_payload)
+    _rewrite(_payload_with_address)
     ddl.drop_columns("outbox", "address")
 
 
-def _outbox() -> sa.TableClause:
+def _rewrite(change: Change) -> None:
+    """Each row's (payload, address) through `change`, in batches by id."""
+    conn = op.get_bind()
     json_type = ddl.json_type(none_as_null=True)
-    return sa.table(
+    outbox = sa.table(
         "outbox",
         sa.column("id", ddl.big_id()),
         sa.column("payload", json_type),
         sa.column("address", json_type),
     )
-
-
-def _rewrite(move: Move) -> None:
-    """Each row's (payload, address) through `move`, in batches by id; a row `move` leaves as it
-    was (None) is not written."""
-    conn = op.get_bind()
-    outbox = _outbox()
     read = sa.select(outbox.c.id, outbox.c.payload, outbox.c.address).order_by(outbox.c.id).limit(_BATCH)
     write = (
         sa.update(outbox)
@@ -82,32 +76,34 @@ def _rewrite(move: Move) -> None:
         last = rows[-1].id
         changed = []
         for row in rows:
-            moved = move(_object(row.payload), _object(row.address))
-            if moved is not None:
-                changed.append({"row_id": row.id, "new_payload": moved[0], "new_address": moved[1]})
+            address = _object(row.address) if row.address is not None else None
+            new = change(_object(row.payload), address)
+            if new is not None:
+                changed.append({"row_id": row.id, "new_payload": new[0], "new_address": new[1]})
         if changed:
             conn.execute(write, changed)
 
 
 def _object(value: object) -> JSONObject:
-    # The driver's JSON reading; an object is all a payload or an address ever was.
+    # The driver reads JSON already; an object is all a payload or an address ever was.
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _moved_to_address(payload: JSONObject, _: JSONObject) -> tuple[JSONObject, JSONObject] | None:
-    if not _KEYS & payload.keys():
-        return None
-    address: JSONObject = {
+def _address_from_payload(payload: JSONObject, _: JSONObject | None) -> tuple[JSONObject, JSONObject]:
+    address = {
         "name": _text(payload.get("name")),
         "telegram_chat_id": _chat_id(payload.get(_CHAT)),
         "slack_user_id": _text(payload.get("slack_user_id")),
         "slack_channel": _text(payload.get("slack_channel")),
         "telegram_link_epoch": _link_epoch(payload),
     }
-    return {k: v for k, v in payload.items() if k not in _KEYS}, address
+    return payload, address
 
 
-def _moved_to_payload(payload: JSONObject, address: JSONObject) -> tuple[JSONObject, JSONObject] | None:
+def _payload_with_address(
+    payload: JSONObject, address: JSONObject | None
+) -> tuple[JSONObject, JSONObject] | None:
+    address = address or {}
     keys = {k: address[k] for k in (*_TEXTS, _CHAT) if address.get(k) is not None}
     if address.get(_EPOCH) is not None:
         keys |= {_LINKABLE: True, _EPOCH: address[_EPOCH]}
