@@ -27,7 +27,7 @@ Json = dict[str, Any]
 
 
 def read_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The message object of a row's payload (under MESSAGE_KEY, beside the addresses)."""
+    """The message object of a row's payload (under MESSAGE_KEY)."""
     message = payload.get(MESSAGE_KEY)
     if not isinstance(message, Mapping):
         raise ValueError(f"the payload has no {MESSAGE_KEY!r} object")

@@ -3,7 +3,7 @@ serving" notices, pipeline messages; and their one JSON encoding.
 
 A job summary is rendered from the job's stored figures at send time; these three are not tied to
 one job row, so what they say is fixed when they are planned and travels in the row's payload
-under :data:`MESSAGE_KEY`, next to the recipient's addresses that routing puts there. Each is a
+under :data:`MESSAGE_KEY` (the recipient's address is the row's own, Notification.address). Each is a
 plain dataclass written and read by domain.message_json, whose decoder checks every field it reads
 (a row written by an older version, or edited by hand, raises :class:`ValueError` instead of
 rendering half a message).

@@ -510,8 +510,31 @@ class RejectedObject:
 
 
 @dataclass(frozen=True, slots=True)
+class RecipientAddress:
+    """Where an outbox row's recipient is reached, as routing found it when it planned the row.
+
+    The dispatcher sends with it and looks nobody up, so a directory change after planning does not
+    move a message already planned. Empty (every field None) for a recipient known by e-mail alone
+    (the row's `recipient` is the address).
+    """
+
+    name: str | None = None
+    telegram_chat_id: int | None = None
+    slack_user_id: str | None = None
+    # A team's Slack channel ("#face-gpu" or an id): the row is posted there, not sent as a DM.
+    slack_channel: str | None = None
+    # Set for a directory user without a Telegram chat who did not /stop it: their e-mail and Slack
+    # summaries offer the link that connects one, minted under this link generation
+    # (domain.telegram_linking). None: the row offers no link.
+    telegram_link_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Notification:
-    """An outbox row: one message to one recipient on one channel, sent at least once."""
+    """An outbox row: one message to one recipient on one channel, sent at least once.
+
+    `address` says where the recipient is reached, `payload` what the message says.
+    """
 
     dedup_key: str
     kind: NotificationKind
@@ -523,6 +546,7 @@ class Notification:
     cluster: str | None = None
     job_uid: str | None = None
     group_key: str | None = None
+    address: RecipientAddress = field(default_factory=RecipientAddress)
     payload: Mapping[str, object] = field(default_factory=dict)
     attempts: int = 0
     next_attempt_at: datetime | None = None

@@ -2,9 +2,9 @@
 
 Pure: the caller passes the directory, the teams, the channels the service has configured and
 `now`, and gets back the rows to write in the same transaction that marks the job summarized.
-Every row carries the recipient's addresses in its payload (chat id, Slack user id, name) so that
-the dispatcher can send it without a directory look-up, and a dedup key that makes a replay of
-the same job write nothing new.
+Every row carries where its recipient is reached (a typed RecipientAddress: name, chat id, Slack
+user id or team channel) so that the dispatcher can send it without a directory look-up, and a
+dedup key that makes a replay of the same job write nothing new.
 
 Rules (CONTRACT.md §3, issue 6):
 - `inno-notify/notify: never` sends nothing; `failure` sends only for a failed job.
@@ -23,8 +23,8 @@ Rules (CONTRACT.md §3, issue 6):
   one row per recipient and channel listing all their idle pods.
 - A person's own preferences (domain.preferences, applied to the directory entry before routing):
   one who asked for failures only (`/failures`) gets no summary of a job or workflow that did not
-  fail. A directory user without a Telegram chat (who did not /stop it) has rows marked
-  `telegram_linkable`: their e-mail and Slack summaries offer the link that connects one.
+  fail. A directory user without a Telegram chat (who did not /stop it) has rows whose address
+  carries their link epoch: their e-mail and Slack summaries offer the link that connects one.
 - An owner is an e-mail address only if it is exactly one plain address (domain.addresses): a
   list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
   and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
@@ -55,14 +55,12 @@ from inno_notify.domain.model import (
     Notification,
     NotificationKind,
     NotifyMode,
+    RecipientAddress,
     Team,
     WorkloadKind,
 )
 
 KNOWN_CHANNELS = frozenset(c.value for c in Channel)
-# Payload key of a row to a directory user who has no Telegram chat yet (and did not /stop it).
-TELEGRAM_LINKABLE = "telegram_linkable"
-TELEGRAM_LINK_EPOCH = "telegram_link_epoch"
 FAILURES_ONLY = "the recipient asked for failed jobs only"
 NO_CHANNELS = "the recipient has no channel (stopped all)"
 NUDGES_OFF = "the recipient turned nudges off"
@@ -117,7 +115,7 @@ def plan_summary(
         return RoutingPlan((), silent_reason=f"notify: failure and the job {job.status.value}")
     due_at = now + timedelta(seconds=group_wait_seconds)
 
-    def row(channel: str, recipient: str, payload: dict[str, object]) -> Notification:
+    def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
         return Notification(
             dedup_key=summary_dedup_key(job.cluster, job.uid, channel, recipient),
             kind=NotificationKind.JOB_SUMMARY,
@@ -128,7 +126,7 @@ def plan_summary(
             cluster=job.cluster,
             job_uid=job.uid,
             group_key=job.group_key,
-            payload=payload,
+            address=address,
         )
 
     failed = job.status is JobStatus.FAILED
@@ -156,7 +154,7 @@ def plan_nudge(
         return RoutingPlan((), silent_reason="the workload asks for no notification (notify: never)")
     nudge = finding_to_payload(finding)
 
-    def row(channel: str, recipient: str, payload: dict[str, object]) -> Notification:
+    def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
         return Notification(
             dedup_key=nudge_dedup_key(job.cluster, finding.pod_uid, now, repeat_hours, channel, recipient),
             kind=NotificationKind.IDLE_NUDGE,
@@ -166,7 +164,8 @@ def plan_nudge(
             created_at=now,
             cluster=job.cluster,
             job_uid=finding.pod_uid,
-            payload={**payload, PAYLOAD_KEY: nudge},
+            address=address,
+            payload={PAYLOAD_KEY: nudge},
         )
 
     return _route(job, users, teams, enabled_channels, allowed_email_domains, row, nudge=True)
@@ -202,7 +201,8 @@ def bundle_nudges(rows: Sequence[Notification], now: datetime, repeat_hours: flo
     return bundled
 
 
-RowMaker = Callable[[str, str, dict[str, object]], Notification]
+# A row to (channel, recipient) at the recipient's address.
+RowMaker = Callable[[str, str, RecipientAddress], Notification]
 
 
 def _route(
@@ -263,21 +263,20 @@ def _plan(
     return RoutingPlan((), tuple(skipped), silent or "no channel left to send on")
 
 
-def _addresses(user: DirectoryUser | None) -> dict[str, object]:
+def _address_of(user: DirectoryUser | None) -> RecipientAddress:
+    """Where a person is reached, on every channel (each row carries all of them, whatever its
+    channel); the empty address for one known by e-mail alone (outside the directory)."""
     if user is None:
-        return {}
-    payload: dict[str, object] = {}
-    if user.name:
-        payload["name"] = user.name
-    if user.telegram_chat_id is not None:
-        payload["telegram_chat_id"] = user.telegram_chat_id
-    elif not user.telegram_stopped:
-        payload[TELEGRAM_LINKABLE] = True
-        # The link generation the offered token is minted under (domain.telegram_linking).
-        payload[TELEGRAM_LINK_EPOCH] = user.link_epoch
-    if user.slack_user_id:
-        payload["slack_user_id"] = user.slack_user_id
-    return payload
+        return RecipientAddress()
+    # A person without a chat who did not /stop it is offered the link that connects one, minted
+    # under their link generation (domain.telegram_linking).
+    offer_link = user.telegram_chat_id is None and not user.telegram_stopped
+    return RecipientAddress(
+        name=user.name or None,
+        telegram_chat_id=user.telegram_chat_id,
+        slack_user_id=user.slack_user_id or None,
+        telegram_link_epoch=user.link_epoch if offer_link else None,
+    )
 
 
 def _wants(user: DirectoryUser, failed: bool | None) -> bool:
@@ -341,7 +340,7 @@ def plan_message(
     """Routes a message like a job summary (owner, else the team's leads where the team asks for
     unowned summaries; the same notify modes and channel rules), plus the team's Slack channel
     when `audience.team_channel`. Rows are due now (these messages are not grouped) and carry
-    `payload` beside the recipient's addresses."""
+    `payload` to the recipient's address."""
     if audience.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="it asks for no notification (notify: never)")
     if audience.notify is NotifyMode.FAILURE and not audience.failed:
@@ -446,7 +445,7 @@ def _route_people(
             if reason is not None:
                 skipped.append(Skipped(recipient, channel, reason))
                 continue
-            notifications.append(make_row(channel, recipient, _addresses(user)))
+            notifications.append(make_row(channel, recipient, _address_of(user)))
     return notifications, skipped
 
 
@@ -458,9 +457,9 @@ def _message_row(
     due_at: datetime,
     cluster: str | None,
 ) -> RowMaker:
-    """How a row of a message about `subject` is made: `payload` beside the recipient's addresses."""
+    """How a row of a message about `subject` is made: `payload` to the recipient's address."""
 
-    def row(channel: str, recipient: str, addresses: dict[str, object]) -> Notification:
+    def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
         return Notification(
             dedup_key=message_dedup_key(subject, kind, channel, recipient),
             kind=kind,
@@ -469,7 +468,8 @@ def _message_row(
             due_at=due_at,
             created_at=now,
             cluster=cluster,
-            payload={**payload, **addresses},
+            address=address,
+            payload=dict(payload),
         )
 
     return row
@@ -488,7 +488,7 @@ def _team_channel_row(
     if not team.slack_channel or Channel.SLACK.value not in enabled:
         return []
     row = _message_row(kind, subject, payload, now, due_at, cluster)
-    return [row(Channel.SLACK.value, team.slack_channel, {"slack_channel": team.slack_channel})]
+    return [row(Channel.SLACK.value, team.slack_channel, RecipientAddress(slack_channel=team.slack_channel))]
 
 
 def _wanted_channels(

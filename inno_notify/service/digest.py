@@ -31,7 +31,14 @@ from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.cluster_digest import build_cluster_digest as build_cluster_view
 from inno_notify.domain.digest import Digest
-from inno_notify.domain.model import Channel, DirectoryUser, Notification, NotificationKind, Team
+from inno_notify.domain.model import (
+    Channel,
+    DirectoryUser,
+    Notification,
+    NotificationKind,
+    RecipientAddress,
+    Team,
+)
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
 from inno_notify.domain.weeks import last_complete_week
 from inno_notify.service.pausing import pause
@@ -117,9 +124,9 @@ def plan_digest(
     service has configured (Telegram only for leads with a chat id), and the team's Slack channel
     instead of Slack DMs where one is set."""
     rows: list[Notification] = []
-    base = {"team": team.name, "week": week, "timezone": tz}
+    payload = {"team": team.name, "week": week, "timezone": tz}
 
-    def add(channel: Channel, recipient: str, **extra: object) -> None:
+    def add(channel: Channel, recipient: str, address: RecipientAddress) -> None:
         rows.append(
             Notification(
                 dedup_key=digest_dedup_key(team.name, week, channel.value, recipient),
@@ -128,7 +135,8 @@ def plan_digest(
                 recipient=recipient,
                 due_at=due_at,
                 created_at=now,
-                payload={**base, **{k: v for k, v in extra.items() if v is not None}},
+                address=address,
+                payload=dict(payload),
             )
         )
 
@@ -137,17 +145,19 @@ def plan_digest(
             continue
         channel = Channel(name)
         if channel is Channel.SLACK and team.slack_channel:
-            add(channel, team.slack_channel, slack_channel=team.slack_channel)
+            add(channel, team.slack_channel, RecipientAddress(slack_channel=team.slack_channel))
             continue
         for lead in dict.fromkeys(lead.lower() for lead in team.leads):
             user = users.get(lead)
-            name_ = user.name if user else None
+            # An empty name or Slack id in the directory is none (the channels would show it).
+            name_ = (user.name or None) if user else None
             if channel is Channel.EMAIL:
-                add(channel, lead, name=name_)
+                add(channel, lead, RecipientAddress(name=name_))
             elif channel is Channel.SLACK:
-                add(channel, lead, name=name_, slack_user_id=user.slack_user_id if user else None)
+                slack_user_id = (user.slack_user_id or None) if user else None
+                add(channel, lead, RecipientAddress(name=name_, slack_user_id=slack_user_id))
             elif user is not None and user.telegram_chat_id is not None:
-                add(channel, lead, name=name_, telegram_chat_id=user.telegram_chat_id)
+                add(channel, lead, RecipientAddress(name=name_, telegram_chat_id=user.telegram_chat_id))
     return rows
 
 

@@ -625,17 +625,15 @@ class _SentRecorder:
 
 
 def recipient_of(row: Notification) -> Recipient:
-    """The addresses routing stored in the row's payload, plus the recipient's e-mail."""
-    payload = row.payload
-    chat = payload.get("telegram_chat_id")
+    """Where the channel sends the row: the address routing planned it with, plus the recipient's
+    e-mail."""
+    address = row.address
     return Recipient(
         email=row.recipient if "@" in row.recipient else None,
-        name=_text(payload.get("name")),
-        telegram_chat_id=int(chat)
-        if isinstance(chat, int | str) and str(chat).lstrip("-").isdigit()
-        else None,
-        slack_user_id=_text(payload.get("slack_user_id")),
-        slack_channel=_text(payload.get("slack_channel")),
+        name=address.name,
+        telegram_chat_id=address.telegram_chat_id,
+        slack_user_id=address.slack_user_id,
+        slack_channel=address.slack_channel,
     )
 
 
@@ -646,10 +644,6 @@ def limit_key(channel: Channel, recipient: Recipient) -> str:
     if channel is Channel.SLACK:
         return recipient.slack_channel or recipient.slack_user_id or recipient.email or ""
     return recipient.email or ""
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 # Re-exported for callers that build a Dispatcher with explicit limits or a custom backoff.

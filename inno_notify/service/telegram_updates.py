@@ -39,9 +39,8 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.db.telegram_bot import BotTransaction
 from inno_notify.domain.bot_replies import Reply, encode_reply
 from inno_notify.domain.delivery import Mute
-from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.domain.model import Channel, Notification, NotificationKind, RecipientAddress
 from inno_notify.domain.preferences import Origin, Via
-from inno_notify.domain.routing import TELEGRAM_LINK_EPOCH, TELEGRAM_LINKABLE
 from inno_notify.domain.telegram_commands import Decision, decide, user_of_chat
 from inno_notify.domain.telegram_linking import (
     MAX_EPOCH,
@@ -109,11 +108,10 @@ class LinkOffer:
         """The link for the message `row` leads, or None when it offers none."""
         if row.channel not in LINK_OFFER_CHANNELS or row.kind not in LINK_OFFER_KINDS:
             return None
-        if row.payload.get(TELEGRAM_LINKABLE) is not True or "@" not in row.recipient:
-            return None
-        # The person's link generation when the row was planned: a link since voids the token.
-        epoch = row.payload.get(TELEGRAM_LINK_EPOCH, 0)
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+        # The person's link generation when the row was planned (None: they have a chat, stopped
+        # it, or are not in the directory): a link since voids the token.
+        epoch = row.address.telegram_link_epoch
+        if epoch is None or "@" not in row.recipient or not 0 <= epoch <= MAX_EPOCH:
             return None
         token = mint(self.key, row.recipient, now, self.ttl, self.nonce(8), epoch)
         return deep_link(self.bot_username, token)
@@ -247,7 +245,8 @@ class UpdateHandler:
             recipient=f"telegram:{chat_id}",
             due_at=now,
             created_at=now,
-            payload={"telegram_chat_id": chat_id, "message": encode_reply(reply)},
+            address=RecipientAddress(telegram_chat_id=chat_id),
+            payload={"message": encode_reply(reply)},
         )
 
 

@@ -25,7 +25,7 @@ from inno_notify.api.app import EVENT_WRITERS_LIMIT
 from inno_notify.api.keys import EventRouting
 from inno_notify.api.params import MAX_BODY
 from inno_notify.domain.messages import decode_pipeline
-from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, Team
+from inno_notify.domain.model import DeliveryStatus, DirectoryUser, NotificationKind, RecipientAddress, Team
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.settings import ApiEventsSettings, ApiSettings, ApiToken
 
@@ -139,7 +139,7 @@ async def test_a_team_with_a_slack_channel_gets_a_channel_post(api: Api, store: 
     status, body, _ = await api.call("POST", "/api/v1/events", "pipeline", json={"team": "nlp", "title": "t"})
     assert (status, body["recipients"]) == (202, [{"recipient": "#nlp-gpu", "channel": "slack"}])
     [row] = (await store.outbox.list_notifications())[0]
-    assert row.payload["slack_channel"] == "#nlp-gpu"
+    assert row.address == RecipientAddress(slack_channel="#nlp-gpu")
 
 
 async def test_viewers_may_not_post_events(api: Api, store: Store) -> None:

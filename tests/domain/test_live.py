@@ -252,7 +252,7 @@ def test_plan_nudge_keeps_the_addresses_and_the_allowed_domains() -> None:
     record = job()
     plan = plan_nudge(record, finding_for(record), USERS, TEAMS, ALL, NOW, 24.0, ("corp.example",))
     assert [n.channel for n in plan.notifications] == [Channel.TELEGRAM]
-    assert plan.notifications[0].payload["telegram_chat_id"] == 7
+    assert plan.notifications[0].address.telegram_chat_id == 7
     assert any(s.channel == "email" for s in plan.skipped)
 
 

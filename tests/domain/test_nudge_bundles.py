@@ -78,7 +78,7 @@ def test_one_message_per_channel_lists_the_pods(pods: int) -> None:
         assert [f.pod_uid for f in listed] == [
             f"uid-{n}" for n in range(pods - 1, pods - 1 - len(listed), -1)
         ]
-        assert row.job_uid is None and row.payload.get("slack_user_id") == "U1"
+        assert row.job_uid is None and row.address.slack_user_id == "U1"
     # The same round again writes the same rows (a raced writer adds none).
     assert [r.dedup_key for r in bundle_nudges(plan([finding(n) for n in range(pods)], user), NOW, 24)] == [
         r.dedup_key for r in rows

@@ -14,6 +14,7 @@ from inno_notify.domain.model import (
     JobStatus,
     NotificationKind,
     NotifyMode,
+    RecipientAddress,
     Team,
 )
 from inno_notify.domain.routing import plan_summary, summary_dedup_key
@@ -146,8 +147,9 @@ def test_rows_carry_the_dedup_key_due_time_group_and_addresses() -> None:
     assert tg.kind is NotificationKind.JOB_SUMMARY
     assert (tg.created_at, tg.due_at) == (NOW, NOW + timedelta(seconds=30))
     assert (tg.cluster, tg.job_uid, tg.group_key) == ("default", "uid-1", "sweep-7")
-    assert tg.payload == {"name": "Alice", "telegram_chat_id": 111, "slack_user_id": "U0ALICE"}
-    assert by_channel[Channel.SLACK].payload == tg.payload
+    assert tg.address == RecipientAddress(name="Alice", telegram_chat_id=111, slack_user_id="U0ALICE")
+    assert by_channel[Channel.SLACK].address == tg.address
+    assert tg.payload == {} == by_channel[Channel.SLACK].payload  # a summary's content is its job's
 
 
 def test_routing_twice_gives_the_same_keys() -> None:

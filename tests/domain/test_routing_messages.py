@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from inno_notify.domain.model import NotificationKind, NotifyMode, Team
+from inno_notify.domain.model import NotificationKind, NotifyMode, RecipientAddress, Team
 from inno_notify.domain.routing import Audience, RoutingPlan, message_dedup_key, plan_event, plan_message
 
 from .test_routing import ALL, NOW, TEAMS, USERS
@@ -99,11 +99,12 @@ def test_plan_message(
         assert row.due_at == NOW and row.cluster == "c" and row.job_uid is None
         assert row.payload["message"] == {"x": 1}
         assert row.dedup_key == message_dedup_key("c/wf-1", row.kind, row.channel.value, row.recipient)
-    by_recipient = {(n.recipient, n.channel.value): n.payload for n in plan.notifications}
+        assert row.payload == {"message": {"x": 1}}
+    by_recipient = {(n.recipient, n.channel.value): n.address for n in plan.notifications}
     if ("alice@example.com", "slack") in by_recipient:
-        assert by_recipient[("alice@example.com", "slack")]["slack_user_id"] == "U0ALICE"
+        assert by_recipient[("alice@example.com", "slack")].slack_user_id == "U0ALICE"
     if ("#face-gpu", "slack") in by_recipient:
-        assert by_recipient[("#face-gpu", "slack")]["slack_channel"] == "#face-gpu"
+        assert by_recipient[("#face-gpu", "slack")] == RecipientAddress(slack_channel="#face-gpu")
 
 
 def test_plan_event_to_a_person() -> None:

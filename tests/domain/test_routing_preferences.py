@@ -12,8 +12,6 @@ from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind,
 from inno_notify.domain.routing import (
     FAILURES_ONLY,
     NO_CHANNELS,
-    TELEGRAM_LINK_EPOCH,
-    TELEGRAM_LINKABLE,
     Audience,
     Skipped,
     plan_event,
@@ -62,10 +60,10 @@ def test_failures_only_applies_to_workflows_but_not_to_pipeline_messages() -> No
 )
 def test_rows_to_a_directory_user_without_a_chat_offer_the_link(user: DirectoryUser, linkable: bool) -> None:
     plan = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0)
-    assert [n.payload.get(TELEGRAM_LINKABLE, False) for n in plan.notifications] == [linkable]
+    assert [n.address.telegram_link_epoch is not None for n in plan.notifications] == [linkable]
     # Someone outside the directory is no one the bot could link.
     outsider = plan_summary(job(owner="zed@example.org"), {}, TEAMS, ALL, NOW, 30.0)
-    assert [TELEGRAM_LINKABLE in n.payload for n in outsider.notifications] == [False]
+    assert [n.address.telegram_link_epoch for n in outsider.notifications] == [None]
 
 
 def test_failures_only_leaves_idle_nudges_alone() -> None:
@@ -101,7 +99,7 @@ def test_failures_only_leaves_idle_nudges_alone() -> None:
 def test_the_offered_link_is_of_the_person_s_current_link_generation(epoch: int) -> None:
     user = DirectoryUser("alice@example.com", channels=("email",), link_epoch=epoch)
     (row,) = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0).notifications
-    assert row.payload[TELEGRAM_LINK_EPOCH] == epoch
+    assert row.address.telegram_link_epoch == epoch
 
 
 @pytest.mark.parametrize("annotation", [None, ("email", "slack")])

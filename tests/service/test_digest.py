@@ -17,6 +17,7 @@ from inno_notify.domain.model import (
     JobRecord,
     JobStatus,
     NotificationKind,
+    RecipientAddress,
     Requested,
     Team,
     Usage,
@@ -96,12 +97,21 @@ def test_plan_digest_rows(team: Team, channels: frozenset[str], expected: set[tu
     for row in rows:
         assert row.kind is NotificationKind.DIGEST
         assert row.dedup_key == f"digest/{team.name}/2026-W48/{row.channel.value}/{row.recipient}"
-        assert row.payload["team"] == team.name and row.payload["week"] == "2026-W48"
-        assert row.payload["timezone"] == BERLIN
-    slack_post = [r for r in rows if r.recipient == "#face"]
-    assert all(r.payload["slack_channel"] == "#face" for r in slack_post)
-    telegram = [r for r in rows if r.channel is Channel.TELEGRAM]
-    assert all(r.payload["telegram_chat_id"] == 42 for r in telegram)
+        assert row.payload == {"team": team.name, "week": "2026-W48", "timezone": BERLIN}
+    assert {(r.channel.value, r.recipient): r.address for r in rows} == {
+        row: DIGEST_ADDRESSES[row] for row in expected
+    }
+
+
+# Where each digest row goes: the lead's name, and the address of the row's channel.
+DIGEST_ADDRESSES = {
+    ("email", "lead@example.com"): RecipientAddress(name="Lead"),
+    ("email", "co@example.com"): RecipientAddress(name="Co"),
+    ("slack", "lead@example.com"): RecipientAddress(name="Lead", slack_user_id="U1"),
+    ("slack", "co@example.com"): RecipientAddress(name="Co"),
+    ("telegram", "lead@example.com"): RecipientAddress(name="Lead", telegram_chat_id=42),
+    ("slack", "#face"): RecipientAddress(slack_channel="#face"),
+}
 
 
 async def digest_rows(store: Store) -> list[tuple[str, str, datetime]]:

@@ -23,8 +23,15 @@ from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.telegram import TelegramSender
 from inno_notify.adapters.channels.telegram_updates import TelegramUpdates, bot_id_of
 from inno_notify.adapters.db import Store
-from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, JobStatus, NotificationKind
-from inno_notify.domain.telegram_linking import derive_key, mint
+from inno_notify.domain.model import (
+    Channel,
+    DeliveryStatus,
+    DirectoryUser,
+    JobStatus,
+    NotificationKind,
+    RecipientAddress,
+)
+from inno_notify.domain.telegram_linking import MAX_EPOCH, derive_key, mint
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.ratelimit import UNLIMITED
@@ -390,23 +397,39 @@ async def test_a_hostile_first_name_or_text_never_breaks_or_alters_a_reply(
     assert (await h.user()).telegram_chat_id == ALICE_CHAT
 
 
+LINKABLE = RecipientAddress(telegram_link_epoch=0)
+
+
 @pytest.mark.parametrize(
-    ("channel", "kind", "payload", "offered"),
+    ("channel", "kind", "address", "offered"),
     [
-        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, {"telegram_linkable": True}, True),
-        (Channel.SLACK, NotificationKind.WORKFLOW_SUMMARY, {"telegram_linkable": True}, True),
-        (Channel.TELEGRAM, NotificationKind.JOB_SUMMARY, {"telegram_linkable": True}, False),
-        (Channel.EMAIL, NotificationKind.DIGEST, {"telegram_linkable": True}, False),
-        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, {}, False),
-        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, {"telegram_linkable": "yes"}, False),
+        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, LINKABLE, True),
+        (Channel.SLACK, NotificationKind.WORKFLOW_SUMMARY, LINKABLE, True),
+        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, RecipientAddress(telegram_link_epoch=MAX_EPOCH), True),
+        (Channel.TELEGRAM, NotificationKind.JOB_SUMMARY, LINKABLE, False),
+        (Channel.EMAIL, NotificationKind.DIGEST, LINKABLE, False),
+        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, RecipientAddress(), False),
+        (
+            Channel.EMAIL,
+            NotificationKind.JOB_SUMMARY,
+            RecipientAddress(name="Alice", telegram_chat_id=5),
+            False,
+        ),
+        (Channel.EMAIL, NotificationKind.JOB_SUMMARY, RecipientAddress(telegram_link_epoch=-1), False),
+        (
+            Channel.EMAIL,
+            NotificationKind.JOB_SUMMARY,
+            RecipientAddress(telegram_link_epoch=MAX_EPOCH + 1),
+            False,
+        ),
     ],
 )
 def test_which_messages_offer_the_link(
-    channel: Channel, kind: NotificationKind, payload: dict[str, object], offered: bool
+    channel: Channel, kind: NotificationKind, address: RecipientAddress, offered: bool
 ) -> None:
     from inno_notify.domain.model import Notification
 
-    row = Notification("k", kind, channel, "alice@example.com", T0, T0, payload=payload)
+    row = Notification("k", kind, channel, "alice@example.com", T0, T0, address=address)
     link = LinkOffer(BOT, KEY, TTL)(row, T0)
     assert (link is not None) is offered
     if link is not None:
@@ -606,7 +629,7 @@ async def test_a_summary_right_after_start_goes_to_the_new_chat(harness: Harness
     rows = await planner(job, h.clock())  # the same instant: no cache has aged
 
     assert sorted(r.channel.value for r in rows) == ["email", "telegram"]
-    assert all(r.payload.get("telegram_chat_id") == ALICE_CHAT for r in rows)
+    assert all(r.address.telegram_chat_id == ALICE_CHAT for r in rows)
     await stored.summarize(h.store, job.cluster, job.uid, rows)
     h.clock.advance(30)
     await h.dispatcher.run_once(h.clock())

@@ -4,11 +4,15 @@ A record's field is the column of the same name, and a JSON column's shape is th
 type, so nothing here repeats a dataclass field by field. What is left is what the tables add to
 the records: the job list's sort key, the end of its queue wait and the request columns copied
 out of `requested` for SQL, the JSON objects that hold fields without a column of their own (a
-usage's per-GPU detail, a recommendation's amounts), and the outbox's first attempt time.
+usage's per-GPU detail, a recommendation's amounts), the outbox's first attempt time, and the
+address of an outbox row that a release before migration 0019 wrote (in its payload).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +26,7 @@ from inno_notify.domain.model import (
     JobRecord,
     Notification,
     PodRecord,
+    RecipientAddress,
     Recommendation,
     Team,
     Usage,
@@ -52,7 +57,6 @@ pod_to_row = _PODS.to_row
 pod_from_row = _PODS.from_row
 usage_from_row = _USAGE.from_row
 recommendation_from_row = _RECOMMENDATIONS.from_row
-notification_from_row = _OUTBOX.from_row
 user_to_row = _USERS.to_row
 user_from_row = _USERS.from_row
 team_to_row = _TEAMS.to_row
@@ -81,6 +85,38 @@ def usage_to_row(cluster: str, job_uid: str, usage: Usage) -> dict[str, Any]:
 
 def recommendation_to_row(cluster: str, job_uid: str, position: int, rec: Recommendation) -> dict[str, Any]:
     return {"cluster": cluster, "job_uid": job_uid, "position": position, **_RECOMMENDATIONS.to_row(rec)}
+
+
+def notification_from_row(row: Row) -> Notification:
+    n = _OUTBOX.from_row(row)
+    if row["address"] is None:
+        # Planned by a release before migration 0019 (an old leader during a rolling upgrade, which
+        # names no address): where it goes is in its payload still.
+        return replace(n, address=legacy_address(n.payload))
+    return n
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def legacy_address(payload: Mapping[str, object]) -> RecipientAddress:
+    """The address a release before migration 0019 wrote into a row's payload, read as that
+    release's dispatcher read it (and as the migration moved it); the empty address if none."""
+    chat = payload.get("telegram_chat_id")
+    if isinstance(chat, str) and _INTEGER.fullmatch(chat):
+        chat = int(chat)
+    epoch = payload.get("telegram_link_epoch", 0) if payload.get("telegram_linkable") is True else None
+    return RecipientAddress(
+        name=_text(payload.get("name")),
+        telegram_chat_id=chat if isinstance(chat, int) and not isinstance(chat, bool) else None,
+        slack_user_id=_text(payload.get("slack_user_id")),
+        slack_channel=_text(payload.get("slack_channel")),
+        telegram_link_epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None,
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def notification_to_row(n: Notification) -> dict[str, Any]:

@@ -333,6 +333,10 @@ outbox = sa.Table(
     sa.Column("job_uid", sa.String()),
     sa.Column("group_key", sa.String()),
     sa.Column("payload", _json(), nullable=False),
+    # Where the recipient is reached (domain.model.RecipientAddress). NULL only in a row written by a
+    # release before migration 0019 (an old leader during a rolling upgrade): its address is still in
+    # its payload, and the codec reads it from there.
+    sa.Column("address", _json()),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("due_at", UTCDateTime(), nullable=False),
     # When a pending row may next be claimed: due_at at first, then a retry time or a claim's

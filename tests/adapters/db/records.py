@@ -22,6 +22,7 @@ from inno_notify.domain.model import (
     NotifyMode,
     PodRecord,
     PodUsage,
+    RecipientAddress,
     Recommendation,
     RecommendationKind,
     Requested,
@@ -211,6 +212,7 @@ def notification(key: str = "n-1", due: datetime = T0, **changes: object) -> Not
         cluster="default",
         job_uid="job-1",
         group_key="sweep-7",
+        address=RecipientAddress(name="Alice", telegram_chat_id=-1001234567890, slack_user_id="U0123"),
         payload={"jobs": ["job-1"], "n": 1, "nested": {"x": 1.5, "ok": True, "none": None}},
     )
     return replace(base, **changes)  # type: ignore[arg-type]
