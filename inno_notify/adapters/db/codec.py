@@ -5,7 +5,7 @@ type, so nothing here repeats a dataclass field by field. What is left is what t
 the records: the job list's sort key, the end of its queue wait and the request columns copied
 out of `requested` for SQL, the JSON objects that hold fields without a column of their own (a
 usage's per-GPU detail, a recommendation's amounts), the outbox's first attempt time, and the
-address of an outbox row that a release before migration 0019 wrote (in its payload).
+address of an outbox row that a release before migration 0020 wrote (in its payload).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def recommendation_to_row(cluster: str, job_uid: str, position: int, rec: Recomm
 def notification_from_row(row: Row) -> Notification:
     n = _OUTBOX.from_row(row)
     if row["address"] is None:
-        # Planned by a release before migration 0019 (an old leader during a rolling upgrade, which
+        # Planned by a release before migration 0020 (an old leader during a rolling upgrade, which
         # names no address): where it goes is in its payload still.
         return replace(n, address=legacy_address(n.payload))
     return n
@@ -100,7 +100,7 @@ _INTEGER = re.compile(r"-?[0-9]+")
 
 
 def legacy_address(payload: Mapping[str, object]) -> RecipientAddress:
-    """The address a release before migration 0019 wrote into a row's payload, read as that
+    """The address a release before migration 0020 wrote into a row's payload, read as that
     release's dispatcher read it (and as the migration moved it); the empty address if none."""
     chat = payload.get("telegram_chat_id")
     if isinstance(chat, str) and _INTEGER.fullmatch(chat):

@@ -334,7 +334,7 @@ outbox = sa.Table(
     sa.Column("group_key", sa.String()),
     sa.Column("payload", _json(), nullable=False),
     # Where the recipient is reached (domain.model.RecipientAddress). NULL only in a row written by a
-    # release before migration 0019 (an old leader during a rolling upgrade): its address is still in
+    # release before migration 0020 (an old leader during a rolling upgrade): its address is still in
     # its payload, and the codec reads it from there.
     sa.Column("address", _json()),
     sa.Column("created_at", UTCDateTime(), nullable=False),

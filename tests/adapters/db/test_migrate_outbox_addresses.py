@@ -1,4 +1,4 @@
-"""Migration 0019 on an outbox with rows planned before it: each row gets the typed address its
+"""Migration 0020 on an outbox with rows planned before it: each row gets the typed address its
 payload held, read as the dispatcher read it (a chat id's digits as the number, junk as nothing, a
 link offered only where the row said so), and keeps its payload and everything else, so that an old
 leader still sending during a rolling upgrade finds what it reads; a row an old leader plans after it
@@ -23,7 +23,7 @@ from .test_migrate_link_epochs import _to
 AT = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
 NUDGE = {"pod_uid": "p1", "gpus": []}
 
-# dedup key: (the payload as routing, the digest or the bot wrote it before 0019, the address it has after)
+# dedup key: (the payload as routing, the digest or the bot wrote it before 0020, the address it has after)
 ROWS: dict[str, tuple[dict[str, object], RecipientAddress]] = {
     "summary": (
         {"name": "Alice", "telegram_chat_id": 111, "slack_user_id": "U0ALICE"},
@@ -67,7 +67,7 @@ NEW = Notification(
 
 
 def _insert(connection: Connection, key: str, payload: dict[str, object]) -> None:
-    """A row as the release before 0019 inserts it (naming no address)."""
+    """A row as the release before 0020 inserts it (naming no address)."""
     postgres = connection.dialect.name == "postgresql"
     at: object = AT if postgres else "2026-11-30 10:05:00.000000"
     json_payload = "CAST(:p AS JSONB)" if postgres else ":p"
@@ -100,14 +100,14 @@ def _payloads(connection: Connection) -> dict[str, dict[str, object]]:
     return {key: json.loads(p) if isinstance(p, str) else p for key, p in rows}
 
 
-async def test_0019_gives_each_row_the_address_its_payload_held(empty_database_url: str) -> None:
+async def test_0020_gives_each_row_the_address_its_payload_held(empty_database_url: str) -> None:
     engine = create_engine(empty_database_url, statement_timeout_seconds=None)
     try:
         async with engine.begin() as conn:
-            await conn.run_sync(_to, "0018")
+            await conn.run_sync(_to, "0019")
             await conn.run_sync(_seed)
         async with engine.begin() as conn:
-            await conn.run_sync(_to, "0019")
+            await conn.run_sync(_to, "0020")
         async with engine.begin() as conn:
             stored = await conn.run_sync(_stored_addresses)
             rows = await conn.run_sync(_rows)
@@ -120,13 +120,13 @@ async def test_0019_gives_each_row_the_address_its_payload_held(empty_database_u
         assert all(row.created_at == AT for row in rows.values())  # the rest of the row as it was
 
         async with engine.begin() as conn:
-            await conn.run_sync(_to, "0018", True)
+            await conn.run_sync(_to, "0019", True)
             columns = await conn.run_sync(
                 lambda c: {col["name"] for col in sa.inspect(c).get_columns("outbox")}
             )
             payloads = await conn.run_sync(_payloads)
         assert "address" not in columns
-        # What the dispatcher of 0018 reads from each payload is the address the row had.
+        # What the dispatcher of 0019 reads from each payload is the address the row had.
         assert {key: codec.legacy_address(p) for key, p in payloads.items()} == {
             **{key: address for key, (_, address) in ROWS.items()},
             "new": NEW.address,
@@ -139,7 +139,7 @@ async def test_0019_gives_each_row_the_address_its_payload_held(empty_database_u
             "telegram_link_epoch": 5,
         }
         assert payloads["summary"] == ROWS["summary"][0] and payloads["junk"] == ROWS["junk"][0]
-        assert await migrate(empty_database_url) == ["0019"]
+        assert await migrate(empty_database_url) == ["0020"]
     finally:
         await engine.dispose()
 

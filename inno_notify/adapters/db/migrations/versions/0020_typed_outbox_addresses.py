@@ -1,7 +1,7 @@
 """typed recipient addresses in the outbox
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-03 14:00:00.000000
 
 Issue 31: routing wrote where a row's recipient is reached into the row's payload (`name`,
@@ -27,8 +27,8 @@ from alembic import op
 
 from inno_notify.adapters.db.migrations import ddl
 
-revision: str = "0019"
-down_revision: str | Sequence[str] | None = "0018"
+revision: str = "0020"
+down_revision: str | Sequence[str] | None = "0019"
 
 _TEXTS = ("name", "slack_user_id", "slack_channel")
 _CHAT = "telegram_chat_id"
