@@ -335,8 +335,11 @@ async def store_finished(store: Store, jobs: Sequence[JobRecord], pods: Sequence
         await tx.write(DB_CLUSTER, jobs, pods, marks)
 
 
-def db_collector(store: Store, measured: Mapping[str, PodMeasurement], now: datetime) -> UsageCollector:
+async def db_collector(store: Store, measured: Mapping[str, PodMeasurement], now: datetime) -> UsageCollector:
+    """The collector as the service composes it, its planner's directory read already (a running
+    service reads it whole once, then only its version before each use)."""
     planner = DirectoryPlanner(store, frozenset({"email"}), 60.0, lambda: now)
+    await planner.directory()
     options = CollectorOptions(batch_size=len(measured), cluster=DB_CLUSTER)
     return UsageCollector(store, ReplaySource(measured), RightsizingPolicy(), planner, options, lambda: now)
 
@@ -359,7 +362,7 @@ async def prepare_db(
         await store_finished(store, *db_records(history, families, 0))
         # The earlier runs are summarized by the collector itself: usage, advice and adoption rows
         # as the service writes them.
-        collector = db_collector(store, measured, now)
+        collector = await db_collector(store, measured, now)
         while await collector.run_once(now):
             pass
         await store_finished(store, *db_records(due, families, len(history)))
@@ -376,7 +379,7 @@ async def db_round(url: str, measured: Mapping[str, PodMeasurement], now: dateti
     """One round of the collector over the stored due jobs: its statements and wall time."""
     store = Store.from_url(url)
     try:
-        collector = db_collector(store, measured, now)
+        collector = await db_collector(store, measured, now)
         queued = await outbox_rows(store)
         counter = StatementCounter(store.engine)
         t0 = time.perf_counter()
