@@ -9,9 +9,9 @@ per job, computes the figures (domain.accounting), the advice (domain.rightsizin
 family's earlier runs, including those the round summarized before it) and the notifications
 (routing, injected; a planner with `for_round` reads the directory once per round), and stores
 every summary of the round in one transaction (issue 32: "batch, don't loop"). A write that fails
-is split in halves down to the job whose summary cannot be stored. When Prometheus cannot answer, the round is retried with
-backoff; after `prometheus.give_up_after_seconds` the summary goes out with the figures missing and
-the reason, never with invented numbers.
+is split in halves down to the job whose summary cannot be stored. When Prometheus cannot answer,
+the round is retried with backoff; after `prometheus.give_up_after_seconds` the summary goes out
+with the figures missing and the reason, never with invented numbers.
 
 One job must not hold up the others. When measuring a round raises anything but a Prometheus
 error, the round is halved until each job whose own measurement raises stands alone; such a job,
