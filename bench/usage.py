@@ -13,9 +13,20 @@ rounds. ``cpu_seconds`` and ``baseline_cpu_seconds`` add up the CPU time of Prom
 process over the same spans (Linux ``/proc``): the work, which load on a shared machine stretches
 less than the wall clock; ``load_1min_*`` say how busy the machine was.
 
+The same jobs then go through the service's usage round in a database (``--database``: a SQLite
+file, or a database of its own on a Postgres server per round): stored as ingestion leaves them,
+one job per pod, in ``--families`` families whose ``--family-runs`` earlier runs each were
+summarized first, owners in the directory. One ``UsageCollector.run_once`` settles them with
+Prometheus's answers replayed, so that what is timed is the collector and its database, not
+Prometheus: ``db_queries_per_round`` counts the statements the engine sends (a
+``before_cursor_execute`` listener; an executemany counts once, SQLite's BEGIN counts),
+``db_round_seconds`` is the median of ``--db-repeats`` rounds, each on a fresh database.
+``--db-only`` skips the Prometheus comparison.
+
 The TSDB is cached under ``--cache`` (keyed by the parameters); the first run builds it (minutes).
 
     .venv/bin/python bench/usage.py [--jobs 500 --gpus 256 --days 7 --scrape 60]
+    .venv/bin/python bench/usage.py --db-only --database postgres
 """
 
 from __future__ import annotations

@@ -315,7 +315,7 @@ class UsageCollector:
             self.stats.failed_rounds += 1
             self.stats.errors = [*self.stats.errors[-9:], str(exc)]
             log.warning("usage round for %d job(s) failed: %s", len(measurable), exc)
-            settled = await self._after_failure(measurable, families, again, now, exc)
+            settled = await self._after_failure(cluster, measurable, families, again, now, exc)
             return settled + await self._settle_all(
                 cluster, [j for j in jobs if j.uid in broken], broken, families, {}, again, now
             )
@@ -479,6 +479,7 @@ class UsageCollector:
 
     async def _after_failure(
         self,
+        cluster: str,
         jobs: list[JobRecord],
         families: _Families,
         again: set[str],
@@ -504,7 +505,6 @@ class UsageCollector:
             else:
                 later = now + timedelta(seconds=self._retry_delay(job, now))
                 await self.store.jobs.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
-        cluster = jobs[0].cluster if jobs else ""
         return await self._settle_all(
             cluster, give_up, set(), families, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
         )
