@@ -645,9 +645,14 @@ class _Families:
         self.reads = reads
         self._asks = asks
         self._settled: dict[str, tuple[JobRecord, Usage, list[Recommendation]]] = {}
+        # The same runs by (namespace, family): a job looks only at its own family's.
+        self._by_family: dict[
+            tuple[str, str | None], list[tuple[JobRecord, Usage, list[Recommendation]]]
+        ] = {}
 
     def settled(self, job: JobRecord, usage: Usage, recs: list[Recommendation]) -> None:
         self._settled[job.uid] = (job, usage, recs)
+        self._by_family.setdefault((job.namespace, job.family), []).append((job, usage, recs))
 
     def history(self, job: JobRecord) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
         """The earlier measured runs of the job's family, newest first (right-sizing)."""
@@ -685,12 +690,8 @@ class _Families:
         """The runs of the job's family this round summarized that finished before `before`."""
         return [
             (run, usage, recs)
-            for run, usage, recs in self._settled.values()
-            if run.uid != job.uid
-            and run.namespace == job.namespace
-            and run.family == job.family
-            and run.finished_at is not None
-            and run.finished_at < before
+            for run, usage, recs in self._by_family.get((job.namespace, job.family), [])
+            if run.uid != job.uid and run.finished_at is not None and run.finished_at < before
         ]
 
 
