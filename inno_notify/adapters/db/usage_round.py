@@ -95,6 +95,7 @@ async def runs_before(
 ) -> list[list[tuple[JobRecord, Usage]]]:
     """Each ask's runs with their usage, in the order of `asks`."""
     found: list[list[tuple[JobRecord, Usage]]] = [[] for _ in asks]
+    decoded: dict[str, tuple[JobRecord, Usage]] = {}
     usage_columns = [c.label(f"usage_{c.name}") for c in usage.c]
     for start in range(0, len(asks), _ASKS_PER_QUERY):
         part = asks[start : start + _ASKS_PER_QUERY]
@@ -142,8 +143,11 @@ async def runs_before(
         query = sa.select(ranked).where(ranked.c.run_rank <= ranked.c.run_wanted)
         rows = sorted((await conn.execute(query)).mappings(), key=lambda r: (r["run_ask"], r["run_rank"]))
         for row in rows:
-            usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}
-            found[row["run_ask"]].append((codec.job_from_row(row), codec.usage_from_row(usage_row)))
+            # The runs of a family come back once per job of it that asks: each is decoded once.
+            if row["uid"] not in decoded:
+                usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}
+                decoded[row["uid"]] = (codec.job_from_row(row), codec.usage_from_row(usage_row))
+            found[row["run_ask"]].append(decoded[row["uid"]])
     return found
 
 
