@@ -13,9 +13,20 @@ rounds. ``cpu_seconds`` and ``baseline_cpu_seconds`` add up the CPU time of Prom
 process over the same spans (Linux ``/proc``): the work, which load on a shared machine stretches
 less than the wall clock; ``load_1min_*`` say how busy the machine was.
 
+The same jobs then go through the service's usage round in a database (``--database``: a SQLite
+file, or a database of its own on a Postgres server per round): stored as ingestion leaves them,
+one job per pod, in ``--families`` families whose ``--family-runs`` earlier runs each were
+summarized first, owners in the directory. One ``UsageCollector.run_once`` settles them with
+Prometheus's answers replayed, so that what is timed is the collector and its database, not
+Prometheus: ``db_queries_per_round`` counts the statements the engine sends (a
+``before_cursor_execute`` listener; an executemany counts once, SQLite's BEGIN counts),
+``db_round_seconds`` is the median of ``--db-repeats`` rounds, each on a fresh database.
+``--db-only`` skips the Prometheus comparison.
+
 The TSDB is cached under ``--cache`` (keyed by the parameters); the first run builds it (minutes).
 
     .venv/bin/python bench/usage.py [--jobs 500 --gpus 256 --days 7 --scrape 60]
+    .venv/bin/python bench/usage.py --db-only --database postgres
 """
 
 from __future__ import annotations
@@ -28,16 +39,41 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inno_notify.adapters.db import Store, SummaryState, migrate
+from inno_notify.adapters.db.jobs import TerminalMark
+from inno_notify.adapters.db.tables import outbox
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
-from inno_notify.domain.model import GpuUsage, PodUsage
+from inno_notify.domain.model import (
+    ContainerRecord,
+    DirectoryUser,
+    GpuUsage,
+    JobRecord,
+    JobStatus,
+    NotifyMode,
+    PodRecord,
+    PodUsage,
+    Requested,
+    WorkloadKind,
+)
+from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.service.planner import DirectoryPlanner
+from inno_notify.service.usage import CollectorOptions, UsageCollector
 from tests.adapters.prometheus import metricgen
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 
@@ -210,6 +246,232 @@ async def run(
     }
 
 
+# --- The usage round in the database -------------------------------------------------------------
+#
+# The same finished jobs stored in a database (one job per pod trace, families of several runs with
+# their earlier runs measured and advised, owners in the directory) and settled by the service's
+# UsageCollector in one round, with the measurements replayed from Prometheus's answers: what is
+# timed and counted is the collector's work and its database statements, not Prometheus.
+
+DB_CLUSTER = "bench"
+OWNERS = 50
+
+
+class ReplaySource:
+    """The measurements Prometheus gave, answered again by pod uid (UsageSource)."""
+
+    def __init__(self, measured: Mapping[str, PodMeasurement]) -> None:
+        self.measured = dict(measured)
+
+    async def measure_pods(self, targets: Sequence[PodWindow]) -> Mapping[str, PodMeasurement]:
+        return {t.uid: self.measured[t.uid] for t in targets if t.uid in self.measured}
+
+
+class StatementCounter:
+    """Statements the engine sends (SQLAlchemy's before_cursor_execute: an executemany counts once)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.count = 0
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_args: object) -> None:
+        self.count += 1
+
+
+def db_records(
+    traces: Sequence[metricgen.PodTrace], families: int, offset: int
+) -> tuple[list[JobRecord], list[PodRecord]]:
+    """One job per trace, of family `(offset + i) % families` in that family's namespace."""
+    jobs, pods = [], []
+    for i, trace in enumerate(traces):
+        family = (offset + i) % families
+        namespace = f"team-{family % 12:02d}"
+        owner = f"user-{family % OWNERS:02d}@example.com"
+        start, end = datetime.fromtimestamp(trace.start, UTC), datetime.fromtimestamp(trace.end, UTC)
+        gpus = len(trace.gpus)
+        job_uid = f"job-{trace.uid}"
+        jobs.append(
+            JobRecord(
+                cluster=DB_CLUSTER,
+                uid=job_uid,
+                namespace=namespace,
+                name=f"train-{family:03d}-{i:05d}",
+                kind=WorkloadKind.JOB,
+                status=JobStatus.SUCCEEDED,
+                owner=owner,
+                team=namespace,
+                notify=NotifyMode.ALWAYS,
+                channels=("email",),
+                family=f"train-{family:03d}",
+                created_at=start - timedelta(seconds=30),
+                started_at=start,
+                finished_at=end,
+                requested=Requested(gpus=float(gpus), cpu_cores=16.0, memory_bytes=256 * GIB),
+            )
+        )
+        pods.append(
+            PodRecord(
+                cluster=DB_CLUSTER,
+                uid=trace.uid,
+                namespace=namespace,
+                name=trace.name,
+                job_uid=job_uid,
+                phase="Succeeded",
+                created_at=start - timedelta(seconds=20),
+                node=trace.gpus[0].gpu.host if trace.gpus else None,
+                scheduled_at=start - timedelta(seconds=10),
+                started_at=start,
+                finished_at=end,
+                gpu_equivalents=float(gpus),
+                containers=(
+                    ContainerRecord(
+                        name="main",
+                        requests={"cpu": 16, "memory": 256 * GIB, "nvidia.com/gpu": gpus},
+                        limits={"nvidia.com/gpu": gpus},
+                    ),
+                ),
+            )
+        )
+    return jobs, pods
+
+
+async def store_finished(store: Store, jobs: Sequence[JobRecord], pods: Sequence[PodRecord]) -> None:
+    """The jobs and their pods as ingestion leaves them: ended, awaiting usage from their end."""
+    marks = [
+        TerminalMark(j.uid, j.finished_at, SummaryState.AWAITING_USAGE, j.finished_at)
+        for j in jobs
+        if j.finished_at is not None
+    ]
+    async with store.jobs.ingest_transaction() as tx:
+        await tx.write(DB_CLUSTER, jobs, pods, marks)
+
+
+async def db_collector(store: Store, measured: Mapping[str, PodMeasurement], now: datetime) -> UsageCollector:
+    """The collector as the service composes it, its planner's directory read already (a running
+    service reads it whole once, then only its version before each use)."""
+    planner = DirectoryPlanner(store, frozenset({"email"}), 60.0, lambda: now)
+    await planner.directory()
+    options = CollectorOptions(batch_size=len(measured), cluster=DB_CLUSTER)
+    return UsageCollector(store, ReplaySource(measured), RightsizingPolicy(), planner, options, lambda: now)
+
+
+async def prepare_db(
+    url: str,
+    history: Sequence[metricgen.PodTrace],
+    due: Sequence[metricgen.PodTrace],
+    measured: Mapping[str, PodMeasurement],
+    families: int,
+    now: datetime,
+) -> None:
+    """A migrated database holding the earlier runs summarized and the `due` jobs awaiting usage."""
+    await migrate(url)
+    store = Store.from_url(url)
+    try:
+        await store.directory.upsert_users(
+            [DirectoryUser(f"user-{i:02d}@example.com") for i in range(OWNERS)]
+        )
+        await store_finished(store, *db_records(history, families, 0))
+        # The earlier runs are summarized by the collector itself: usage, advice and adoption rows
+        # as the service writes them.
+        collector = await db_collector(store, measured, now)
+        while await collector.run_once(now):
+            pass
+        await store_finished(store, *db_records(due, families, len(history)))
+    finally:
+        await store.close()
+
+
+async def outbox_rows(store: Store) -> int:
+    async with store.read() as conn:
+        return int((await conn.execute(sa.select(sa.func.count()).select_from(outbox))).scalar_one())
+
+
+async def db_round(url: str, measured: Mapping[str, PodMeasurement], now: datetime) -> dict[str, float]:
+    """One round of the collector over the stored due jobs: its statements and wall time."""
+    store = Store.from_url(url)
+    try:
+        collector = await db_collector(store, measured, now)
+        queued = await outbox_rows(store)
+        counter = StatementCounter(store.engine)
+        t0 = time.perf_counter()
+        settled = await collector.run_once(now)
+        seconds = time.perf_counter() - t0
+        queries = counter.count
+        queued = await outbox_rows(store) - queued
+    finally:
+        await store.close()
+    return {"jobs": settled, "queries": queries, "seconds": seconds, "outbox_rows": queued}
+
+
+async def _admin(admin_url: str, sql: str) -> None:
+    url = make_url(admin_url).set(drivername="postgresql")
+    conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def create_postgres_database(label: str, admin_url: str) -> str:
+    """A new, empty database on the admin URL's server; returns its SQLAlchemy URL."""
+    name = f"inno_bench_{label}_{uuid.uuid4().hex[:10]}"
+    await _admin(admin_url, f'CREATE DATABASE "{name}"')
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_postgres_database(url: str, admin_url: str) -> None:
+    await _admin(admin_url, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+
+async def db_rounds(
+    url: str,
+    args: argparse.Namespace,
+    history: Sequence[metricgen.PodTrace],
+    due: Sequence[metricgen.PodTrace],
+) -> dict[str, float]:
+    """`--db-repeats` rounds, each on a database of its own prepared the same way."""
+    client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
+    meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=args.scrape))
+    windows = [
+        PodWindow(
+            t.namespace,
+            t.name,
+            t.uid,
+            datetime.fromtimestamp(t.start, UTC),
+            datetime.fromtimestamp(t.end, UTC),
+        )
+        for t in (*history, *due)
+    ]
+    measured = dict(await meter.measure_pods(windows))
+    client.close()
+    now = datetime.fromtimestamp(max(t.end for t in due), UTC) + timedelta(minutes=10)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="usage-bench-") as tmp:
+        for i in range(args.db_repeats):
+            if args.database == "sqlite":
+                db_url = f"sqlite+aiosqlite:///{tmp}/round-{i}.db"
+            else:
+                db_url = await create_postgres_database("bench", args.postgres_url)
+            try:
+                await prepare_db(db_url, history, due, measured, args.families, now)
+                load = os.getloadavg()[0]
+                rounds.append({**await db_round(db_url, measured, now), "load": load})
+            finally:
+                if args.database == "postgres":
+                    await drop_postgres_database(db_url, args.postgres_url)
+    middle = sorted(rounds, key=lambda r: r["seconds"])[len(rounds) // 2]
+    return {
+        "db_jobs_settled": int(middle["jobs"]),
+        "db_family_runs_stored": len(history),
+        "db_queries_per_round": int(middle["queries"]),
+        "db_round_seconds": middle["seconds"],
+        "db_round_seconds_min": min(r["seconds"] for r in rounds),
+        "db_round_seconds_max": max(r["seconds"] for r in rounds),
+        "db_round_load_1min": middle["load"],
+        "db_outbox_rows": int(middle["outbox_rows"]),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -228,6 +490,28 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/inno-notify-bench"))
     parser.add_argument(
         "--no-compression", action="store_true", help="ask Prometheus for uncompressed answers (both sides)"
+    )
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgres", "none"),
+        default="sqlite",
+        help="where the usage round's database part runs (none: Prometheus only)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+        help="an admin database of the server on which each round gets a database of its own",
+    )
+    parser.add_argument("--families", type=int, default=100, help="job families the round's jobs belong to")
+    parser.add_argument(
+        "--family-runs",
+        type=int,
+        default=4,
+        help="earlier measured runs of each family, stored before the round",
+    )
+    parser.add_argument("--db-repeats", type=int, default=3, help="database rounds timed (median reported)")
+    parser.add_argument(
+        "--db-only", action="store_true", help="skip the batched-versus-loop Prometheus comparison"
     )
     args = parser.parse_args()
     if not HAVE_PROMETHEUS:
@@ -251,7 +535,9 @@ def main() -> None:
     else:
         samples = (tsdb / ".complete").read_text()
 
-    finished = sorted(pods, key=lambda p: p.end)[-args.jobs :]
+    ordered = sorted(pods, key=lambda p: p.end)
+    finished = ordered[-args.jobs :]
+    history = ordered[-(args.jobs + args.families * args.family_runs) : -args.jobs]
     targets = [
         PodWindow(
             p.namespace,
@@ -270,15 +556,20 @@ def main() -> None:
     print(f"tsdb_build_seconds={build_seconds:.1f}")
     print(f"jobs={len(targets)}")
     print(f"compression={'off' if args.no_compression else 'gzip'}")
+    print(f"database={args.database}")
     print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
     with PrometheusServer(tsdb) as server:
         # The machine may be shared: the load beside the figures says how far to trust them.
         print(f"load_1min_before={os.getloadavg()[0]:.2f}")
         assert server.pid is not None
         clock = CpuClock(server.pid)
-        figures = asyncio.run(
-            run(server.url, targets, args.scrape, args.repeats, clock, compress=not args.no_compression)
-        )
+        figures: dict[str, float] = {}
+        if not args.db_only:
+            figures = asyncio.run(
+                run(server.url, targets, args.scrape, args.repeats, clock, compress=not args.no_compression)
+            )
+        if args.database != "none":
+            figures.update(asyncio.run(db_rounds(server.url, args, history, finished)))
         print(f"load_1min_after={os.getloadavg()[0]:.2f}")
     for name, value in figures.items():
         print(f"{name}={value:.3f}" if isinstance(value, float) else f"{name}={value}")

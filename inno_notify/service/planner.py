@@ -18,6 +18,7 @@ import reprlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from datetime import datetime
+from functools import partial
 
 from inno_notify.adapters.db.directory_cache import CachedDirectory
 from inno_notify.adapters.db.repository import Store
@@ -68,8 +69,22 @@ class DirectoryPlanner:
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
         if job.parent_uid is not None:
-            return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
+            return []  # no directory read for a step: _plan says why
         users, teams = await self._directory.current()
+        return self._plan(users, teams, job, now)
+
+    async def for_round(self) -> Callable[[JobRecord, datetime], list[Notification]]:
+        """Plans the summaries of a whole usage round against the directory as it stands now: one
+        read of its version for the round instead of one per job (issue 32); an edit that commits
+        meanwhile applies from the next round."""
+        users, teams = await self._directory.current()
+        return partial(self._plan, users, teams)
+
+    def _plan(
+        self, users: dict[str, DirectoryUser], teams: dict[str, Team], job: JobRecord, now: datetime
+    ) -> list[Notification]:
+        if job.parent_uid is not None:
+            return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
         plan = plan_summary(
             job,
             users,

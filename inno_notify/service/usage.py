@@ -2,12 +2,16 @@
 
 A job that ended is due here `prometheus.metrics_delay_seconds` after its end (the store's
 `claim_usage`, leased under a claim token so that a collector that dies leaves the job to the next
-round). Each round measures all claimed jobs together — the metrics source batches them into a fixed number of
-queries — then, per job, computes the figures (domain.accounting), the advice
-(domain.rightsizing, with the family's earlier runs) and the notifications (routing, injected), and
-stores all three in one transaction. When Prometheus cannot answer, the round is retried with
-backoff; after `prometheus.give_up_after_seconds` the summary goes out with the figures missing and
-the reason, never with invented numbers.
+round). Each round reads what it needs for all claimed jobs at once — their pods, their families'
+earlier runs and previous advice, in a fixed number of statements (adapters.db.usage_round) —
+measures them together (the metrics source batches them into a fixed number of queries), then,
+per job, computes the figures (domain.accounting), the advice (domain.rightsizing, with the
+family's earlier runs, including those the round summarized before it) and the notifications
+(routing, injected; a planner with `for_round` reads the directory once per round), and stores
+every summary of the round in one transaction (issue 32: "batch, don't loop"). A write that fails
+is split in halves down to the job whose summary cannot be stored. When Prometheus cannot answer,
+the round is retried with backoff; after `prometheus.give_up_after_seconds` the summary goes out
+with the figures missing and the reason, never with invented numbers.
 
 One job must not hold up the others. When measuring a round raises anything but a Prometheus
 error, the round is halved until each job whose own measurement raises stands alone; such a job,
@@ -15,7 +19,9 @@ and one whose figures or advice cannot be computed, is summarized with every fig
 reason `measurement_error` (logged once, with its uid) and is not measured again, while the rest
 of the round is measured and summarized as usual. A job whose summary cannot be planned or stored
 is set aside while the others go on; several such jobs in a row fail the round, because then it
-is the database or the directory that is away, not the jobs.
+is the database or the directory that is away, not the jobs. (A run set aside after its summary
+was computed may have counted in a later run's history in the same round: the round computes all
+its summaries before it stores them.)
 
 A claim the round cannot settle is released when the round ends, not left to its lease (issue
 32: a summary waited out the whole lease after the database's backends were terminated). The
@@ -35,13 +41,15 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store, SummaryState
+from inno_notify.adapters.db.usage_round import JobSummary, RoundReads, RunsAsked
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.measure import PodMeasurement
@@ -78,6 +86,14 @@ ALL_FIGURES = ("gpu_minutes", *GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES, *POD_FIGUR
 Clock = Callable[[], datetime]
 # Decides who gets a job's summary on which channel (domain.routing, composed by the runtime).
 PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
+
+
+@runtime_checkable
+class PlansRounds(Protocol):
+    """A planner that plans a whole round's summaries with one read of what it needs (the
+    runtime's service.planner.DirectoryPlanner); any other planner is asked job by job."""
+
+    async def for_round(self) -> Callable[[JobRecord, datetime], list[Notification]]: ...
 
 
 class UsageSource(Protocol):
@@ -273,9 +289,12 @@ class UsageCollector:
         return min(self.options.retry_max_seconds, max(self.options.retry_min_seconds, age / 4))
 
     async def _round(self, cluster: str, jobs: list[JobRecord], now: datetime) -> int:
-        pods = await self.store.jobs.pods_of_jobs(cluster, [j.uid for j in jobs])
-        states = await self.store.jobs.summary_states(cluster, [j.uid for j in jobs])
-        again = {uid for uid, state in states.items() if state is SummaryState.REMEASURE}
+        asks = _FamilyAsks(jobs, now, self.policy.family_max_runs - 1)
+        families = _Families(
+            await self.store.jobs.read_round(cluster, [j.uid for j in jobs], asks.asks), asks
+        )
+        pods = families.reads.pods
+        again = {uid for uid, state in families.reads.states.items() if state is SummaryState.REMEASURE}
         windows: dict[str, list[PodWindow]] = {}
         broken: set[str] = set()
         for job in jobs:
@@ -296,15 +315,15 @@ class UsageCollector:
             self.stats.failed_rounds += 1
             self.stats.errors = [*self.stats.errors[-9:], str(exc)]
             log.warning("usage round for %d job(s) failed: %s", len(measurable), exc)
-            settled = await self._after_failure(measurable, pods, again, now, exc)
+            settled = await self._after_failure(cluster, measurable, families, again, now, exc)
             return settled + await self._settle_all(
-                [j for j in jobs if j.uid in broken], broken, pods, {}, again, now
+                cluster, [j for j in jobs if j.uid in broken], broken, families, {}, again, now
             )
         finally:
             if self.telemetry is not None and any(windows.values()):
                 # One batched round queries every metric; its duration is what bounds the summaries.
                 self.telemetry.prometheus_query_seconds.labels("round").observe(time.monotonic() - began)
-        return await self._settle_all(jobs, broken | failed, pods, measured, again, now)
+        return await self._settle_all(cluster, jobs, broken | failed, families, measured, again, now)
 
     async def _measure(
         self, jobs: Sequence[JobRecord], windows: Mapping[str, list[PodWindow]]
@@ -332,42 +351,118 @@ class UsageCollector:
 
     async def _settle_all(
         self,
+        cluster: str,
         jobs: Sequence[JobRecord],
         broken: set[str],
-        pods: Mapping[str, list[PodRecord]],
+        families: _Families,
         measured: Mapping[str, PodMeasurement],
         again: set[str],
         now: datetime,
         missing: MissingReason | None = None,
     ) -> int:
-        """Summarizes each job on its own, with the figures `missing` for that reason if given
-        (`broken` jobs: every figure null for `measurement_error`). A job whose summary cannot be
-        stored or planned is set aside for release (run_once) and the others go on; several in a
-        row mean the database is away, and the round fails."""
-        settled = unsettled_in_a_row = 0
+        """Summarizes each job, with the figures `missing` for that reason if given (`broken`
+        jobs: every figure null for `measurement_error`), then stores the summaries together
+        (_store). A job whose summary cannot be planned or stored is set aside for release
+        (run_once) and the others go on; several in a row mean the database or the directory is
+        away, and the round fails (after storing the summaries computed before them)."""
+        if not jobs:
+            return 0
+        plan = await self._round_plan()
+        summaries: list[_Summary] = []
+        unsettled_in_a_row = 0
+        failure: Exception | None = None
         for job in jobs:
             try:
-                await self._settle(
-                    job,
-                    pods.get(job.uid, []),
-                    measured,
-                    now,
-                    missing,
-                    remeasured=job.uid in again,
-                    measurable=job.uid not in broken,
+                summaries.append(
+                    await self._summarize(
+                        job,
+                        families,
+                        measured,
+                        now,
+                        missing,
+                        plan,
+                        remeasured=job.uid in again,
+                        measurable=job.uid not in broken,
+                    )
                 )
-            except Exception:
+            except Exception as exc:
+                unsettled_in_a_row += 1
+                if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
+                    failure = exc
+                    break
+                self._set_aside(job, exc)
+                continue
+            unsettled_in_a_row = 0
+        settled = await self._store(cluster, summaries)
+        if failure is not None:
+            raise failure
+        return settled
+
+    async def _round_plan(self) -> Callable[[JobRecord, datetime], Awaitable[list[Notification]]]:
+        """The planner of this batch of summaries: one that plans a whole round reads what it
+        needs once (service.planner.DirectoryPlanner.for_round); any other is asked job by job."""
+        if not isinstance(self.plan, PlansRounds):
+            return self.plan
+        planned = await self.plan.for_round()
+
+        async def plan(job: JobRecord, now: datetime) -> list[Notification]:
+            return planned(job, now)
+
+        return plan
+
+    def _set_aside(self, job: JobRecord, exc: Exception) -> None:
+        self._unsettled.append(job)
+        log.error(
+            "job %r (uid %r): not summarized now; it is released for a later round",
+            job.name,
+            job.uid,
+            exc_info=exc,
+        )
+
+    async def _store(self, cluster: str, summaries: Sequence[_Summary]) -> int:
+        """Stores the summaries in one transaction (the store tries it once more on a fresh
+        connection when its connection was lost). One that fails is split in halves, written in
+        order, down to the job whose summary cannot be stored: that job is set aside, and several
+        in a row fail the round, as in _settle_all. Returns how many were stored."""
+        settled = unsettled_in_a_row = 0
+        todo: deque[Sequence[_Summary]] = deque([summaries] if summaries else [])
+        while todo:
+            piece = todo.popleft()
+            try:
+                added = await self.store.jobs.complete_summaries(
+                    cluster, [s.summary for s in piece], claim=self._claim
+                )
+            except LostLeadership:
+                raise  # the next leader takes this term's claims at once
+            except Exception as exc:
+                if len(piece) > 1:
+                    half = len(piece) // 2
+                    todo.extendleft((piece[half:], piece[:half]))
+                    continue
                 unsettled_in_a_row += 1
                 if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
                     raise
-                self._unsettled.append(job)
-                log.exception(
-                    "job %r (uid %r): not summarized now; it is released for a later round", job.name, job.uid
-                )
+                self._set_aside(piece[0].job, exc)
                 continue
-            settled += 1
             unsettled_in_a_row = 0
+            for summary in piece:
+                self._stored(summary, added.get(summary.job.uid, 0))
+            settled += len(piece)
         return settled
+
+    def _stored(self, stored: _Summary, added: int) -> None:
+        """The bookkeeping of a summary once it is stored with `added` new notifications."""
+        if stored.summary.adoption is not None:
+            self.stats.adoptions_judged += 1
+        if added and self.charts is not None and stored.summary.usage_series is not None:
+            self.charts.draw_ahead(stored.job, stored.summary.usage_series)
+        self.stats.notifications_planned += added
+        if stored.missing is None:
+            self.stats.jobs_summarized += 1
+        elif stored.missing is MissingReason.PROMETHEUS_UNAVAILABLE:
+            self.stats.jobs_given_up += 1
+        if self.telemetry is not None:
+            self.telemetry.jobs_summarized.labels("missing" if stored.missing else "summarized").inc()
 
     def _measurement_failed(self, job: JobRecord, exc: Exception) -> None:
         self.stats.measurement_errors += 1
@@ -384,8 +479,9 @@ class UsageCollector:
 
     async def _after_failure(
         self,
+        cluster: str,
         jobs: list[JobRecord],
-        pods: Mapping[str, list[PodRecord]],
+        families: _Families,
         again: set[str],
         now: datetime,
         exc: PrometheusError,
@@ -410,30 +506,32 @@ class UsageCollector:
                 later = now + timedelta(seconds=self._retry_delay(job, now))
                 await self.store.jobs.reschedule_usage(job.cluster, job.uid, later, claim=self._claim)
         return await self._settle_all(
-            give_up, set(), pods, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
+            cluster, give_up, set(), families, {}, set(), now, MissingReason.PROMETHEUS_UNAVAILABLE
         )
 
-    async def _settle(
+    async def _summarize(
         self,
         job: JobRecord,
-        pods: list[PodRecord],
+        families: _Families,
         measured: Mapping[str, PodMeasurement],
         now: datetime,
         missing: MissingReason | None,
+        plan: Callable[[JobRecord, datetime], Awaitable[list[Notification]]],
         *,
         remeasured: bool = False,
         measurable: bool = True,
-    ) -> None:
-        """Computes the job's figures and advice, plans its summary and stores all of it at once.
+    ) -> _Summary:
+        """Computes the job's figures and advice and plans its summary, to be stored with the others.
 
-        Reads, planning and the write raise as they are (the caller leaves the job to its lease);
-        the computation itself (domain.accounting, domain.rightsizing) raising, or a job that is not
-        `measurable`, gives every figure null for `measurement_error`, no advice, and no
-        re-measurement: the same data would raise again."""
+        Planning raises as it is (the caller sets the job aside); the computation itself
+        (domain.accounting, domain.rightsizing) raising, or a job that is not `measurable`, gives
+        every figure null for `measurement_error`, no advice, and no re-measurement: the same data
+        would raise again."""
+        pods = families.reads.pods.get(job.uid, [])
         figures: tuple[Usage, list[Recommendation]] | None = None
         history: list[tuple[JobRecord, Usage, list[PodRecord]]] | None = None
         if measurable:
-            history = await self._history(job, now)
+            history = families.history(job)
             try:
                 figures = self._figures(job, pods, measured, history, now, missing)
             except Exception as exc:  # one job's data no rule expected: its figures, not the round
@@ -443,52 +541,29 @@ class UsageCollector:
         usage, recs = figures
         # A job measured again was already judged; a family's first measured run has no previous run
         # (none finished before it ended, so none before it was created).
-        adoption = None if remeasured else await self._adopt(job, now, first_run=history == [])
+        adoption = None if remeasured else self._adopt(job, families, now, first_run=history == [])
         # A job measured again was already summarized: its rows exist, planning again adds nothing.
-        notifications = [] if remeasured else await self.plan(job, now)
+        notifications = [] if remeasured else await plan(job, now)
         if missing is None or missing is MissingReason.MEASUREMENT_ERROR:
             state, remeasure_at = SummaryState.SUMMARIZED, None
         else:
             state = SummaryState.REMEASURE
             remeasure_at = now + timedelta(seconds=self.options.remeasure_every_seconds)
         series = _series(job, pods, measured, usage)
-        added = await self.store.jobs.complete_summary(
-            job.cluster,
-            job.uid,
-            usage,
-            recs,
-            notifications,
-            state,
-            remeasure_at,
-            claim=self._claim,
-            usage_series=series,
-            adoption=adoption,
-        )
-        if adoption is not None:
-            self.stats.adoptions_judged += 1
-        if added and self.charts is not None:
-            self.charts.draw_ahead(job, series)
-        self.stats.notifications_planned += added
-        if missing is None:
-            self.stats.jobs_summarized += 1
-        elif missing is MissingReason.PROMETHEUS_UNAVAILABLE:
-            self.stats.jobs_given_up += 1
-        if self.telemetry is not None:
-            self.telemetry.jobs_summarized.labels("missing" if missing else "summarized").inc()
+        families.settled(job, usage, recs)
+        summary = JobSummary(job.uid, usage, recs, notifications, state, remeasure_at, series, adoption)
+        return _Summary(job, summary, missing)
 
-    async def _adopt(self, job: JobRecord, now: datetime, *, first_run: bool = False) -> Adoption | None:
+    def _adopt(
+        self, job: JobRecord, families: _Families, now: datetime, *, first_run: bool = False
+    ) -> Adoption | None:
         """Whether this run followed its family's previous advice (domain.adoption), to be stored
         with its summary, in the same transaction and once. A run that cannot be judged is logged
         and gets none, never fatal to its summary. `first_run`: the family's history is known to be
-        empty, so there is no previous run to read."""
+        empty, so there is no previous run."""
         if not job.family:
             return None
-        before = job.created_at or job.started_at or job.finished_at or now
-        found = None
-        if not first_run:
-            found = await self.store.adoption.previous_advice(
-                job.cluster, job.namespace, job.family, before, job.uid
-            )
+        found = None if first_run else families.previous(job)
         previous, advice = found if found is not None else (None, [])
         try:
             return judge(job, previous, advice, now)
@@ -525,15 +600,104 @@ class UsageCollector:
     async def _history(self, job: JobRecord, now: datetime) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
         """Earlier measured runs of the job's family, with their pods (right-sizing learns from them):
         at most `rightsizing.family_max_runs` runs in all, this one included."""
-        earlier = self.policy.family_max_runs - 1
-        if not job.family or earlier <= 0:
+        asks = _FamilyAsks([job], now, self.policy.family_max_runs - 1)
+        return _Families(await self.store.jobs.read_round(job.cluster, [], asks.asks), asks).history(job)
+
+
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    """A job's summary computed by a round, waiting to be stored with the others."""
+
+    job: JobRecord
+    summary: JobSummary
+    missing: MissingReason | None
+
+
+class _FamilyAsks:
+    """What a round asks the store about its jobs' families: for each job of a family, its
+    earlier measured runs (right-sizing: at most `earlier`, finished before it ended) and its
+    previous run with that run's advice (adoption: the newest finished before it was created)."""
+
+    def __init__(self, jobs: Sequence[JobRecord], now: datetime, earlier: int) -> None:
+        self.asks: list[RunsAsked] = []
+        # uid -> (the index of its ask, the time the runs it asks for finished before)
+        self.history: dict[str, tuple[int, datetime]] = {}
+        self.previous: dict[str, tuple[int, datetime]] = {}
+        self.earlier = earlier
+        for job in jobs:
+            if not job.family:
+                continue
+            if earlier > 0:
+                ended = job.finished_at or now
+                self.history[job.uid] = (len(self.asks), ended)
+                self.asks.append(RunsAsked(job.namespace, job.family, ended, earlier, with_pods=True))
+            created = job.created_at or job.started_at or job.finished_at or now
+            self.previous[job.uid] = (len(self.asks), created)
+            self.asks.append(RunsAsked(job.namespace, job.family, created, 1, job.uid, with_advice=True))
+
+
+class _Families:
+    """Each job's family runs: those the round read before it began, and the runs the round has
+    summarized since (the round writes its summaries together at its end, and a later run of a
+    family learns from an earlier one of the same round as if each had been stored at once)."""
+
+    def __init__(self, reads: RoundReads, asks: _FamilyAsks) -> None:
+        self.reads = reads
+        self._asks = asks
+        self._settled: dict[str, tuple[JobRecord, Usage, list[Recommendation]]] = {}
+        # The same runs by (namespace, family): a job looks only at its own family's.
+        self._by_family: dict[
+            tuple[str, str | None], list[tuple[JobRecord, Usage, list[Recommendation]]]
+        ] = {}
+
+    def settled(self, job: JobRecord, usage: Usage, recs: list[Recommendation]) -> None:
+        self._settled[job.uid] = (job, usage, recs)
+        self._by_family.setdefault((job.namespace, job.family), []).append((job, usage, recs))
+
+    def history(self, job: JobRecord) -> list[tuple[JobRecord, Usage, list[PodRecord]]]:
+        """The earlier measured runs of the job's family, newest first (right-sizing)."""
+        if job.uid not in self._asks.history:
             return []
-        before = job.finished_at or now
-        runs = await self.store.usage.family_history(job.cluster, job.namespace, job.family, before, earlier)
-        if not runs:
-            return []
-        pods = await self.store.jobs.pods_of_jobs(job.cluster, [run.uid for run, _ in runs])
-        return [(run, usage, pods.get(run.uid, [])) for run, usage in runs]
+        ask, before = self._asks.history[job.uid]
+        runs = {
+            run.uid: (run, self._settled[run.uid][1] if run.uid in self._settled else usage)
+            for run, usage in self.reads.runs[ask]
+        }
+        for run, usage, _ in self._settled_before(job, before):
+            runs.setdefault(run.uid, (run, usage))
+        newest = sorted(runs.values(), key=lambda r: _newest(r[0]), reverse=True)[: self._asks.earlier]
+        return [(run, usage, self.reads.pods.get(run.uid, [])) for run, usage in newest]
+
+    def previous(self, job: JobRecord) -> tuple[JobRecord, list[Recommendation]] | None:
+        """The family's newest measured run that finished before the job was created, and its
+        advice (adoption)."""
+        if job.uid not in self._asks.previous:
+            return None
+        ask, before = self._asks.previous[job.uid]
+        found = [
+            (
+                run,
+                self._settled[run.uid][2] if run.uid in self._settled else self.reads.advice.get(run.uid, []),
+            )
+            for run, _ in self.reads.runs[ask]
+        ]
+        found += [(run, recs) for run, _, recs in self._settled_before(job, before)]
+        return max(found, key=lambda r: _newest(r[0])) if found else None
+
+    def _settled_before(
+        self, job: JobRecord, before: datetime
+    ) -> list[tuple[JobRecord, Usage, list[Recommendation]]]:
+        """The runs of the job's family this round summarized that finished before `before`."""
+        return [
+            (run, usage, recs)
+            for run, usage, recs in self._by_family.get((job.namespace, job.family), [])
+            if run.uid != job.uid and run.finished_at is not None and run.finished_at < before
+        ]
+
+
+def _newest(run: JobRecord) -> tuple[datetime, str]:
+    """The order of a family's runs, as the store ranks them (descending): finish time, then uid."""
+    return (run.finished_at or datetime.min.replace(tzinfo=UTC), run.uid)
 
 
 def _with_window(

@@ -16,10 +16,11 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import adoption as adoption_queries
-from inno_notify.adapters.db import job_details, job_page, jobs, outbox, rejected, series
+from inno_notify.adapters.db import job_details, job_page, jobs, outbox, rejected, series, usage_round
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, SummaryState, TerminalMark, UsageClaim
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
+from inno_notify.adapters.db.usage_round import JobSummary, RoundReads, RunsAsked
 from inno_notify.domain.adoption import Adoption
 from inno_notify.domain.model import (
     JobRecord,
@@ -219,3 +220,20 @@ class JobRepository(Repository):
             return await outbox.enqueue(conn, notifications)
 
         return await self._settling_write(write)
+
+    async def read_round(self, cluster: str, uids: Sequence[str], asks: Sequence[RunsAsked]) -> RoundReads:
+        """Everything a usage round reads for its jobs (`uids`) before it computes: their summary
+        states and pods, and each ask's family runs (with their pods or advice), on one connection
+        in a fixed number of statements (usage_round.py)."""
+        async with self.read() as conn:
+            return await usage_round.read_round(conn, cluster, uids, asks)
+
+    async def complete_summaries(
+        self, cluster: str, summaries: Sequence[JobSummary], *, claim: str | None = None
+    ) -> dict[str, int]:
+        """complete_summary for many jobs in one transaction: all are stored or none (ClaimLost
+        when `claim` no longer holds one of them). Returns how many notifications of each job were
+        new. A lost connection is tried once more on a fresh one, as complete_summary is."""
+        return await self._settling_write(
+            lambda conn: usage_round.write_summaries(conn, cluster, summaries, claim)
+        )
