@@ -363,19 +363,22 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
     return found
 
 
+def usage_copies(figures: Usage) -> dict[str, Any]:
+    """The usage figures a job's row keeps copies of, written with the usage: a weekly trend and
+    digest sum them from the covering (team, finished_at) index (tables.DIGEST_JOB_COLUMNS,
+    trend_queries.py, digest_queries.py) instead of probing `usage` per job."""
+    return {
+        "gpu_minutes_held": figures.gpu_minutes,
+        "gpu_minutes_used": figures.used_gpu_minutes,
+        "gpu_minutes_idle": figures.idle_gpu_minutes,
+        "memory_peak_bytes": figures.memory_peak_bytes,
+    }
+
+
 async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
     await upsert_rows(conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, uid, figures)])
-    # The copies a weekly trend and digest sum from the covering index (tables.jobs,
-    # trend_queries.py, digest_queries.py).
     await conn.execute(
-        sa.update(jobs)
-        .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
-        .values(
-            gpu_minutes_held=figures.gpu_minutes,
-            gpu_minutes_used=figures.used_gpu_minutes,
-            gpu_minutes_idle=figures.idle_gpu_minutes,
-            memory_peak_bytes=figures.memory_peak_bytes,
-        )
+        sa.update(jobs).where(jobs.c.cluster == cluster, jobs.c.uid == uid).values(**usage_copies(figures))
     )
 
 

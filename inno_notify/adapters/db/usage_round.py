@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import adoption as adoption_queries
 from inno_notify.adapters.db import codec, outbox, series
 from inno_notify.adapters.db import jobs as job_queries
-from inno_notify.adapters.db.jobs import ClaimLost, RecordNotFound, SummaryState
+from inno_notify.adapters.db.jobs import ClaimLost, RecordNotFound, SummaryState, usage_copies
 from inno_notify.adapters.db.sql import IN_CHUNK, chunks, dialect_insert, upsert_rows
 from inno_notify.adapters.db.tables import (
     UTCDateTime,
@@ -197,24 +197,14 @@ async def write_summaries(
     await upsert_rows(
         conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, s.uid, s.usage) for s in summaries]
     )
-    # The copies a weekly trend sums from the covering index (tables.jobs, trend_queries.py).
+    # The job's copies of its usage figures (jobs.usage_copies), one statement for the batch.
+    copies = [{"b_uid": s.uid, **{f"b_{k}": v for k, v in usage_copies(s.usage).items()}} for s in summaries]
+    names = usage_copies(summaries[0].usage)
     await conn.execute(
         sa.update(jobs)
         .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("b_uid"))
-        .values(
-            gpu_minutes_held=sa.bindparam("b_held"),
-            gpu_minutes_used=sa.bindparam("b_used"),
-            gpu_minutes_idle=sa.bindparam("b_idle"),
-        ),
-        [
-            {
-                "b_uid": s.uid,
-                "b_held": s.usage.gpu_minutes,
-                "b_used": s.usage.used_gpu_minutes,
-                "b_idle": s.usage.idle_gpu_minutes,
-            }
-            for s in summaries
-        ],
+        .values({name: sa.bindparam(f"b_{name}") for name in names}),
+        copies,
     )
     series_rows = [
         series.series_to_row(cluster, s.uid, s.usage_series) for s in summaries if s.usage_series is not None

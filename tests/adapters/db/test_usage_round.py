@@ -127,9 +127,11 @@ async def test_summaries_are_stored_as_one_by_one_in_a_fixed_number_of_statement
         assert (await store.usage.series_of(CLUSTER, [uid]))[uid].step_seconds == 60
         adoption = await store.adoption.get(CLUSTER, uid)
         assert adoption is not None and adoption.job_uid == uid
-    async with store.read() as conn:  # the trend's copies of the figures
-        held = await conn.execute(sa.text("SELECT gpu_minutes_held FROM jobs WHERE uid = 'job-0'"))
-        assert held.scalar_one() == records.usage().gpu_minutes
+    copied = job_queries.usage_copies(records.usage())
+    async with store.read() as conn:  # the job's copies of the figures, for the trend and the digest
+        row = (await conn.execute(sa.text(f"SELECT {', '.join(copied)} FROM jobs WHERE uid = 'job-0'"))).one()
+    assert dict(zip(copied, row, strict=True)) == copied
+    assert copied["memory_peak_bytes"] is not None
 
 
 async def test_a_claim_lost_on_one_job_stores_nothing_of_the_batch(store: Store) -> None:
