@@ -7,19 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from alembic import command
 from sqlalchemy.engine import Connection
 
-from inno_notify.adapters.db import create_engine, migrate
-from inno_notify.adapters.db.migrate import alembic_config
+from .revisions import columns_of, to, trip
 
 AT = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
-
-
-def _to(connection: Connection, revision: str, down: bool = False) -> None:
-    cfg = alembic_config()
-    cfg.attributes["connection"] = connection
-    (command.downgrade if down else command.upgrade)(cfg, revision)
 
 
 def _seed(connection: Connection) -> None:
@@ -56,27 +48,15 @@ def _epochs(connection: Connection) -> dict[str, tuple[int, object]]:
 
 
 async def test_0015_starts_everyone_who_had_a_chat_at_epoch_1(empty_database_url: str) -> None:
-    engine = create_engine(empty_database_url, statement_timeout_seconds=None)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0013")
-            await conn.run_sync(_seed)
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0015")
-        async with engine.connect() as conn:
-            epochs = await conn.run_sync(_epochs)
+    async with trip(empty_database_url) as db:
+        await db.run(to("0013"), _seed)
+        epochs = await db.run(to("0015"), _epochs)
         assert epochs == {
             "dir@x.org": (1, None),
             "self@x.org": (1, "failure"),
             "used@x.org": (1, None),
             "none@x.org": (0, "failure"),
         }
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0013", True)
-            columns = await conn.run_sync(
-                lambda c: {col["name"] for col in sa.inspect(c).get_columns("user_preferences")}
-            )
+        columns = await db.run(to("0013", down=True), columns_of("user_preferences"))
         assert "link_epoch" not in columns and "muted_channels" not in columns
-        assert (await migrate(empty_database_url))[0] == "0014"
-    finally:
-        await engine.dispose()
+        assert (await db.up_to_head())[0] == "0014"

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from inno_notify.adapters.db import codec, create_engine, migrate
+from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.codec import notification_from_row
 from inno_notify.adapters.db.tables import outbox
 from inno_notify.domain.model import Channel, Notification, NotificationKind, RecipientAddress
 
-from .test_migrate_link_epochs import _to
+from .revisions import columns_of, to, trip
 
 AT = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
 NUDGE = {"pod_uid": "p1", "gpus": []}
@@ -101,17 +101,11 @@ def _payloads(connection: Connection) -> dict[str, dict[str, object]]:
 
 
 async def test_0020_gives_each_row_the_address_its_payload_held(empty_database_url: str) -> None:
-    engine = create_engine(empty_database_url, statement_timeout_seconds=None)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0019")
-            await conn.run_sync(_seed)
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0020")
-        async with engine.begin() as conn:
-            stored = await conn.run_sync(_stored_addresses)
-            rows = await conn.run_sync(_rows)
-            await conn.execute(sa.insert(outbox).values(codec.notification_to_row(NEW)))
+    async with trip(empty_database_url) as db:
+        await db.run(to("0019"), _seed)
+        stored = await db.run(to("0020"), _stored_addresses)
+        rows = await db.run(_rows)
+        await db.run(lambda conn: conn.execute(sa.insert(outbox).values(codec.notification_to_row(NEW))))
         # Filled in the column itself, for every row: none is left to the payload reading.
         assert all(isinstance(address, dict) for address in stored.values())
         assert {key: (row.address, dict(row.payload)) for key, row in rows.items()} == {
@@ -119,13 +113,8 @@ async def test_0020_gives_each_row_the_address_its_payload_held(empty_database_u
         }
         assert all(row.created_at == AT for row in rows.values())  # the rest of the row as it was
 
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0019", True)
-            columns = await conn.run_sync(
-                lambda c: {col["name"] for col in sa.inspect(c).get_columns("outbox")}
-            )
-            payloads = await conn.run_sync(_payloads)
-        assert "address" not in columns
+        assert "address" not in await db.run(to("0019", down=True), columns_of("outbox"))
+        payloads = await db.run(_payloads)
         # What the dispatcher of 0019 reads from each payload is the address the row had.
         assert {key: codec.legacy_address(p) for key, p in payloads.items()} == {
             **{key: address for key, (_, address) in ROWS.items()},
@@ -139,19 +128,12 @@ async def test_0020_gives_each_row_the_address_its_payload_held(empty_database_u
             "telegram_link_epoch": 5,
         }
         assert payloads["summary"] == ROWS["summary"][0] and payloads["junk"] == ROWS["junk"][0]
-        assert await migrate(empty_database_url) == ["0020"]
-    finally:
-        await engine.dispose()
+        assert await db.up_to_head() == ["0020"]
 
 
 async def test_a_row_an_old_leader_plans_after_the_upgrade_reads_its_address_from_its_payload(
     database_url: str,
 ) -> None:
-    engine = create_engine(database_url)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_seed)
-            rows = await conn.run_sync(_rows)
+    async with trip(database_url) as db:
+        rows = await db.run(_seed, _rows)
         assert {key: row.address for key, row in rows.items()} == {key: a for key, (_, a) in ROWS.items()}
-    finally:
-        await engine.dispose()

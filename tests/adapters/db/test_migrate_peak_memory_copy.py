@@ -6,9 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from inno_notify.adapters.db import create_engine, migrate
-
-from .test_migrate_queue_quotas import _seed, _to
+from .revisions import columns_of, to, trip
+from .test_migrate_queue_quotas import _seed
 
 GIB = 1 << 30
 
@@ -22,22 +21,8 @@ def _copies(connection: Connection) -> dict[str, object]:
 
 
 async def test_0019_copies_the_peak_memory_onto_the_job(empty_database_url: str) -> None:
-    engine = create_engine(empty_database_url, statement_timeout_seconds=None)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0018")
-            await conn.run_sync(_seed)
-            await conn.run_sync(_measure_memory)
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0019")
-        async with engine.connect() as conn:
-            assert await conn.run_sync(_copies) == {"measured": 12 * GIB, "unmeasured": None}
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0018", True)
-            columns = await conn.run_sync(
-                lambda c: {col["name"] for col in sa.inspect(c).get_columns("jobs")}
-            )
-        assert "memory_peak_bytes" not in columns
-        assert (await migrate(empty_database_url))[0] == "0019"
-    finally:
-        await engine.dispose()
+    async with trip(empty_database_url) as db:
+        await db.run(to("0018"), _seed, _measure_memory)
+        assert await db.run(to("0019"), _copies) == {"measured": 12 * GIB, "unmeasured": None}
+        assert "memory_peak_bytes" not in await db.run(to("0018", down=True), columns_of("jobs"))
+        assert (await db.up_to_head())[0] == "0019"

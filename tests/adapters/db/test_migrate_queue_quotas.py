@@ -6,19 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from alembic import command
 from sqlalchemy.engine import Connection
 
-from inno_notify.adapters.db import create_engine, migrate
-from inno_notify.adapters.db.migrate import alembic_config
+from .revisions import tables, to, trip
 
 SCHEDULED = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
-
-
-def _to(connection: Connection, revision: str, down: bool = False) -> None:
-    cfg = alembic_config()
-    cfg.attributes["connection"] = connection
-    (command.downgrade if down else command.upgrade)(cfg, revision)
 
 
 def _seed(connection: Connection) -> None:
@@ -51,22 +43,12 @@ def _copies(connection: Connection) -> dict[str, tuple[object, ...]]:
 
 
 async def test_0012_fills_the_copies_and_goes_down_and_up(empty_database_url: str) -> None:
-    engine = create_engine(empty_database_url, statement_timeout_seconds=None)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0011")
-            await conn.run_sync(_seed)
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0012")
-        async with engine.connect() as conn:
-            copies = await conn.run_sync(_copies)
+    async with trip(empty_database_url) as db:
+        await db.run(to("0011"), _seed)
+        copies = await db.run(to("0012"), _copies)
         assert copies["measured"][:3] == (120.0, 60.0, 30.0)
         assert copies["unmeasured"][:3] == (None, None, None)
         assert all(str(v[3]).startswith("2026-11-30 10:05:00") for v in copies.values()), copies
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0011", True)
-            tables = await conn.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
-        assert "cluster_queues" not in tables and "local_queues" not in tables
-        assert (await migrate(empty_database_url))[0] == "0012"
-    finally:
-        await engine.dispose()
+        left = await db.run(to("0011", down=True), tables)
+        assert "cluster_queues" not in left and "local_queues" not in left
+        assert (await db.up_to_head())[0] == "0012"

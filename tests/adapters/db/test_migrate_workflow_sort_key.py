@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from inno_notify.adapters.db import create_engine, migrate
 from inno_notify.adapters.db.codec import EPOCH
 from inno_notify.adapters.db.tables import workflows
 
-from .test_migrate_link_epochs import _to
+from .revisions import columns_of, to, trip
 
 CREATED = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 FINISHED = datetime(2026, 11, 30, 10, 5, 0, 123456, tzinfo=UTC)
@@ -51,22 +50,8 @@ def _sort_keys(connection: Connection) -> dict[str, datetime | None]:
 
 
 async def test_0018_gives_every_workflow_its_sort_key(empty_database_url: str) -> None:
-    engine = create_engine(empty_database_url, statement_timeout_seconds=None)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0017")
-            await conn.run_sync(_seed)
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0018")
-        async with engine.connect() as conn:
-            keys = await conn.run_sync(_sort_keys)
-        assert keys == {"done": FINISHED, "running": CREATED, "bare": EPOCH}
-        async with engine.begin() as conn:
-            await conn.run_sync(_to, "0017", True)
-            columns = await conn.run_sync(
-                lambda c: {col["name"] for col in sa.inspect(c).get_columns("workflows")}
-            )
-        assert "sort_at" not in columns
-        assert (await migrate(empty_database_url))[0] == "0018"
-    finally:
-        await engine.dispose()
+    async with trip(empty_database_url) as db:
+        await db.run(to("0017"), _seed)
+        assert await db.run(to("0018"), _sort_keys) == {"done": FINISHED, "running": CREATED, "bare": EPOCH}
+        assert "sort_at" not in await db.run(to("0017", down=True), columns_of("workflows"))
+        assert (await db.up_to_head())[0] == "0018"
