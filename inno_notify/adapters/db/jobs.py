@@ -363,6 +363,22 @@ async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str
     return found
 
 
+async def recommendations_of_jobs(
+    conn: AsyncConnection, cluster: str, uids: Sequence[str]
+) -> dict[str, list[Recommendation]]:
+    """The stored advice of each of these jobs, in its order (jobs without advice are absent)."""
+    found: dict[str, list[Recommendation]] = {}
+    for chunk in chunks(sorted(set(uids))):
+        result = await conn.execute(
+            sa.select(recommendations)
+            .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
+            .order_by(recommendations.c.job_uid, recommendations.c.position)
+        )
+        for row in result.mappings():
+            found.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
+    return found
+
+
 def usage_copies(figures: Usage) -> dict[str, Any]:
     """The usage figures a job's row keeps copies of, written with the usage: a weekly trend and
     digest sum them from the covering (team, finished_at) index (tables.DIGEST_JOB_COLUMNS,

@@ -48,10 +48,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import codec, preferences
 from inno_notify.adapters.db import outbox as outbox_queries
-from inno_notify.adapters.db.jobs import get_jobs
+from inno_notify.adapters.db.jobs import get_jobs, recommendations_of_jobs
 from inno_notify.adapters.db.leases import taken_over
 from inno_notify.adapters.db.sql import chunks
-from inno_notify.adapters.db.tables import outbox, recommendations, usage
+from inno_notify.adapters.db.tables import outbox, usage
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.delivery import BatchPlan, hold_muted
 from inno_notify.domain.model import (
@@ -425,20 +425,13 @@ async def load_summaries(
     for cluster, uids in by_cluster.items():
         records = await get_jobs(conn, cluster, uids)
         figures: dict[str, Usage] = {}
-        advice: dict[str, list[Recommendation]] = {}
         for chunk in chunks(list(records)):
             rows = await conn.execute(
                 sa.select(usage).where(usage.c.cluster == cluster, usage.c.job_uid.in_(chunk))
             )
             for row in rows.mappings():
                 figures[row["job_uid"]] = codec.usage_from_row(row)
-            rows = await conn.execute(
-                sa.select(recommendations)
-                .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
-                .order_by(recommendations.c.job_uid, recommendations.c.position)
-            )
-            for row in rows.mappings():
-                advice.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
+        advice = await recommendations_of_jobs(conn, cluster, list(records))
         for uid, record in records.items():
             found[(cluster, uid)] = (record, figures.get(uid), advice.get(uid, []))
     return found

@@ -27,7 +27,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import adoption as adoption_queries
 from inno_notify.adapters.db import codec, outbox, series
 from inno_notify.adapters.db import jobs as job_queries
-from inno_notify.adapters.db.jobs import ClaimLost, RecordNotFound, SummaryState, usage_copies
+from inno_notify.adapters.db.jobs import (
+    ClaimLost,
+    RecordNotFound,
+    SummaryState,
+    recommendations_of_jobs,
+    usage_copies,
+)
 from inno_notify.adapters.db.sql import IN_CHUNK, chunks, dialect_insert, upsert_rows
 from inno_notify.adapters.db.tables import (
     UTCDateTime,
@@ -148,22 +154,6 @@ async def runs_before(
                 usage_row = {c.name: row[f"usage_{c.name}"] for c in usage.c}
                 decoded[row["uid"]] = (codec.job_from_row(row), codec.usage_from_row(usage_row))
             found[row["run_ask"]].append(decoded[row["uid"]])
-    return found
-
-
-async def recommendations_of_jobs(
-    conn: AsyncConnection, cluster: str, uids: Sequence[str]
-) -> dict[str, list[Recommendation]]:
-    """The stored advice of each of these jobs, in its order (jobs without advice are absent)."""
-    found: dict[str, list[Recommendation]] = {}
-    for chunk in chunks(sorted(set(uids))):
-        result = await conn.execute(
-            sa.select(recommendations)
-            .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
-            .order_by(recommendations.c.job_uid, recommendations.c.position)
-        )
-        for row in result.mappings():
-            found.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
     return found
 
 
