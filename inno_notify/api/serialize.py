@@ -101,7 +101,7 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         "cluster": cluster,
         "namespace": namespace,
         "name": name,
-        "kind": KindName(WorkloadKind(kind).api_name),
+        "kind": _KIND_NAMES.get(kind) or _kind_name(kind),
         "parent": parent,
         "attempts": attempts,
         "owner": owner,
@@ -134,9 +134,18 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
             "missing": [{"figure": m["figure"], "reason": m["reason"]} for m in missing] if missing else [],
         },
         "recommendations": recs,
-        "kueue": job_kueue(kueue),
-        "replicas": job_replicas(replicas, usage_replicas),
+        # Most runs have neither (a plain Job): no call for them on the list's hottest loop.
+        "kueue": job_kueue(kueue) if kueue else None,
+        "replicas": job_replicas(replicas, usage_replicas) if replicas or usage_replicas else [],
     }
+
+
+def _kind_name(stored: str) -> KindName:
+    return KindName(WorkloadKind(stored).api_name)  # raises ValueError for a kind no release stored
+
+
+# Stored kind -> its API name, looked up once per row instead of two enum constructions.
+_KIND_NAMES: dict[str, KindName] = {kind.value: _kind_name(kind.value) for kind in WorkloadKind}
 
 
 def job_replicas(

@@ -6,16 +6,19 @@ the Argo controller's writes; real app, real store, the service's own renderers 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from html import unescape
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.channels.base import TelegramMessage
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
-from inno_notify.adapters.db import Store
+from inno_notify.adapters.db import Store, job_details
 from inno_notify.domain.model import Channel, DirectoryUser, Team
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig
@@ -170,6 +173,35 @@ async def test_the_job_list_pages_through_jobs_and_workflows_alike(listed: Api, 
         if cursor is None:
             break
     assert sorted(seen) == ["Pod", "Workflow"]
+
+
+async def test_a_page_reads_both_tables_in_one_statement(
+    listed: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflows' page is merged into the jobs' by the page's one statement (issue 32: a second
+    per page cost the hottest path a round trip); only a page that holds a workflow reads its
+    steps' figures with another."""
+    statements: list[object] = []
+    fetch = job_details._fetch
+
+    async def counted(
+        conn: AsyncConnection, statement: sa.Select[Any], params: Mapping[str, Any]
+    ) -> list[Any]:
+        statements.append(statement)
+        return await fetch(conn, statement, params)
+
+    monkeypatch.setattr(job_details, "_fetch", counted)
+    status, body = await listed.get("/api/v1/jobs", "viewer", params={"limit": "1"})
+    assert status == 200 and [item["kind"] for item in body["items"]] == ["Workflow"]
+    assert body["items"][0]["requested"]["gpus"] == 2.0 and len(statements) == 2
+    statements.clear()
+    params = {"limit": "1", "cursor": body["next_cursor"]}
+    status, body = await listed.get("/api/v1/jobs", "viewer", params=params)
+    assert status == 200 and [item["kind"] for item in body["items"]] == ["Pod"]
+    assert len(statements) == 1  # workflows admitted, none on the page
+    statements.clear()
+    status, body = await listed.get("/api/v1/jobs", "viewer", params={"kind": "Pod"})
+    assert status == 200 and len(body["items"]) == 1 and len(statements) == 1
 
 
 async def test_a_workflow_is_found_by_name_and_its_page_opens_at_jobs(listed: Api) -> None:
