@@ -448,6 +448,8 @@ workflows = sa.Table(
     sa.Index(None, "kind", "summary_state", "quiet_since"),
     sa.Index(None, "namespace", "name", "created_at"),
     sa.Index(None, "sort_at", "uid", "cluster"),
+    # The job list of one team (as for jobs, below).
+    sa.Index(None, "team", "sort_at", "uid", "cluster"),
 )
 
 # The pods of workflow steps: which workflow and step each ran (WorkflowPod in `record`).

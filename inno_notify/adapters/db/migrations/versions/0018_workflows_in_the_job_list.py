@@ -6,8 +6,9 @@ Create Date: 2026-12-03 13:00:00.000000
 
 Issue 28: GET /api/v1/jobs lists every workload kind (CONTRACT §3a, §5), Workflows too. A
 workflow row gains the job list's sort key (`sort_at`: finished, else created, else the epoch),
-filled in for every existing row, with the keyset index the jobs have; a workflow's figures are
-its steps', found by `jobs.parent_uid` through a new index. Every existing row is kept.
+filled in for every existing row, with the keyset indexes the jobs have (all, one team's); a
+workflow's figures are its steps', found by `jobs.parent_uid` through a new index. Every existing
+row is kept.
 """
 
 from collections.abc import Sequence
@@ -36,10 +37,12 @@ def upgrade() -> None:
     found = sa.func.coalesce(workflows.c.finished_at, workflows.c.created_at, epoch)
     op.execute(sa.update(workflows).values(sort_at=found))
     ddl.create_index("workflows", "sort_at", "uid", "cluster")
+    ddl.create_index("workflows", "team", "sort_at", "uid", "cluster")
     ddl.create_index("jobs", "cluster", "parent_uid")
 
 
 def downgrade() -> None:
     ddl.drop_index("jobs", "cluster", "parent_uid")
+    ddl.drop_index("workflows", "team", "sort_at", "uid", "cluster")
     ddl.drop_index("workflows", "sort_at", "uid", "cluster")
     ddl.drop_columns("workflows", "sort_at")
