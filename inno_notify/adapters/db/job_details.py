@@ -91,16 +91,16 @@ RECOMMENDATION_FIELDS: dict[str, sa.ColumnElement[Any]] = {
     "evidence": recommendations.c.evidence,
 }
 # Filter name -> (column, comparison); the bound parameter is named after the filter.
-_FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
-    "cluster": (jobs.c.cluster, "eq"),
-    "namespace": (jobs.c.namespace, "eq"),
-    "owner": (jobs.c.owner, "eq"),
-    "team": (jobs.c.team, "eq"),
-    "status": (jobs.c.status, "eq"),
-    "kinds": (jobs.c.kind, "in"),
-    "since": (jobs.c.sort_at, "ge"),
-    "until": (jobs.c.sort_at, "lt"),
-}
+Filters = dict[str, tuple[sa.ColumnElement[Any], str]]
+
+
+def _filters_of(table: sa.Table) -> Filters:
+    """The list's filters on a table of runs (jobs, workflows: the same column names)."""
+    equal = {name: (table.c[name], "eq") for name in ("cluster", "namespace", "owner", "team", "status")}
+    return {**equal, "since": (table.c.sort_at, "ge"), "until": (table.c.sort_at, "lt")}
+
+
+_FILTERS: Filters = {**_filters_of(jobs), "kinds": (jobs.c.kind, "in")}
 
 
 # Positions in a page row: derived from PAGE_COLUMNS, so a column added there cannot shift them silently.
@@ -136,15 +136,7 @@ _WORKFLOW_VALUES: dict[str, sa.ColumnElement[Any]] = {
 WORKFLOW_COLUMNS = tuple(
     _WORKFLOW_VALUES.get(c.name, sa.cast(sa.null(), c.type)).label(c.name) for c in PAGE_COLUMNS
 )
-_WORKFLOW_FILTERS: dict[str, tuple[sa.ColumnElement[Any], str]] = {
-    "cluster": (workflows.c.cluster, "eq"),
-    "namespace": (workflows.c.namespace, "eq"),
-    "owner": (workflows.c.owner, "eq"),
-    "team": (workflows.c.team, "eq"),
-    "status": (workflows.c.status, "eq"),
-    "since": (workflows.c.sort_at, "ge"),
-    "until": (workflows.c.sort_at, "lt"),
-}
+_WORKFLOW_FILTERS: Filters = _filters_of(workflows)
 
 Row = Sequence[Any]
 RecommendationItem = dict[str, Any]  # the RECOMMENDATION_FIELDS of one recommendation
