@@ -326,6 +326,7 @@ class Ingestor:
         Returns once every item is committed or set aside; a database that is away is waited for.
         """
         batch = _Batch()
+        passed_over = 0
         for kind, event_type, obj in items:
             if kind == _RELIST:
                 await self._apply_segment(batch, (event_type, obj))
@@ -348,11 +349,13 @@ class Ingestor:
                 continue
             if self._stored_versions and self._stored_as_is(uid, event_type, obj):
                 self.stats.unchanged += 1
-                if self.telemetry is not None:
-                    self.telemetry.ingest_objects.labels("unchanged").inc()
+                passed_over += 1
                 continue
             batch.add(kind, event_type, uid, obj)
         await self._apply_segment(batch, None)
+        if self.telemetry is not None and passed_over:
+            # Once per call, not per object: a restart passes over every object of the cluster.
+            self.telemetry.ingest_objects.labels("unchanged").inc(passed_over)
 
     async def _apply_segment(self, batch: _Batch, relist: tuple[str, frozenset[str]] | None) -> None:
         now = self.clock()

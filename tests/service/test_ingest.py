@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inno_notify.adapters.db.job_repository import JobRepository
@@ -25,6 +26,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
+from inno_notify.telemetry import Telemetry
 from tests import stored
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -363,6 +365,7 @@ async def test_a_restart_skips_through_what_is_stored_as_it_is(store: Store) -> 
 
     counting = WriteCounting(store)
     restarted = ingestor(counting, clock)
+    restarted.telemetry = Telemetry.create(CollectorRegistry())
     await restarted.load_stored_versions()
     pod = second[4][2]
     relabelled = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99", "labels": {"x": "y"}}}
@@ -371,6 +374,9 @@ async def test_a_restart_skips_through_what_is_stored_as_it_is(store: Store) -> 
     uids = frozenset(e[2]["metadata"]["uid"] for e in (first[0], second[0]))
     await restarted.apply([*listed, ("relist", "Job", uids)])
     assert restarted.stats.unchanged == 3
+    registry = restarted.telemetry.registry
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "unchanged"}) == 3
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "parsed"}) == 1
     assert counting.written == [(0, 1)]
     changed = await stored.get_job(store, "test", second[0][2]["metadata"]["uid"])
     assert changed is not None and changed.status is JobStatus.SUCCEEDED
