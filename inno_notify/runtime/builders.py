@@ -26,10 +26,11 @@ from inno_notify.adapters.prometheus.live_meter import build_live_meter
 from inno_notify.domain.live import parse_quiet_hours
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.service.digest import DigestScheduler
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.service.leadership import Timings
 from inno_notify.service.live_check import LiveCheck, LiveOptions
+from inno_notify.service.message_composer import MessageParts
 from inno_notify.service.telegram_updates import link_offer
 from inno_notify.settings import ConfigError, Settings, secret_value
 from inno_notify.telemetry import Telemetry

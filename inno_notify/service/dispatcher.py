@@ -20,42 +20,31 @@ meanwhile. A dispatcher that has just started (`run`: a new term, a restart) ram
 message in flight to `concurrency` over `ramp_seconds`, claiming in proportion
 (domain.delivery.ramped_concurrency says why).
 
-Job summaries and pipeline messages (grouped per recipient), weekly digests (one row per message, rendered by
-service.digest's DigestMessages, built afresh each round so a digest and its chart are aggregated
-once per team and week in a round) are claimed here, and so are the messages that carry their
-content in the row (workflow summaries, "model is serving", pipeline messages, idle nudges, the
-bot's answers in Telegram chats: one row per message, rendered from the payload). An e-mail or Slack
-summary to a directory user without a Telegram chat carries the link that connects one, minted as
-it is rendered (`telegram_link`, service.telegram_updates.LinkOffer).
+What a claimed message says (rendered for its channel, with its chart and its key) comes from
+service.message_composer; the dispatcher claims the kinds it composes (COMPOSED_KINDS).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from inno_notify.adapters.channels.base import (
     ChannelError,
-    MailMessage,
     Recipient,
-    RenderedMessage,
     Sender,
     SentLookup,
-    SlackMessage,
 )
-from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
-from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
-from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord, Summary
+from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord
 from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.delivery import (
     DEFAULT_CAP_FACTOR,
@@ -65,28 +54,23 @@ from inno_notify.domain.delivery import (
     ramped_concurrency,
 )
 from inno_notify.domain.delivery import after_failure as decide_after_failure
-from inno_notify.domain.model import Channel, Notification, NotificationKind
-from inno_notify.service.digest import DigestMessages
-from inno_notify.service.job_charts import JobCharts, RoundCharts
+from inno_notify.domain.model import Channel, Notification
+from inno_notify.service.message_composer import (
+    COMPOSED_KINDS,
+    MessageComposer,
+    MessageParts,
+    RoundComposer,
+    UnusableRow,
+    needs_job_records,
+    row_ids,
+)
 from inno_notify.service.pausing import pause
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-# Rendered from what the row's payload carries (domain.messages, domain.live), without a job record.
-PAYLOAD_KINDS = frozenset(
-    {
-        NotificationKind.WORKFLOW_SUMMARY,
-        NotificationKind.MODEL_SERVING,
-        NotificationKind.PIPELINE_EVENT,
-        NotificationKind.BOT_REPLY,
-        NotificationKind.IDLE_NUDGE,
-    }
-)
-HANDLED_KINDS = frozenset(
-    {NotificationKind.JOB_SUMMARY.value, NotificationKind.DIGEST.value, *(k.value for k in PAYLOAD_KINDS)}
-)
+HANDLED_KINDS = COMPOSED_KINDS
 # How long a flush of sent records waits for more sends to finish. Measured on the 2-core machine
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
@@ -101,22 +85,6 @@ RECORD_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0, low=1.0, high=1.0)
 # How long a started dispatcher takes to reach its full concurrency: longer than a new leader's
 # relist of a large cluster, short next to the group wait a summary waits anyway.
 DEFAULT_RAMP_SECONDS = 30.0
-
-
-class DigestSource(Protocol):
-    """Renders one DIGEST outbox row for its channel (DigestMessages)."""
-
-    async def render(self, row: Notification) -> RenderedMessage: ...
-
-
-def _ids(rows: Sequence[Notification]) -> list[int]:
-    return [r.id for r in rows if r.id is not None]
-
-
-def message_key(rows: Sequence[Notification]) -> str:
-    """A stable key of the message made of these outbox rows (their ids, in any order)."""
-    ids = ",".join(str(i) for i in sorted(r.id for r in rows if r.id is not None))
-    return hashlib.sha256(ids.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,17 +119,6 @@ class DispatchOptions:
     record_attempts: int = RECORD_ATTEMPTS
 
 
-@dataclass(frozen=True, slots=True)
-class MessageParts:
-    """What the dispatcher renders claimed rows with besides the summaries' renderer: the digests'
-    renderer (None: the built-in templates), the jobs' charts (service.job_charts; None: text
-    only) and the Telegram link offer a message may carry."""
-
-    digest_renderer: DigestRenderer | None = None
-    charts: JobCharts | None = None
-    telegram_link: Callable[[Notification, datetime], str | None] | None = None
-
-
 class Dispatcher:
     """Sends due job summaries, digests, nudges and pipeline messages through the configured senders
     (keyed by channel name): claims, rate-limits, sends and records (DispatchOptions says how)."""
@@ -179,7 +136,6 @@ class Dispatcher:
         parts: MessageParts | None = None,
     ) -> None:
         opts = options or DispatchOptions()
-        parts = parts or MessageParts()
         if not 0 < opts.send_timeout_seconds < opts.lease_seconds:
             raise ValueError(
                 f"send_timeout_seconds ({opts.send_timeout_seconds}) must be positive and shorter than "
@@ -187,7 +143,9 @@ class Dispatcher:
             )
         self._store = store
         self._senders = dict(senders)
-        self._renderer = renderer
+        self._composer = MessageComposer(
+            store, renderer, parts, clock=clock, digest_cluster=opts.digest_cluster
+        )
         self._clock = clock
         self._sleep = sleep
         self._group_wait = opts.group_wait_seconds
@@ -205,14 +163,9 @@ class Dispatcher:
         self._backoff = opts.backoff
         self._rand = opts.rand
         self._telemetry = telemetry
-        self._digest_renderer = parts.digest_renderer or DigestRenderer()
-        self._digest_cluster = opts.digest_cluster
         self._cluster = opts.cluster
         self._linger = opts.record_linger_seconds
         self._record_attempts = max(1, opts.record_attempts)
-        # Summaries carry their jobs' charts (service.job_charts); None: text only.
-        self._charts = parts.charts
-        self._telegram_link = parts.telegram_link
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and
@@ -253,8 +206,7 @@ class Dispatcher:
         )
         if not claim.messages:
             return 0
-        digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
-        charts = self._charts.for_round(claim.summaries) if self._charts is not None else None
+        composer = self._composer.for_round(claim)
         seats = asyncio.Semaphore(concurrency)
         async with self._store.outbox.recorder(claim) as outcomes:
             recorder = _SentRecorder(
@@ -267,7 +219,7 @@ class Dispatcher:
             async def deliver(message: Sequence[Notification]) -> None:
                 async with seats:
                     try:
-                        await self._deliver(message, round_, digests, charts)
+                        await self._deliver(message, round_, composer)
                     except Exception:
                         # Never into the TaskGroup: it would cancel the other sends in flight.
                         log.exception("delivering %d row(s) to %s failed", len(message), message[0].recipient)
@@ -298,8 +250,7 @@ class Dispatcher:
         self,
         rows: Sequence[Notification],
         round_: _Round,
-        digests: DigestSource,
-        charts: RoundCharts | None = None,
+        composer: RoundComposer,
     ) -> None:
         if round_.give_back(rows):
             return
@@ -311,7 +262,7 @@ class Dispatcher:
                 round_.outcomes, rows, f"channel {channel} is not configured", retryable=False
             )
             return
-        if rows[0].kind is NotificationKind.DIGEST or rows[0].kind in PAYLOAD_KINDS:
+        if not needs_job_records(rows[0]):
             known = list(rows)
         else:
             known = [r for r in rows if (r.cluster or "", r.job_uid or "") in summaries]
@@ -324,14 +275,7 @@ class Dispatcher:
         try:
             if await self._arrived_before(sender, recipient, known, round_):
                 return
-            message = await self._render(rows[0].channel, known, summaries, digests, charts)
-            if isinstance(message, MailMessage):
-                # The same rows, the same Message-ID: a resend after a crash between the provider's
-                # acceptance and our record (CONTRACT §6) collapses into the first in mail clients.
-                message = replace(message, key=message_key(known))
-            elif isinstance(message, SlackMessage):
-                # Carried as the post's metadata, for _arrived_before of a later claim.
-                message = replace(message, key=message_key(known), rows=tuple(_ids(known)))
+            message = await composer.compose(known)
             async with self._limiter.slot(channel, limit_key(rows[0].channel, recipient)):
                 # The leadership too, on this process's own clock: after a freeze the rows may
                 # already be another leader's, and a message handed over cannot be taken back.
@@ -349,7 +293,7 @@ class Dispatcher:
         except ChannelError as exc:
             await self._record_failure(round_.outcomes, known, exc.message, exc.retryable, exc.retry_after)
             return
-        except _UnusableRow as exc:
+        except UnusableRow as exc:
             await self._record_failure(round_.outcomes, known, str(exc), retryable=False)
             return
         except TimeoutError:
@@ -367,7 +311,7 @@ class Dispatcher:
                 round_.outcomes, known, f"unexpected error: {type(exc).__name__}: {exc}", retryable=True
             )
             return
-        await round_.recorder.record(_ids(known), message_id, self._clock())
+        await round_.recorder.record(row_ids(known), message_id, self._clock())
         self._count(channel, "sent", len(known))
         log.debug("sent %d row(s) to %s on %s as %s", len(known), known[0].recipient, channel, message_id)
 
@@ -379,7 +323,7 @@ class Dispatcher:
         tell (SentLookup): then they are recorded as sent, under the provider's id, instead of being
         sent again. A channel that cannot be asked (an error, no answer in time) gets the message
         again: at least once comes first (CONTRACT §6)."""
-        ids = _ids(rows)
+        ids = row_ids(rows)
         if not isinstance(sender, SentLookup) or round_.claim.unsure.isdisjoint(ids):
             return False
         since = min((r.created_at for r in rows), default=self._clock())
@@ -413,41 +357,6 @@ class Dispatcher:
     def _lease_holds(self, claim: Claim) -> bool:
         """Whether a send starting now ends (or times out) before the claim's lease does."""
         return self._clock() + timedelta(seconds=self._send_timeout) <= claim.lease_until
-
-    async def _render(
-        self,
-        channel: Channel,
-        rows: Sequence[Notification],
-        summaries: Mapping[tuple[str, str], Summary],
-        digests: DigestSource,
-        charts: RoundCharts | None = None,
-    ) -> RenderedMessage:
-        if rows[0].kind is NotificationKind.DIGEST:
-            try:
-                return await digests.render(rows[0])
-            except ValueError as exc:
-                # A payload without team or week: no later attempt can render it.
-                raise _UnusableRow(f"digest row cannot be rendered: {exc}") from None
-        link = self._telegram_link(rows[0], self._clock()) if self._telegram_link is not None else None
-        if rows[0].kind in PAYLOAD_KINDS:
-            try:
-                if len(rows) > 1:  # pipeline messages grouped by plan_batch (GROUPED_KINDS)
-                    return self._renderer.render_payloads(channel, rows[0].kind, [r.payload for r in rows])
-                return self._renderer.render_payload(
-                    channel, rows[0].kind, rows[0].payload, telegram_link=link
-                )
-            except ValueError as exc:
-                raise _UnusableRow(f"{rows[0].kind.value} row cannot be rendered: {exc}") from None
-        keys = [(r.cluster or "", r.job_uid or "") for r in rows]
-        extras = await charts.for_message(keys) if charts is not None else None
-        views = [
-            SummaryView.from_records(*summaries[key], series=extras.series.get(key) if extras else None)
-            for key in keys
-        ]
-        images = extras.images if extras is not None else ()
-        if len(views) == 1:
-            return self._renderer.render_summary(channel, views[0], images=images, telegram_link=link)
-        return self._renderer.render_group(channel, views, images=images, telegram_link=link)
 
     async def _record_failure(
         self,
@@ -533,10 +442,6 @@ class Dispatcher:
             return self._poll
         # New rows may be enqueued by another process at any time, so never sleep past one poll.
         return min(self._poll, max(0.0, (upcoming - self._clock()).total_seconds()))
-
-
-class _UnusableRow(Exception):
-    """A row that can never be rendered (its payload lacks what the message needs)."""
 
 
 @dataclass(slots=True)
@@ -651,7 +556,6 @@ __all__ = [
     "DEFAULT_LIMITS",
     "Backoff",
     "ChannelLimits",
-    "DigestSource",
     "Dispatcher",
     "limit_key",
     "recipient_of",

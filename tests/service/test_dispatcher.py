@@ -16,7 +16,8 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Team
 from inno_notify.domain.routing import plan_summary
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, message_key
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
+from inno_notify.service.message_composer import message_key
 from inno_notify.service.ratelimit import UNLIMITED, ChannelLimits
 from tests.adapters.channels import fake_slack, fake_telegram
 from tests.adapters.channels.fake_slack import FakeSlack

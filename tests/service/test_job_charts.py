@@ -27,8 +27,9 @@ from inno_notify.domain.model import (
     UsageSeries,
 )
 from inno_notify.domain.routing import plan_summary
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.message_composer import MessageParts
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
 from tests.adapters.channels.fake_slack import FakeSlack

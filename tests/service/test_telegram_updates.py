@@ -32,7 +32,8 @@ from inno_notify.domain.model import (
     RecipientAddress,
 )
 from inno_notify.domain.telegram_linking import MAX_EPOCH, derive_key, mint
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
+from inno_notify.service.message_composer import MessageParts
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import LinkOffer, UpdateHandler, UpdatePoller, WebhookRegistration

@@ -1,0 +1,70 @@
+"""The composer's rules: which rows need job records, the message key, rows no attempt can render."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from inno_notify.adapters.channels.render import Renderer
+from inno_notify.adapters.db import Store
+from inno_notify.adapters.db.outbox_repository import Claim
+from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.service.message_composer import (
+    COMPOSED_KINDS,
+    MessageComposer,
+    UnusableRow,
+    message_key,
+    needs_job_records,
+)
+
+NOW = datetime(2026, 12, 3, 12, tzinfo=UTC)
+
+
+def row(kind: NotificationKind, id: int = 1, payload: dict[str, object] | None = None) -> Notification:
+    return Notification(
+        dedup_key=f"k{id}",
+        kind=kind,
+        channel=Channel.EMAIL,
+        recipient="alice@example.com",
+        due_at=NOW,
+        created_at=NOW,
+        payload=payload or {},
+        id=id,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "needs_records"),
+    [
+        (NotificationKind.JOB_SUMMARY, True),
+        (NotificationKind.DIGEST, False),
+        (NotificationKind.WORKFLOW_SUMMARY, False),
+        (NotificationKind.MODEL_SERVING, False),
+        (NotificationKind.PIPELINE_EVENT, False),
+        (NotificationKind.BOT_REPLY, False),
+        (NotificationKind.IDLE_NUDGE, False),
+    ],
+)
+def test_only_summaries_are_rendered_from_job_records(kind: NotificationKind, needs_records: bool) -> None:
+    assert needs_job_records(row(kind)) is needs_records
+    assert kind.value in COMPOSED_KINDS
+
+
+def test_a_message_key_depends_on_its_rows_not_their_order() -> None:
+    rows = [row(NotificationKind.JOB_SUMMARY, id) for id in (3, 1, 2)]
+    assert message_key(rows) == message_key(list(reversed(rows)))
+    assert message_key(rows) != message_key(rows[:2])
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [NotificationKind.DIGEST, NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING],
+)
+async def test_a_row_whose_payload_lacks_what_its_message_needs_is_unusable(
+    kind: NotificationKind, store: Store
+) -> None:
+    composer = MessageComposer(store, Renderer(), clock=lambda: NOW)
+    claim = Claim(token="t", term=None, lease_until=NOW)
+    with pytest.raises(UnusableRow, match=kind.value):
+        await composer.for_round(claim).compose([row(kind, payload={"nonsense": "\x00"})])
