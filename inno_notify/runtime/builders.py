@@ -25,6 +25,7 @@ from inno_notify.adapters.kube import KubeConfigError, load_api_client
 from inno_notify.adapters.prometheus.live_meter import build_live_meter
 from inno_notify.domain.live import parse_quiet_hours
 from inno_notify.domain.page_links import PageLinks
+from inno_notify.options import derive
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import JobCharts
@@ -123,14 +124,9 @@ def build_dispatcher(
     telemetry: Telemetry | None = None,
     charts: JobCharts | None = None,
 ) -> Dispatcher:
-    options = DispatchOptions(
-        group_wait_seconds=settings.notify.group_wait_seconds,
-        give_up_after_seconds=settings.notify.give_up_after_seconds,
-        poll_seconds=poll_seconds,
-        # A team's digest sums every cluster in the database; the claims are this cluster's.
-        digest_cluster=None,
-        cluster=settings.cluster,
-    )
+    # A team's digest sums every cluster in the database (digest_cluster None); the claims are this
+    # cluster's.
+    options = derive(DispatchOptions, settings, poll_seconds=poll_seconds)
     parts = MessageParts(
         digest_renderer=build_digest_renderer(settings),
         charts=charts or build_charts(settings, store),
@@ -183,13 +179,7 @@ def election_enabled(settings: Settings) -> bool:
 
 
 def election_timings(settings: Settings) -> Timings:
-    ha = settings.ha
-    return Timings(
-        lease_seconds=ha.lease_seconds,
-        renew_deadline_seconds=ha.renew_deadline_seconds,
-        retry_period_seconds=ha.retry_period_seconds,
-        shutdown_grace_seconds=ha.shutdown_grace_seconds,
-    )
+    return derive(Timings, settings)
 
 
 def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sender]) -> Component:
@@ -206,18 +196,8 @@ def digest_component(settings: Settings, store: Store, senders: Mapping[str, Sen
 
 def live_options(settings: Settings) -> LiveOptions:
     live = settings.live
-    return LiveOptions(
-        cluster=settings.cluster,
-        idle_minutes=live.idle_minutes,
-        repeat_hours=live.repeat_hours,
-        interval_seconds=live.interval_seconds,
-        idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
-        scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
-        quiet_hours=None if live.quiet_hours is None else parse_quiet_hours(live.quiet_hours, live.timezone),
-        timezone=live.timezone,
-        namespaces=settings.kubernetes.namespaces,
-        allowed_email_domains=tuple(settings.notify.allowed_email_domains),
-    )
+    quiet = None if live.quiet_hours is None else parse_quiet_hours(live.quiet_hours, live.timezone)
+    return derive(LiveOptions, settings, quiet_hours=quiet)
 
 
 def live_component(

@@ -15,6 +15,7 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.domain.kinds import OPTIONAL_KINDS
+from inno_notify.options import derive
 from inno_notify.runtime.builders import Clock, Component, build_charts, build_dispatcher
 from inno_notify.runtime.configuration import parse_config
 from inno_notify.service.dispatcher import Dispatcher
@@ -60,11 +61,7 @@ def build_pipeline(
     ingestor = Ingestor(
         store,
         parse_config(settings),
-        IngestOptions(
-            catch_up_seconds=settings.kubernetes.catch_up_seconds,
-            metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
-            namespaces=settings.kubernetes.namespaces,
-        ),
+        derive(IngestOptions, settings),
         clock,
         started_at,
         telemetry,
@@ -95,13 +92,7 @@ def build_pipeline(
         source,
         settings.rightsizing,
         planner,
-        CollectorOptions(
-            give_up_after_seconds=settings.prometheus.give_up_after_seconds,
-            idle_util_percent=settings.rightsizing.idle_gpu_util_percent,
-            scrape_interval_seconds=settings.prometheus.scrape_interval_seconds,
-            poll_seconds=poll_seconds,
-            cluster=settings.cluster,
-        ),
+        derive(CollectorOptions, settings, poll_seconds=poll_seconds),
         clock,
         telemetry,
         charts,
@@ -169,14 +160,7 @@ def cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> Cluster
 
 
 def workflow_options(settings: Settings, poll_seconds: float = 5.0) -> WorkflowOptions:
-    return WorkflowOptions(
-        catch_up_seconds=settings.kubernetes.catch_up_seconds,
-        metrics_delay_seconds=settings.prometheus.metrics_delay_seconds,
-        give_up_after_seconds=settings.prometheus.give_up_after_seconds,
-        airflow_quiet_seconds=settings.workflows.airflow_quiet_seconds,
-        poll_seconds=poll_seconds,
-        cluster=settings.cluster,
-    )
+    return derive(WorkflowOptions, settings, poll_seconds=poll_seconds)
 
 
 def build_workflows(

@@ -55,6 +55,7 @@ from inno_notify.domain.delivery import (
 )
 from inno_notify.domain.delivery import after_failure as decide_after_failure
 from inno_notify.domain.model import Channel, Notification
+from inno_notify.options import from_setting
 from inno_notify.service.message_composer import (
     COMPOSED_KINDS,
     MessageComposer,
@@ -100,8 +101,8 @@ class DispatchOptions:
     retries of a failed send (with jitter).
     """
 
-    group_wait_seconds: float = 30.0
-    give_up_after_seconds: float = 86400.0
+    group_wait_seconds: float = from_setting("notify.group_wait_seconds", 30.0)
+    give_up_after_seconds: float = from_setting("notify.give_up_after_seconds", 86400.0)
     group_cap_factor: float = DEFAULT_CAP_FACTOR
     max_per_message: int = DEFAULT_MAX_PER_MESSAGE
     batch_size: int = 200
@@ -114,7 +115,7 @@ class DispatchOptions:
     backoff: Backoff = field(default_factory=Backoff)
     rand: Callable[[], float] = random.random
     digest_cluster: str | None = None
-    cluster: str | None = None
+    cluster: str | None = from_setting("cluster", None)
     record_linger_seconds: float = DEFAULT_RECORD_LINGER
     record_attempts: int = RECORD_ATTEMPTS
 

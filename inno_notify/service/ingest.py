@@ -52,6 +52,7 @@ from inno_notify.domain.parsing import (
 )
 from inno_notify.domain.parsing.annotations import namespace_owners
 from inno_notify.domain.parsing.fields import mapping, timestamp
+from inno_notify.options import from_setting
 from inno_notify.service.batches import (
     BatchQueue,
     Clock,
@@ -111,8 +112,8 @@ class Recorder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class IngestOptions:
-    catch_up_seconds: float = 3600.0
-    metrics_delay_seconds: float = 60.0
+    catch_up_seconds: float = from_setting("kubernetes.catch_up_seconds", 3600.0)
+    metrics_delay_seconds: float = from_setting("prometheus.metrics_delay_seconds", 60.0)
     batch_max: int = 2000
     # When the queue runs dry, wait this long for more events before writing: a few ms of latency
     # buy batches of hundreds instead of a transaction per handful of events.
@@ -121,7 +122,7 @@ class IngestOptions:
     # bounds what a relist of a large cluster holds in memory (each object parsed from JSON takes
     # several times its size on the wire); the watchers wait when it is full.
     queue_max: int = 2_000
-    namespaces: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = from_setting("kubernetes.namespaces", ())
     # A write the database failed for reasons of its own is retried after 0.1 s, doubling to this.
     retry_cap_seconds: float = 10.0
     # How many (object, reason) pairs are remembered as already logged; the oldest are forgotten.

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from inno_notify.adapters.db.leases import FencedOut, Lease, LeaseFence
+from inno_notify.options import from_setting
 from inno_notify.service.pausing import pause
 from inno_notify.telemetry import Telemetry
 
@@ -61,10 +62,10 @@ class Leases(Protocol):
 class Timings:
     """client-go's defaults; `ha.*` in the settings."""
 
-    lease_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_period_seconds: float = 2.0
-    shutdown_grace_seconds: float = 20.0
+    lease_seconds: float = from_setting("ha.lease_seconds", 15.0)
+    renew_deadline_seconds: float = from_setting("ha.renew_deadline_seconds", 10.0)
+    retry_period_seconds: float = from_setting("ha.retry_period_seconds", 2.0)
+    shutdown_grace_seconds: float = from_setting("ha.shutdown_grace_seconds", 20.0)
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period_seconds < self.renew_deadline_seconds < self.lease_seconds:

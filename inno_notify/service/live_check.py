@@ -45,6 +45,7 @@ from inno_notify.domain.live import (
 )
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
 from inno_notify.domain.routing import bundle_nudges, plan_nudge
+from inno_notify.options import from_setting
 from inno_notify.service.pausing import pause
 from inno_notify.telemetry import Telemetry
 
@@ -63,17 +64,17 @@ class LiveSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LiveOptions:
-    cluster: str = "default"
-    idle_minutes: float = 60.0
-    repeat_hours: float = 24.0
-    interval_seconds: float = 300.0
-    idle_util_percent: float = 5.0
-    scrape_interval_seconds: float = 15.0
+    cluster: str = from_setting("cluster", "default")
+    idle_minutes: float = from_setting("live.idle_minutes", 60.0)
+    repeat_hours: float = from_setting("live.repeat_hours", 24.0)
+    interval_seconds: float = from_setting("live.interval_seconds", 300.0)
+    idle_util_percent: float = from_setting("rightsizing.idle_gpu_util_percent", 5.0)
+    scrape_interval_seconds: float = from_setting("prometheus.scrape_interval_seconds", 15.0)
     lookback_seconds: float = DEFAULT_LOOKBACK_SECONDS
-    quiet_hours: QuietHours | None = None
-    timezone: str = "UTC"
-    namespaces: tuple[str, ...] = ()
-    allowed_email_domains: tuple[str, ...] = ()
+    quiet_hours: QuietHours | None = None  # parsed from live.quiet_hours in its timezone
+    timezone: str = from_setting("live.timezone", "UTC")
+    namespaces: tuple[str, ...] = from_setting("kubernetes.namespaces", ())
+    allowed_email_domains: tuple[str, ...] = from_setting("notify.allowed_email_domains", ())
 
     @property
     def policy(self) -> IdlePolicy:

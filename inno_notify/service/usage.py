@@ -75,6 +75,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
 from inno_notify.domain.series import job_series
+from inno_notify.options import from_setting
 from inno_notify.service.job_charts import JobCharts
 from inno_notify.telemetry import Telemetry
 
@@ -104,9 +105,9 @@ class UsageSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CollectorOptions:
-    give_up_after_seconds: float = 1800.0
-    idle_util_percent: float = 5.0
-    scrape_interval_seconds: float = 15.0
+    give_up_after_seconds: float = from_setting("prometheus.give_up_after_seconds", 1800.0)
+    idle_util_percent: float = from_setting("rightsizing.idle_gpu_util_percent", 5.0)
+    scrape_interval_seconds: float = from_setting("prometheus.scrape_interval_seconds", 15.0)
     batch_size: int = 500
     poll_seconds: float = 5.0
     # Retries after a failed round wait a quarter of the job's age, within these bounds.
@@ -121,7 +122,7 @@ class CollectorOptions:
     max_unsettled_in_a_row: int = 3
     # The cluster whose jobs this collector measures, with that cluster's Prometheus (None: every
     # cluster in the database, for a database of one cluster).
-    cluster: str | None = None
+    cluster: str | None = from_setting("cluster", None)
 
 
 @dataclass(slots=True)

@@ -67,6 +67,7 @@ from inno_notify.domain.workflows import (
     airflow_run,
     summarize_workflow,
 )
+from inno_notify.options import from_setting
 from inno_notify.service.batches import (
     Clock,
     JsonObj,
@@ -94,12 +95,12 @@ _SETTLED = frozenset({SummaryState.SUMMARIZED.value, SummaryState.REMEASURE.valu
 
 @dataclass(frozen=True, slots=True)
 class WorkflowOptions:
-    catch_up_seconds: float = 3600.0
-    metrics_delay_seconds: float = 60.0
+    catch_up_seconds: float = from_setting("kubernetes.catch_up_seconds", 3600.0)
+    metrics_delay_seconds: float = from_setting("prometheus.metrics_delay_seconds", 60.0)
     # The cluster whose workflows this service summarizes (None: every cluster in the database).
-    cluster: str | None = None
-    give_up_after_seconds: float = 1800.0
-    airflow_quiet_seconds: float = 300.0
+    cluster: str | None = from_setting("cluster", None)
+    give_up_after_seconds: float = from_setting("prometheus.give_up_after_seconds", 1800.0)
+    airflow_quiet_seconds: float = from_setting("workflows.airflow_quiet_seconds", 300.0)
     poll_seconds: float = 5.0
     # A workflow whose GPU steps are not measured yet is looked at again after this long.
     retry_seconds: float = 30.0
