@@ -9,7 +9,11 @@ variants on purpose; INNO_NOTIFY_TEST_POSTGRES_URL points at another server (an 
 - `database_url`: a migrated, empty database of that dialect (Postgres: one database per run,
   truncated before each test; SQLite: a copy of a migrated template file)
 - `empty_database_url`: a database that has never been migrated (for migration tests)
-- `store`: a Store over `database_url`
+- `store`: a Store over `database_url`; `leases`: a LeaseRepository over it
+
+Helpers for tests that need more: `connect` (a raw asyncpg connection to a Postgres URL),
+`postgres_database` (a database of a test's own), `closing` (a store or lease repository closed
+after a block).
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import URL, make_url
 
 from inno_notify.adapters.db import Store, migrate
+from inno_notify.adapters.db.leases import LeaseRepository
 from inno_notify.adapters.db.tables import metadata
 
 T = TypeVar("T")
@@ -43,17 +49,24 @@ def _admin_url() -> URL:
     return make_url(os.environ.get("INNO_NOTIFY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL))
 
 
+async def connect(url: str | URL, within: float = 60) -> asyncpg.Connection:
+    """A plain asyncpg connection to the Postgres database of a SQLAlchemy URL (for what the store
+    does not do: administration, looking at the server's own views)."""
+    parsed = make_url(url)
+    return await asyncpg.connect(
+        user=parsed.username,
+        password=parsed.password,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+        timeout=within,
+    )
+
+
 async def _admin_execute(sql: str) -> None:
     url = _admin_url()
     try:
-        conn = await asyncpg.connect(
-            user=url.username,
-            password=url.password,
-            host=url.host,
-            port=url.port,
-            database=url.database,
-            timeout=10,
-        )
+        conn = await connect(url, within=10)
     except (OSError, asyncpg.PostgresError) as exc:
         pytest.fail(
             f"PostgreSQL not reachable at {url.render_as_string(hide_password=True)}: {exc!r}. "
@@ -81,6 +94,35 @@ async def drop_postgres_database(url: str) -> None:
     await _admin_execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
 
 
+@asynccontextmanager
+async def postgres_database(label: str, *, migrated: bool = False) -> AsyncIterator[str]:
+    """A new database of the block's own (migrated if asked), dropped after it with whatever is
+    still connected to it."""
+    url = await create_postgres_database(label)
+    try:
+        if migrated:
+            await migrate(url)
+        yield url
+    finally:
+        await drop_postgres_database(url)
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+@asynccontextmanager
+async def closing(resource: C) -> AsyncIterator[C]:
+    """`resource` (a Store, a LeaseRepository), closed after the block however it ends."""
+    try:
+        yield resource
+    finally:
+        await resource.close()
+
+
 # Emptying the tables between tests: TRUNCATE (each table new and empty, as after the migration),
 # but only of the tables that ever held a row since they were last emptied (a heap of any pages);
 # truncating all of them took 70-400 ms (new files for every table and index) before each of the
@@ -95,14 +137,7 @@ _RESTART_SEQUENCES = "SELECT setval(seqrelid, seqstart, false) FROM pg_sequence"
 
 async def truncate_all(url: str) -> None:
     """Every table of the schema empty and every id sequence restarted; the migrations' records kept."""
-    parsed = make_url(url)
-    conn = await asyncpg.connect(
-        user=parsed.username,
-        password=parsed.password,
-        host=parsed.host,
-        port=parsed.port,
-        database=parsed.database,
-    )
+    conn = await connect(url)
     try:
         written = [row["name"] for row in await conn.fetch(_WRITTEN, _TABLES)]
         async with conn.transaction():
@@ -169,19 +204,19 @@ async def database_url(db_dialect: str, request: pytest.FixtureRequest, tmp_path
 @pytest.fixture
 async def empty_database_url(db_dialect: str, tmp_path: Path) -> AsyncIterator[str]:
     if db_dialect == "postgres":
-        url = await create_postgres_database("empty")
-        try:
+        async with postgres_database("empty") as url:
             yield url
-        finally:
-            await drop_postgres_database(url)
     else:
         yield _sqlite_url(tmp_path / "empty.db")
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    the_store = Store.from_url(database_url)
-    try:
+    async with closing(Store.from_url(database_url)) as the_store:
         yield the_store
-    finally:
-        await the_store.close()
+
+
+@pytest.fixture
+async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
+    async with closing(LeaseRepository.from_url(database_url)) as repository:
+        yield repository

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -89,15 +88,6 @@ class Replica:
 
     def metric(self, name: str, **labels: str) -> float | None:
         return self.telemetry.registry.get_sample_value(name, labels)
-
-
-@pytest.fixture
-async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
-    repository = LeaseRepository.from_url(database_url)
-    try:
-        yield repository
-    finally:
-        await repository.close()
 
 
 async def test_one_leader_at_a_time_and_a_stop_hands_over_at_once(leases: LeaseRepository) -> None:

@@ -36,15 +36,6 @@ class Replica:
 
 
 @pytest.fixture
-async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
-    repository = LeaseRepository.from_url(database_url)
-    try:
-        yield repository
-    finally:
-        await repository.close()
-
-
-@pytest.fixture
 async def replicas(database_url: str) -> AsyncIterator[dict[str, Replica]]:
     made = {
         name: Replica(Store.from_url(database_url, fence), fence)

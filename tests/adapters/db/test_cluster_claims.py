@@ -5,7 +5,6 @@ term's claims at once, and the old claimer's late writes settle nothing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -96,15 +95,6 @@ async def test_rows_of_no_cluster_go_to_a_claimer_that_can_send_them(store: Stor
     assert (await store.outbox.claim(T0, 10, LEASE, cluster="north", shared_channels={"slack"})).rows == 0
     claim = await store.outbox.claim(T0, 10, LEASE, cluster="south", shared_channels={"slack", "email"})
     assert claim.rows == 1
-
-
-@pytest.fixture
-async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
-    repository = LeaseRepository.from_url(database_url)
-    try:
-        yield repository
-    finally:
-        await repository.close()
 
 
 async def test_a_new_leader_takes_the_workflow_claims_of_an_ended_term_at_once(

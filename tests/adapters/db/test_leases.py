@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import asyncpg
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from inno_notify.adapters.db.leases import LeaseFence, LeaseRepository, LostLeadership
 from inno_notify.adapters.db.repository import Store
+from tests.db_support import closing, connect
 from tests.waiting import eventually
 
 NAME = "default"
-
-
-@pytest.fixture
-async def leases(database_url: str) -> AsyncIterator[LeaseRepository]:
-    repository = LeaseRepository.from_url(database_url)
-    try:
-        yield repository
-    finally:
-        await repository.close()
 
 
 async def acquired(leases: LeaseRepository, holder: str, within: float = 10.0) -> int:
@@ -33,6 +22,16 @@ async def acquired(leases: LeaseRepository, holder: str, within: float = 10.0) -
         while (lease := await leases.acquire(NAME, holder, 30)) is None:  # noqa: ASYNC110 (polls the database)
             await asyncio.sleep(0.02)
     return lease.term
+
+
+async def a_leads(leases: LeaseRepository, *, armed: bool = True) -> tuple[int, LeaseFence]:
+    """`a` acquires the lease: its term, and its fence (armed with that term unless told not to)."""
+    lease = await leases.acquire(NAME, "a", 30)
+    assert lease is not None
+    fence = LeaseFence(NAME, "a")
+    if armed:
+        fence.arm(lease.term)
+    return lease.term, fence
 
 
 async def test_one_holder_at_a_time_and_each_acquisition_a_new_term(leases: LeaseRepository) -> None:
@@ -73,42 +72,27 @@ async def test_every_lease_name_has_its_own_holder_and_terms_differ(leases: Leas
     assert one.term != two.term
 
 
-async def test_the_fence_admits_only_the_holder_in_its_term(
-    database_url: str, leases: LeaseRepository
-) -> None:
-    store = Store.from_url(database_url)
-    try:
-        lease = await leases.acquire(NAME, "a", 30)
-        assert lease is not None
-        fence = LeaseFence(NAME, "a")
-        async with store.engine.begin() as conn:
-            with pytest.raises(LostLeadership, match="does not lead"):
-                await fence.check(conn)  # not armed: refused before any query
-        fence.arm(lease.term)
-        async with store.engine.begin() as conn:
-            assert await fence.check(conn) == lease.term
-        assert await leases.release(NAME, "a", lease.term)
-        async with store.engine.begin() as conn:
-            with pytest.raises(LostLeadership, match="is over"):
-                await fence.check(conn)  # released: expired now, though nobody took it yet
-        assert await leases.acquire(NAME, "b", 30) is not None
-        async with store.engine.begin() as conn:
-            with pytest.raises(LostLeadership, match="is over"):
-                await fence.check(conn)
-    finally:
-        await store.close()
+async def test_the_fence_admits_only_the_holder_in_its_term(store: Store, leases: LeaseRepository) -> None:
+    term, fence = await a_leads(leases, armed=False)
+    async with store.engine.begin() as conn:
+        with pytest.raises(LostLeadership, match="does not lead"):
+            await fence.check(conn)  # not armed: refused before any query
+    fence.arm(term)
+    async with store.engine.begin() as conn:
+        assert await fence.check(conn) == term
+    assert await leases.release(NAME, "a", term)
+    async with store.engine.begin() as conn:
+        with pytest.raises(LostLeadership, match="is over"):
+            await fence.check(conn)  # released: expired now, though nobody took it yet
+    assert await leases.acquire(NAME, "b", 30) is not None
+    async with store.engine.begin() as conn:
+        with pytest.raises(LostLeadership, match="is over"):
+            await fence.check(conn)
 
 
 async def _waiting_on_a_lock(url: str) -> None:
     """Returns once some backend of the database waits for a lock."""
-    parsed = make_url(url)
-    conn = await asyncpg.connect(
-        user=parsed.username,
-        password=parsed.password,
-        host=parsed.host,
-        port=parsed.port,
-        database=parsed.database,
-    )
+    conn = await connect(url)
 
     async def locked() -> bool:
         return bool(
@@ -126,34 +110,27 @@ async def _waiting_on_a_lock(url: str) -> None:
 
 @pytest.mark.parametrize("db_dialect", [pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_takeover_waits_for_the_fenced_write_in_flight_but_a_renewal_does_not(
-    database_url: str, leases: LeaseRepository
+    database_url: str, store: Store, leases: LeaseRepository
 ) -> None:
     """A fenced transaction holds its lease row FOR KEY SHARE: the leader's renewal (a plain UPDATE)
     goes through, a takeover (FOR UPDATE) waits until it commits, and a fenced transaction that
     starts after the takeover fails: a write of the old term lands before the new term or never."""
-    store = Store.from_url(database_url)
-    try:
-        lease = await leases.acquire(NAME, "a", 30)
-        assert lease is not None
-        fence = LeaseFence(NAME, "a")
-        fence.arm(lease.term)
-        async with store.engine.connect() as conn:
-            transaction = await conn.begin()
+    term, fence = await a_leads(leases)
+    async with store.engine.connect() as conn:
+        transaction = await conn.begin()
+        await fence.check(conn)
+        await conn.execute(sa.text("CREATE TEMP TABLE written (term bigint)"))
+        assert await leases.renew(NAME, "a", term, 30)  # not blocked by the fence
+        assert await leases.release(NAME, "a", term)  # nor is a release
+        takeover = asyncio.create_task(leases.acquire(NAME, "b", 30))
+        await _waiting_on_a_lock(database_url)
+        assert not takeover.done()
+        await transaction.commit()
+    taken = await asyncio.wait_for(takeover, 10)
+    assert taken is not None and taken.holder == "b"
+    async with store.engine.begin() as conn:
+        with pytest.raises(LostLeadership):
             await fence.check(conn)
-            await conn.execute(sa.text("CREATE TEMP TABLE written (term bigint)"))
-            assert await leases.renew(NAME, "a", lease.term, 30)  # not blocked by the fence
-            assert await leases.release(NAME, "a", lease.term)  # nor is a release
-            takeover = asyncio.create_task(leases.acquire(NAME, "b", 30))
-            await _waiting_on_a_lock(database_url)
-            assert not takeover.done()
-            await transaction.commit()
-        taken = await asyncio.wait_for(takeover, 10)
-        assert taken is not None and taken.holder == "b"
-        async with store.engine.begin() as conn:
-            with pytest.raises(LostLeadership):
-                await fence.check(conn)
-    finally:
-        await store.close()
 
 
 @pytest.mark.parametrize("db_dialect", [pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -164,22 +141,18 @@ async def test_a_leader_frozen_inside_a_fenced_write_does_not_block_the_takeover
     lock on the lease row would hold a takeover back until it thawed; the server ends a session
     idle in a transaction for longer than the store's bound (the service's: a lease), and the
     takeover goes through (found by bench/soak.py)."""
-    store = Store.from_url(database_url, idle_in_transaction_seconds=1.0)
-    try:
-        lease = await leases.acquire(NAME, "a", 30)
-        assert lease is not None
-        fence = LeaseFence(NAME, "a")
-        fence.arm(lease.term)
-        async with store.engine.connect() as conn:
-            await conn.begin()
-            await fence.check(conn)  # then "frozen": no further statement
-            assert await leases.release(NAME, "a", lease.term)
-            taken = await asyncio.wait_for(leases.acquire(NAME, "b", 30), 10)
-            assert taken is not None and taken.holder == "b"
-            with pytest.raises(DBAPIError):  # thawed: its session was ended meanwhile
-                await conn.execute(sa.text("SELECT 1"))
-    finally:
-        await store.close()
+    term, fence = await a_leads(leases)
+    async with (
+        closing(Store.from_url(database_url, idle_in_transaction_seconds=1.0)) as store,
+        store.engine.connect() as conn,
+    ):
+        await conn.begin()
+        await fence.check(conn)  # then "frozen": no further statement
+        assert await leases.release(NAME, "a", term)
+        taken = await asyncio.wait_for(leases.acquire(NAME, "b", 30), 10)
+        assert taken is not None and taken.holder == "b"
+        with pytest.raises(DBAPIError):  # thawed: its session was ended meanwhile
+            await conn.execute(sa.text("SELECT 1"))
 
 
 @pytest.mark.parametrize(
