@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
-from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Team
+from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Requested, Team
 from inno_notify.domain.routing import plan_summary
 from tests import stored
 
@@ -57,6 +57,22 @@ def finished_job(uid: str, owner: str | None = "alice@example.com", **changes: o
         finished_at=T0 - timedelta(minutes=1),
     )
     return replace(job, **changes)  # type: ignore[arg-type]
+
+
+def week_job(uid: str, owner: str | None = "alice@example.com", **changes: object) -> JobRecord:
+    """A 2-GPU job of ISO week 2026-W48 for the digest tests: created Tuesday 24 November 09:00 UTC,
+    scheduled a minute later, running 09:02-11:00."""
+    day = datetime(2026, 11, 24, tzinfo=UTC)
+    return finished_job(
+        uid,
+        owner,
+        created_at=day + timedelta(hours=9),
+        first_scheduled_at=day + timedelta(hours=9, minutes=1),
+        started_at=day + timedelta(hours=9, minutes=2),
+        finished_at=day + timedelta(hours=11),
+        requested=Requested(gpus=2),
+        **changes,
+    )
 
 
 async def finish(

@@ -14,16 +14,15 @@ from inno_notify.adapters.db import Store
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
-    JobRecord,
-    JobStatus,
     NotificationKind,
     RecipientAddress,
-    Requested,
     Team,
     Usage,
 )
 from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
 from tests import stored
+
+from .support import week_job
 
 BERLIN = "Europe/Berlin"
 MONDAY_8 = "0 8 * * MON"
@@ -173,20 +172,7 @@ async def test_run_plans_at_the_firing_and_stops(store: Store) -> None:
 
 
 async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> None:
-    job = JobRecord(
-        cluster="default",
-        uid="j1",
-        namespace="face-research",
-        name="train",
-        status=JobStatus.SUCCEEDED,
-        owner="alice@example.com",
-        team="face",
-        created_at=utc(2026, 11, 24, 9),
-        first_scheduled_at=utc(2026, 11, 24, 9, 1),
-        started_at=utc(2026, 11, 24, 9, 2),
-        finished_at=utc(2026, 11, 24, 11),
-        requested=Requested(gpus=2),
-    )
+    job = week_job("j1", name="train")
     await stored.upsert_jobs(store, [job])
     await stored.save_usage(
         store, "default", "j1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)

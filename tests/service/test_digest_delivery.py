@@ -19,11 +19,8 @@ from inno_notify.domain.model import (
     Channel,
     DeliveryStatus,
     DirectoryUser,
-    JobRecord,
-    JobStatus,
     Notification,
     NotificationKind,
-    Requested,
     Team,
     Usage,
 )
@@ -35,7 +32,7 @@ from tests.adapters.channels.fake_slack import FakeSlack
 from tests.adapters.channels.fake_smtp import RecordingHandler
 from tests.adapters.channels.fake_telegram import FakeTelegram
 
-from .support import FakeClock, all_rows, finish, finished_job, renderer
+from .support import FakeClock, all_rows, finish, finished_job, renderer, week_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -56,20 +53,7 @@ async def seed_week(store: Store) -> None:
     """The team, its lead, and one 2-GPU job of the week: 4 GPU-hours held, 1 used, 2 idle."""
     await store.directory.replace_teams([FACE])
     await store.directory.upsert_user(LEAD)
-    job = JobRecord(
-        cluster="default",
-        uid="w48-1",
-        namespace="face-research",
-        name="train-digest",
-        status=JobStatus.SUCCEEDED,
-        owner="bob@example.com",
-        team="face",
-        created_at=datetime(2026, 11, 24, 9, tzinfo=UTC),
-        first_scheduled_at=datetime(2026, 11, 24, 9, 1, tzinfo=UTC),
-        started_at=datetime(2026, 11, 24, 9, 2, tzinfo=UTC),
-        finished_at=datetime(2026, 11, 24, 11, tzinfo=UTC),
-        requested=Requested(gpus=2),
-    )
+    job = week_job("w48-1", "bob@example.com", name="train-digest")
     await stored.upsert_jobs(store, [job])
     await stored.save_usage(
         store, "default", "w48-1", Usage(gpu_minutes=240, used_gpu_minutes=60, idle_gpu_minutes=120)
