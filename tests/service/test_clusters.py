@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from inno_notify.adapters.db import Store, migrate
+from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.leases import LeaseRepository
 from inno_notify.domain.model import NotificationKind
@@ -40,7 +40,7 @@ from inno_notify.sim.objects import (
     pod_running,
     pod_terminated,
 )
-from tests.db_support import create_postgres_database, drop_postgres_database
+from tests.db_support import postgres_database
 from tests.waiting import eventually
 
 from .replicas import API_TOKEN, Replica, base_config, start_replica, wait_leader
@@ -111,12 +111,8 @@ async def snapshot(store: Store, leases: LeaseRepository, cluster: str) -> tuple
 
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
-    url = await create_postgres_database("clusters")
-    try:
-        await migrate(url)
+    async with postgres_database("clusters", migrated=True) as url:
         yield url
-    finally:
-        await drop_postgres_database(url)
 
 
 async def test_two_clusters_into_one_database(database: str, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from inno_notify.adapters.db import Store, migrate
+from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Notification
 from inno_notify.domain.routing import plan_summary
 from inno_notify.sim.kube_api import SimKubeServer
@@ -37,7 +37,7 @@ from inno_notify.sim.objects import (
     pod_terminated,
 )
 from tests import stored
-from tests.db_support import create_postgres_database, drop_postgres_database
+from tests.db_support import postgres_database
 from tests.waiting import eventually
 
 from .replicas import (
@@ -150,12 +150,8 @@ def finish_job(sim: SimKubeServer, index: int) -> None:
 
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
-    url = await create_postgres_database("failover")
-    try:
-        await migrate(url)
+    async with postgres_database("failover", migrated=True) as url:
         yield url
-    finally:
-        await drop_postgres_database(url)
 
 
 async def test_sigkill_then_sigterm_of_the_leader(database: str, tmp_path: Path) -> None:
