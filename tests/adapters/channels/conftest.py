@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from inno_notify.domain.model import (
     JobRecord,
-    JobStatus,
     MissingFigure,
     MissingReason,
     Recommendation,
@@ -21,10 +19,10 @@ from inno_notify.domain.model import (
     Usage,
 )
 from tests.adapters.channels import fake_slack, fake_smtp, fake_telegram
+from tests.pages import sample
 
 TELEGRAM_TOKEN = "123456:AAE-secret-telegram-token"
 SLACK_TOKEN = "xoxb-secret-slack-token"
-T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -64,23 +62,10 @@ def smtp_server() -> Iterator[tuple[fake_smtp.RecordingHandler, int]]:
 
 
 def sample_job(**changes: object) -> JobRecord:
-    """A failed 4-GPU job that ran 3 h 12 min after 2 min in the queue."""
-    job = JobRecord(
-        cluster="default",
-        uid="0b7c5a8e-1111-4c4c-9a9a-2f2f2f2f2f2f",
-        namespace="face-research",
-        name="train-resnet-7",
-        status=JobStatus.FAILED,
-        reason="BackoffLimitExceeded",
-        owner="alice@example.com",
-        created_at=T0,
-        first_scheduled_at=T0 + timedelta(minutes=2),
-        started_at=T0 + timedelta(minutes=2),
-        finished_at=T0 + timedelta(hours=3, minutes=14),
-        exit_code=137,
-        exit_reason="OOMKilled",
-        requested=Requested(gpus=4.0, cpu_cores=16.0, memory_bytes=64 * 1024**3),
-    )
+    """A failed 4-GPU job that ran 3 h 12 min after 2 min in the queue: the pages' sample job
+    without its team, its Kueue facts and its extended resources."""
+    requested = Requested(gpus=4.0, cpu_cores=16.0, memory_bytes=64 * 1024**3)
+    job = sample.job(team=None, kueue=None, requested=requested)
     return dataclasses.replace(job, **changes)  # type: ignore[arg-type]
 
 
