@@ -9,16 +9,20 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from inno_notify.adapters.channels.base import TELEGRAM_MAX_CHARS, MailMessage, SlackMessage, TelegramMessage
-from inno_notify.adapters.channels.markup import ZWSP, escape_mrkdwn
+from inno_notify.adapters.channels.markup import ZWSP
 from inno_notify.adapters.channels.nudge_views import NudgeView
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload
 from inno_notify.domain.model import Channel
-from tests.adapters.channels.test_render import INJECTIONS, Parsed, balanced
+from tests.adapters.channels.test_render import (
+    Parsed,
+    assert_inert_html,
+    balanced,
+    for_any_payload,
+    inert_mrkdwn,
+)
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 TELEGRAM_TAGS = {"b", "i"}
@@ -157,19 +161,6 @@ def test_a_long_nudge_fits_telegram() -> None:
 
 # --- injection ------------------------------------------------------------------------------------
 
-payloads = (
-    st.lists(
-        st.one_of(
-            st.sampled_from(INJECTIONS),
-            st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=12),
-        ),
-        min_size=1,
-        max_size=8,
-    )
-    .map("".join)
-    .filter(bool)
-)
-
 
 def injected(payload: str) -> NudgeView:
     gpu = IdleGpu(payload, NOW - timedelta(hours=3), payload, payload, payload, payload, 300.0)
@@ -188,35 +179,22 @@ def injected(payload: str) -> NudgeView:
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+def nudge(channel: Channel, payload: str) -> object:
+    return RENDERER.render_nudge(channel, injected(payload))
+
+
+@for_any_payload
 def test_cluster_values_are_inert_in_html(payload: str) -> None:
-    for channel in (Channel.TELEGRAM, Channel.EMAIL):
-        benign = RENDERER.render_nudge(channel, injected("x"))
-        hostile = RENDERER.render_nudge(channel, injected(payload))
-        markup = [m.html for m in (benign, hostile) if isinstance(m, (TelegramMessage, MailMessage))]
-        parsed_benign, parsed_hostile = Parsed(markup[0]), Parsed(markup[1])
-        assert parsed_hostile.tags == parsed_benign.tags
-        assert f"{payload}/{payload}" in parsed_hostile.visible
-        assert f"coder stop {payload}/{payload}" in parsed_hostile.visible
+    assert_inert_html(nudge, payload, f"{payload}/{payload}", f"coder stop {payload}/{payload}")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+@for_any_payload
 def test_cluster_values_are_inert_in_slack_mrkdwn(payload: str) -> None:
-    benign = RENDERER.render_nudge(Channel.SLACK, injected("x"))
-    hostile = RENDERER.render_nudge(Channel.SLACK, injected(payload))
-    assert isinstance(benign, SlackMessage) and isinstance(hostile, SlackMessage)
-    text = "\n\n".join(b["text"]["text"] for b in hostile.blocks)
-    safe = escape_mrkdwn(payload)
-    assert "<" not in safe and ">" not in safe
-    assert text.count("<") == "\n\n".join(b["text"]["text"] for b in benign.blocks).count("<")
-    assert f"{safe}/{safe}" in text
+    text = inert_mrkdwn(nudge, payload)[0]
     assert not re.search(f"(?<![\\w.+-])@(?!{ZWSP})", text)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+@for_any_payload
 def test_cluster_values_are_literal_in_the_plain_text_mail(payload: str) -> None:
     message = RENDERER.render_nudge(Channel.EMAIL, injected(payload))
     assert isinstance(message, MailMessage)

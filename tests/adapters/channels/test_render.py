@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -296,6 +297,44 @@ payloads = (
 )
 
 
+def for_any_payload(test: Callable[[str], None]) -> Callable[[], None]:
+    """The property `test(payload)`, tried with 60 payloads (rendering is slow for Hypothesis's
+    health check, and for its deadline on a busy machine)."""
+    examples = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    return examples(given(payload=payloads)(test))
+
+
+# A message to a channel with a value in every cluster-supplied field.
+Render = Callable[[Channel, str], object]
+
+
+def assert_inert_html(render: Render, payload: str, *shown: str) -> None:
+    """In Telegram and e-mail HTML, a message made with the payload has the tags it has with a
+    harmless value (the payload added no markup), and a reader sees each of `shown`."""
+    for channel in (Channel.TELEGRAM, Channel.EMAIL):
+        benign, hostile = render(channel, "x"), render(channel, payload)
+        assert isinstance(benign, (TelegramMessage, MailMessage))
+        assert isinstance(hostile, (TelegramMessage, MailMessage))
+        parsed_hostile = Parsed(hostile.html)
+        assert parsed_hostile.tags == Parsed(benign.html).tags
+        for text in shown:
+            assert text in parsed_hostile.visible
+
+
+def inert_mrkdwn(render: Render, payload: str) -> tuple[str, str]:
+    """Checks that no mention, channel ping or link can come from the payload in the Slack message
+    (its < and > are entities: the message links what it links with a harmless value) and that it
+    shows as namespace/name; returns the message's text and the payload as escaped for mrkdwn."""
+    benign, hostile = render(Channel.SLACK, "x"), render(Channel.SLACK, payload)
+    assert isinstance(benign, SlackMessage) and isinstance(hostile, SlackMessage)
+    text = "\n\n".join(b["text"]["text"] for b in hostile.blocks)
+    safe = escape_mrkdwn(payload)
+    assert "<" not in safe and ">" not in safe
+    assert text.count("<") == "\n\n".join(b["text"]["text"] for b in benign.blocks).count("<")
+    assert f"{safe}/{safe}" in text
+    return text, safe
+
+
 def injected(payload: str) -> SummaryView:
     recommendation = Recommendation(
         kind=RecommendationKind.GPU_COUNT,
@@ -316,37 +355,23 @@ INERT = Renderer(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+def summary(channel: Channel, payload: str) -> object:
+    return INERT.render_summary(channel, injected(payload))
+
+
+@for_any_payload
 def test_cluster_values_are_inert_in_html(payload: str) -> None:
-    for channel in (Channel.TELEGRAM, Channel.EMAIL):
-        benign = INERT.render_summary(channel, injected("x"))
-        hostile = INERT.render_summary(channel, injected(payload))
-        markup = [m.html for m in (benign, hostile) if isinstance(m, (TelegramMessage, MailMessage))]
-        parsed_benign, parsed_hostile = Parsed(markup[0]), Parsed(markup[1])
-        # Same tags as with a harmless value: the payload added no markup.
-        assert parsed_hostile.tags == parsed_benign.tags
-        assert f"{payload}/{payload}" in parsed_hostile.visible
-        assert f"job {payload} idled" in parsed_hostile.visible
+    assert_inert_html(summary, payload, f"{payload}/{payload}", f"job {payload} idled")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+@for_any_payload
 def test_cluster_values_are_inert_in_slack_mrkdwn(payload: str) -> None:
-    benign = INERT.render_summary(Channel.SLACK, injected("x"))
-    hostile = INERT.render_summary(Channel.SLACK, injected(payload))
-    assert isinstance(benign, SlackMessage) and isinstance(hostile, SlackMessage)
-    text = "\n\n".join(b["text"]["text"] for b in hostile.blocks)
-    safe = escape_mrkdwn(payload)
-    # No mention, channel ping or link can come from the value: its < and > are entities.
-    assert "<" not in safe and ">" not in safe
-    assert text.count("<") == "\n\n".join(b["text"]["text"] for b in benign.blocks).count("<")
+    safe = inert_mrkdwn(summary, payload)[1]
     # Formatting characters are fenced by zero-width spaces so they cannot pair up.
     stripped = safe
     for char in "*_~`":
         stripped = stripped.replace(f"{ZWSP}{char}{ZWSP}", "")
     assert not set("*_~`") & set(stripped)
-    assert f"{safe}/{safe}" in text
     # A word-initial @ (a typed mention) is followed by a zero-width space.
     assert not re.search(f"(?<![\\w.+-])@(?!{ZWSP})", safe)
     # Nothing was lost: undoing the fences, the mention breaks and the three entities gives the
@@ -357,8 +382,7 @@ def test_cluster_values_are_inert_in_slack_mrkdwn(payload: str) -> None:
     assert safe.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == payload
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=payloads)
+@for_any_payload
 def test_cluster_values_are_literal_in_the_plain_text_mail(payload: str) -> None:
     message = INERT.render_summary(Channel.EMAIL, injected(payload))
     assert isinstance(message, MailMessage)
