@@ -104,24 +104,29 @@ def screenshot(page: Path, size: tuple[int, int], out: Path, profile: Path) -> N
             image.crop((0, 0, size[0], size[1])).save(out)
 
 
+def loaded_dom(page: Path, window: tuple[int, int], profile: Path, *flags: str) -> str:
+    """The DOM of `page` after load in a window of that size (Chromium's `flags` added)."""
+    done = subprocess.run(
+        [*_args(profile, window), *flags, "--dump-dom", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )
+    return done.stdout.decode()
+
+
 def measure(html: str, size: tuple[int, int], workdir: Path) -> dict[str, float | None]:
     """Loads the page at `size` and returns what it measured after layout."""
     page = workdir / f"measure-{size[0]}.html"
     page.write_text(html.replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
     window = (max(size[0], _MIN_WINDOW), size[1])
-    done = subprocess.run(
-        [
-            *_args(workdir / "profile", window),
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=3000",
-            "--dump-dom",
-            _framed(page, size, workdir).as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=90,
+    dom = loaded_dom(
+        _framed(page, size, workdir),
+        window,
+        workdir / "profile",
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=3000",
     )
-    dom = done.stdout.decode()
     start = dom.index('<pre id="measured">') + len('<pre id="measured">')
     return json.loads(dom[start : dom.index("</pre>", start)].replace("&quot;", '"'))  # type: ignore[no-any-return]
 

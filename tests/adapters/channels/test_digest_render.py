@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +25,9 @@ from inno_notify.domain.digest import (
     WasteRow,
     build_digest,
 )
+from tests.pages.browser import CHROMIUM, loaded_dom, screenshot
 
-CHROMIUM = Path("/usr/bin/chromium")
+WINDOW = (1000, 1300)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EVIL = "<script>alert(1)</script>&<!channel>*bold*"
 
@@ -155,38 +155,14 @@ def test_json_carries_every_figure() -> None:
     assert data["top_waste"][0]["recommendation"] == "2 of 4 GPUs idle"
 
 
-def run_chromium(page: Path, profile: Path, screenshot: Path | None = None) -> str:
-    """Loads `page` in headless Chromium; returns the DOM after load (and takes a screenshot)."""
-    args = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-    ]
-    if screenshot is not None:
-        subprocess.run(
-            [*args, f"--screenshot={screenshot}", "--window-size=1000,1300", page.as_uri()],
-            check=True,
-            capture_output=True,
-            timeout=90,
-        )
-    done = subprocess.run([*args, "--dump-dom", page.as_uri()], check=True, capture_output=True, timeout=90)
-    return done.stdout.decode()
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian package chromium)")
 def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     d = replace(digest(), quota_gpus=8.0, quota_share=12.5 / (8 * 168))
     page = tmp_path / "digest.html"
     page.write_text(DigestRenderer().html_page(d, render_chart(d)), encoding="utf-8")
     shot = tmp_path / "digest.png"
-    dom = run_chromium(page, tmp_path / "profile", shot)
+    screenshot(page, WINDOW, shot, tmp_path / "profile")
+    dom = loaded_dom(page, WINDOW, tmp_path / "profile")
     assert shot.read_bytes().startswith(PNG_SIGNATURE)
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", dom)]
     assert "12.5 h" in cells and "40 %" in cells and "+2.5 h (+25 %)" in cells
@@ -205,7 +181,7 @@ def write_docs_screenshot() -> None:
     d = replace(digest(), quota_gpus=8.0, quota_share=12.5 / (8 * 168))
     page = work / "digest.html"
     page.write_text(DigestRenderer().html_page(d, render_chart(d)), encoding="utf-8")
-    run_chromium(page, work / "profile", root / "docs" / "digest-screenshot.png")
+    screenshot(page, WINDOW, root / "docs" / "digest-screenshot.png", work / "profile")
     shutil.rmtree(work)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,33 +19,12 @@ from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from tests.adapters.channels.conftest import sample_job, sample_recommendations, sample_usage
+from tests.pages.browser import CHROMIUM, loaded_dom, screenshot
 
-CHROMIUM = Path("/usr/bin/chromium")
+WINDOW = (900, 1200)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian chromium)")
-
-
-def chromium(page: Path, profile: Path, screenshot: Path) -> str:
-    """Loads `page`, saves a screenshot, returns the DOM after load."""
-    args = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--window-size=900,1200",
-    ]
-    subprocess.run(
-        [*args, f"--screenshot={screenshot}", page.as_uri()], check=True, capture_output=True, timeout=90
-    )
-    done = subprocess.run([*args, "--dump-dom", page.as_uri()], check=True, capture_output=True, timeout=90)
-    return done.stdout.decode()
 
 
 def mail_html(message: MailMessage) -> str:
@@ -93,7 +71,8 @@ def test_a_summary_mail_shows_its_figures_in_chromium(tmp_path: Path) -> None:
     page.write_text(mail_html(message), encoding="utf-8")
     shot = tmp_path / "mail.png"
 
-    dom = chromium(page, tmp_path / "profile", shot)
+    screenshot(page, WINDOW, shot, tmp_path / "profile")
+    dom = loaded_dom(page, WINDOW, tmp_path / "profile")
 
     assert shot.read_bytes().startswith(PNG_SIGNATURE)
     rows = table_rows(dom)
