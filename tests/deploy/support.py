@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -170,6 +171,23 @@ def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def containers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     spec = pod_spec(objects)
     return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def assert_valid_against_schema(objects: list[dict[str, Any]], version: str, what: str) -> None:
+    """Every object valid against the schema of that Kubernetes version, but for the Prometheus
+    Operator's kinds (NO_SCHEMA); the service's own kinds among them."""
+    checked = set()
+    for obj in objects:
+        if obj["kind"] in NO_SCHEMA:
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.path) if hasattr(exc, "path") else ""
+            pytest.fail(f"{what}: {obj['kind']} {obj['metadata']['name']} at {where}: {exc.message}")
+        checked.add(obj["kind"])
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "Service", "ConfigMap"} <= checked
 
 
 def flat_rules(role: dict[str, Any]) -> dict[tuple[str, str], list[str]]:

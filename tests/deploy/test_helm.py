@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -26,8 +25,8 @@ from .support import (
     KUBERNETES_VERSIONS,
     KUSTOMIZE,
     NAMESPACE,
-    NO_SCHEMA,
     RELEASE,
+    assert_valid_against_schema,
     flat_rules,
     helm_render,
     helm_text,
@@ -74,18 +73,7 @@ def test_helm_lint_strict(values: str | None) -> None:
 def test_every_object_of_every_example_is_valid_against_the_kubernetes_schema(
     values: str, version: str
 ) -> None:
-    checked = set()
-    for obj in helm_render(example(values)):
-        if obj["kind"] in NO_SCHEMA:
-            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
-            continue
-        try:
-            kubernetes_validate.validate(obj, version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.path) if hasattr(exc, "path") else ""
-            pytest.fail(f"{values}: {obj['kind']} {obj['metadata']['name']} at {where}: {exc.message}")
-        checked.add(obj["kind"])
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "Service", "ConfigMap"} <= checked
+    assert_valid_against_schema(helm_render(example(values)), version, values)
 
 
 def test_kubernetes_validate_cli_strict_passes_with_only_the_prometheus_operator_warnings(

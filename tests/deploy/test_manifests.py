@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -19,9 +18,9 @@ from .support import (
     DEPLOY,
     EXPECTED_CLUSTER_RULES,
     KUBERNETES_VERSIONS,
-    NO_SCHEMA,
     OVERLAYS,
     TREES,
+    assert_valid_against_schema,
     containers,
     flat_rules,
     one,
@@ -41,18 +40,7 @@ RESTRICTED_VOLUMES = {
 @pytest.mark.parametrize("tree", TREES)
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_object_is_valid_against_the_kubernetes_schema(tree: str, version: str) -> None:
-    checked = set()
-    for obj in render(tree):
-        if obj["kind"] in NO_SCHEMA:
-            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
-            continue
-        try:
-            kubernetes_validate.validate(obj, version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.path) if hasattr(exc, "path") else ""
-            pytest.fail(f"{tree}: {obj['kind']} {obj['metadata']['name']} at {where}: {exc.message}")
-        checked.add(obj["kind"])
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "Service", "ConfigMap"} <= checked
+    assert_valid_against_schema(render(tree), version, tree)
 
 
 def test_the_base_names_no_namespace() -> None:
