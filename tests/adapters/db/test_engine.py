@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import asyncpg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -18,6 +17,7 @@ from inno_notify.adapters.db.engine import is_statement_timeout
 from inno_notify.adapters.db.migrate import _PG_MIGRATE_LOCK
 from inno_notify.adapters.db.tables import checkpoints
 from tests import stored
+from tests.db_support import connect
 
 from .records import job, user
 
@@ -36,18 +36,6 @@ async def limited(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
-
-
-async def connect(url: str) -> asyncpg.Connection:
-    """A plain asyncpg connection to the database of a test URL (outside any engine)."""
-    parsed = make_url(url)
-    return await asyncpg.connect(
-        user=parsed.username,
-        password=parsed.password,
-        host=parsed.host,
-        port=parsed.port,
-        database=parsed.database,
-    )
 
 
 async def test_a_long_statement_is_cut_and_the_engine_goes_on(limited: AsyncEngine, db_dialect: str) -> None:
