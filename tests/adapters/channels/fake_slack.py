@@ -25,6 +25,11 @@ class Scripted:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+def api_error(error: str, status: int = 200) -> Scripted:
+    """The Web API's answer to a call that failed: `{"ok": false, "error": error}`."""
+    return Scripted(status, {"ok": False, "error": error})
+
+
 def rate_limited(retry_after: int) -> Scripted:
     return Scripted(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
 

@@ -11,9 +11,10 @@ import pytest
 from inno_notify.adapters.channels.base import ChannelError, Recipient, SlackMessage, TelegramMessage
 from inno_notify.adapters.channels.slack import EVENT_TYPE, SlackSender
 from tests.adapters.channels.conftest import SLACK_TOKEN
-from tests.adapters.channels.fake_slack import FakeSlack, Scripted, rate_limited
+from tests.adapters.channels.fake_slack import FakeSlack, Scripted, api_error, rate_limited
 from tests.adapters.channels.fake_smtp import free_port
 
+BOB = Recipient(slack_user_id="U0BOB")
 MESSAGE = SlackMessage(
     text="job face/x failed",
     blocks=({"type": "section", "text": {"type": "mrkdwn", "text": "*job* face/x failed"}},),
@@ -31,7 +32,7 @@ async def test_dms_a_user_by_id_with_blocks_and_text_fallback(
     slack_api: tuple[FakeSlack, str], sender: SlackSender
 ) -> None:
     fake, _ = slack_api
-    message_id = await sender.send(Recipient(slack_user_id="U0BOB"), MESSAGE)
+    message_id = await sender.send(BOB, MESSAGE)
 
     assert message_id == "D0BOB:1796000000.000001"
     [(channel, payload)] = fake.posted()
@@ -49,8 +50,8 @@ async def test_a_keyed_message_carries_its_outbox_rows_as_metadata(
     slack_api: tuple[FakeSlack, str], sender: SlackSender
 ) -> None:
     fake, _ = slack_api
-    await sender.send(Recipient(slack_user_id="U0BOB"), replace(MESSAGE, key="k1", rows=(7, 8)))
-    await sender.send(Recipient(slack_user_id="U0BOB"), MESSAGE)
+    await sender.send(BOB, replace(MESSAGE, key="k1", rows=(7, 8)))
+    await sender.send(BOB, MESSAGE)
 
     [(_, keyed), (_, plain)] = fake.posted()
     assert keyed["metadata"] == {"event_type": EVENT_TYPE, "event_payload": {"key": "k1", "rows": [7, 8]}}
@@ -90,12 +91,11 @@ async def test_reads_the_history_page_by_page(slack_api: tuple[FakeSlack, str]) 
     fake, url = slack_api
     sender = SlackSender(SLACK_TOKEN, url, timeout=5.0)
     try:
-        bob = Recipient(slack_user_id="U0BOB")
-        first = await sender.send(bob, replace(MESSAGE, key="k1", rows=(1,)))
+        first = await sender.send(BOB, replace(MESSAGE, key="k1", rows=(1,)))
         for n in range(2, 2 + slack.HISTORY_PAGE + 3):
-            await sender.send(bob, replace(MESSAGE, key=f"k{n}", rows=(n,)))
+            await sender.send(BOB, replace(MESSAGE, key=f"k{n}", rows=(n,)))
 
-        assert await sender.find_sent(bob, [1], BEFORE_POSTS) == first
+        assert await sender.find_sent(BOB, [1], BEFORE_POSTS) == first
         assert len(fake.calls_to("conversations.history")) == 2
     finally:
         await sender.aclose()
@@ -114,7 +114,7 @@ async def test_a_channel_named_not_by_id_cannot_be_read(
 async def test_a_history_it_may_not_read_is_a_channel_error(
     slack_api: tuple[FakeSlack, str], sender: SlackSender
 ) -> None:
-    slack_api[0].scripted.append(Scripted(200, {"ok": False, "error": "missing_scope"}))
+    slack_api[0].scripted.append(api_error("missing_scope"))
 
     with pytest.raises(ChannelError, match="conversations_history: missing_scope"):
         await sender.find_sent(Recipient(slack_channel="C0FACE"), [1], BEFORE_POSTS)
@@ -144,42 +144,12 @@ async def test_posts_to_a_team_channel(slack_api: tuple[FakeSlack, str], sender:
     [
         (Recipient(email="nobody@example.com"), None, False, None, "users_not_found"),
         (Recipient(slack_channel="#nowhere"), None, False, None, "channel_not_found"),
-        (Recipient(slack_user_id="U0BOB"), rate_limited(7), True, 7.0, "ratelimited"),
-        (
-            Recipient(slack_user_id="U0BOB"),
-            Scripted(500, {"ok": False, "error": "internal_error"}),
-            True,
-            None,
-            "internal_error",
-        ),
-        (
-            Recipient(slack_user_id="U0BOB"),
-            Scripted(503, "<html>503</html>", {"Retry-After": "30"}),
-            True,
-            30.0,
-            "503",
-        ),
-        (
-            Recipient(slack_user_id="U0BOB"),
-            Scripted(200, {"ok": False, "error": "fatal_error"}),
-            True,
-            None,
-            "fatal_error",
-        ),
-        (
-            Recipient(slack_user_id="U0BOB"),
-            Scripted(200, {"ok": False, "error": "invalid_auth"}),
-            False,
-            None,
-            "invalid_auth",
-        ),
-        (
-            Recipient(slack_user_id="U0BOB"),
-            Scripted(200, {"ok": False, "error": "invalid_blocks"}),
-            False,
-            None,
-            "invalid_blocks",
-        ),
+        (BOB, rate_limited(7), True, 7.0, "ratelimited"),
+        (BOB, api_error("internal_error", 500), True, None, "internal_error"),
+        (BOB, Scripted(503, "<html>503</html>", {"Retry-After": "30"}), True, 30.0, "503"),
+        (BOB, api_error("fatal_error"), True, None, "fatal_error"),
+        (BOB, api_error("invalid_auth"), False, None, "invalid_auth"),
+        (BOB, api_error("invalid_blocks"), False, None, "invalid_blocks"),
     ],
     ids=[
         "users-not-found",
@@ -217,7 +187,7 @@ async def test_a_wrong_token_is_permanent_and_never_shown(slack_api: tuple[FakeS
     sender = SlackSender("xoxb-wrong-secret", slack_api[1])
     try:
         with pytest.raises(ChannelError) as caught:
-            await sender.send(Recipient(slack_user_id="U0BOB"), MESSAGE)
+            await sender.send(BOB, MESSAGE)
     finally:
         await sender.aclose()
 
@@ -229,7 +199,7 @@ async def test_an_unreachable_server_is_retryable_and_tried_once() -> None:
     sender = SlackSender(SLACK_TOKEN, f"http://127.0.0.1:{free_port()}/api/", timeout=2.0)
     try:
         with pytest.raises(ChannelError) as caught:
-            await sender.send(Recipient(slack_user_id="U0BOB"), MESSAGE)
+            await sender.send(BOB, MESSAGE)
     finally:
         await sender.aclose()
 
@@ -250,7 +220,7 @@ async def test_a_recipient_without_any_slack_address_is_permanent(
 
 async def test_a_message_for_another_channel_is_a_programming_error(sender: SlackSender) -> None:
     with pytest.raises(TypeError):
-        await sender.send(Recipient(slack_user_id="U0BOB"), TelegramMessage("x"))
+        await sender.send(BOB, TelegramMessage("x"))
 
 
 async def test_check_names_the_workspace(sender: SlackSender) -> None:
