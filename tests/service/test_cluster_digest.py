@@ -82,17 +82,22 @@ async def test_teams_ranked_by_idle_gpu_hours(store: Store) -> None:
     assert "<td>face</td>" in message.html
 
 
-async def test_planned_once_per_admin_and_rendered_for_the_dispatcher(store: Store) -> None:
-    await fill(store)
-    scheduler = DigestScheduler(
+def admins_scheduler(store: Store, channels: set[str], admins: list[str]) -> DigestScheduler:
+    """The scheduler with no team digests, firing on Mondays at 08:00 UTC, the clock at FIRED."""
+    return DigestScheduler(
         store,
         schedule="0 8 * * MON",
         timezone="UTC",
-        channels={"email"},
+        channels=channels,
         clock=lambda: FIRED,
         teams=[],
-        admin_recipients=["Ops@example.com", "ops@example.com", "sre@example.com"],
+        admin_recipients=admins,
     )
+
+
+async def test_planned_once_per_admin_and_rendered_for_the_dispatcher(store: Store) -> None:
+    await fill(store)
+    scheduler = admins_scheduler(store, {"email"}, ["Ops@example.com", "ops@example.com", "sre@example.com"])
     assert await scheduler.run_once(FIRED) == 2
     assert await scheduler.run_once(FIRED + timedelta(hours=1)) == 0  # a later round adds nothing
     rows, _ = await store.outbox.list_notifications(None, 10, None)
@@ -105,13 +110,5 @@ async def test_planned_once_per_admin_and_rendered_for_the_dispatcher(store: Sto
 
 
 async def test_no_admin_rows_without_email(store: Store) -> None:
-    scheduler = DigestScheduler(
-        store,
-        schedule="0 8 * * MON",
-        timezone="UTC",
-        channels={"slack"},
-        clock=lambda: FIRED,
-        teams=[],
-        admin_recipients=["ops@example.com"],
-    )
+    scheduler = admins_scheduler(store, {"slack"}, ["ops@example.com"])
     assert await scheduler.run_once(FIRED) == 0
