@@ -25,7 +25,8 @@ from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.api import keys, openapi
 from inno_notify.api.app import create_api_store, create_app
 from inno_notify.api.cache import MAX_INFLIGHT
-from tests.adapters.db.test_engine import SLOW, connect
+from tests.adapters.db.test_engine import SLOW
+from tests.db_support import connect
 from tests.waiting import eventually
 
 from .support import NOW, SETTINGS, TOKENS, Recorder, check_conforms
