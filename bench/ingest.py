@@ -59,8 +59,8 @@ from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.domain.kinds import OPTIONAL_KINDS
-from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig, merge_job, parse_job, parse_pod
+from inno_notify.domain.routing import Directory
 from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
@@ -140,8 +140,8 @@ def unit_changes(i: int, mix: bool) -> tuple[str, list[Change]]:
     return "jobs", [Change(T0, rt, "create" if create else "update", obj) for rt, obj, create in lifecycle(i)]
 
 
-async def no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-    return {}, {}
+async def no_directory() -> Directory:
+    return Directory({}, {})
 
 
 class TimedIngestor(Ingestor):

@@ -64,8 +64,8 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.db.workflow_rows import record_to_json
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
 from inno_notify.api.probes import create_probe_app, start_probes
-from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.routing import Directory
 from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
@@ -268,8 +268,8 @@ class Prober:
             self.failures += not ok
 
 
-async def _no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-    return {}, {}
+async def _no_directory() -> Directory:
+    return Directory({}, {})
 
 
 def all_writes(jobs: int, hostile_count: int, storm: int) -> tuple[list[Write], int]:

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store
-from inno_notify.domain.model import DirectoryUser, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.parsing.argo import parse_workflow
+from inno_notify.domain.routing import Directory
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.serving import ServingAnnouncer
 from inno_notify.service.workflow_tracking import WorkflowOptions, join_recorder
@@ -67,8 +67,8 @@ def bench_parse(steps: int) -> None:
     print(f"parse_steps_per_s={rounds * steps / elapsed:.0f}")
 
 
-async def no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-    return {}, {}
+async def no_directory() -> Directory:
+    return Directory({}, {})
 
 
 async def bench_pipeline(workflows: int) -> None:

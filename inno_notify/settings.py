@@ -81,6 +81,10 @@ class _Section(BaseModel):
         return self
 
 
+# A character of a URI fit for an RFC 2369 header between angle brackets (List-Unsubscribe):
+# printable ASCII without space, '"', ',', '<' or '>' (adapters.channels.email).
+HEADER_URI_CHARS = r"[\x21\x23-\x2b\x2d-\x3b\x3d\x3f-\x7e]"
+
 ListenAddress = Annotated[str, Field(pattern=r"^(|\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5})$")]
 # The probes have no off switch: kubelet needs them whether or not anything else listens.
 RequiredListenAddress = Annotated[str, Field(pattern=r"^\[?[0-9A-Za-z.:\-]*\]?:[0-9]{1,5}$")]
@@ -355,6 +359,11 @@ class EmailSettings(_Section):
         None, description="File holding the SMTP password."
     )
     sender: str | None = Field(None, description="From: address.")
+    list_unsubscribe: str | None = Field(
+        None,
+        pattern=rf"^(mailto:|https://){HEADER_URI_CHARS}{{1,400}}$",
+        description="The operator's unsubscribe address, a mailto: (or https URL), for the List-Unsubscribe header. Every e-mail already carries its recipient's signed one-click link when links.public_url and links.secret_file are set (a mailto goes beside it, a URL is then left out); without those, this stands alone.",
+    )
 
     @model_validator(mode="after")
     def _tls_or_starttls(self) -> EmailSettings:

@@ -192,6 +192,13 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
         ("directory: {users: [{email: a@x}, {email: A@x}]}\n", {}, "duplicate directory.users email: a@x"),
         ("channels: {slack: {token_file: /no/such/file}}\n", {}, "channels.slack: cannot read token_file"),
         ("api: {listen: 'not an address'}\n", {}, "api.listen"),
+        # A List-Unsubscribe URI that could end the header or split the list of URIs in it.
+        (
+            "channels: {email: {list_unsubscribe: 'mailto:a@x, <b@y>'}}\n",
+            {},
+            "channels.email.list_unsubscribe",
+        ),
+        ("channels: {email: {list_unsubscribe: 'javascript:x'}}\n", {}, "channels.email.list_unsubscribe"),
         ("- a list\n", {}, "the top level must be a mapping"),
         ("prometheus: {url: [\n", {}, "invalid YAML at line"),
         (

@@ -4,7 +4,8 @@ Tokens are configured only as SHA-256 hashes. A presented token is hashed and co
 every configured hash with `hmac.compare_digest`, without stopping at the first match, so the time
 taken does not tell which hash (or how much of one) matched. Every path needs a token except the
 probes and metrics that Kubernetes and Prometheus scrape (the endpoints marked open in routes.py),
-and the job and team pages when the request carries a valid signed link (SignedPages); unknown
+and the pages (job, workflow and team pages, an e-mail's one-click unsubscribe) when the request
+carries a valid signed link (SignedPages); unknown
 paths need one too, so an unauthenticated caller learns nothing about which routes exist.
 Which roles may call an endpoint is in its row of routes.py; by default every reader (admin,
 viewer) may read and only admin may write. A pipeline token (held by scripts in Airflow tasks and
@@ -127,7 +128,8 @@ _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="inno-notify"'}
 
 @dataclass(frozen=True, slots=True)
 class SignedPages:
-    """The pages a signed link opens without a token (the job and team pages, docs/pages.md).
+    """The pages a signed link opens without a token (the job, workflow and team pages and the
+    one-click unsubscribe, docs/pages.md).
 
     `subject(request)` is the kind of page and the values its links are signed over, or None for a
     request that is no such page (routes.signed_subject). `key` signs the links

@@ -62,14 +62,14 @@ def _operation(
                 {
                     "name": param.name,
                     "in": where,
-                    "required": param.in_path,
+                    "required": param.in_path or param.required,
                     "description": description,
                     "schema": schema,
                 }
             )
         if inputs.body is not None:
             schema = _not_null(properties[inputs.body.name])
-            body = {"required": True, "content": {"application/json": {"schema": schema}}}
+            body = {"required": True, "content": {media: {"schema": schema} for media in inputs.body.media}}
     responses: Schema = {}
     for status, reply in endpoint.replies.items():
         content: Schema = {}
@@ -147,7 +147,8 @@ def _build(endpoints: tuple[routes.Endpoint[Any], ...]) -> Schema:
             "description": "Jobs, usage, recommendations, deliveries and the directory (CONTRACT.md §5). "
             "Every /api/v1 path needs `Authorization: Bearer TOKEN`; viewers may only read, and a pipeline "
             "token may only post pipeline events. The job and team pages (/jobs/…, /teams/…, HTML) open "
-            "with the signed link a message carried (exp, sig) or a viewer or admin token.",
+            "with the signed link a message carried (exp, sig) or a viewer or admin token; the one-click "
+            "unsubscribe (/unsubscribe) with the signed link of an e-mail or an admin token.",
         },
         "components": {
             "schemas": dict(sorted(components.items())),

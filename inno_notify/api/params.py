@@ -1,7 +1,8 @@
 """What a request may carry, declared once per endpoint, and read from it with clear 400s.
 
 Each endpoint declares its inputs as one frozen dataclass (next to its view): a field per path or
-query parameter, and at most one `Body` field for a JSON body. A field's type says how its text is
+query parameter, and at most one `Body` field for a JSON body (or, `Body(form=True)`, an HTML
+form's fields: application/x-www-form-urlencoded or multipart/form-data). A field's type says how its text is
 read (`Parse` in its `Annotated` metadata, or the enum it is) and, through pydantic's `Field`, the
 constraints the OpenAPI document states (lengths, patterns, ranges, the default). `Later` puts a
 rule between two times on the model too. The same dataclass is what the view receives and what
@@ -19,9 +20,12 @@ import enum
 import re
 import types
 import typing
+import urllib.parse
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.parser import BytesParser
+from email.policy import HTTP
 from typing import Annotated, Any, Generic, TypeVar, Union
 
 from aiohttp import web
@@ -76,7 +80,10 @@ class Later:
 
 @dataclass(frozen=True, slots=True)
 class Body:
-    """The field is the request's JSON body, validated by its pydantic model (400 `invalid_body`)."""
+    """The field is the request's JSON body, validated by its pydantic model (400 `invalid_body`);
+    with `form`, the fields of a form body (FORM_TYPES), each name once, as the model's strings."""
+
+    form: bool = False
 
 
 # --- readers of one value (their messages are the API's error messages) -------------------------
@@ -180,14 +187,21 @@ class Param:
     in_path: bool
     read: Callable[[str, str], Any]
     later_than: str | None
+    # A query parameter without a default (a path parameter always is there).
+    required: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class BodyField:
-    """The field of an endpoint's inputs that holds its JSON body."""
+    """The field of an endpoint's inputs that holds its body (JSON, or a form's fields)."""
 
     name: str
     model: type[BaseModel]
+    form: bool = False
+
+    @property
+    def media(self) -> tuple[str, ...]:
+        return FORM_TYPES if self.form else ("application/json",)
 
 
 def _unwrap(hint: Any) -> tuple[Any, list[Any]]:
@@ -206,17 +220,22 @@ def _unwrap(hint: Any) -> tuple[Any, list[Any]]:
             return hint, metadata
 
 
-def _field(name: str, hint: Any, in_path: bool) -> Param | BodyField:
+def _field(name: str, hint: Any, in_path: bool, required: bool) -> Param | BodyField:
     base, metadata = _unwrap(hint)
-    if any(isinstance(m, Body) for m in metadata):
-        return BodyField(name, base)
+    body = next((m for m in metadata if isinstance(m, Body)), None)
+    if body is not None:
+        return BodyField(name, base, body.form)
     reads = [m.read for m in metadata if isinstance(m, Parse)]
     if not reads and isinstance(base, type) and issubclass(base, enum.Enum):
         reads = [choice(base)]
     if not reads:
         raise TypeError(f"parameter {name}: its type names no Parse and is no enum")
     later = next((m.than for m in metadata if isinstance(m, Later)), None)
-    return Param(name, in_path, reads[-1], later)
+    return Param(name, in_path, reads[-1], later, required and not in_path)
+
+
+def _required(field: dataclasses.Field[Any]) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 
 class Inputs(Generic[P]):
@@ -227,7 +246,10 @@ class Inputs(Generic[P]):
         self.kind = kind
         hints = typing.get_type_hints(kind, include_extras=True)
         in_path = set(re.findall(r"\{(\w+)\}", path))
-        fields = [_field(f.name, hints[f.name], f.name in in_path) for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+        fields = [
+            _field(f.name, hints[f.name], f.name in in_path, _required(f))
+            for f in dataclasses.fields(kind)  # type: ignore[arg-type]
+        ]
         self.params = [f for f in fields if isinstance(f, Param)]
         bodies = [f for f in fields if isinstance(f, BodyField)]
         if len(bodies) > 1:
@@ -244,7 +266,8 @@ class Inputs(Generic[P]):
         """The parameters, then the body (so a bad parameter is refused before the body is read)."""
         values = self._params(request)
         if self.body is not None:
-            values[self.body.name] = await json_body(request, self.body.model)
+            read = form_body if self.body.form else json_body
+            values[self.body.name] = await read(request, self.body.model)
         return self.kind(**values)
 
     def _params(self, request: web.Request) -> dict[str, Any]:
@@ -255,6 +278,8 @@ class Inputs(Generic[P]):
         for param in self.params:
             raw = (request.match_info if param.in_path else request.query).get(param.name)
             if raw is None:
+                if param.required:
+                    raise bad_request(f"{param.name} is required")
                 continue
             values[param.name] = value = param.read(raw, param.name)
             earlier = values.get(param.later_than) if param.later_than else None
@@ -282,6 +307,70 @@ async def json_body(request: web.Request, model: type[M]) -> M:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise bad_request(f"{where}: {first['msg']}", code="invalid_body") from None
+
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+MAX_FORM_FIELDS = 32
+
+
+async def form_body(request: web.Request, model: type[M]) -> M:
+    """A form's fields, validated by `model` (each field a string): urlencoded or multipart, the
+    way browsers and mail providers post (RFC 8058 posts `List-Unsubscribe=One-Click` either way)."""
+    if request.content_type not in FORM_TYPES:
+        raise bad_request(
+            f"the body must be a form ({' or '.join(FORM_TYPES)}), not {request.content_type or 'none'}",
+            code="invalid_body",
+        )
+    raw = await _bounded_body(request)
+    if request.content_type == FORM_TYPES[0]:
+        fields = _urlencoded_fields(raw)
+    else:
+        fields = _multipart_fields(request.headers.get("Content-Type", ""), raw)
+    names = [name for name, _ in fields]
+    repeated = next((name for name in names if names.count(name) > 1), None)
+    if repeated is not None:
+        raise bad_request(f"form field {repeated!r} given more than once", code="invalid_body")
+    try:
+        return model.model_validate(dict(fields))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise bad_request(f"{where}: {first['msg']}", code="invalid_body") from None
+
+
+def _urlencoded_fields(raw: bytes) -> list[tuple[str, str]]:
+    try:
+        return urllib.parse.parse_qsl(
+            raw.decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=bool(raw),
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise bad_request("the body is no urlencoded form", code="invalid_body") from None
+
+
+def _multipart_fields(content_type: str, raw: bytes) -> list[tuple[str, str]]:
+    """The fields of a multipart/form-data body, read by the standard library's MIME parser (the
+    body is bounded already); a part without a name, or a file, is no field of a form we take."""
+    parsed = BytesParser(policy=HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1", "replace") + raw
+    )
+    if not parsed.is_multipart() or parsed.defects:
+        raise bad_request("the body is no multipart form", code="invalid_body")
+    fields: list[tuple[str, str]] = []
+    for part in parsed.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if (
+            not isinstance(name, str)
+            or part.get_param("filename", header="content-disposition") is not None
+            or not isinstance(payload, bytes)
+            or len(fields) >= MAX_FORM_FIELDS
+        ):
+            raise bad_request("the body is no multipart form of text fields", code="invalid_body")
+        fields.append((name, payload.decode("utf-8", "replace")))
+    return fields
 
 
 async def _bounded_body(request: web.Request) -> bytes:

@@ -356,9 +356,10 @@ class Preference(TypedDict):
 
     value: int | list[Channel] | PersonNotify | datetime | bool | None
     via: Via
-    """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}."""
+    """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}; email: the
+    person, through the one-click unsubscribe link of an e-mail."""
     by: str | None
-    """The chat id, or the API token's name."""
+    """The chat id, or the API token's name (null for email)."""
     at: datetime
 
 
@@ -371,6 +372,7 @@ class UserPreferences(TypedDict):
     notify: NotRequired[Preference]
     muted_until: NotRequired[Preference]
     nudges: NotRequired[Preference]
+    emails: NotRequired[Preference]
 
 
 @with_config(CLOSED)
@@ -388,6 +390,9 @@ class User(TypedDict):
     """Their messages are held until then (none is lost); null: not muted."""
     nudges: bool
     """false: the person turned idle-GPU nudges off (/nudges off), on every channel."""
+    emails: bool
+    """false: the person unsubscribed from e-mail (the one-click link every e-mail carries): no
+    e-mail at all, whatever a job asks; the other channels are unchanged."""
     preferences: UserPreferences
 
 
@@ -411,6 +416,10 @@ class PreferencesBody(BaseModel):
         None,
         description="false: no idle-GPU nudges on any channel (Telegram: /nudges off); true: nudges again.",
     )
+    emails: bool | None = Field(
+        None,
+        description="false: no e-mail at all (what the one-click unsubscribe link sets); true: e-mail again.",
+    )
 
 
 class UserBody(BaseModel):
@@ -426,6 +435,15 @@ class UserBody(BaseModel):
     preferences: PreferencesBody | None = Field(
         None, description="The person's own preferences to change; left out or null: none changes."
     )
+
+
+class OneClickBody(BaseModel):
+    """The form a one-click unsubscribe posts (RFC 8058): exactly `List-Unsubscribe=One-Click`, as
+    a mail provider's Unsubscribe button or the unsubscribe page's button sends it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    list_unsubscribe: Literal["One-Click"] = Field(alias="List-Unsubscribe")
 
 
 # --- pipeline events (POST /api/v1/events) ----------------------------------------------------

@@ -30,10 +30,17 @@ from inno_notify.api.views import (
     pages,
     recommendations,
     trends,
+    unsubscribe,
     usage,
     users,
 )
-from inno_notify.domain.page_links import JOB_PAGE, TEAM_PAGE, WORKFLOW_PAGE
+from inno_notify.domain.page_links import (
+    JOB_PAGE,
+    TEAM_PAGE,
+    UNSUBSCRIBE_PAGE,
+    UNSUBSCRIBE_PATH,
+    WORKFLOW_PAGE,
+)
 
 BASE = "/api/v1"
 
@@ -184,6 +191,59 @@ PAGES = (
         "pages",
         roles=PAGE_ROLES,
         signed=TEAM_PAGE,
+    ),
+)
+# The one-click unsubscribe every e-mail's List-Unsubscribe names (RFC 8058, views/unsubscribe.py):
+# its signed link alone authorises it; of the tokens, only an admin's acts for someone.
+UNSUBSCRIBE_ROLES: frozenset[Role] = frozenset({"admin"})
+_UNSUBSCRIBE_REPLIES = {
+    401: _PAGE_REPLIES[401],
+    403: Reply("forbidden: a token other than an admin's; a page.", Error, media=("text/html",)),
+}
+UNSUBSCRIBE = (
+    Endpoint(
+        "GET",
+        UNSUBSCRIBE_PATH,
+        unsubscribe.unsubscribe_page,
+        unsubscribe.UnsubscribeLink,
+        {
+            200: Reply(
+                "A page whose button posts List-Unsubscribe=One-Click to the same link; it changes "
+                "nothing itself (link scanners fetch every link of a message).",
+                media=("text/html",),
+            ),
+            400: _PAGE_REPLIES[400],
+            **_UNSUBSCRIBE_REPLIES,
+        },
+        "The page of an e-mail's unsubscribe link",
+        "pages",
+        roles=UNSUBSCRIBE_ROLES,
+        signed=UNSUBSCRIBE_PAGE,
+    ),
+    Endpoint(
+        "POST",
+        UNSUBSCRIBE_PATH,
+        unsubscribe.unsubscribe,
+        unsubscribe.OneClickPost,
+        {
+            200: Reply(
+                "E-mail is off for the address, in the directory or not (posting again changes "
+                "nothing); other channels are unchanged; a page.",
+                media=("text/html",),
+            ),
+            400: Reply(
+                "invalid_parameter, or invalid_body: not the form List-Unsubscribe=One-Click "
+                "(application/x-www-form-urlencoded or multipart/form-data).",
+                Error,
+                media=("text/html",),
+            ),
+            **_UNSUBSCRIBE_REPLIES,
+            413: Reply("payload_too_large: a body over 64 KiB.", Error, media=("text/html",)),
+        },
+        "One-click unsubscribe from e-mail (RFC 8058)",
+        "pages",
+        roles=UNSUBSCRIBE_ROLES,
+        signed=UNSUBSCRIBE_PAGE,
     ),
 )
 ENDPOINTS = (
@@ -358,7 +418,8 @@ ENDPOINTS = (
             413: Reply("payload_too_large: a body over 64 KiB.", Error),
             422: Reply(
                 "no_recipients: nobody can receive it (unknown team, an address outside "
-                "allowed_email_domains, no channel configured); nothing was recorded.",
+                "allowed_email_domains or unsubscribed from e-mail, no channel configured); nothing "
+                "was recorded.",
                 Error,
             ),
             429: Reply(
@@ -373,6 +434,7 @@ ENDPOINTS = (
         roles=frozenset({"admin", "pipeline"}),
     ),
     *PAGES,
+    *UNSUBSCRIBE,
 )
 
 
@@ -381,6 +443,7 @@ SIGNED_VALUES: dict[str, tuple[str, ...]] = {
     JOB_PAGE: ("namespace", "name", "uid"),
     WORKFLOW_PAGE: ("namespace", "name", "uid"),
     TEAM_PAGE: ("team", "week"),
+    UNSUBSCRIBE_PAGE: ("email",),
 }
 
 

@@ -228,9 +228,11 @@ def notification(n: Notification) -> resources.Notification:
 def user(u: DirectoryUser, prefs: Preferences | None = None) -> resources.User:
     """A user as routing sees them (their own preferences applied), with those preferences and
     where each came from."""
-    shown = same_names(resources.User, u, skip=("notify", "muted_until", "preferences"))
+    shown = same_names(resources.User, u, skip=("notify", "muted_until", "emails", "preferences"))
     shown["notify"] = "failure" if u.notify is NotifyMode.FAILURE else "always"
     shown["muted_until"] = prefs.muted_until if prefs is not None else None
+    # Not the directory entry's: routing reads it from the preferences, of people in it or not.
+    shown["emails"] = not (prefs is not None and prefs.email_off)
     shown["preferences"] = preferences(prefs)
     return shown
 

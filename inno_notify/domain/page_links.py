@@ -8,6 +8,13 @@ that re-encodes the path, or serves the service under a path prefix, does not br
 value can be moved from one page to another. Whoever holds the link may open that one page until
 it expires; changing any value, the expiry or the signature gives a link that no longer verifies.
 
+Every e-mail also carries `{public_url}/unsubscribe?email=…&exp=…&sig=…` (RFC 8058 one-click
+unsubscribe, in its `List-Unsubscribe` header), signed over the address. It lives a year at least
+(UNSUBSCRIBE_TTL_SECONDS, or the page links' own lifetime when that is longer): a mail provider's
+Unsubscribe button on a months-old message must still work, and the link can do one thing only,
+turn e-mail off for the address it was sent to. Unsigned it would be useless (the provider's POST
+carries no token), so without a key there is none.
+
 Pure: the time is passed in, the key is given (settings read it from `links.secret_file`).
 """
 
@@ -29,6 +36,9 @@ SIGNATURE_PARAM = "sig"
 JOB_PAGE = "job"
 WORKFLOW_PAGE = "workflow"
 TEAM_PAGE = "team"
+UNSUBSCRIBE_PAGE = "unsubscribe"
+UNSUBSCRIBE_PATH = "/unsubscribe"
+UNSUBSCRIBE_TTL_SECONDS = 365 * 86400.0
 
 
 class LinkVerdict(enum.StrEnum):
@@ -87,18 +97,31 @@ class PageLinks:
         """A team's weekly digest page."""
         return self._link(f"/teams/{quote(team, safe='')}", TEAM_PAGE, [team, week], {"week": week}, now)
 
-    def expiry(self, now: datetime) -> int:
+    def unsubscribe(self, email: str, now: datetime) -> str | None:
+        """The one-click unsubscribe link of `email` (None without a key: see the module docstring)."""
+        if not self.key:
+            return None
+        ttl = max(self.ttl_seconds, UNSUBSCRIBE_TTL_SECONDS)
+        return self._link(UNSUBSCRIBE_PATH, UNSUBSCRIBE_PAGE, [email], {"email": email}, now, ttl)
+
+    def expiry(self, now: datetime, ttl_seconds: float | None = None) -> int:
         """When a link made at `now` stops opening its page (unix seconds, rounded up)."""
-        return math.ceil(now.timestamp() + self.ttl_seconds)
+        return math.ceil(now.timestamp() + (self.ttl_seconds if ttl_seconds is None else ttl_seconds))
 
     def _link(
-        self, path: str, page: str, values: Sequence[str], query: dict[str, str], now: datetime
+        self,
+        path: str,
+        page: str,
+        values: Sequence[str],
+        query: dict[str, str],
+        now: datetime,
+        ttl_seconds: float | None = None,
     ) -> str | None:
         if not self.public_url:
             return None
         base = self.public_url.rstrip("/")
         if self.key:
-            expires = self.expiry(now)
+            expires = self.expiry(now, ttl_seconds)
             query = {
                 **query,
                 EXPIRY_PARAM: str(expires),

@@ -22,6 +22,11 @@ relink, /stop, an admin's edit), which voids every linking token minted before
 `nudges` False turns the live check's idle-GPU nudges off for that person on every channel
 (domain.routing).
 
+`emails` False turns e-mail off for that person, whatever else asks for it (a job's annotation, a
+team's digest channels): the one-click unsubscribe every e-mail carries (RFC 8058, api/views/
+unsubscribe.py) sets it, and so may the API. Unlike the other fields it holds for addresses outside
+the directory too: routing reads it as a set of addresses (domain.routing.Directory.email_off).
+
 Pure: times are passed in.
 """
 
@@ -48,7 +53,7 @@ __all__ = [
 ]
 
 # The fields a person can set; each one a key of `Preferences.origins` once set.
-PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until", "nudges")
+PREFERENCE_FIELDS = ("telegram_chat_id", "channels", "notify", "muted_until", "nudges", "emails")
 # What a person may ask for through `notify`: never is an annotation for a job, not a person.
 PERSON_NOTIFY_MODES = frozenset({NotifyMode.ALWAYS, NotifyMode.FAILURE})
 # Set together with `muted_until` (its scope), never on its own.
@@ -60,6 +65,7 @@ class Via(enum.StrEnum):
 
     TELEGRAM = "telegram"  # the person, in their linked chat
     API = "api"  # PUT /api/v1/users/{email}, by the token named in `Origin.by`
+    EMAIL = "email"  # the person, through the one-click unsubscribe link of an e-mail (no `by`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,8 @@ class Preferences:
     muted_until: datetime | None = None
     # False: no idle-GPU nudges on any channel (`/nudges off`); the directory has no counterpart.
     nudges: bool | None = None
+    # False: no e-mail at all (the one-click unsubscribe); see the module docstring.
+    emails: bool | None = None
     origins: Mapping[str, Origin] = field(default_factory=dict)
     # The channels the mute holds (None: every channel); see the module docstring.
     muted_channels: tuple[str, ...] | None = None
@@ -134,6 +142,11 @@ class Preferences:
         values = {name: getattr(defaults, name) for name in names}
         origins = {k: v for k, v in self.origins.items() if k not in names}
         return replace(self, **values, origins=origins)
+
+    @property
+    def email_off(self) -> bool:
+        """Whether the person turned e-mail off (unsubscribed)."""
+        return self.emails is False
 
     def muted_at(self, now: datetime) -> bool:
         return self.muted_until is not None and self.muted_until > now

@@ -29,6 +29,9 @@ Rules (CONTRACT.md §3, issue 6):
   list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
   and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
   of the same recipient are not affected.
+- A person who unsubscribed from e-mail (`email_off`: the one-click link every e-mail carries, or
+  the API; in the directory or not) gets no e-mail row, whatever a job's annotation asks; their
+  other channels are routed as before.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from inno_notify.domain.addresses import email_refusal, is_single_address
 from inno_notify.domain.live import (
@@ -64,6 +68,22 @@ KNOWN_CHANNELS = frozenset(c.value for c in Channel)
 FAILURES_ONLY = "the recipient asked for failed jobs only"
 NO_CHANNELS = "the recipient has no channel (stopped all)"
 NUDGES_OFF = "the recipient turned nudges off"
+UNSUBSCRIBED = "the recipient unsubscribed from e-mail"
+
+
+class Directory(NamedTuple):
+    """What routing reads of the store: users by lower-case e-mail (their own preferences applied),
+    teams by name, and the lower-case addresses that turned e-mail off, of people in the directory
+    or not (domain.preferences `emails`)."""
+
+    users: dict[str, DirectoryUser]
+    teams: dict[str, Team]
+    email_off: frozenset[str] = frozenset()
+
+
+def unsubscribed(recipient: str, email_off: Collection[str]) -> bool:
+    """Whether `recipient` turned e-mail off (`email_off` holds lower-case addresses)."""
+    return recipient.strip().lower() in email_off
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +118,15 @@ def plan_summary(
     now: datetime,
     group_wait_seconds: float,
     allowed_email_domains: Collection[str] = (),
+    *,
+    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes a finished job's summary. `users` is keyed by e-mail (matched case-insensitively).
 
     Each row is due `group_wait_seconds` after `now`, so that summaries arriving meanwhile for
     the same recipient and channel can join it in one message (the dispatcher decides that).
-    E-mail goes only to single plain addresses within `allowed_email_domains` (empty: any).
+    E-mail goes only to single plain addresses within `allowed_email_domains` (empty: any), and to
+    nobody in `email_off` (Directory.email_off: every caller passes it, tests/domain checks so).
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the job asks for no notification (notify: never)")
@@ -130,7 +153,9 @@ def plan_summary(
         )
 
     failed = job.status is JobStatus.FAILED
-    return _route(job, users, teams, enabled_channels, allowed_email_domains, row, failed=failed)
+    return _route(
+        job, users, teams, enabled_channels, allowed_email_domains, row, failed=failed, email_off=email_off
+    )
 
 
 def plan_nudge(
@@ -142,6 +167,8 @@ def plan_nudge(
     now: datetime,
     repeat_hours: float,
     allowed_email_domains: Collection[str] = (),
+    *,
+    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes an idle nudge about one of `job`'s pods like a summary: to the owner (or the team's
     leads where the team takes unowned work) on the same channels, due at once.
@@ -168,7 +195,9 @@ def plan_nudge(
             payload={PAYLOAD_KEY: nudge},
         )
 
-    return _route(job, users, teams, enabled_channels, allowed_email_domains, row, nudge=True)
+    return _route(
+        job, users, teams, enabled_channels, allowed_email_domains, row, nudge=True, email_off=email_off
+    )
 
 
 def bundle_nudges(rows: Sequence[Notification], now: datetime, repeat_hours: float) -> list[Notification]:
@@ -215,6 +244,7 @@ def _route(
     *,
     failed: bool | None = None,
     nudge: bool = False,
+    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """The rows for `job`'s recipients (its owner, else its team's leads) on their channels.
 
@@ -233,6 +263,7 @@ def _route(
         make_row,
         failed=failed,
         nudge=nudge,
+        email_off=email_off,
     )
     return _plan(notifications, skipped)
 
@@ -336,6 +367,7 @@ def plan_message(
     *,
     cluster: str | None = None,
     allowed_email_domains: Collection[str] = (),
+    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes a message like a job summary (owner, else the team's leads where the team asks for
     unowned summaries; the same notify modes and channel rules), plus the team's Slack channel
@@ -356,6 +388,7 @@ def plan_message(
         allowed_email_domains,
         _message_row(kind, subject, payload, now, now, cluster),
         failed=audience.failed if kind is NotificationKind.WORKFLOW_SUMMARY else None,
+        email_off=email_off,
     )
     if audience.team_channel and team is not None:
         notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, now, cluster)
@@ -374,6 +407,7 @@ def plan_event(
     allowed_email_domains: Collection[str] = (),
     *,
     group_wait_seconds: float = 0.0,
+    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes a pipeline's message: to one person like an owner (directory channels; e-mail only
     for an address outside the directory), or to a team: its Slack channel where it has one and
@@ -404,6 +438,7 @@ def plan_event(
         enabled_channels,
         allowed_email_domains,
         _message_row(kind, subject, payload, now, due_at, None),
+        email_off=email_off,
     )
     return _plan(notifications, skipped)
 
@@ -418,12 +453,13 @@ def _route_people(
     *,
     failed: bool | None = None,
     nudge: bool = False,
+    email_off: Collection[str] = frozenset(),
 ) -> tuple[list[Notification], list[Skipped]]:
     """A row from `make_row` for each of `people` on each channel they get (`wanted`: the
     annotation's channels, None: their own), and each one they do not get, with the reason.
 
     `failed` is for a person's failures-only preference (None: it does not apply); `nudge` leaves
-    out the people who turned nudges off."""
+    out the people who turned nudges off; nobody in `email_off` gets e-mail."""
     notifications: list[Notification] = []
     skipped: list[Skipped] = []
     # Addresses differ in case more often than in anything else: one recipient per address.
@@ -441,7 +477,10 @@ def _route_people(
             continue
         for channel, reason in _wanted_channels(wanted, user, enabled):
             if reason is None and channel == Channel.EMAIL.value:
-                reason = email_refusal(recipient, allowed_email_domains)
+                if unsubscribed(recipient, email_off):
+                    reason = UNSUBSCRIBED
+                else:
+                    reason = email_refusal(recipient, allowed_email_domains)
             if reason is not None:
                 skipped.append(Skipped(recipient, channel, reason))
                 continue

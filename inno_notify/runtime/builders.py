@@ -79,6 +79,7 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             tls=email.tls,
             username=email.username,
             password=secret_value(email.password),
+            list_unsubscribe=email.list_unsubscribe,
             allowed_domains=settings.notify.allowed_email_domains,
         )
     return senders
@@ -131,6 +132,7 @@ def build_dispatcher(
         digest_renderer=build_digest_renderer(settings),
         charts=charts or build_charts(settings, store),
         telegram_link=link_offer(settings.channels.telegram),
+        unsubscribe=page_links(settings).unsubscribe,
     )
     return Dispatcher(
         store, senders, build_renderer(settings), options, clock=clock, telemetry=telemetry, parts=parts

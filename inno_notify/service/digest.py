@@ -39,6 +39,7 @@ from inno_notify.domain.model import (
     RecipientAddress,
     Team,
 )
+from inno_notify.domain.routing import unsubscribed
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
 from inno_notify.domain.weeks import last_complete_week
 from inno_notify.service.pausing import pause
@@ -77,9 +78,10 @@ def plan_cluster_digest(
     now: datetime,
     recipients: Sequence[str],
     channels: Collection[str],
+    email_off: Collection[str] = frozenset(),
 ) -> list[Notification]:
     """The outbox rows of the admins' cluster digest: one e-mail per `digest.admin_recipients`
-    address, when e-mail is configured."""
+    address, when e-mail is configured, except to an address that unsubscribed from e-mail."""
     if Channel.EMAIL.value not in channels:
         return []
     return [
@@ -93,6 +95,7 @@ def plan_cluster_digest(
             payload={"scope": CLUSTER_SCOPE, "week": week, "timezone": tz},
         )
         for recipient in dict.fromkeys(r.lower() for r in recipients)
+        if not unsubscribed(recipient, email_off)
     ]
 
 
@@ -119,10 +122,12 @@ def plan_digest(
     now: datetime,
     users: Mapping[str, DirectoryUser],
     channels: Collection[str],
+    email_off: Collection[str] = frozenset(),
 ) -> list[Notification]:
     """The outbox rows of one team's digest: each lead on each of the team's digest channels the
-    service has configured (Telegram only for leads with a chat id), and the team's Slack channel
-    instead of Slack DMs where one is set."""
+    service has configured (Telegram only for leads with a chat id; e-mail not to a lead who
+    unsubscribed from it, `email_off`), and the team's Slack channel instead of Slack DMs where one
+    is set."""
     rows: list[Notification] = []
     payload = {"team": team.name, "week": week, "timezone": tz}
 
@@ -152,7 +157,8 @@ def plan_digest(
             # An empty name or Slack id in the directory is none (the channels would show it).
             name_ = (user.name or None) if user else None
             if channel is Channel.EMAIL:
-                add(channel, lead, RecipientAddress(name=name_))
+                if not unsubscribed(lead, email_off):
+                    add(channel, lead, RecipientAddress(name=name_))
             elif channel is Channel.SLACK:
                 slack_user_id = (user.slack_user_id or None) if user else None
                 add(channel, lead, RecipientAddress(name=name_, slack_user_id=slack_user_id))
@@ -195,17 +201,30 @@ class DigestScheduler:
         """Enqueues the digests of the newest firing at or before `now`; returns how many rows were new."""
         fired = last_firing(self._schedule, self._tz, now)
         week = last_complete_week(fired, self._tz)
-        teams = self._teams if self._teams is not None else await self._store.directory.list_teams()
-        users = {u.email.lower(): u for u in await self._store.directory.list_users()}
+        directory = await self._store.directory.snapshot()
+        teams = self._teams if self._teams is not None else list(directory.teams.values())
         rows = [
             row
             for team in teams
             for row in plan_digest(
-                team, week, self._tz, due_at=fired, now=now, users=users, channels=self._channels
+                team,
+                week,
+                self._tz,
+                due_at=fired,
+                now=now,
+                users=directory.users,
+                channels=self._channels,
+                email_off=directory.email_off,
             )
         ]
         rows += plan_cluster_digest(
-            week, self._tz, due_at=fired, now=now, recipients=self._admins, channels=self._channels
+            week,
+            self._tz,
+            due_at=fired,
+            now=now,
+            recipients=self._admins,
+            channels=self._channels,
+            email_off=directory.email_off,
         )
         new = await self._store.outbox.enqueue(rows) if rows else 0
         if new:

@@ -33,10 +33,19 @@ async def send_digest_now(
 ) -> dict[str, str]:
     """The delivery state of each of the team's digest rows for `week` by dedup key; {} when the
     team has nobody to send to (no leads or no configured digest channel)."""
-    team = next(t for t in await store.directory.list_teams() if t.name == team_name)
-    users = {u.email.lower(): u for u in await store.directory.list_users()}
+    directory = await store.directory.snapshot()
+    team = directory.teams[team_name]
     now = clock()
-    rows = plan_digest(team, week, tz, due_at=now, now=now, users=users, channels=frozenset(channels))
+    rows = plan_digest(
+        team,
+        week,
+        tz,
+        due_at=now,
+        now=now,
+        users=directory.users,
+        channels=frozenset(channels),
+        email_off=directory.email_off,
+    )
     if not rows:
         return {}
     await store.outbox.enqueue(rows)

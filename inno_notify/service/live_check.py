@@ -43,7 +43,7 @@ from inno_notify.domain.live import (
     nudge_due,
     nudge_entry,
 )
-from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, NotifyMode, PodRecord, Team
+from inno_notify.domain.model import JobRecord, Notification, NotifyMode, PodRecord
 from inno_notify.domain.routing import bundle_nudges, plan_nudge
 from inno_notify.options import from_setting
 from inno_notify.service.pausing import pause
@@ -200,7 +200,8 @@ class LiveCheck:
         if not found:
             return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
         # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
-        users, teams = await self._directory()
+        # Read each round (every few minutes): edits made through the API apply at once.
+        users, teams, email_off = await self.store.directory.snapshot()
         rows: list[Notification] = []
         ledger: dict[str, list[tuple[str, NudgeEntry]]] = {}
         nudged: list[str] = []
@@ -215,6 +216,7 @@ class LiveCheck:
                 now,
                 options.repeat_hours,
                 options.allowed_email_domains,
+                email_off=email_off,
             )
             if plan.notifications:
                 rows.extend(plan.notifications)
@@ -266,12 +268,6 @@ class LiveCheck:
             silent=silent,
             opted_out=opted_out,
         )
-
-    async def _directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-        # Read each round (every few minutes): edits made through the API apply at once.
-        users = {u.email.lower(): u for u in await self.store.directory.list_users()}
-        teams = {t.name: t for t in await self.store.directory.list_teams()}
-        return users, teams
 
 
 def _held_since(pod: PodRecord, now: datetime, window_seconds: float) -> bool:

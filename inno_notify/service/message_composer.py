@@ -14,7 +14,9 @@ An e-mail or Slack summary to a directory user without a Telegram chat carries t
 connects one, minted as it is rendered (`telegram_link`, service.telegram_updates.LinkOffer).
 Every message carries a key derived from its rows (the same on every retry): e-mail sends it as
 the Message-ID (a resend after a crash collapses in mail clients), Slack as the post's metadata
-(a later claim can find the post, dispatcher._arrived_before).
+(a later claim can find the post, dispatcher._arrived_before). Every e-mail also carries its
+recipient's signed one-click unsubscribe link (`unsubscribe`, domain.page_links), which the
+e-mail sender puts in its List-Unsubscribe headers.
 """
 
 from __future__ import annotations
@@ -56,12 +58,14 @@ class UnusableRow(Exception):
 @dataclass(frozen=True, slots=True)
 class MessageParts:
     """What messages are rendered with besides the summaries' renderer: the digests' renderer
-    (None: the built-in templates), the jobs' charts (service.job_charts; None: text only) and the
-    Telegram link offer a message may carry."""
+    (None: the built-in templates), the jobs' charts (service.job_charts; None: text only), the
+    Telegram link offer a message may carry and the unsubscribe link of an e-mail's recipient
+    (PageLinks.unsubscribe; None: none)."""
 
     digest_renderer: DigestRenderer | None = None
     charts: JobCharts | None = None
     telegram_link: Callable[[Notification, datetime], str | None] | None = None
+    unsubscribe: Callable[[str, datetime], str | None] | None = None
 
 
 def row_ids(rows: Sequence[Notification]) -> list[int]:
@@ -97,6 +101,7 @@ class MessageComposer:
         self._digest_renderer = parts.digest_renderer or DigestRenderer()
         self._charts = parts.charts
         self._telegram_link = parts.telegram_link
+        self._unsubscribe = parts.unsubscribe
         self._clock = clock
         self._digest_cluster = digest_cluster
 
@@ -108,6 +113,10 @@ class MessageComposer:
 
     def link_for(self, row: Notification) -> str | None:
         return self._telegram_link(row, self._clock()) if self._telegram_link is not None else None
+
+    def unsubscribe_for(self, row: Notification) -> str | None:
+        """The one-click unsubscribe link of the e-mail `row` is for."""
+        return self._unsubscribe(row.recipient, self._clock()) if self._unsubscribe is not None else None
 
     def payload_message(self, rows: Sequence[Notification]) -> RenderedMessage:
         """A message whose content travels in its rows (PAYLOAD_KINDS)."""
@@ -141,7 +150,9 @@ class RoundComposer:
     async def compose(self, rows: Sequence[Notification]) -> RenderedMessage:
         message = await self._render(rows)
         if isinstance(message, MailMessage):
-            return replace(message, key=message_key(rows))
+            return replace(
+                message, key=message_key(rows), unsubscribe_url=self._composer.unsubscribe_for(rows[0])
+            )
         if isinstance(message, SlackMessage):
             return replace(message, key=message_key(rows), rows=tuple(row_ids(rows)))
         return message

@@ -22,8 +22,8 @@ from functools import partial
 
 from inno_notify.adapters.db.directory_cache import CachedDirectory
 from inno_notify.adapters.db.repository import Store
-from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, Team
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.model import JobRecord, Notification
+from inno_notify.domain.routing import Directory, plan_summary
 
 log = logging.getLogger(__name__)
 
@@ -63,36 +63,34 @@ class DirectoryPlanner:
         """Whole reads of the directory (tests read it)."""
         return self._directory.loads
 
-    async def directory(self) -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-        """The users (by lower-case e-mail) and teams (by name) as they stand in the store now."""
+    async def directory(self) -> Directory:
+        """The users (by lower-case e-mail), teams (by name) and who turned e-mail off, as they
+        stand in the store now."""
         return await self._directory.current()
 
     async def __call__(self, job: JobRecord, now: datetime) -> list[Notification]:
         if job.parent_uid is not None:
             return []  # no directory read for a step: _plan says why
-        users, teams = await self._directory.current()
-        return self._plan(users, teams, job, now)
+        return self._plan(await self._directory.current(), job, now)
 
     async def for_round(self) -> Callable[[JobRecord, datetime], list[Notification]]:
         """Plans the summaries of a whole usage round against the directory as it stands now: one
         read of its version for the round instead of one per job (issue 32); an edit that commits
         meanwhile applies from the next round."""
-        users, teams = await self._directory.current()
-        return partial(self._plan, users, teams)
+        return partial(self._plan, await self._directory.current())
 
-    def _plan(
-        self, users: dict[str, DirectoryUser], teams: dict[str, Team], job: JobRecord, now: datetime
-    ) -> list[Notification]:
+    def _plan(self, directory: Directory, job: JobRecord, now: datetime) -> list[Notification]:
         if job.parent_uid is not None:
             return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
         plan = plan_summary(
             job,
-            users,
-            teams,
+            directory.users,
+            directory.teams,
             self.enabled_channels,
             now,
             self.group_wait_seconds,
             self.allowed_email_domains,
+            email_off=directory.email_off,
         )
         for skipped in plan.skipped:
             if self._first_time((skipped.recipient, skipped.channel, skipped.reason)):

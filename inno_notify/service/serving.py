@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime, timedelta
 
 from inno_notify.adapters.db.repository import Store
+from inno_notify.domain import routing
 from inno_notify.domain.messages import MESSAGE_KEY, encode_serving
-from inno_notify.domain.model import DirectoryUser, Notification, NotificationKind, Team
+from inno_notify.domain.model import Notification, NotificationKind
 from inno_notify.domain.routing import Audience, plan_message
 from inno_notify.domain.serving import ServingNotice, ServingRecord, TrainedBy, announce, trained_by_ref
 
 log = logging.getLogger(__name__)
 
-Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Team]]]]
+Directory = Callable[[], Awaitable[routing.Directory]]
 
 
 class ServingAnnouncer:
@@ -104,7 +105,7 @@ class ServingAnnouncer:
     async def _plan(self, record: ServingRecord, now: datetime) -> list[Notification]:
         trained_by, trainer = await self._trained_by(record)
         notice = ServingNotice.of(record, trained_by)
-        users, teams = await self.directory()
+        users, teams, email_off = await self.directory()
         plan = plan_message(
             Audience(
                 namespace=record.namespace,
@@ -123,6 +124,7 @@ class ServingAnnouncer:
             now,
             cluster=record.cluster,
             allowed_email_domains=self.allowed_email_domains,
+            email_off=email_off,
         )
         if plan.silent_reason:
             log.info(

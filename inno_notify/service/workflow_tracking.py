@@ -41,6 +41,7 @@ from inno_notify.adapters.db.repository import (
     WorkflowState,
     WorkflowTransaction,
 )
+from inno_notify.domain import routing
 from inno_notify.domain.messages import MESSAGE_KEY, encode_workflow
 from inno_notify.domain.model import (
     DirectoryUser,
@@ -48,7 +49,6 @@ from inno_notify.domain.model import (
     JobStatus,
     Notification,
     NotificationKind,
-    Team,
 )
 from inno_notify.domain.parsing import ParseConfig, SetAside, identity
 from inno_notify.domain.parsing.airflow import parse_airflow_pod
@@ -84,8 +84,8 @@ from inno_notify.service.planner import shown
 from inno_notify.service.serving import ServingAnnouncer
 
 log = logging.getLogger(__name__)
-# The directory (users by lower-case e-mail, teams by name), refreshed by its owner.
-Directory = Callable[[], Awaitable[tuple[dict[str, DirectoryUser], dict[str, Team]]]]
+# The directory (users by lower-case e-mail, teams by name, who turned e-mail off), refreshed by its owner.
+Directory = Callable[[], Awaitable[routing.Directory]]
 PlanNotifications = Callable[[JobRecord, datetime], Awaitable[list[Notification]]]
 
 WORKFLOW, SERVICE, POD = "Workflow", "InferenceService", "Pod"
@@ -504,7 +504,7 @@ class WorkflowSummarizer:
             await self.store.workflows.reschedule_workflow(cluster, workflow.uid, later, claim=claim)
             return 0
         summary = summarize_workflow(workflow, pods, figures, steps_shown=self.options.steps_shown)
-        users, teams = await self.directory()
+        users, teams, email_off = await self.directory()
         owner = resolve_owner(
             workflow, users.values(), (figures[p.uid][0].owner for p in gpu_pods if p.uid in figures)
         )
@@ -526,6 +526,7 @@ class WorkflowSummarizer:
             now,
             cluster=cluster,
             allowed_email_domains=self.allowed_email_domains,
+            email_off=email_off,
         )
         if plan.silent_reason:
             log.info(

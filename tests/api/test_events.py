@@ -216,7 +216,8 @@ async def test_a_chunked_body_is_read_whole_and_bounded(
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:
     """The list above is complete: every route of the app but POST /events and the pages (403 to a
-    pipeline token too, tests/api/test_pages.py and test_workflow_pages.py) is in it."""
+    pipeline token too, tests/api/test_pages.py, test_workflow_pages.py and test_unsubscribe.py) is
+    in it."""
     routed = {
         (route.method, route.resource.canonical)
         for route in api.app.router.routes()
@@ -236,6 +237,8 @@ async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api)
         ("GET", "/jobs/{namespace}/{name}"),
         ("GET", "/workflows/{namespace}/{name}"),
         ("GET", "/teams/{team}"),
+        ("GET", "/unsubscribe"),
+        ("POST", "/unsubscribe"),
     }
     for operation in routed - open_paths - pages:
         assert shapes.get(operation, operation) in listed, operation

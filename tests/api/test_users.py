@@ -25,6 +25,7 @@ async def test_create_read_replace_delete(api: Api, store: Store) -> None:
             "email": "alice@example.com",
             **ALICE,
             "nudges": True,
+            "emails": True,
             "notify": "always",
             "muted_until": None,
             "preferences": {},

@@ -19,9 +19,10 @@ from inno_notify.adapters.channels.base import TelegramMessage
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store, job_details
-from inno_notify.domain.model import Channel, DirectoryUser, Team
+from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig
+from inno_notify.domain.routing import Directory
 from inno_notify.domain.workflows import summarize_workflow
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
@@ -53,8 +54,8 @@ WORKFLOW = SimArgoWorkflow(
 )
 
 
-async def nobody() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-    return {}, {}
+async def nobody() -> Directory:
+    return Directory({}, {})
 
 
 @pytest.fixture

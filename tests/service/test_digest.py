@@ -19,6 +19,7 @@ from inno_notify.domain.model import (
     Team,
     Usage,
 )
+from inno_notify.domain.preferences import Origin, Via
 from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
 from tests import stored
 
@@ -143,6 +144,34 @@ async def test_exactly_once_per_team_and_week_across_rounds_restarts_and_replica
     assert await replica.run_once(NOW + timedelta(days=7)) == 3
     assert await first.run_once(NOW + timedelta(days=7, hours=1)) == 0
     assert len(await digest_rows(store)) == 6
+
+
+async def test_a_lead_or_admin_who_unsubscribed_gets_no_e_mail_digest(store: Store) -> None:
+    """The one-click unsubscribe (issue 33) stops digests by e-mail too, a team's and the admins',
+    for a lead in the directory or not; the lead's other digest channels stay."""
+    await store.directory.replace_teams([FACE])
+    for user in USERS.values():
+        await store.directory.upsert_user(user)
+    by_link = Origin(Via.EMAIL, NOW)
+    for email in ("Co@example.com", "ops@example.com"):
+        await store.directory.change_preferences(email, NOW, changes={"emails": False}, origin=by_link)
+    scheduler = DigestScheduler(
+        store,
+        schedule=MONDAY_8,
+        timezone=BERLIN,
+        channels=ALL,
+        clock=lambda: NOW,
+        admin_recipients=["OPS@example.com", "sre@example.com"],
+    )
+    await scheduler.run_once(NOW)
+    page, _ = await store.outbox.list_notifications(limit=500)
+    assert sorted((n.channel.value, n.recipient) for n in page) == [
+        ("email", "lead@example.com"),
+        ("email", "sre@example.com"),
+        ("slack", "co@example.com"),
+        ("slack", "lead@example.com"),
+        ("telegram", "lead@example.com"),
+    ]
 
 
 async def test_run_plans_at_the_firing_and_stops(store: Store) -> None:

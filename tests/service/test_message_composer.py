@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
+from inno_notify.adapters.channels.base import MailMessage
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.outbox_repository import Claim
+from inno_notify.domain.messages import MESSAGE_KEY, PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, Notification, NotificationKind
+from inno_notify.domain.page_links import PageLinks
 from inno_notify.service.message_composer import (
     COMPOSED_KINDS,
     MessageComposer,
+    MessageParts,
     UnusableRow,
     message_key,
     needs_job_records,
@@ -68,3 +73,20 @@ async def test_a_row_whose_payload_lacks_what_its_message_needs_is_unusable(
     claim = Claim(token="t", term=None, lease_until=NOW)
     with pytest.raises(UnusableRow, match=kind.value):
         await composer.for_round(claim).compose([row(kind, payload={"nonsense": "\x00"})])
+
+
+@pytest.mark.parametrize(("channel", "stamped"), [(Channel.EMAIL, True), (Channel.SLACK, False)])
+async def test_an_e_mail_carries_its_recipient_s_unsubscribe_link(
+    channel: Channel, stamped: bool, store: Store
+) -> None:
+    links = PageLinks("https://inno.example.org", b"k" * 32)
+    composer = MessageComposer(
+        store, Renderer(), MessageParts(unsubscribe=links.unsubscribe), clock=lambda: NOW
+    )
+    claim = Claim(token="t", term=None, lease_until=NOW)
+    payload: dict[str, object] = {MESSAGE_KEY: encode_pipeline(PipelineMessage(key="k", title="done"))}
+    message = await composer.for_round(claim).compose(
+        [replace(row(NotificationKind.PIPELINE_EVENT, payload=payload), channel=channel)]
+    )
+    expected = links.unsubscribe("alice@example.com", NOW)
+    assert (isinstance(message, MailMessage) and message.unsubscribe_url == expected) is stamped

@@ -24,9 +24,10 @@ from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.repository import SummaryState, WorkflowState
 from inno_notify.adapters.db.workflow_rows import record_to_json
 from inno_notify.domain.messages import decode_workflow
-from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, Team
+from inno_notify.domain.model import JobStatus, NotificationKind, Team
 from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.parsing.argo import parse_workflow
+from inno_notify.domain.routing import Directory
 from inno_notify.domain.workflows import ATTEMPTS_KEPT_EACH_END
 from inno_notify.runtime import Pipeline, build_pipeline
 from inno_notify.runtime.configuration import seed_directory
@@ -154,8 +155,8 @@ async def test_hostile_objects_never_stop_anyone_elses_workflow(
     assert bool(rejected) or not counted
 
 
-async def no_directory() -> tuple[dict[str, DirectoryUser], dict[str, Team]]:
-    return {}, {}
+async def no_directory() -> Directory:
+    return Directory({}, {})
 
 
 def bare_pipeline(

@@ -113,6 +113,9 @@ class MailMessage:
     # gives the same Message-ID, so a resend after a crash collapses into the first in mail
     # clients. None: a Message-ID of its own.
     key: str | None = None
+    # The recipient's signed one-click unsubscribe link (domain.page_links; stamped by the
+    # dispatcher's composer like `key`), for the List-Unsubscribe headers. None: none.
+    unsubscribe_url: str | None = None
 
 
 RenderedMessage = TelegramMessage | SlackMessage | MailMessage

@@ -2,8 +2,13 @@
 
 A message is multipart/alternative (plain text, then HTML with its inline images related to it),
 with a Message-ID of our own so that the outbox can record it before the server says anything.
-The opt-out footer is part of the templates; an optional `List-Unsubscribe` header points mail
-clients at the same place when an operator has a URL or mailto for it.
+Unsubscribing (RFC 2369, RFC 8058): a message that carries its recipient's signed one-click link
+(MailMessage.unsubscribe_url) names it in `List-Unsubscribe`, beside the operator's mailto if one
+is configured (`channels.email.list_unsubscribe`), and, for an https link, says
+`List-Unsubscribe-Post: List-Unsubscribe=One-Click` so that mail providers show their own
+Unsubscribe button, which POSTs to it. Without a link the operator's URL or mailto, if any, stands
+alone. The URIs go in whole: a URI that could end the header or split it (a control character,
+a space, `<`, `>`, `,`, `"`) is left out, and the header is never folded (_Verbatim).
 SMTP replies: 4xx and connection trouble are worth another try, 5xx (an address rejected, auth
 refused) are not.
 
@@ -17,13 +22,14 @@ headers.
 
 from __future__ import annotations
 
+import email.policy
 import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from email.headerregistry import Address
+from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import aiosmtplib
 
@@ -36,9 +42,56 @@ from inno_notify.adapters.channels.base import (
     wrong_message,
 )
 from inno_notify.domain.addresses import email_refusal
+from inno_notify.settings import HEADER_URI_CHARS
 
 # A message key as the dispatcher makes it: hex, short enough for a Message-ID's left part.
 _KEY = re.compile(r"[0-9a-f]{8,64}")
+# A URI fit for the List-Unsubscribe header, short enough for it to stay under SMTP's
+# 998-character line with two of them.
+_URI = re.compile(HEADER_URI_CHARS + "{1,480}")
+ONE_CLICK = "List-Unsubscribe=One-Click"
+
+
+class _Verbatim(BaseHeader):
+    """A header written as given, never folded: the e-mail package folds a long URI into RFC 2047
+    encoded words, which no mail provider reads as a URI. Its value is made by
+    unsubscribe_headers (ASCII, no CR or LF, under the line limit)."""
+
+    max_count = 1
+
+    @classmethod
+    def parse(cls, value: str, kwds: dict[str, Any]) -> None:
+        kwds["parse_tree"] = None
+        kwds["decoded"] = value
+
+    def fold(self, *, policy: email.policy.Policy) -> str:
+        return f"{self.name}: {self}{policy.linesep}"
+
+
+_HEADERS = HeaderRegistry()
+for _name in ("List-Unsubscribe", "List-Unsubscribe-Post"):
+    _HEADERS.map_to_type(_name, _Verbatim)
+_POLICY = email.policy.default.clone(header_factory=_HEADERS)
+
+
+def _uri(value: str | None) -> str | None:
+    return value if value is not None and _URI.fullmatch(value) else None
+
+
+def unsubscribe_headers(one_click: str | None, configured: str | None) -> dict[str, str]:
+    """The List-Unsubscribe headers of a message: its recipient's one-click link (`one_click`, an
+    http(s) URL) and the operator's `configured` mailto beside it; without a link, the operator's
+    URL or mailto alone. `List-Unsubscribe-Post` only for an https link (RFC 8058 asks for HTTPS)."""
+    link = _uri(one_click) if one_click and one_click.lower().startswith(("https://", "http://")) else None
+    operator = _uri(configured)
+    if link is not None:
+        uris = [link, *([operator] if operator and operator.lower().startswith("mailto:") else [])]
+    else:
+        uris = [operator] if operator else []
+    headers = {"List-Unsubscribe": ", ".join(f"<{uri}>" for uri in uris)} if uris else {}
+    if link is not None and link.lower().startswith("https://"):
+        headers["List-Unsubscribe-Post"] = ONE_CLICK
+    return headers
 
 
 class _Server(TypedDict):
@@ -98,7 +151,7 @@ class EmailSender:
     def build(self, recipient: Recipient, message: MailMessage) -> EmailMessage:
         """The MIME message as it will be sent (also what the `demo` command can write to a file)."""
         address = self.address_of(recipient)
-        mail = EmailMessage()
+        mail = EmailMessage(policy=_POLICY)
         mail["Subject"] = " ".join(message.subject.split())
         mail["From"] = self._sender
         name = (
@@ -112,8 +165,8 @@ class EmailSender:
             else make_msgid(domain=self._domain)
         )
         mail["Auto-Submitted"] = "auto-generated"
-        if self._list_unsubscribe:
-            mail["List-Unsubscribe"] = f"<{self._list_unsubscribe}>"
+        for name, value in unsubscribe_headers(message.unsubscribe_url, self._list_unsubscribe).items():
+            mail[name] = value
         mail.set_content(message.text)
         mail.add_alternative(message.html, subtype="html")
         if message.images:

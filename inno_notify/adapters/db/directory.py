@@ -11,7 +11,7 @@ whose chat changes moves that person's link epoch on (domain.telegram_linking).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -28,7 +28,8 @@ from inno_notify.adapters.db.preferences import (
 from inno_notify.adapters.db.sql import chunks, last_per_key, upsert
 from inno_notify.adapters.db.tables import checkpoints, teams, user_preferences, users
 from inno_notify.domain.model import DirectoryUser, Team
-from inno_notify.domain.preferences import apply_preferences
+from inno_notify.domain.preferences import Preferences, apply_preferences
+from inno_notify.domain.routing import Directory
 
 
 async def upsert_user(conn: AsyncConnection, user: DirectoryUser) -> None:
@@ -68,9 +69,27 @@ async def get_user(conn: AsyncConnection, email: str) -> DirectoryUser | None:
 
 async def list_users(conn: AsyncConnection) -> list[DirectoryUser]:
     """Every user, ordered by e-mail, with their own preferences applied."""
-    result = await conn.execute(sa.select(users).order_by(users.c.email))
-    entries = [codec.user_from_row(row) for row in result.mappings()]
+    return _applied(await _entries(conn), await all_preferences(conn))
+
+
+async def snapshot(conn: AsyncConnection) -> Directory:
+    """What routing reads: every user (their own preferences applied), every team, and who turned
+    e-mail off, in or outside the directory; everyone's preferences read once for both."""
     preferences = await all_preferences(conn)
+    found = _applied(await _entries(conn), preferences)
+    return Directory(
+        {u.email.lower(): u for u in found},
+        {t.name: t for t in await list_teams(conn)},
+        frozenset(email.lower() for email, prefs in preferences.items() if prefs.email_off),
+    )
+
+
+async def _entries(conn: AsyncConnection) -> list[DirectoryUser]:
+    result = await conn.execute(sa.select(users).order_by(users.c.email))
+    return [codec.user_from_row(row) for row in result.mappings()]
+
+
+def _applied(entries: Sequence[DirectoryUser], preferences: Mapping[str, Preferences]) -> list[DirectoryUser]:
     return [apply_preferences(user, preferences.get(user.email)) for user in entries]
 
 

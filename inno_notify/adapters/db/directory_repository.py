@@ -33,10 +33,8 @@ class DirectoryRepository(Repository):
     get_user = reads(directory.get_user)
     list_users = reads(directory.list_users)
 
-    async def snapshot(self) -> tuple[list[DirectoryUser], list[Team]]:
-        """Every user (their own preferences applied) and every team, in one connection."""
-        async with self.read() as conn:
-            return await directory.list_users(conn), await directory.list_teams(conn)
+    # What routing reads (domain.routing.Directory), in one connection.
+    snapshot = reads(directory.snapshot)
 
     # The directory version: it changes with every write of a user, team or preference, on any
     # replica (a primary-key read, cheap enough to ask before each use of a cache).

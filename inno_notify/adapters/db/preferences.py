@@ -48,6 +48,7 @@ def to_row(prefs: Preferences, now: datetime) -> dict[str, Any]:
         "muted_until": prefs.muted_until,
         "muted_channels": None if prefs.muted_channels is None else list(prefs.muted_channels),
         "nudges": prefs.nudges,
+        "emails": prefs.emails,
         "origins": {name: origin.encode() for name, origin in prefs.origins.items()},
         "updated_at": now,
         "link_epoch": prefs.link_epoch,
@@ -84,6 +85,7 @@ def from_row(row: RowMapping) -> Preferences:
         notify=notify,
         muted_until=row["muted_until"],
         nudges=row["nudges"] if isinstance(row["nudges"], bool) else None,
+        emails=_emails(row["emails"], "emails" in origins),
         origins=origins,
         muted_channels=_mute_scope(row["muted_channels"]),
         link_epoch=int(row["link_epoch"] or 0),
@@ -96,6 +98,15 @@ def _mute_scope(value: object) -> tuple[str, ...] | None:
     if isinstance(value, list) and all(isinstance(c, str) for c in value):
         return tuple(value)
     return None
+
+
+def _emails(value: object, said: bool) -> bool | None:
+    """The stored e-mail preference: on only where it plainly says true, None where the person
+    never said. A value that does not read, or one recorded as set without a value, turns e-mail
+    off: an unsubscribe errs on the side of not sending, like a mute on the side of holding."""
+    if value is True or (value is None and not said):
+        return value
+    return False
 
 
 async def get_preferences(conn: AsyncConnection, email: str, *, lock: bool = False) -> Preferences | None:

@@ -526,6 +526,8 @@ user_preferences = sa.Table(
     # The person's Telegram link generation (domain.telegram_linking): moved on by every link,
     # relink and /stop; a linking token of an older one links nothing.
     sa.Column("link_epoch", sa.BigInteger(), nullable=False, server_default="0"),
+    # False: the person turned e-mail off (the one-click unsubscribe; NULL: never said).
+    sa.Column("emails", sa.Boolean()),
     # The claim looks up the mutes of its rows' recipients; few people are muted at a time.
     sa.Index(None, "muted_until"),
 )

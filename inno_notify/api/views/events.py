@@ -162,7 +162,7 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
         _held(recent, principal.name, body.to, now, limits)
         key = body.key or f"anonymous-{secrets.token_hex(16)}"
         routing = app[keys.EVENT_ROUTING]
-        users, teams = await app[keys.DIRECTORY].current()
+        directory = await app[keys.DIRECTORY].current()
         message = PipelineMessage(
             key=key, title=body.title, text=body.text, links=links, sender=principal.name, created_at=now
         )
@@ -172,12 +172,13 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
             # The token's name is part of the outbox key, as it is of the event's (quoted: no "/").
             f"event/{quote(principal.name, safe='')}/{key}",
             {MESSAGE_KEY: encode_pipeline(message)},
-            users,
-            teams,
+            directory.users,
+            directory.teams,
             routing.channels,
             now,
             routing.allowed_email_domains,
             group_wait_seconds=routing.group_wait_seconds,
+            email_off=directory.email_off,
         )
         if not plan.notifications:
             reasons = [plan.silent_reason] if plan.silent_reason else []

@@ -39,6 +39,13 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Robots-Tag": "noindex",
 }
+# A page whose one form posts back to this service (the unsubscribe page's button), and nowhere else.
+FORM_PAGE_HEADERS = {
+    **PAGE_HEADERS,
+    "Content-Security-Policy": PAGE_HEADERS["Content-Security-Policy"].replace(
+        "form-action 'none'", "form-action 'self'"
+    ),
+}
 
 EXPIRY_PATTERN = r"^[0-9]{1,12}$"
 SIGNATURE_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
@@ -89,8 +96,10 @@ class TeamPageRequest(TeamWeek):
     sig: Signature | None = None
 
 
-def page(html: str) -> web.Response:
-    return web.Response(text=html, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS)
+def page(html: str, *, form: bool = False) -> web.Response:
+    """A page with the page headers; `form`: one whose forms may post back to this service."""
+    headers = FORM_PAGE_HEADERS if form else PAGE_HEADERS
+    return web.Response(text=html, content_type="text/html", charset="utf-8", headers=headers)
 
 
 async def job_page(request: web.Request, given: JobPageRequest) -> web.Response:

@@ -16,6 +16,8 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     message: EmailMessage
+    # The message as it came over the wire (its headers as folded).
+    raw: bytes = b""
 
 
 @dataclass
@@ -39,7 +41,7 @@ class RecordingHandler:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = message_from_bytes(envelope.content, policy=policy.default)
         assert isinstance(parsed, EmailMessage)
-        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), parsed))
+        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), parsed, envelope.content))
         return "250 Message accepted for delivery"
 
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
+from typing import cast
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db import Store
+from inno_notify.adapters.db import Store, preferences, tables
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.domain.delivery import plan_batch
 from inno_notify.domain.model import Channel, JobStatus, NotificationKind, NotifyMode
-from inno_notify.domain.preferences import Origin, Via
+from inno_notify.domain.preferences import Origin, Preferences, Via
 from tests import stored
 
 from .records import T0, job, notification, usage, user
@@ -282,3 +285,68 @@ async def test_a_mute_s_scope_is_stored_and_holds_only_its_channels(store: Store
     )
     prefs = await store.directory.get_preferences("alice@example.com")
     assert prefs is not None and prefs.muted_channels is None
+
+
+BY_LINK = Origin(Via.EMAIL, T0)
+
+
+async def test_who_turned_e_mail_off_in_the_directory_or_not_is_in_the_snapshot(store: Store) -> None:
+    """The one-click unsubscribe (issue 33) holds for addresses outside the directory too: routing
+    reads them from the directory snapshot, in lower case, beside the users and teams."""
+    entry = user(channels=("email", "slack"), slack_user_id="U1")
+    await store.directory.upsert_user(entry)
+    before = await store.directory.version()
+    await store.directory.change_preferences(entry.email, T0, changes={"emails": False}, origin=BY_LINK)
+    await store.directory.change_preferences(
+        "Outside@Example.org", T0, changes={"emails": False}, origin=BY_API
+    )
+    await store.directory.change_preferences("still@example.org", T0, changes={"emails": True}, origin=BY_API)
+    assert await store.directory.version() != before  # caches of the directory read it again
+
+    snapshot = await store.directory.snapshot()
+    assert snapshot.email_off == {"alice@example.com", "outside@example.org"}
+    # The directory entry is untouched: e-mail off is no channel change.
+    assert snapshot.users == {"alice@example.com": entry}
+    prefs = await store.directory.get_preferences(entry.email)
+    assert prefs is not None and (prefs.emails, prefs.origins) == (False, {"emails": BY_LINK})
+
+    await store.directory.change_preferences("Outside@Example.org", T0, reset=("emails",))
+    assert (await store.directory.snapshot()).email_off == {"alice@example.com"}
+
+
+@pytest.mark.parametrize(
+    ("value", "origin", "off"),
+    [
+        (None, None, False),  # never said
+        (True, BY_API, False),
+        (False, BY_LINK, True),
+        (False, None, True),  # its origin lost: the value still holds
+        (None, BY_LINK, True),  # said, but the value is gone: e-mail stays off
+        (False, {"via": "carrier pigeon"}, True),  # an origin that does not read
+    ],
+)
+async def test_a_stored_e_mail_preference_that_does_not_read_keeps_e_mail_off(
+    store: Store, value: bool | None, origin: Origin | dict[str, str] | None, off: bool
+) -> None:
+    origins = {} if origin is None else {"emails": origin.encode() if isinstance(origin, Origin) else origin}
+    async with store.engine.begin() as conn:
+        await preferences.save_preferences(conn, Preferences("alice@example.com"), T0)
+        await conn.execute(
+            sa.update(tables.user_preferences).values(emails=value, origins=origins),
+        )
+    prefs = await store.directory.get_preferences("alice@example.com")
+    assert prefs is not None and prefs.email_off is off
+    assert ((await store.directory.snapshot()).email_off == {"alice@example.com"}) is off
+
+
+@pytest.mark.parametrize(
+    ("raw", "said", "read"), [(1, True, False), ("false", True, False), ("x", False, False)]
+)
+def test_a_stored_e_mail_value_of_another_type_reads_as_off(raw: object, said: bool, read: bool) -> None:
+    """What another driver might hand over for the column (SQLAlchemy's own hands over booleans)."""
+    row = {
+        **preferences.to_row(Preferences("alice@example.com"), T0),
+        "emails": raw,
+        "origins": {"emails": BY_API.encode()} if said else {},
+    }
+    assert preferences.from_row(cast(RowMapping, row)).emails is read

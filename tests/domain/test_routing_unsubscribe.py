@@ -1,0 +1,152 @@
+"""Routing of a person who unsubscribed from e-mail (the one-click link every e-mail carries, issue
+33): no e-mail row for them from any planner, whatever a job's annotation or a pipeline asks, in the
+directory or not; their other channels are routed as before, and so is everyone else."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+import pytest
+
+from inno_notify.domain.model import DirectoryUser, NotificationKind, Team
+from inno_notify.domain.routing import (
+    UNSUBSCRIBED,
+    Audience,
+    RoutingPlan,
+    Skipped,
+    plan_event,
+    plan_message,
+    plan_nudge,
+    plan_summary,
+)
+
+from .test_nudge_bundles import finding
+from .test_routing import ALL, NOW, job
+
+ALICE = DirectoryUser("Alice@Example.com", "Alice", slack_user_id="U1", channels=("slack", "email"))
+STRANGER = "stranger@example.org"
+LEAD = "lead@example.org"
+A = "alice@example.com"
+USERS = {A: ALICE}
+TEAMS = {"face": Team("face", namespaces=("face-research",), leads=(LEAD,), notify_unowned=True)}
+
+# A planner: (owner, the annotation's channels, who turned e-mail off) -> its plan.
+Planner = Callable[[str | None, tuple[str, ...] | None, Collection[str]], RoutingPlan]
+
+
+def summary(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
+    return plan_summary(job(owner=owner, channels=channels), USERS, TEAMS, ALL, NOW, 30.0, email_off=off)
+
+
+def nudge(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
+    record = job(owner=owner, channels=channels)
+    return plan_nudge(record, finding(1, owner or ""), USERS, TEAMS, ALL, NOW, 24.0, email_off=off)
+
+
+def message(kind: NotificationKind) -> Planner:
+    def plan(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
+        audience = Audience("face-research", owner=owner, team="face", channels=channels, failed=True)
+        return plan_message(audience, kind, "s", {}, USERS, TEAMS, ALL, NOW, email_off=off)
+
+    return plan
+
+
+def event(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
+    # A pipeline names a person (its own channels) or, without one, a team (its leads).
+    return plan_event(owner, None if owner else "face", "e", {}, USERS, TEAMS, ALL, NOW, email_off=off)
+
+
+PLANNERS = {
+    "summary": summary,
+    "nudge": nudge,
+    "workflow": message(NotificationKind.WORKFLOW_SUMMARY),
+    "serving": message(NotificationKind.MODEL_SERVING),
+    "event": event,
+}
+# (case, owner, the annotation's channels, e-mail off, the rows expected {(recipient, channel)})
+CASES: list[tuple[str, str | None, tuple[str, ...] | None, set[str], set[tuple[str, str]]]] = [
+    ("nobody off", "alice@example.com", None, set(), {(ALICE.email, "slack"), (ALICE.email, "email")}),
+    (
+        "directory user off: slack stays",
+        "alice@example.com",
+        None,
+        {"alice@example.com"},
+        {(ALICE.email, "slack")},
+    ),
+    ("annotation asks e-mail: still none", "alice@example.com", ("email",), {"alice@example.com"}, set()),
+    (
+        "annotation asks both",
+        "ALICE@example.com",
+        ("email", "slack"),
+        {"alice@example.com"},
+        {(ALICE.email, "slack")},
+    ),
+    ("outside the directory", STRANGER, None, set(), {(STRANGER, "email")}),
+    ("outside the directory, off", STRANGER, None, {STRANGER}, set()),
+    ("outside, off, annotation asks e-mail", " Stranger@Example.org ", ("email",), {STRANGER}, set()),
+    ("someone else off", STRANGER, None, {"alice@example.com"}, {(STRANGER, "email")}),
+    ("a lead off (no owner)", None, None, {LEAD}, set()),
+    ("a lead on (no owner)", None, None, set(), {(LEAD, "email")}),
+]
+
+
+@pytest.mark.parametrize(
+    ("planner", "owner", "channels", "off", "expected"),
+    [
+        pytest.param(planner, *case[1:], id=f"{name}: {case[0]}")
+        for name, planner in PLANNERS.items()
+        for case in CASES
+        # A pipeline message names no channels (the person's own go).
+        if not (planner is event and case[2] is not None)
+    ],
+)
+def test_no_e_mail_row_for_a_person_who_unsubscribed(
+    planner: Planner,
+    owner: str | None,
+    channels: tuple[str, ...] | None,
+    off: set[str],
+    expected: set[tuple[str, str]],
+) -> None:
+    plan = planner(owner, channels, frozenset(off))
+    assert {(n.recipient, n.channel.value) for n in plan.notifications} == expected
+    said = (owner or LEAD).strip().lower() in off
+    assert [s.channel for s in plan.skipped if s.reason == UNSUBSCRIBED] == (["email"] if said else [])
+
+
+def test_the_skip_says_who_unsubscribed() -> None:
+    plan = summary(STRANGER, None, {STRANGER})
+    assert plan.notifications == ()
+    assert plan.skipped == (Skipped(STRANGER, "email", UNSUBSCRIBED),)
+    assert plan.silent_reason == "no channel left to send on"
+
+
+def test_turning_e_mail_off_changes_no_other_row() -> None:
+    """The rows of a person who still gets e-mail, and the other channels' rows, are the same rows."""
+    before = summary("alice@example.com", None, set()).notifications
+    after = summary("alice@example.com", None, {"alice@example.com"}).notifications
+    assert after == tuple(n for n in before if n.channel.value != "email")
+
+
+# --- every caller passes who turned e-mail off ------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parents[2] / "inno_notify"
+ROUTED = {"plan_summary", "plan_nudge", "plan_message", "plan_event", "plan_digest", "plan_cluster_digest"}
+
+
+def calls_without_email_off() -> list[str]:
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ROUTED and not any(k.arg == "email_off" for k in node.keywords):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {name}")
+    return found
+
+
+def test_every_planner_call_in_the_service_passes_who_turned_e_mail_off() -> None:
+    """The planners default to "nobody" (tests call them bare); the service never relies on that."""
+    assert calls_without_email_off() == []
