@@ -14,14 +14,16 @@ chart is milliseconds of CPU; a send is a fraction of one. So charts are kept of
   (a panel per job) and the chart of a job stored without one (measured by an earlier release, or
   its drawing failed). Those are shared while being drawn and kept in a small LRU, so a message on
   three channels is drawn once;
-- drawing runs in a pool of worker processes sized to the cores (`ChartDrawer`), never on the event
-  loop and never under the GIL of the process that sends. The pool starts at the first drawing, from
-  a fork server that has the drawing code imported already (a worker starts in milliseconds), and
-  the runtime closes it when the leader's work stops. The render functions
-  (adapters/channels/job_chart.py) are top-level functions of picklable arguments.
+- drawing runs in worker processes (`ChartDrawer`), one per core the container may use
+  (`usable_cores`), never on the event loop and never under the GIL of the process that sends.
+  The pool starts at the first drawing (in a thread: starting processes blocks), from a fork
+  server that has the drawing code imported, and the runtime closes it when the leader's work
+  stops. The render functions (adapters/channels/job_chart.py) are top-level functions of
+  picklable arguments.
 
 A chart is never worth a summary: one that cannot be drawn (a bug, data no rule expected, a worker
-that died) is logged and left out, and the summary is stored, or the message sent, without it.
+that died or hangs) is logged and left out, and the summary is stored, or the message sent,
+without it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import math
 import multiprocessing
 import os
 import re
@@ -38,6 +41,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 
 from inno_notify.adapters.channels.base import InlineImage
 from inno_notify.adapters.channels.job_chart import (
@@ -66,6 +70,21 @@ _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 # layout loaded. (A worker still imports the program's main module, as multiprocessing does: for
 # `inno-notify`, the CLI, a few tenths of a second once per worker.)
 _PRELOAD = ["inno_notify.adapters.channels.job_chart"]
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cores(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may keep busy: those it may run on, fewer where its cgroup's CPU
+    limit (`cpu.max`, cgroup v2: a Kubernetes CPU limit) allows less. `os.cpu_count()` counts the
+    node's, which a pod limited to 2 CPUs on a 64-core node must not start a worker for each of."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no limit, or not cgroup v2
+    return max(1, cores)
 
 
 def chart_job(job: JobRecord, series: UsageSeries | None) -> ChartJob | None:
@@ -87,7 +106,7 @@ class ChartDrawer:
         timeout_seconds: float = DRAW_TIMEOUT_SECONDS,
     ) -> None:
         self._idle = idle_percent
-        self._workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self._workers = max(1, workers if workers is not None else usable_cores())
         self._timeout = timeout_seconds
         self._pool: ProcessPoolExecutor | None = None
         self._starting = asyncio.Lock()

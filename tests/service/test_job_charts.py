@@ -6,8 +6,9 @@ over draws nothing. The chart travels inline (CID) in the e-mail's HTML with its
 photo with the summary as caption on Telegram, as an upload into the post's thread on Slack. A
 grouped message gets one picture for its jobs, drawn at the send, and so is the chart of a job
 stored without one; either is drawn once however many channels it goes to. A job without a series
-goes as text only, and so does one whose chart cannot be drawn. The workers are processes: they
-draw the same bytes as a drawing in this process, and end when the drawer is closed.
+goes as text only, and so does one whose chart cannot be drawn. The workers are processes, one per
+core the container may use: they draw the same bytes as a drawing in this process, a hung one is
+replaced, and they end when the leader's work stops.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from email.message import EmailMessage
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +42,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.routing import plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions, MessageParts
-from inno_notify.service.job_charts import ChartDrawer, JobCharts
+from inno_notify.service.job_charts import ChartDrawer, JobCharts, usable_cores
 from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
 from tests.adapters.channels.fake_slack import FakeSlack
@@ -294,3 +297,24 @@ async def test_a_drawing_that_hangs_is_left_out_and_the_workers_replaced(
         assert png is not None and png.startswith(PNG)
     finally:
         drawer.close()
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "limit"),
+    [
+        (None, None),  # no cgroup v2 file: the cores the process may run on
+        ("max 100000\n", None),  # no CPU limit
+        ("200000 100000\n", 2),  # limits.cpu: "2"
+        ("150000 100000\n", 2),  # "1500m": a second worker for the half core
+        ("50000 100000\n", 1),  # "500m": still one worker
+        ("garbage\n", None),
+    ],
+)
+def test_the_workers_are_as_many_as_the_cores_the_container_may_use(
+    tmp_path: Path, cpu_max: str | None, limit: int | None
+) -> None:
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max)
+    cores = len(os.sched_getaffinity(0))
+    assert usable_cores(path) == (cores if limit is None else min(cores, limit))
