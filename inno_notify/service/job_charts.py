@@ -36,6 +36,7 @@ import math
 import multiprocessing
 import os
 import re
+import signal
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -207,7 +208,11 @@ def _start_pool(workers: int) -> ProcessPoolExecutor:
     # fork taken while one of them holds a lock can deadlock the child.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(_PRELOAD)
-    pool = ProcessPoolExecutor(workers, mp_context=context)
+    # Ctrl-C in a terminal reaches the whole process group: the workers leave it to the service,
+    # which closes them, rather than each printing a KeyboardInterrupt.
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)
+    )
     # A worker is started by a submission that finds none idle: these start them all, here.
     for started in [pool.submit(os.getpid) for _ in range(workers)]:
         started.result()
