@@ -2,18 +2,23 @@
 
 The fake Telegram and Slack servers of the tests run in a child process (so they do not share the
 dispatcher's event loop), behind one aiohttp app; the dispatcher sends with the real
-python-telegram-bot and slack-sdk clients and no rate limits. Two phases, on a throwaway database:
+python-telegram-bot and slack-sdk clients and no rate limits. Three phases, on a throwaway database:
 
 - burst: ``--jobs`` summaries (one per person, half Telegram, half Slack) all due at once;
   ``sent_per_s`` is rows settled per second until the outbox is empty.
-- bursts with charts: ``--chart-jobs`` summaries (default ``--jobs``), each job with a usage series
-  of its own (4 GPUs, 120 points, different values per job, so no two charts are alike), sent by a
-  dispatcher with its charts on (``service.job_charts``). Each Telegram summary is then a photo
-  upload, each Slack post three more Web API calls and an upload. Twice: as the service runs, the
-  charts drawn when the jobs were measured (``JobCharts.draw_ahead``, which the usage service
-  calls; its CPU per chart is ``chart_draw_cpu_ms``), then ``sent_per_s_with_charts`` with the
-  sends finding them drawn; and with every chart drawn at its send (``sent_per_s_with_charts_drawn_at_send``:
-  a replica that just took over, whose cache is empty).
+- bursts with charts: ``--chart-jobs`` summaries (default ``--jobs``) each time, each job with a
+  usage series of its own (4 GPUs, 120 points, different values per job, so no two charts are
+  alike), sent by a dispatcher with its charts on (``service.job_charts``). Each Telegram summary
+  is then a photo upload, each Slack post three more Web API calls and an upload. The summaries are
+  stored as the usage round stores them (``complete_summaries``, 500 a transaction), their charts
+  drawn in the chart workers (``ChartDrawer``, ``--chart-workers`` processes) and stored with them
+  (``charts_drawn_per_s``: the workers' rate; ``chart_draw_cpu_ms``: the CPU of one chart, drawn
+  in this process). Three times: ``sent_per_s_with_charts``, sent by the leader that drew them;
+  ``sent_per_s_with_charts_takeover``, by a new leader (a fresh dispatcher and JobCharts, nothing
+  in memory) with the charts the previous one stored; and ``sent_per_s_with_charts_drawn_at_send``,
+  summaries stored without charts (by a release before charts were stored), each drawn at its
+  send. ``charts_drawn_at_send*`` counts what each dispatcher drew. Each rate is printed with the
+  1-minute load average at its end.
 - steady: ``--steady-jobs`` summaries that become due at ``--steady-rate`` per second while the
   dispatcher runs its normal loop; ``p50/p99_due_to_sent_ms`` is the time from a row's due time
   to the time the dispatcher recorded it sent. The loop starts with the steady phase, so it is
@@ -24,10 +29,10 @@ Prints ``name=value`` lines, with ``dispatcher_cpu_ms_per_row`` (CPU of this pro
 row in the burst, less sensitive than the rates to other load) and the 1-minute load average: on
 a shared 2-core machine both rates move with whatever else runs, so report them together.
 ``--profile FILE`` writes a cProfile of the burst (which it slows several times; the burst with
-charts into FILE.charts, its drawing threads left out); for a sampling
-profile run the bench under ``py-spy record --nonblocking``. ``--telegram-pool`` sets the httpx
-pool of the Telegram sender. ``--fence`` runs the dispatcher as an elected leader would: its
-store's fence checks the lease (one more statement in every claim; docs/ha.md).
+charts into FILE.charts); for a sampling profile run the bench under ``py-spy record
+--nonblocking``. ``--telegram-pool`` sets the httpx pool of the Telegram sender. ``--fence``
+runs the dispatcher as an elected leader would: its store's fence checks the lease (one more
+statement in every claim; docs/ha.md).
 
     .venv/bin/python bench/dispatch.py [--jobs 3000 --concurrency 16 --steady-rate 200]
 """
@@ -55,11 +60,13 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.channels.base import Sender
+from inno_notify.adapters.channels.job_chart import ChartJob, render_job_png
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import DEFAULT_POOL_SIZE, TelegramSender
 from inno_notify.adapters.db import Store, migrate
 from inno_notify.adapters.db.leases import UNFENCED, Fence, LeaseFence, LeaseRepository
+from inno_notify.adapters.db.usage_round import JobSummary
 from inno_notify.domain.model import (
     DeliveryStatus,
     DirectoryUser,
@@ -73,7 +80,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.routing import plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
-from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_charts import ChartDrawer, JobCharts
 from inno_notify.service.message_composer import MessageParts
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.adapters.channels.fake_slack import FakeSlack
@@ -85,7 +92,9 @@ SLACK_TOKEN = "xoxb-bench-token"
 ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 # Job numbers of the burst with charts: apart from the others, so its rows are told apart.
 CHART_OFFSET = 5_000_000
-COLD_OFFSET = 6_000_000
+TAKEOVER_OFFSET = 6_000_000
+COLD_OFFSET = 7_000_000
+CHARTED = (CHART_OFFSET, TAKEOVER_OFFSET, COLD_OFFSET)
 
 
 def users_for(count: int, offset: int) -> dict[str, DirectoryUser]:
@@ -101,7 +110,9 @@ def users_for(count: int, offset: int) -> dict[str, DirectoryUser]:
 
 def serve(port: int, people: int, charted: int) -> None:
     """The child process: both fake APIs and a /stats route."""
-    users = {**users_for(people, 0), **users_for(charted, CHART_OFFSET), **users_for(charted, COLD_OFFSET)}
+    users = users_for(people, 0)
+    for offset in CHARTED:
+        users |= users_for(charted, offset)
     telegram = FakeTelegram(
         token=TELEGRAM_TOKEN, chats={u.telegram_chat_id for u in users.values() if u.telegram_chat_id}
     )
@@ -203,23 +214,34 @@ def series_for(i: int, now: datetime) -> UsageSeries:
 
 
 async def seed_with_series(
-    store: Store, first: int, count: int, now: datetime
-) -> list[tuple[JobRecord, UsageSeries]]:
-    """Like `seed`, each job stored with its usage and series, as the usage service stores them."""
+    store: Store, first: int, count: int, now: datetime, drawer: ChartDrawer | None
+) -> tuple[float, float]:
+    """Like `seed`, each job stored with its usage and series as the usage round stores them (500 a
+    transaction), with its chart drawn by `drawer` (None: stored without). Returns the seconds spent
+    drawing and storing."""
     users = users_for(count, first)
     jobs = [job(first + i, now) for i in range(count)]
     for start in range(0, count, 1000):
         async with store.jobs.ingest_transaction() as tx:
             await tx.write(CLUSTER, jobs[start : start + 1000], [], [])
-    stored = [(record, series_for(first + i, now)) for i, record in enumerate(jobs)]
     usage = Usage(gpu_minutes=240.0, used_gpu_minutes=120.0, gpus_idle=1, gpu_util_mean_percent=50.0)
-    for i, record in enumerate(jobs):
-        owner = {record.owner: users[record.owner]} if record.owner else {}
-        rows = plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
-        await store.jobs.complete_summary(
-            record.cluster, record.uid, usage, [], rows, usage_series=stored[i][1]
-        )
-    return stored
+    drawing = storing = 0.0
+    for start in range(0, count, 500):
+        batch = [
+            (record, series_for(first + start + i, now)) for i, record in enumerate(jobs[start : start + 500])
+        ]
+        began = time.perf_counter()
+        charts = await drawer.job_charts(batch) if drawer is not None else [None] * len(batch)
+        drawn = time.perf_counter()
+        summaries = []
+        for (record, series), chart in zip(batch, charts, strict=True):
+            owner = {record.owner: users[record.owner]} if record.owner else {}
+            rows = plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
+            summaries.append(JobSummary(record.uid, usage, [], rows, usage_series=series, chart=chart))
+        await store.jobs.complete_summaries(CLUSTER, summaries)
+        drawing += drawn - began
+        storing += time.perf_counter() - drawn
+    return drawing, storing
 
 
 async def burst(dispatcher: Dispatcher) -> tuple[int, float, float]:
@@ -313,14 +335,15 @@ async def bench(args: argparse.Namespace) -> None:
                 break
             settled += handled
         burst_seconds = time.perf_counter() - started
+        burst_load = os.getloadavg()[0]
         burst_cpu = time.process_time() - cpu_started
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
         assert await pending(store) == 0, "burst left rows pending"
 
-        # Bursts with charts, every job with a series of its own: first as the service runs (each
-        # chart drawn when its job was measured), then every chart drawn at its send.
+        # Bursts with charts, every job with a series of its own: sent by the leader whose usage
+        # rounds drew and stored the charts, by a new leader, and stored without charts.
         def charted_dispatcher(charts: JobCharts) -> Dispatcher:
             return Dispatcher(
                 store,
@@ -337,29 +360,40 @@ async def bench(args: argparse.Namespace) -> None:
                 parts=MessageParts(charts=charts),
             )
 
-        charts = JobCharts(store, workers=args.chart_workers, cache_size=chart_jobs + 16)
-        measured = await seed_with_series(store, CHART_OFFSET, chart_jobs, datetime.now(UTC))
+        now = datetime.now(UTC)
+        sample = [ChartJob(f"research/train-{i}", series_for(i, now)) for i in range(200)]
         cpu_before = time.process_time()
-        for record, series in measured:
-            charts.draw_ahead(record, series)
-        await charts.drawn_ahead()
-        draw_cpu = time.process_time() - cpu_before
-        drawn_ahead = charts.drawn
+        for chart in sample:
+            render_job_png(chart)
+        draw_cpu = (time.process_time() - cpu_before) / len(sample)
+
+        drawer = ChartDrawer(workers=args.chart_workers)
+        await drawer.job_charts([(job(0, now), series_for(0, now))])  # the workers started
+        drawing, storing = await seed_with_series(store, CHART_OFFSET, chart_jobs, datetime.now(UTC), drawer)
+        charts = JobCharts(store, drawer)
         if profiler is not None:
             profiler = cProfile.Profile()
             profiler.enable()
         charted_settled, charted_seconds, charted_cpu = await burst(charted_dispatcher(charts))
+        charted_load = os.getloadavg()[0]
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile + ".charts")
-        drawn_at_send = charts.drawn - drawn_ahead
-        charts.close()
         assert await pending(store) == 0, "burst with charts left rows pending"
 
+        # The next leader: the previous one drew and stored the charts, then went away.
+        await seed_with_series(store, TAKEOVER_OFFSET, chart_jobs, datetime.now(UTC), drawer)
+        drawer.close()
+        takeover = JobCharts(store, workers=args.chart_workers)
+        takeover_settled, takeover_seconds, takeover_cpu = await burst(charted_dispatcher(takeover))
+        takeover_load = os.getloadavg()[0]
+        takeover.close()
+        assert await pending(store) == 0, "burst after the takeover left rows pending"
+
+        _, storing_without = await seed_with_series(store, COLD_OFFSET, chart_jobs, datetime.now(UTC), None)
         cold = JobCharts(store, workers=args.chart_workers)
-        await seed_with_series(store, COLD_OFFSET, chart_jobs, datetime.now(UTC))
         cold_settled, cold_seconds, cold_cpu = await burst(charted_dispatcher(cold))
-        cold_drawn = cold.drawn
+        cold_load = os.getloadavg()[0]
         cold.close()
         assert await pending(store) == 0, "burst with charts drawn at the send left rows pending"
 
@@ -390,17 +424,27 @@ async def bench(args: argparse.Namespace) -> None:
         print(f"burst_jobs={args.jobs}")
         print(f"concurrency={args.concurrency}")
         print(f"sent_per_s={settled / burst_seconds:.0f}")
+        print(f"load_average_1m_burst={burst_load:.2f}")
         # CPU of this process per settled row: less sensitive than the rate to other load on the machine.
         print(f"dispatcher_cpu_ms_per_row={1000 * burst_cpu / settled:.2f}")
         print(f"chart_jobs={chart_jobs}")
         print(f"chart_workers={args.chart_workers}")
-        print(f"chart_draw_cpu_ms={1000 * draw_cpu / max(1, drawn_ahead):.2f}")
+        print(f"chart_draw_cpu_ms={1000 * draw_cpu:.2f}")
+        print(f"charts_drawn_per_s={chart_jobs / drawing:.0f}")
+        print(f"summaries_stored_per_s_with_charts={chart_jobs / storing:.0f}")
+        print(f"summaries_stored_per_s_without_charts={chart_jobs / storing_without:.0f}")
         print(f"sent_per_s_with_charts={charted_settled / charted_seconds:.0f}")
+        print(f"load_average_1m_with_charts={charted_load:.2f}")
         print(f"dispatcher_cpu_ms_per_row_with_charts={1000 * charted_cpu / charted_settled:.2f}")
-        print(f"charts_drawn_at_send={drawn_at_send}")
+        print(f"charts_drawn_at_send={charts.drawn}")
+        print(f"sent_per_s_with_charts_takeover={takeover_settled / takeover_seconds:.0f}")
+        print(f"load_average_1m_with_charts_takeover={takeover_load:.2f}")
+        print(f"dispatcher_cpu_ms_per_row_with_charts_takeover={1000 * takeover_cpu / takeover_settled:.2f}")
+        print(f"charts_drawn_at_send_takeover={takeover.drawn}")
         print(f"sent_per_s_with_charts_drawn_at_send={cold_settled / cold_seconds:.0f}")
+        print(f"load_average_1m_with_charts_drawn_at_send={cold_load:.2f}")
         print(f"dispatcher_cpu_ms_per_row_with_charts_drawn_at_send={1000 * cold_cpu / cold_settled:.2f}")
-        print(f"charts_drawn_at_send_cold={cold_drawn}")
+        print(f"charts_drawn_at_send_cold={cold.drawn}")
         print(f"load_average_1m={os.getloadavg()[0]:.2f}")
         print(f"steady_rate_per_s={args.steady_rate}")
         print(f"ramp_s={args.ramp:g}")
@@ -435,7 +479,9 @@ def main() -> None:
     parser.add_argument(
         "--chart-jobs", type=int, default=None, help="summaries with charts (default: --jobs)"
     )
-    parser.add_argument("--chart-workers", type=int, default=2, help="threads that draw charts")
+    parser.add_argument(
+        "--chart-workers", type=int, default=os.cpu_count() or 1, help="processes that draw charts"
+    )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the burst phase into FILE (slows it)")
     parser.add_argument(
         "--fence", action="store_true", help="claim as an elected leader (fenced by the lease)"

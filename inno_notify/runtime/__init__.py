@@ -21,6 +21,7 @@ composes: what the parts do lives in service/ and adapters/.
 
 from inno_notify.runtime.builders import (
     Component,
+    build_chart_drawer,
     build_charts,
     build_digest_renderer,
     build_dispatcher,
@@ -41,6 +42,7 @@ __all__ = [
     "Component",
     "Pipeline",
     "api_component",
+    "build_chart_drawer",
     "build_charts",
     "build_digest_renderer",
     "build_dispatcher",

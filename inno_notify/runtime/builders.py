@@ -28,7 +28,7 @@ from inno_notify.domain.page_links import PageLinks
 from inno_notify.options import derive
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
-from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_charts import ChartDrawer, JobCharts
 from inno_notify.service.leadership import Timings
 from inno_notify.service.live_check import LiveCheck, LiveOptions
 from inno_notify.service.message_composer import MessageParts
@@ -139,8 +139,15 @@ def build_dispatcher(
     )
 
 
-def build_charts(settings: Settings, store: Store) -> JobCharts:
-    return JobCharts(store, idle_percent=settings.rightsizing.idle_gpu_util_percent)
+def build_chart_drawer(settings: Settings) -> ChartDrawer:
+    """The leader's chart workers: a process per core, started at the first chart."""
+    return ChartDrawer(idle_percent=settings.rightsizing.idle_gpu_util_percent)
+
+
+def build_charts(settings: Settings, store: Store, drawer: ChartDrawer | None = None) -> JobCharts:
+    """The dispatcher's charts, drawing with `drawer` (None: workers of their own, started only if a
+    send has to draw)."""
+    return JobCharts(store, drawer, idle_percent=settings.rightsizing.idle_gpu_util_percent)
 
 
 def service_store(settings: Settings, fence: Fence = UNFENCED) -> Store:

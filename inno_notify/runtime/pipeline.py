@@ -16,7 +16,7 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.options import derive
-from inno_notify.runtime.builders import Clock, Component, build_charts, build_dispatcher
+from inno_notify.runtime.builders import Clock, Component, build_chart_drawer, build_charts, build_dispatcher
 from inno_notify.runtime.configuration import parse_config
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
@@ -86,7 +86,9 @@ def build_pipeline(
             telemetry=telemetry,
         )
     )
-    charts = build_charts(settings, store)
+    # One pool of chart workers for the term: the usage round draws the charts it stores, the
+    # dispatcher those it finds missing; it is closed when the term's work stops.
+    drawer = build_chart_drawer(settings)
     collector = UsageCollector(
         store,
         source,
@@ -95,8 +97,9 @@ def build_pipeline(
         derive(CollectorOptions, settings, poll_seconds=poll_seconds),
         clock,
         telemetry,
-        charts,
+        drawer,
     )
+    charts = build_charts(settings, store, drawer)
     dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry, charts)
 
     async def run_ingestor(stop: asyncio.Event) -> None:
@@ -124,6 +127,7 @@ def build_pipeline(
             ("ingest", run_ingestor),
             ("usage", collector.run),
             ("dispatch", dispatcher.run),
+            ("charts", drawer.run),
             *workflows.components,
         ],
         workflows=workflows,

@@ -1,23 +1,29 @@
-"""The charts of a dispatch round's summaries: series read once per round, PNGs drawn off the loop.
+"""Job charts: drawn in worker processes when a job is measured, stored with its series, read by the send.
 
-The dispatcher asks, per message, for the series of its jobs (the view needs their pods and nodes
-for the log and Grafana links) and the picture that goes with it: one job's chart, or for a
-grouped message one panel per job. `JobCharts` keeps the costs off the send path:
+Every summary carries its job's chart (or, for a grouped message, one picture of its jobs). A
+chart is milliseconds of CPU; a send is a fraction of one. So charts are kept off the send path:
 
-- the series of every summary in a claim are read with one query per cluster, the first time a
-  message of the round asks (`RoundCharts`), not one per message;
-- PNGs are drawn in a small thread pool (Pillow's drawing and zlib run outside the GIL for much of
-  the time, and the event loop keeps sending meanwhile), bounded so that charts never take more
-  than `workers` threads;
-- a drawn PNG is cached per job and series (LRU, `cache_size`), and a chart being drawn is
-  shared, so a job summarized on three channels is drawn once;
-- the usage service, which runs in the same (leader) process, asks for each job's chart as soon
-  as the job is measured (`draw_ahead`): it is drawn in the background while the summary waits
-  out `notify.group_wait_seconds`, and the send finds it in the cache. A replica that takes over
-  (or a restart) starts with an empty cache and draws at the send.
+- the usage round draws the chart of each summary it is about to store (`ChartDrawer.job_charts`)
+  and stores the PNG in `usage_series.chart`, beside the series it is drawn from, in the same
+  transaction as the summary (store.jobs.complete_summaries). Nothing is shared in memory between
+  the usage service and the dispatcher: a replica that takes over, or a restart, finds the charts
+  in the database as the previous leader left them;
+- the dispatcher reads the series of every summary in a claim with their charts, one query per
+  cluster, the first time a message of the round asks (`RoundCharts`, store.usage.charts_of), and
+  sends the stored chart as it is. It draws only what nothing stored: a grouped message's picture
+  (a panel per job) and the chart of a job stored without one (measured by an earlier release, or
+  its drawing failed). Those are shared while being drawn and kept in a small LRU, so a message on
+  three channels is drawn once;
+- drawing runs in worker processes (`ChartDrawer`), one per core the container may use
+  (`usable_cores`), never on the event loop and never under the GIL of the process that sends.
+  The pool starts at the first drawing (in a thread: starting processes blocks), from a fork
+  server that has the drawing code imported, and the runtime closes it when the leader's work
+  stops. The render functions (adapters/channels/job_chart.py) are top-level functions of
+  picklable arguments.
 
-A chart that cannot be drawn (a bug, data no rule expected) is logged and left out: the message
-goes without it, never later because of it.
+A chart is never worth a summary: one that cannot be drawn (a bug, data no rule expected, a worker
+that died or hangs) is logged and left out, and the summary is stored, or the message sent,
+without it.
 """
 
 from __future__ import annotations
@@ -26,11 +32,17 @@ import asyncio
 import functools
 import hashlib
 import logging
+import math
+import multiprocessing
+import os
 import re
+import signal
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 
 from inno_notify.adapters.channels.base import InlineImage
 from inno_notify.adapters.channels.job_chart import (
@@ -43,15 +55,168 @@ from inno_notify.adapters.channels.job_chart import (
 )
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.outbox_repository import Summary
+from inno_notify.adapters.db.series import StoredSeries
 from inno_notify.domain.model import JobRecord, UsageSeries
 
 log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str]  # (cluster, job uid)
-DEFAULT_WORKERS = 2
-# Enough for a round of measured jobs to wait in the cache for their sends (a chart is ~20 KB).
-DEFAULT_CACHE_SIZE = 1024
+# Charts drawn at the send (groups, jobs stored without one) kept for the next channel or round.
+DEFAULT_CACHE_SIZE = 256
+# A chart is milliseconds of CPU: one not drawn in this long (its wait in the queue included) is
+# left out, and the workers replaced in case one hangs.
+DRAW_TIMEOUT_SECONDS = 30.0
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Imported once by the fork server, so that each worker forked from it starts with Pillow and the
+# layout loaded. (A worker still imports the program's main module, as multiprocessing does: for
+# `inno-notify`, the CLI, a few tenths of a second once per worker.)
+_PRELOAD = ["inno_notify.adapters.channels.job_chart"]
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cores(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may keep busy: those it may run on, fewer where its cgroup's CPU
+    limit (`cpu.max`, cgroup v2: a Kubernetes CPU limit) allows less. `os.cpu_count()` counts the
+    node's, which a pod limited to 2 CPUs on a 64-core node must not start a worker for each of."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no limit, or not cgroup v2
+    return max(1, cores)
+
+
+def chart_job(job: JobRecord, series: UsageSeries | None) -> ChartJob | None:
+    """What a job's chart draws; None when its series has nothing to draw."""
+    if series is None or not chartable(series):
+        return None
+    return ChartJob(f"{job.namespace}/{job.name}", series, job.started_at)
+
+
+class ChartDrawer:
+    """Draws charts in a pool of worker processes; one per leader, shared by the usage round (which
+    stores what it draws) and the dispatcher (which draws what nothing stored)."""
+
+    def __init__(
+        self,
+        *,
+        idle_percent: float = 5.0,
+        workers: int | None = None,
+        timeout_seconds: float = DRAW_TIMEOUT_SECONDS,
+    ) -> None:
+        self._idle = idle_percent
+        self._workers = max(1, workers if workers is not None else usable_cores())
+        self._timeout = timeout_seconds
+        self._pool: ProcessPoolExecutor | None = None
+        self._starting = asyncio.Lock()
+        self._closed = False
+        self.drawn = 0  # PNGs drawn: tests and benchmarks read it
+
+    @property
+    def idle_percent(self) -> float:
+        return self._idle
+
+    async def job_charts(self, jobs: Sequence[tuple[JobRecord, UsageSeries | None]]) -> list[bytes | None]:
+        """The chart of each job (None where its series has nothing to draw or drawing failed),
+        drawn side by side in the pool; returns when all are done."""
+        charts = [chart_job(job, series) for job, series in jobs]
+        drawn = iter(await asyncio.gather(*(self.job_png(chart) for chart in charts if chart is not None)))
+        return [None if chart is None else next(drawn) for chart in charts]
+
+    async def job_png(self, chart: ChartJob) -> bytes | None:
+        return await self.draw(functools.partial(render_job_png, chart, idle_percent=self._idle))
+
+    async def group_png(self, charts: Sequence[ChartJob]) -> bytes | None:
+        return await self.draw(functools.partial(render_group_png, tuple(charts), idle_percent=self._idle))
+
+    async def draw(self, render: Callable[[], bytes | None]) -> bytes | None:
+        """`render` run in a worker process: a partial of a top-level function of picklable
+        arguments. None, logged, when it raises or takes over `timeout_seconds` (queueing
+        included), or when the pool is closed."""
+        pool = await self._started()
+        if pool is None:
+            log.info("a chart was asked for after the drawing stopped; it is left out")
+            return None
+        try:
+            drawing = asyncio.get_running_loop().run_in_executor(pool, render)
+            png = await asyncio.wait_for(drawing, self._timeout)
+        except TimeoutError:
+            # A worker that hangs would hold every chart after it, and the summaries waiting for them.
+            log.warning("a chart took over %g s to draw: left out, the chart workers replaced", self._timeout)
+            self._retire(pool)
+            return None
+        except BrokenProcessPool:
+            log.warning(
+                "a chart worker died (killed for memory?): its charts are left out, the workers replaced"
+            )
+            self._retire(pool)
+            return None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            return None  # not this task's cancellation: the pool was replaced under its drawing
+        except Exception:
+            log.exception("a chart could not be drawn; it is left out")
+            return None
+        self.drawn += 1
+        return png
+
+    async def _started(self) -> ProcessPoolExecutor | None:
+        """The pool, started at the first drawing (None once closed)."""
+        if self._pool is not None or self._closed:
+            return self._pool
+        async with self._starting:
+            if self._pool is None and not self._closed:
+                pool = await asyncio.to_thread(_start_pool, self._workers)
+                if self._closed:  # closed while it started
+                    pool.shutdown(wait=False)
+                else:
+                    self._pool = pool
+        return self._pool
+
+    def _retire(self, pool: ProcessPoolExecutor) -> None:
+        """Ends `pool` now, its workers killed (one may hang); the next drawing starts a fresh one."""
+        if self._pool is pool:
+            self._pool = None
+        # Python 3.14 has pool.terminate_workers(); before it, the pool's own map of its processes.
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.terminate()
+
+    def close(self) -> None:
+        """No drawing starts after this; those in flight finish, and the worker processes are
+        joined (blocking: from the event loop, `run` or asyncio.to_thread)."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """The runtime's component: the pool lives until `stop`, with the leader's other work."""
+        await stop.wait()
+        await asyncio.to_thread(self.close)
+
+
+def _start_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool with its `workers` processes running. Blocking (starting the fork server the first
+    time, then a fork per worker): a thread's work, not the event loop's."""
+    # Not fork: the process runs threads (the event loop's executors, database drivers), and a
+    # fork taken while one of them holds a lock can deadlock the child.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    # Ctrl-C in a terminal reaches the whole process group: the workers leave it to the service,
+    # which closes them, rather than each printing a KeyboardInterrupt.
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)
+    )
+    # A worker is started by a submission that finds none idle: these start them all, here.
+    for started in [pool.submit(os.getpid) for _ in range(workers)]:
+        started.result()
+    return pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,110 +228,100 @@ class MessageCharts:
 
 
 class JobCharts:
-    """Draws the charts of summaries for the dispatcher; one per dispatcher, shared by its rounds."""
+    """The dispatcher's charts: the stored ones read per claim, the rest drawn at the send."""
 
     def __init__(
         self,
         store: Store,
+        drawer: ChartDrawer | None = None,
         *,
         idle_percent: float = 5.0,
-        workers: int = DEFAULT_WORKERS,
+        workers: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
+        """`drawer`: the leader's (closed by whoever made it); None: one of its own, with
+        `idle_percent` and `workers`, closed by `close`."""
         self._store = store
-        self._idle = idle_percent
-        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="chart")
+        self._owned = drawer is None
+        self._drawer = drawer or ChartDrawer(idle_percent=idle_percent, workers=workers)
         self._cache: OrderedDict[tuple[object, ...], bytes | None] = OrderedDict()
         self._cache_size = max(1, cache_size)
         self._drawing: dict[tuple[object, ...], asyncio.Future[bytes | None]] = {}
-        self._ahead: set[asyncio.Future[bytes | None]] = set()
-        self.drawn = 0  # PNGs actually drawn (not taken from the cache): tests and benchmarks read it
+        self.drawn = 0  # PNGs this dispatcher drew at the send: tests and benchmarks read it
 
     def for_round(self, summaries: Mapping[JobKey, Summary]) -> RoundCharts:
         """The charts of one claim's summaries."""
         return RoundCharts(self, summaries)
 
     def close(self) -> None:
-        for task in self._ahead:
-            task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._owned:
+            self._drawer.close()
 
-    def draw_ahead(self, job: JobRecord, series: UsageSeries) -> None:
-        """Starts drawing the chart the job's summary will carry (the usage service calls it when the
-        job is measured); returns at once. Nothing happens for a series without a chart."""
-        if not chartable(series):
-            return
-        chart = ChartJob(f"{job.namespace}/{job.name}", series, job.started_at)
-        task = asyncio.ensure_future(self.job_png((job.cluster, job.uid), chart))
-        self._ahead.add(task)
-        task.add_done_callback(self._ahead.discard)
-
-    async def drawn_ahead(self) -> None:
-        """Waits for the charts being drawn ahead (tests and benchmarks)."""
-        while self._ahead:
-            await asyncio.gather(*self._ahead, return_exceptions=True)
+    @property
+    def idle_percent(self) -> float:
+        return self._drawer.idle_percent
 
     async def job_png(self, key: JobKey, chart: ChartJob) -> bytes | None:
-        """One job's chart, as its summary carries it."""
-        idle = self._idle
-        draw = functools.partial(render_job_png, chart, idle_percent=idle)
-        return await self.png(("job", key, hash(chart.series), idle), draw)
+        """One job's chart drawn at the send (nothing was stored)."""
+        return await self.png(("job", key, hash(chart.series)), lambda: self._drawer.job_png(chart))
 
-    async def png(self, key: tuple[object, ...], draw: Callable[[], bytes | None]) -> bytes | None:
-        """The PNG under `key`: cached, being drawn (shared), or drawn now in the pool."""
+    async def group_png(self, keys: Sequence[JobKey], charts: Sequence[ChartJob]) -> bytes | None:
+        """A grouped message's picture, drawn at the send."""
+        key = ("group", tuple(keys), tuple(hash(chart.series) for chart in charts))
+        return await self.png(key, lambda: self._drawer.group_png(charts))
+
+    async def png(self, key: tuple[object, ...], draw: Callable[[], Awaitable[bytes | None]]) -> bytes | None:
+        """The PNG under `key`: cached, being drawn (shared), or drawn now."""
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         pending = self._drawing.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bytes | None] = loop.create_future()
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self._drawing[key] = future
+        png: bytes | None = None
         try:
-            png = await loop.run_in_executor(self._executor, draw)
-            self.drawn += 1
-        except Exception:
-            log.exception("a chart could not be drawn; the message goes without it")
-            png = None
+            png = await draw()
         finally:
+            # A drawing cancelled with its message leaves those waiting on it without a chart.
             del self._drawing[key]
-        future.set_result(png)
+            future.set_result(png)
+        if png is not None:
+            self.drawn += 1
+        # A chart that could not be drawn is remembered as such: not tried again on every channel.
         self._cache[key] = png
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return png
 
-    @property
-    def idle_percent(self) -> float:
-        return self._idle
-
-    async def series_of(self, keys: Sequence[JobKey]) -> dict[JobKey, UsageSeries]:
-        found: dict[JobKey, UsageSeries] = {}
+    async def stored(self, keys: Sequence[JobKey]) -> dict[JobKey, StoredSeries]:
+        """The stored series and charts of these jobs: one query per cluster."""
+        found: dict[JobKey, StoredSeries] = {}
         for cluster in sorted({c for c, _ in keys}):
             uids = [uid for c, uid in keys if c == cluster]
-            for uid, series in (await self._store.usage.series_of(cluster, uids)).items():
-                found[(cluster, uid)] = series
+            for uid, stored in (await self._store.usage.charts_of(cluster, uids)).items():
+                found[(cluster, uid)] = stored
         return found
 
 
 class RoundCharts:
-    """One claim's charts: its series read once, on the first message that asks."""
+    """One claim's charts: its series and stored charts read once, on the first message that asks."""
 
     def __init__(self, charts: JobCharts, summaries: Mapping[JobKey, Summary]) -> None:
         self._charts = charts
         self._summaries = summaries
-        self._loading: asyncio.Task[dict[JobKey, UsageSeries]] | None = None
+        self._loading: asyncio.Task[dict[JobKey, StoredSeries]] | None = None
 
     async def for_message(self, keys: Sequence[JobKey]) -> MessageCharts:
         """The series of the message's jobs and its picture (none when no job has a chartable series)."""
         try:
-            series = await self._series()
+            stored = await self._stored()
         except Exception:
             # The database hiccuped: the message still goes, without pods for its links or a chart.
             log.exception("usage series for %d message job(s) could not be read", len(keys))
             return MessageCharts({})
-        mine = {key: series[key] for key in keys if key in series}
+        mine = {key: stored[key].series for key in keys if key in stored}
         jobs = [self._chart_job(key, mine.get(key)) for key in keys]
         drawable = [job for job in jobs if job is not None]
         if not drawable:
@@ -174,14 +329,11 @@ class RoundCharts:
         idle = self._charts.idle_percent
         if len(keys) == 1:
             (job,) = drawable
-            png = await self._charts.job_png(keys[0], job)
+            png = stored[keys[0]].chart or await self._charts.job_png(keys[0], job)
             alt = job_alt_text(job, idle_percent=idle)
             name = keys[0][1]
         else:
-            key = ("group", tuple((k, hash(mine.get(k))) for k in keys), idle)
-            png = await self._charts.png(
-                key, functools.partial(render_group_png, drawable, idle_percent=idle)
-            )
+            png = await self._charts.group_png(keys, drawable)
             alt = group_alt_text(drawable, idle_percent=idle)
             name = "-".join(k[1] for k in keys)
         if png is None:
@@ -192,12 +344,11 @@ class RoundCharts:
         return MessageCharts(mine, (image,))
 
     def _chart_job(self, key: JobKey, series: UsageSeries | None) -> ChartJob | None:
-        if series is None or not chartable(series) or key not in self._summaries:
+        if key not in self._summaries:
             return None
-        job = self._summaries[key][0]
-        return ChartJob(f"{job.namespace}/{job.name}", series, job.started_at)
+        return chart_job(self._summaries[key][0], series)
 
-    async def _series(self) -> dict[JobKey, UsageSeries]:
+    async def _stored(self) -> dict[JobKey, StoredSeries]:
         if self._loading is None:
-            self._loading = asyncio.ensure_future(self._charts.series_of(list(self._summaries)))
+            self._loading = asyncio.ensure_future(self._charts.stored(list(self._summaries)))
         return await asyncio.shield(self._loading)

@@ -76,7 +76,7 @@ from inno_notify.domain.model import (
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
 from inno_notify.domain.series import job_series
 from inno_notify.options import from_setting
-from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_charts import ChartDrawer
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -167,11 +167,11 @@ class UsageCollector:
         options: CollectorOptions,
         clock: Clock,
         telemetry: Telemetry | None = None,
-        charts: JobCharts | None = None,
+        charts: ChartDrawer | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry
-        # The dispatcher's charts: a measured job's chart is drawn while its summary waits to be sent.
+        # Draws each summary's chart, stored with it (service.job_charts); None: the send draws them.
         self.charts = charts
         self.source = source
         self.policy = policy
@@ -425,6 +425,7 @@ class UsageCollector:
         connection when its connection was lost). One that fails is split in halves, written in
         order, down to the job whose summary cannot be stored: that job is set aside, and several
         in a row fail the round, as in _settle_all. Returns how many were stored."""
+        summaries = await self._with_charts(summaries)
         settled = unsettled_in_a_row = 0
         todo: deque[Sequence[_Summary]] = deque([summaries] if summaries else [])
         while todo:
@@ -451,12 +452,27 @@ class UsageCollector:
             settled += len(piece)
         return settled
 
+    async def _with_charts(self, summaries: Sequence[_Summary]) -> Sequence[_Summary]:
+        """The summaries to be sent, each with its job's chart drawn (in the drawer's processes:
+        the loop goes on meanwhile) to be stored with its series, so that whichever replica sends
+        finds it drawn. One that cannot be drawn is left out (the drawer logs it): the summary goes
+        without it. A job measured again plans nothing to send: its chart is not drawn."""
+        if self.charts is None:
+            return summaries
+        sent = [s for s in summaries if s.summary.notifications and s.summary.usage_series is not None]
+        charts = await self.charts.job_charts([(s.job, s.summary.usage_series) for s in sent])
+        drawn = {s.job.uid: chart for s, chart in zip(sent, charts, strict=True) if chart is not None}
+        if not drawn:
+            return summaries
+        return [
+            replace(s, summary=replace(s.summary, chart=drawn[s.job.uid])) if s.job.uid in drawn else s
+            for s in summaries
+        ]
+
     def _stored(self, stored: _Summary, added: int) -> None:
         """The bookkeeping of a summary once it is stored with `added` new notifications."""
         if stored.summary.adoption is not None:
             self.stats.adoptions_judged += 1
-        if added and self.charts is not None and stored.summary.usage_series is not None:
-            self.charts.draw_ahead(stored.job, stored.summary.usage_series)
         self.stats.notifications_planned += added
         if stored.missing is None:
             self.stats.jobs_summarized += 1

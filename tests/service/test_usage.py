@@ -27,7 +27,7 @@ from inno_notify.domain.parsing import ParseConfig
 from inno_notify.domain.rightsizing import RightsizingPolicy
 from inno_notify.domain.series import PodPoints
 from inno_notify.service.ingest import IngestOptions, Ingestor
-from inno_notify.service.job_charts import JobCharts
+from inno_notify.service.job_charts import ChartDrawer
 from inno_notify.service.usage import CollectorOptions, UsageCollector
 from tests import stored
 from tests.service.test_ingest import Clock, lifecycle
@@ -353,20 +353,25 @@ async def test_each_recommendation_carries_the_window_its_figures_were_measured_
     assert pod.scheduled_at == T0 + timedelta(seconds=30)
 
 
-async def test_a_measured_jobs_chart_is_drawn_ahead_of_its_send(store: Store) -> None:
-    await ingest(store, ["train-c1", "train-c2"])
+async def test_a_measured_jobs_chart_is_drawn_and_stored_with_its_summary(store: Store) -> None:
+    uids = await ingest(store, ["train-c1", "train-c2"])
     source = FakeSource(util_by_gpu=[80.0, 0.0], memory_peak=6 * GIB)
     now = T0 + timedelta(hours=1, minutes=5)
-    charts = JobCharts(store, workers=1)
+    drawer = ChartDrawer(workers=1)
     try:
         coll = UsageCollector(
-            store, source, RightsizingPolicy(), plan_one_email, CollectorOptions(), Clock(now), charts=charts
+            store, source, RightsizingPolicy(), plan_one_email, CollectorOptions(), Clock(now), charts=drawer
         )
         assert await coll.run_once(now) == 2
-        await charts.drawn_ahead()
-        assert charts.drawn == 2
+        assert drawer.drawn == 2
     finally:
-        charts.close()
+        drawer.close()
+    found = await store.usage.charts_of("test", uids)
+    for uid in uids:
+        chart = found[uid].chart
+        assert chart is not None and chart.startswith(b"\x89PNG\r\n\x1a\n")
+    # The page reads the series without the picture.
+    assert (await store.usage.series_of("test", uids))[uids[0]] == found[uids[0]].series
 
 
 async def _family_run(store: Store, name: str, gpus: int, start: datetime) -> str:

@@ -14,6 +14,10 @@ GPUs are lines with a legend (mean per GPU, "idle" below the threshold); more ar
 row per GPU, darker when busier. A grouped message (a sweep) gets one small panel per job. Labels
 come from cluster objects and exporters: the PNG draws them as text, the SVG escapes them. Nothing
 here reads a clock, so the same series always gives the same bytes.
+
+The PNGs are drawn in worker processes (service.job_charts): ``render_job_png`` and
+``render_group_png`` are top-level functions of picklable arguments (frozen dataclasses of tuples),
+and what they cache (fonts, glyphs, lines of text) is per process and thread.
 """
 
 from __future__ import annotations
@@ -306,7 +310,9 @@ _TICKS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 
 
 
 def _tick_seconds(total: float) -> float:
-    return float(next((t for t in _TICKS if total / t <= 6), _TICKS[-1]))
+    found = next((t for t in _TICKS if total / t <= 6), None)
+    # Beyond six weeks (a step or a start no job has, but the drawing must end): whole days, six ticks.
+    return float(found) if found is not None else math.ceil(total / 6 / 86400) * 86400.0
 
 
 def _elapsed(seconds: float) -> str:

@@ -199,21 +199,23 @@ class JobRepository(Repository):
         claim: str | None = None,
         usage_series: UsageSeries | None = None,
         adoption: Adoption | None = None,
+        chart: bytes | None = None,
     ) -> int:
-        """Stores a job's usage (with its series over time, if given) and advice, sets its summary
-        state and enqueues its notifications, all in one transaction: a summary is either wholly
-        planned or not at all. Returns how many notifications were new. With state REMEASURE the job
-        is measured again from `remeasure_at`. With `claim`, nothing is stored unless that usage
-        claim still holds the job (ClaimLost). `adoption` (the run judged against its family's
-        previous advice) is stored with it, once (adoption.py). A lost connection is tried once
-        more on a fresh one (Repository._settling_write): the claim check makes that safe."""
+        """Stores a job's usage (with its series over time and the chart drawn from it, if given)
+        and advice, sets its summary state and enqueues its notifications, all in one transaction:
+        a summary is either wholly planned or not at all. Returns how many notifications were new.
+        With state REMEASURE the job is measured again from `remeasure_at`. With `claim`, nothing
+        is stored unless that usage claim still holds the job (ClaimLost). `adoption` (the run
+        judged against its family's previous advice) is stored with it, once (adoption.py). A lost
+        connection is tried once more on a fresh one (Repository._settling_write): the claim check
+        makes that safe."""
 
         async def write(conn: AsyncConnection) -> int:
             # The claim first: a claim taken over (or ended by a try that committed unseen) stores nothing.
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
             await jobs.save_usage(conn, cluster, uid, usage)
             if usage_series is not None:
-                await series.save_series(conn, cluster, uid, usage_series)
+                await series.save_series(conn, cluster, uid, usage_series, chart)
             if adoption is not None:
                 await adoption_queries.record(conn, adoption)
             await jobs.save_recommendations(conn, cluster, uid, recommendations)

@@ -1,15 +1,18 @@
-"""A job's usage series in the `usage_series` table: the row codec and its two statements.
+"""A job's usage series in the `usage_series` table: the row codec and its statements.
 
-Written in the transaction that stores the job's usage (store.jobs.complete_summary), read per
-dispatch round for the charts of the messages in it, and per page for the job page. Labels come
-from the cluster and the exporters, so on the way in they lose what Postgres' JSONB refuses and
-SQLite would keep (NUL, unpaired surrogates); values are finite numbers or null.
+Written in the transaction that stores the job's usage (store.jobs.complete_summary), with the
+chart the usage round drew from it (a PNG, or null where none was drawn); read per dispatch round
+with that chart for the messages in it (`charts_of`), and per page without it (`series_of`: the
+page draws its own SVG, and a PNG is some 20 KB). Labels come from the cluster and the exporters,
+so on the way in they lose what Postgres' JSONB refuses and SQLite would keep (NUL, unpaired
+surrogates); values are finite numbers or null.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +23,21 @@ from inno_notify.adapters.db.tables import usage_series
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
 
 _KINDS = ("gpu_util", "gpu_memory", "memory")
+# What the job page reads: everything but the chart.
+_SERIES_COLUMNS = (
+    usage_series.c.job_uid,
+    usage_series.c.step_seconds,
+    usage_series.c.start_at,
+    usage_series.c.series,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSeries:
+    """A job's stored series with the chart drawn from it when it was stored (None: none drawn)."""
+
+    series: UsageSeries
+    chart: bytes | None = None
 
 
 def _text(value: str) -> str:
@@ -49,7 +67,11 @@ def _line(data: Mapping[str, Any]) -> SeriesLine:
     )
 
 
-def series_to_row(cluster: str, job_uid: str, series: UsageSeries) -> dict[str, Any]:
+def series_to_row(
+    cluster: str, job_uid: str, series: UsageSeries, chart: bytes | None = None
+) -> dict[str, Any]:
+    """The row of a series and its chart: a series stored again replaces the chart too (with None
+    when none was drawn from it), so that a stored chart is always the picture of its series."""
     document: dict[str, Any] = {kind: [_line_json(line) for line in getattr(series, kind)] for kind in _KINDS}
     document["pods"] = [
         {"name": _text(p.name), "node": None if p.node is None else _text(p.node)} for p in series.pods
@@ -60,6 +82,7 @@ def series_to_row(cluster: str, job_uid: str, series: UsageSeries) -> dict[str, 
         "step_seconds": series.step_seconds,
         "start_at": series.start,
         "series": document,
+        "chart": chart,
     }
 
 
@@ -75,17 +98,34 @@ def series_from_row(row: Mapping[Any, Any]) -> UsageSeries:
     )
 
 
-async def save_series(conn: AsyncConnection, cluster: str, uid: str, series: UsageSeries) -> None:
-    await upsert_rows(conn, usage_series, ("cluster", "job_uid"), [series_to_row(cluster, uid, series)])
+async def save_series(
+    conn: AsyncConnection, cluster: str, uid: str, series: UsageSeries, chart: bytes | None = None
+) -> None:
+    await upsert_rows(
+        conn, usage_series, ("cluster", "job_uid"), [series_to_row(cluster, uid, series, chart)]
+    )
 
 
 async def series_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, UsageSeries]:
-    """The stored series of these jobs, by uid (jobs without one are absent)."""
-    found: dict[str, UsageSeries] = {}
+    """The stored series of these jobs, by uid (jobs without one are absent), without their charts."""
+    return {uid: row.series for uid, row in (await _read(conn, cluster, uids, with_chart=False)).items()}
+
+
+async def charts_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, StoredSeries]:
+    """The stored series of these jobs with their charts, by uid (jobs without a series are absent)."""
+    return await _read(conn, cluster, uids, with_chart=True)
+
+
+async def _read(
+    conn: AsyncConnection, cluster: str, uids: Sequence[str], *, with_chart: bool
+) -> dict[str, StoredSeries]:
+    columns = (*_SERIES_COLUMNS, usage_series.c.chart) if with_chart else _SERIES_COLUMNS
+    found: dict[str, StoredSeries] = {}
     for part in chunks(sorted(set(uids))):
-        query = sa.select(usage_series).where(
-            usage_series.c.cluster == cluster, usage_series.c.job_uid.in_(part)
-        )
+        query = sa.select(*columns).where(usage_series.c.cluster == cluster, usage_series.c.job_uid.in_(part))
         for row in (await conn.execute(query)).mappings():
-            found[row["job_uid"]] = series_from_row(row)
+            chart = row["chart"] if with_chart else None
+            found[row["job_uid"]] = StoredSeries(
+                series_from_row(row), None if chart is None else bytes(chart)
+            )
     return found

@@ -264,6 +264,10 @@ usage_series = sa.Table(
     sa.Column("step_seconds", sa.Integer(), nullable=False),
     sa.Column("start_at", UTCDateTime()),
     sa.Column("series", _json(), nullable=False),
+    # The summary's chart (PNG) drawn from `series` by the usage round that stored it, so that
+    # whichever replica sends finds it drawn; NULL where none was drawn (nothing to draw, nothing to
+    # send, or drawing failed): the send draws it then, or goes without.
+    sa.Column("chart", sa.LargeBinary()),
     _job_foreign_key(),
 )
 

@@ -1,8 +1,8 @@
 """What jobs used and what they should request: usage, series over time, recommendations.
 
 `Store.usage`: the per-job figures the usage collector stores (outside a summary only in
-repair paths), the charts' series, a job family's history that right-sizing learns from, and
-the admin API's aggregations (usage cells, open recommendations).
+repair paths), the series over time with their charts, a job family's history that right-sizing
+learns from, and the admin API's aggregations (usage cells, open recommendations).
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ class UsageRepository(Repository):
         async with self.read() as conn:
             return await jobs.get_usage(conn, cluster, uid)
 
-    # The stored usage series of these jobs, by uid (the charts of a dispatch round).
+    # The stored usage series of these jobs, by uid, without their charts.
     series_of = reads(series.series_of)
+    # The same with the chart stored with each (a dispatch round's messages).
+    charts_of = reads(series.charts_of)
 
     async def family_history(
         self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20

@@ -169,6 +169,8 @@ class JobSummary:
     remeasure_at: datetime | None = None
     usage_series: UsageSeries | None = None
     adoption: Adoption | None = None
+    # The summary's chart, drawn from `usage_series` (service.job_charts), stored with it.
+    chart: bytes | None = None
 
 
 async def write_summaries(
@@ -197,7 +199,9 @@ async def write_summaries(
         copies,
     )
     series_rows = [
-        series.series_to_row(cluster, s.uid, s.usage_series) for s in summaries if s.usage_series is not None
+        series.series_to_row(cluster, s.uid, s.usage_series, s.chart)
+        for s in summaries
+        if s.usage_series is not None
     ]
     await upsert_rows(conn, usage_series, ("cluster", "job_uid"), series_rows)
     adoptions = [adoption_queries.to_row(s.adoption) for s in summaries if s.adoption is not None]

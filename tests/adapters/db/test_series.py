@@ -1,4 +1,5 @@
-"""Usage series through the Store, on both dialects: stored with the summary, read back whole."""
+"""Usage series through the Store, on both dialects: stored with the summary and the chart drawn
+from it, read back whole (with the chart for the send, without it for the page)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from inno_notify.adapters.db import Store, SummaryState
+from inno_notify.adapters.db.series import StoredSeries
+from inno_notify.adapters.db.usage_round import JobSummary
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
 from tests import stored
 
@@ -57,3 +60,40 @@ async def test_hostile_labels_and_values_are_stored_on_both_databases(store: Sto
     assert line.values == (None, None, 1.0)
     assert "\x00" not in line.label and line.label.startswith("node")
     assert (await store.usage.series_of("default", ["a"]))["a"].pods[0].name.startswith("pod")
+
+
+# A PNG's bytes as the store must keep them: NUL and every other byte value, and some size.
+CHART = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 80
+
+
+async def test_the_chart_is_stored_with_its_series_and_read_only_for_the_send(store: Store) -> None:
+    await stored.upsert_jobs(store, [job("a"), job("b"), job("c")])
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series(), chart=CHART)
+    # The usage round's batch write: a chart where one was drawn, none where drawing failed.
+    await store.jobs.complete_summaries(
+        "default",
+        [
+            JobSummary("b", usage(), [], [], usage_series=series(step_seconds=30), chart=CHART[:100]),
+            JobSummary("c", usage(), [], [], usage_series=series()),
+        ],
+    )
+
+    found = await store.usage.charts_of("default", ["a", "b", "c", "missing"])
+
+    assert found == {
+        "a": StoredSeries(series(), CHART),
+        "b": StoredSeries(series(step_seconds=30), CHART[:100]),
+        "c": StoredSeries(series(), None),
+    }
+    assert isinstance(found["a"].chart, bytes)
+    # The page's read leaves the pictures in the database.
+    assert await store.usage.series_of("default", ["a", "b"]) == {"a": series(), "b": series(step_seconds=30)}
+
+
+async def test_a_series_stored_again_takes_its_own_chart_or_none(store: Store) -> None:
+    await stored.upsert_jobs(store, [job("a")])
+    await store.jobs.complete_summary("default", "a", usage(), [], [], usage_series=series(), chart=CHART)
+    # Measured again: the old picture is not the new series', so it goes with it.
+    again = series(step_seconds=120)
+    await store.jobs.complete_summaries("default", [JobSummary("a", usage(), [], [], usage_series=again)])
+    assert await store.usage.charts_of("default", ["a"]) == {"a": StoredSeries(again, None)}
