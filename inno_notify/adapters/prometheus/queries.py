@@ -15,6 +15,7 @@ value in the ``STAT_VALUE`` label, exact: Prometheus writes it in shortest round
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -97,32 +98,28 @@ class Window:
 
 
 # RE2's metacharacters (Go's regexp.QuoteMeta escapes exactly these); anything else stands for itself.
-_RE2_META = frozenset("\\.+*?()|[]{}^$")
-# Matches no string: the alternative for a value that is not valid Unicode (a lone surrogate from a
-# JSON escape), which no label value, always UTF-8, can equal.
+_RE2_META = "\\.+*?()|[]{}^$"
+_RE2_QUOTED = str.maketrans({c: "\\" + c for c in _RE2_META})
+# A lone surrogate (from a JSON escape) is not valid Unicode, and no label value, always UTF-8, can
+# equal a value that holds one: such a value gets an alternative that matches no string.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NEVER = "[^\\x{0}-\\x{10FFFF}]"
+# Backslash and quote escaped, control characters as `\xNN` (a literal newline would end the string).
+_LITERAL = str.maketrans({"\\": "\\\\", '"': '\\"', **{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}})
 
 
 def promql_string(text: str) -> str:
     """`text` as the inside of a double-quoted PromQL string literal, for any text: backslash and
     quote escaped, control characters as `\\xNN` (a literal newline would end the query's string),
     everything else, non-ASCII included, as UTF-8 itself."""
-    out: list[str] = []
-    for c in text:
-        if c in '\\"':
-            out.append("\\" + c)
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(c)
-    return "".join(out)
+    return text.translate(_LITERAL)
 
 
 def re2_quote(value: str) -> str:
     """An RE2 pattern that matches exactly `value` (PromQL anchors it)."""
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+    if _SURROGATE.search(value):
         return _NEVER
-    return "".join("\\" + c if c in _RE2_META else c for c in value)
+    return value.translate(_RE2_QUOTED)
 
 
 def regex_alternation(values: list[str]) -> str:
