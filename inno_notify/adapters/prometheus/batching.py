@@ -6,14 +6,17 @@ series only have samples while it lived), so a round normally is one bucket; a n
 only after a long gap between end times, or for a pod whose (namespace, name) already appears in
 the bucket (a reused name would mix two pods' series). A bucket's pod regex is split into chunks
 that keep each query within a byte budget: 8 KB where the query travels in the URL, far more in a
-POST body (``client``), where a round of hundreds of pods is one query per metric.
+POST body (``client``), where a round of thousands of pods is one query per metric. A query may
+select several groups of pods on their own terms (the usage series: a branch per step class,
+``chunk_groups``); the same budget cuts it.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote_plus, urlencode
@@ -22,9 +25,10 @@ from inno_notify.adapters.prometheus.queries import Window, regex_alternation
 
 # nginx's default large_client_header_buffers is 8 KiB for the request line; stay below it.
 DEFAULT_MAX_URL_BYTES = 8000
-# A form body has no such limit. Enough for about a thousand pods per query: a round is one query
-# per metric, and a very large round still a handful, each well below Prometheus' sample limit.
-DEFAULT_MAX_BODY_BYTES = 64_000
+# A form body has no such limit (Prometheus reads up to 10 MB). Enough for about four thousand pods
+# per query: a round, even one of a backlog, is one query per metric, well below Prometheus' sample
+# limit.
+DEFAULT_MAX_BODY_BYTES = 256_000
 _URL_OVERHEAD = len("GET /api/v1/query?&timeout=30s HTTP/1.1") + 200  # path, params, a proxy's prefix
 
 
@@ -98,36 +102,73 @@ def chunk_pods(
 
     Consecutive pods end close together, so a chunk's range is hardly longer than its longest pod's
     life: subqueries, whose cost grows with range × series, stay cheap at no extra query. Returns
-    (pods, query) pairs; a single pod whose query is too long on its own still gets its query. The
-    length is added up from a template, not rebuilt per pod.
+    (pods, query) pairs; a single pod whose query is too long on its own still gets its query.
     """
-    template = build(_POD_MARK, _NS_MARK, window_for(pods, scrape_seconds)) if pods else ""
-    pod_uses, ns_uses = template.count(_POD_MARK), template.count(_NS_MARK)
+    return chunk_groups(
+        pods,
+        lambda _pod: 0,
+        lambda selections, window: build(*selections[0], window),
+        max_url_bytes=max_url_bytes,
+        scrape_seconds=scrape_seconds,
+    )
+
+
+def chunk_groups(
+    pods: Sequence[PodWindow],
+    group_of: Callable[[PodWindow], int],
+    build: Callable[[Mapping[int, tuple[str, str]], Window], str],
+    *,
+    max_url_bytes: int,
+    scrape_seconds: float,
+) -> list[tuple[tuple[PodWindow, ...], str]]:
+    """``chunk_pods`` for a query that selects several groups of pods each on its own terms (the
+    usage series: one branch per step class). ``build`` gets, for every group with pods in the
+    chunk, its (pod regex, namespace regex).
+
+    A pod name stays in one group within a chunk: a group's selector matches every name of its regex
+    in every namespace of its regex, so a name in two groups could bring one pod's series into the
+    other group's branch, where the two would be taken for one. Such a pod starts a new chunk (a
+    name reused across namespaces by pods of different classes: rare). The length is added up from
+    a template, not rebuilt per pod.
+    """
+    if not pods:
+        return []
+    groups = sorted({group_of(pod) for pod in pods})
+    marks = {g: (f"{_POD_MARK}{i}Z", f"{_NS_MARK}{i}Z") for i, g in enumerate(groups)}
+    template = build(marks, window_for(pods, scrape_seconds))
+    pod_uses = {g: template.count(pod_mark) for g, (pod_mark, _) in marks.items()}
+    ns_uses = {g: template.count(ns_mark) for g, (_, ns_mark) in marks.items()}
     # Margin for a chunk window's numbers being longer than the template's.
-    base = url_length(template) - pod_uses * len(_POD_MARK) - ns_uses * len(_NS_MARK) + 16
+    base = url_length(template) + 16
+    base -= sum(
+        pod_uses[g] * len(pod_mark) + ns_uses[g] * len(ns_mark) for g, (pod_mark, ns_mark) in marks.items()
+    )
     chunks: list[tuple[PodWindow, ...]] = []
     current: list[PodWindow] = []
-    names: set[str] = set()
-    namespaces: set[str] = set()
+    names: dict[int, set[str]] = defaultdict(set)
+    namespaces: dict[int, set[str]] = defaultdict(set)
+    group_of_name: dict[str, int] = {}
     length = base
     for pod in pods:
+        group = group_of(pod)
         added = 0
-        if pod.pod not in names:
-            added += pod_uses * (_encoded(pod.pod) + (_SEPARATOR if names else 0))
-        if pod.namespace not in namespaces:
-            added += ns_uses * (_encoded(pod.namespace) + (_SEPARATOR if namespaces else 0))
-        if current and length + added > max_url_bytes:
+        if pod.pod not in names[group]:
+            added += pod_uses[group] * (_encoded(pod.pod) + (_SEPARATOR if names[group] else 0))
+        if pod.namespace not in namespaces[group]:
+            added += ns_uses[group] * (_encoded(pod.namespace) + (_SEPARATOR if namespaces[group] else 0))
+        clash = group_of_name.get(pod.pod, group) != group
+        if current and (clash or length + added > max_url_bytes):
             chunks.append(tuple(current))
-            current, names, namespaces = [], set(), set()
-            length = base + pod_uses * _encoded(pod.pod) + ns_uses * _encoded(pod.namespace)
+            current, names, namespaces, group_of_name = [], defaultdict(set), defaultdict(set), {}
+            length = base + pod_uses[group] * _encoded(pod.pod) + ns_uses[group] * _encoded(pod.namespace)
         else:
             length += added
         current.append(pod)
-        names.add(pod.pod)
-        namespaces.add(pod.namespace)
-    if current:
-        chunks.append(tuple(current))
-    return [(chunk, _build(chunk, build, scrape_seconds)) for chunk in chunks]
+        names[group].add(pod.pod)
+        namespaces[group].add(pod.namespace)
+        group_of_name[pod.pod] = group
+    chunks.append(tuple(current))
+    return [(chunk, _build(chunk, group_of, build, scrape_seconds)) for chunk in chunks]
 
 
 _POD_MARK = "PODREGEXMARK"
@@ -141,9 +182,17 @@ def _encoded(name: str) -> int:
     return len(quote_plus(regex_alternation([name])))
 
 
-def _build(pods: Sequence[PodWindow], build: Callable[[str, str, Window], str], scrape_seconds: float) -> str:
-    return build(
-        regex_alternation([p.pod for p in pods]),
-        regex_alternation([p.namespace for p in pods]),
-        window_for(pods, scrape_seconds),
-    )
+def _build(
+    pods: Sequence[PodWindow],
+    group_of: Callable[[PodWindow], int],
+    build: Callable[[Mapping[int, tuple[str, str]], Window], str],
+    scrape_seconds: float,
+) -> str:
+    members: dict[int, list[PodWindow]] = defaultdict(list)
+    for pod in pods:
+        members[group_of(pod)].append(pod)
+    selections = {
+        group: (regex_alternation([p.pod for p in of]), regex_alternation([p.namespace for p in of]))
+        for group, of in sorted(members.items())
+    }
+    return build(selections, window_for(pods, scrape_seconds))

@@ -4,8 +4,8 @@
 ``queries`` for every chunk concurrently, and turns the answers into the domain's ``GpuUsage``
 and ``PodUsage``. Pods with several container series get a second, smaller step: their memory
 peak and CPU p95 are of sums at one instant, a subquery that only they pay for. Beside them, in the
-same round, ``series`` asks for every pod's usage over time (range queries per step class and
-metric) for the charts; when those fail the figures still stand. It only measures:
+same round, ``series`` asks for every pod's usage over time (one range query per metric) for the
+charts; when those fail the figures still stand. It only measures:
 deciding when a job is ready, retrying after ``PrometheusUnavailable`` and giving up belong to the
 usage service; turning figures into job totals belongs to ``domain.accounting``.
 """
@@ -120,7 +120,9 @@ class UsageMeter:
         buckets = plan_buckets(
             targets, scrape_seconds=cfg.scrape_interval_seconds, gap_seconds=cfg.bucket_gap_seconds
         )
-        per_bucket = await asyncio.gather(*(self._measure_bucket(b) for b in buckets))
+        # One step per job for the whole round: a job whose pods fall in several buckets keeps one.
+        steps = self._series.steps(targets) if cfg.series_points > 0 else {}
+        per_bucket = await asyncio.gather(*(self._measure_bucket(b, steps) for b in buckets))
         results: dict[str, PodMeasurement] = {}
         for part in per_bucket:
             results.update(part)
@@ -131,7 +133,7 @@ class UsageMeter:
             uid: m if decided[uid] is m.gpus else replace(m, gpus=decided[uid]) for uid, m in results.items()
         }
 
-    async def _measure_bucket(self, bucket: Bucket) -> dict[str, PodMeasurement]:
+    async def _measure_bucket(self, bucket: Bucket, steps: Mapping[str, int]) -> dict[str, PodMeasurement]:
         spelling = self._spelling or await self._detect_spelling(bucket)
         dcgm = q.DcgmSelector(spelling[0], spelling[1], self._config.labels.hostname)
         step = max(1, round(self._config.scrape_interval_seconds))
@@ -147,7 +149,7 @@ class UsageMeter:
         for kind, build in builders.items():
             for _pods, promql in self._chunks(bucket.pods, build):
                 jobs.append((kind, promql))
-        by_kind, points = await asyncio.gather(self._run(jobs), self._sample_series(bucket, dcgm))
+        by_kind, points = await asyncio.gather(self._run(jobs), self._sample_series(bucket, dcgm, steps))
         # Second step, only for pods with several container series: their memory peak and CPU p95
         # are of sums at one instant, which cost a subquery each.
         cad = self._cadvisor
@@ -165,12 +167,14 @@ class UsageMeter:
         measured = self._assemble(bucket.pods, dcgm, by_kind)
         return {uid: replace(m, points=points.get(uid)) if points else m for uid, m in measured.items()}
 
-    async def _sample_series(self, bucket: Bucket, dcgm: q.DcgmSelector) -> dict[str, PodPoints]:
+    async def _sample_series(
+        self, bucket: Bucket, dcgm: q.DcgmSelector, steps: Mapping[str, int]
+    ) -> dict[str, PodPoints]:
         """The bucket's series; none when they cannot be had: a chart is not worth a job's figures."""
         if self._config.series_points <= 0:
             return {}
         try:
-            points = await self._series.sample(bucket.pods, dcgm)
+            points = await self._series.sample(bucket.pods, dcgm, steps)
         except PrometheusError as exc:
             log.warning(
                 "usage series of %d pod(s) not measured, their charts are left out: %s", len(bucket.pods), exc

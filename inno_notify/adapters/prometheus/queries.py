@@ -15,7 +15,8 @@ value in the ``STAT_VALUE`` label, exact: Prometheus writes it in shortest round
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 # dcgm-exporter metric names (FACTS.md). FB values are MiB.
@@ -97,32 +98,28 @@ class Window:
 
 
 # RE2's metacharacters (Go's regexp.QuoteMeta escapes exactly these); anything else stands for itself.
-_RE2_META = frozenset("\\.+*?()|[]{}^$")
-# Matches no string: the alternative for a value that is not valid Unicode (a lone surrogate from a
-# JSON escape), which no label value, always UTF-8, can equal.
+_RE2_META = "\\.+*?()|[]{}^$"
+_RE2_QUOTED = str.maketrans({c: "\\" + c for c in _RE2_META})
+# A lone surrogate (from a JSON escape) is not valid Unicode, and no label value, always UTF-8, can
+# equal a value that holds one: such a value gets an alternative that matches no string.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NEVER = "[^\\x{0}-\\x{10FFFF}]"
+# Backslash and quote escaped, control characters as `\xNN` (a literal newline would end the string).
+_LITERAL = str.maketrans({"\\": "\\\\", '"': '\\"', **{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}})
 
 
 def promql_string(text: str) -> str:
     """`text` as the inside of a double-quoted PromQL string literal, for any text: backslash and
     quote escaped, control characters as `\\xNN` (a literal newline would end the query's string),
     everything else, non-ASCII included, as UTF-8 itself."""
-    out: list[str] = []
-    for c in text:
-        if c in '\\"':
-            out.append("\\" + c)
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(c)
-    return "".join(out)
+    return text.translate(_LITERAL)
 
 
 def re2_quote(value: str) -> str:
     """An RE2 pattern that matches exactly `value` (PromQL anchors it)."""
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+    if _SURROGATE.search(value):
         return _NEVER
-    return "".join("\\" + c if c in _RE2_META else c for c in value)
+    return value.translate(_RE2_QUOTED)
 
 
 def regex_alternation(values: list[str]) -> str:
@@ -272,6 +269,17 @@ def pod_cpu_summed(
 
 
 # --- series over time (range queries, see series.py) ---------------------------------------------
+#
+# One range query per metric serves pods of several step classes. Each class is a branch that
+# selects its own pods and reads windows of its own step; a class coarser than the query's step is
+# evaluated on its own grid inside a subquery and shows only there (``_on_grid``). The branches
+# return every series as it is, with no aggregation: in a range query an aggregation, like any
+# operator, handles each point at every step with its labels, and grouping GPUs was several times
+# the cost of reading the samples; the rows are grouped in ``series`` (per GPU, per pod) instead.
+# The branches select disjoint pods, so their union (``or``, a pass over the points) keeps every row.
+
+# Which steps a class selects: pod regex and namespace regex of its pods, by step in seconds.
+Classes = Mapping[int, tuple[str, str]]
 
 
 def _step_range(step_seconds: int) -> str:
@@ -281,27 +289,62 @@ def _step_range(step_seconds: int) -> str:
     return f"[{step_seconds * 1000 - 1}ms]"
 
 
-def series_gpu_util(sel: DcgmSelector, pods: str, namespaces: str, step_seconds: int) -> str:
-    """Per GPU and step, the mean utilization in percent over the step: GR_ENGINE_ACTIVE where the
-    GPU reports it (the better measure, and the only one on MIG instances), else GPU_UTIL."""
-    by = sel.group_by()
-    prof = sel.selector(GR_ENGINE_ACTIVE, pods, namespaces)
-    util = sel.selector(GPU_UTIL, pods, namespaces)
-    return (
-        f"(avg by ({by}) (avg_over_time({prof}{_step_range(step_seconds)})) * 100)"
-        f" or avg by ({by}) (avg_over_time({util}{_step_range(step_seconds)}))"
+def _on_grid(expr: str, step_seconds: int, query_step_seconds: int) -> str:
+    """``expr`` evaluated on the grid of ``step_seconds`` (a multiple of the query's step), present
+    only at those times: the subquery evaluates it once per step of its own grid (subquery steps
+    are aligned to multiples of their step), and each query step looks back less than one query
+    step, so it finds a point only where the two grids meet."""
+    if step_seconds == query_step_seconds:
+        return expr
+    return f"last_over_time(({expr})[{query_step_seconds * 1000 - 1}ms:{step_seconds}s])"
+
+
+def series_step(classes: Classes) -> int:
+    """The step of the range query for these classes: the finest (every class step is a multiple
+    of it, ``domain.series.series_step``)."""
+    return min(classes)
+
+
+def _per_class(classes: Classes, branch: Callable[[int, str, str], str]) -> str:
+    """The union of ``branch(step, pods, namespaces)`` of every class, each on its own grid."""
+    query_step = series_step(classes)
+    return _union(
+        *(
+            f"({_on_grid(branch(step, pods, ns), step, query_step)})"
+            for step, (pods, ns) in sorted(classes.items())
+        )
     )
 
 
-def series_gpu_memory(sel: DcgmSelector, pods: str, namespaces: str, step_seconds: int) -> str:
-    """Per GPU and step, the peak framebuffer used in the step (MiB)."""
-    used = sel.selector(FB_USED, pods, namespaces)
-    return f"max by ({sel.group_by()}) (max_over_time({used}{_step_range(step_seconds)}))"
+def series_gpu_util(sel: DcgmSelector, classes: Classes) -> str:
+    """Per GPU series and step, the mean utilization in percent over the step: GR_ENGINE_ACTIVE
+    where the GPU reports it (the better measure, and the only one on MIG instances), else GPU_UTIL.
+    The ``or on`` the GPU's labels lets GR_ENGINE_ACTIVE stand for the whole GPU at a step where any
+    of its series has it."""
+    prof = _per_class(
+        classes,
+        lambda step, pods, ns: (
+            f"avg_over_time({sel.selector(GR_ENGINE_ACTIVE, pods, ns)}{_step_range(step)}) * 100"
+        ),
+    )
+    util = _per_class(
+        classes,
+        lambda step, pods, ns: f"avg_over_time({sel.selector(GPU_UTIL, pods, ns)}{_step_range(step)})",
+    )
+    return f"({prof}) or on({sel.group_by()}) ({util})"
 
 
-def series_pod_memory(sel: CadvisorSelector, pods: str, namespaces: str, step_seconds: int) -> str:
-    """Per pod (with its UID) and step, the sum over its container series of each one's peak in the
-    step: the pod's peak where it has one container, at most a step's worth above it otherwise."""
-    series = sel.selector(WORKING_SET, pods, namespaces)
-    per_series = sel.with_uid(f"max_over_time({series}{_step_range(step_seconds)})")
-    return f"sum by ({sel.group_by()}) ({per_series})"
+def series_gpu_memory(sel: DcgmSelector, classes: Classes) -> str:
+    """Per GPU series and step, the peak framebuffer used in the step (MiB)."""
+    return _per_class(
+        classes, lambda step, pods, ns: f"max_over_time({sel.selector(FB_USED, pods, ns)}{_step_range(step)})"
+    )
+
+
+def series_pod_memory(sel: CadvisorSelector, classes: Classes) -> str:
+    """Per container series and step, its peak in the step (``series`` adds up a pod's series, and
+    reads the pod UID from the cgroup path ``id``)."""
+    return _per_class(
+        classes,
+        lambda step, pods, ns: f"max_over_time({sel.selector(WORKING_SET, pods, ns)}{_step_range(step)})",
+    )

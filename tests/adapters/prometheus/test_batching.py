@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from inno_notify.adapters.prometheus import queries as q
-from inno_notify.adapters.prometheus.batching import PodWindow, chunk_pods, plan_buckets, url_length
+from inno_notify.adapters.prometheus.batching import (
+    PodWindow,
+    chunk_groups,
+    chunk_pods,
+    plan_buckets,
+    url_length,
+)
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -104,3 +111,43 @@ def test_regex_is_exact(names: list[str], matches: list[str], rejects: list[str]
     regex = q.regex_alternation(names).replace("\\\\", "\\")
     assert all(re.fullmatch(regex, m) for m in matches)
     assert not any(re.fullmatch(regex, r) for r in rejects)
+
+
+def _classes_query(classes: Mapping[int, tuple[str, str]], _window: q.Window) -> str:
+    return " or ".join(
+        f'x{{namespace=~"{ns}",pod=~"{p}"}}[{step}s]' for step, (p, ns) in sorted(classes.items())
+    )
+
+
+def test_groups_get_their_own_regexes_within_the_budget() -> None:
+    pods = [pod(f"job-{i:04d}-abcde", 0, 60 + i, ns=f"team-{i % 5}") for i in range(400)]
+    group = {p.uid: 60 * 2 ** (i % 3) for i, p in enumerate(pods)}
+    chunks = chunk_groups(pods, lambda p: group[p.uid], _classes_query, max_url_bytes=6000, scrape_seconds=15)
+    assert len(chunks) > 1
+    assert all(url_length(query) <= 6000 for _, query in chunks)
+    assert all(url_length(query) > 5000 for _, query in chunks[:-1])
+    assert sorted(p.uid for chunk, _ in chunks for p in chunk) == sorted(p.uid for p in pods)
+    for chunk, query in chunks:
+        for step in {group[p.uid] for p in chunk}:
+            (regex,) = re.findall(rf'pod=~"([^"]*)"}}\[{step}s\]', query)
+            assert set(regex.split("|")) == {p.pod for p in chunk if group[p.uid] == step}
+    one = chunk_groups(pods, lambda p: group[p.uid], _classes_query, max_url_bytes=10**6, scrape_seconds=15)
+    assert len(one) == 1
+
+
+def test_a_name_in_two_groups_is_never_in_one_query() -> None:
+    # A group's selector takes every name of its regex in every namespace of its regex: "a" of
+    # namespace y would come back in group 60's branch too.
+    pods = [pod("a", 0, 10, ns="x"), pod("b", 0, 11, ns="y"), pod("a", 0, 12, ns="y")]
+    group = {"x": 60, "y": 120}
+    chunks = chunk_groups(
+        pods,
+        lambda p: 60 if p.pod == "b" else group[p.namespace],
+        _classes_query,
+        max_url_bytes=10**6,
+        scrape_seconds=15,
+    )
+    assert [[(p.namespace, p.pod) for p in chunk] for chunk, _ in chunks] == [
+        [("x", "a"), ("y", "b")],
+        [("y", "a")],
+    ]

@@ -16,13 +16,16 @@ import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
+from inno_notify.adapters.prometheus import queries as q
+from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
+from inno_notify.adapters.prometheus.series import DEFAULT_MAX_STEPS_PER_QUERY, SeriesSampler
 from inno_notify.domain.series import MAX_POINTS, PodPoints, grid_time, job_series
 from tests.adapters.prometheus import scenario
 from tests.adapters.prometheus.conftest import Loaded
 from tests.adapters.prometheus.metricgen import PodTruth
-from tests.adapters.prometheus.test_measure import window
+from tests.adapters.prometheus.test_measure import dt, window
 
 pytestmark = pytest.mark.prometheus
 
@@ -172,7 +175,7 @@ async def test_a_jobs_pods_share_one_step_and_a_gpu_used_again_is_one_line(
     assert [line.label for line in series.memory] == [p.name for p in retries]
 
 
-async def test_series_queries_grow_with_step_classes_not_with_jobs(cluster_prometheus: Loaded) -> None:
+async def test_one_range_query_per_metric_serves_every_step_class(cluster_prometheus: Loaded) -> None:
     pods = [window(p) for p in cluster_prometheus.cluster.round]
     client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url))
     meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
@@ -180,8 +183,103 @@ async def test_series_queries_grow_with_step_classes_not_with_jobs(cluster_prome
         await meter.measure_pods(pods)
         classes = len(set(meter.series_steps(pods).values()))
         series = {k: n for k, n in meter.last_queries_by_kind.items() if k.startswith("series_")}
-        assert classes < len(pods)
-        assert series == {"series_util": classes, "series_fb": classes, "series_mem": classes}
+        assert classes > 2
+        assert series == {"series_util": 1, "series_fb": 1, "series_mem": 1}
+    finally:
+        client.close()
+
+
+def _jobs(cluster: scenario.Cluster) -> dict[str, list[PodWindow]]:
+    """The round's pods as jobs: one per pod, except a job whose two attempts ran one after the other
+    on one GPU, and a job with a pod on each node (a whole GPU, a T4, a MIG instance); plus a pod
+    Prometheus has no series of."""
+    together = {
+        "asr-job": ["asr-retry-0-aaaaa", "asr-retry-1-bbbbb"],
+        "spread-job": ["train-4gpu-7xk2p", "mem-spike-q9z8w", "mig-job-p2m4c"],
+    }
+    job_of = {name: job for job, names in together.items() for name in names}
+    jobs: dict[str, list[PodWindow]] = defaultdict(list)
+    for p in cluster.round:
+        job = job_of.get(p.name, f"job-{p.name}")
+        jobs[job].append(replace(window(p), job_uid=job))
+    ghost = cluster.round[0]
+    jobs["ghost-job"] = [
+        PodWindow(
+            "nowhere", "never-scraped-0", "uid-ghost", dt(ghost.start), dt(ghost.end), job_uid="ghost-job"
+        )
+    ]
+    return jobs
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        MeterConfig(scrape_interval_seconds=scenario.SCRAPE),
+        # Queries cut into chunks: the branches of one query hold parts of the classes.
+        MeterConfig(scrape_interval_seconds=scenario.SCRAPE, max_body_bytes=1500),
+    ],
+    ids=["one-query-per-metric", "small-chunks"],
+)
+async def test_a_round_gives_each_job_the_series_it_gets_measured_alone(
+    cluster_prometheus: Loaded, config: MeterConfig
+) -> None:
+    """The round's points, several step classes in one query, are exactly those of each job measured
+    on its own (one class, its own range): MIG, time-sliced GPUs, a reused pod name, a job on three
+    nodes and a pod without series included."""
+    jobs = _jobs(cluster_prometheus.cluster)
+    client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url, timeout_seconds=30))
+    try:
+        round_meter = UsageMeter(client, config)
+        everyone = [w for pods in jobs.values() for w in pods]
+        batched = await round_meter.measure_pods(everyone)
+        assert len(set(round_meter.series_steps(everyone).values())) > 2
+        chunks = round_meter.last_queries_by_kind["series_util"]
+        assert chunks > 1 if config.max_body_bytes < 2000 else chunks == 1
+        alone_meter = UsageMeter(client, config)
+        for job, pods in jobs.items():
+            alone = await alone_meter.measure_pods(pods)
+            for pod in pods:
+                got, want = batched[pod.uid].points, alone[pod.uid].points
+                assert got is not None and want is not None, (job, pod.pod)
+                assert got == want, (job, pod.pod)
+        spread = [batched[w.uid].points for w in jobs["spread-job"]]
+        assert len({p.step_seconds for p in spread if p is not None}) == 1
+        names = {name for p in spread if p is not None for name in p.gpu_util}
+        assert names == {
+            "gpu-node-0/0",
+            "gpu-node-0/1",
+            "gpu-node-0/2",
+            "gpu-node-0/3",
+            "gpu-node-1/0",
+            "gpu-node-2/0/mig1",
+        }
+        ghost = batched["uid-ghost"].points
+        assert ghost is not None and not (ghost.gpu_util or ghost.gpu_memory or ghost.memory)
+    finally:
+        client.close()
+
+
+async def test_spans_cut_where_a_query_would_take_too_many_steps_change_no_point(
+    cluster_prometheus: Loaded,
+) -> None:
+    pods = [window(p) for p in cluster_prometheus.cluster.round]
+    dcgm = q.DcgmSelector("pod", "namespace", ("Hostname", "hostname"))
+    client = PrometheusClient(ClientConfig(url=cluster_prometheus.server.url, timeout_seconds=30))
+    try:
+
+        def sampler(max_steps: int) -> SeriesSampler:
+            return SeriesSampler(
+                client,
+                scrape_interval_seconds=scenario.SCRAPE,
+                budget_bytes=lambda: 64_000,
+                cadvisor=q.CadvisorSelector(),
+                max_steps_per_query=max_steps,
+            )
+
+        whole, cut = sampler(DEFAULT_MAX_STEPS_PER_QUERY), sampler(240)
+        assert await cut.sample(pods, dcgm) == await whole.sample(pods, dcgm)
+        assert whole.last_queries_by_kind["series_fb"] == 1
+        assert cut.last_queries_by_kind["series_fb"] > 1
     finally:
         client.close()
 
