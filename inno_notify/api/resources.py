@@ -163,6 +163,10 @@ class Job(TypedDict):
     """Runs of the same workload: a restart is an attempt, not a new workload."""
     owner: str | None
     team: str | None
+    gpu_model: str | None
+    """The model of the GPUs that held most of the job's GPU-minutes, as dcgm-exporter names it
+    ("NVIDIA A100-SXM4-80GB"; a MIG instance's is its GPU's). Null until measured, for a workflow, and
+    where it could not be measured: `usage.missing` then says why (figure `gpu_model`)."""
     status: JobStatus
     reason: str | None
     exit_code: int | None

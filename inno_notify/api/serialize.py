@@ -94,6 +94,7 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         attempts,
         replicas,
         usage_replicas,
+        gpu_model,
         _recommendations,
     ) = row
     return {
@@ -106,6 +107,7 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         "attempts": attempts,
         "owner": owner,
         "team": team,
+        "gpu_model": gpu_model,
         "status": status,
         "reason": reason,
         "exit_code": exit_code,

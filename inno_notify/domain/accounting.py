@@ -26,10 +26,12 @@ from inno_notify.domain.model import (
     Requested,
     Usage,
 )
+from inno_notify.domain.parsing.storable import label_name
 
 GPU_UTIL_FIGURES = ("used_gpu_minutes", "gpus_idle", "idle_gpu_minutes", "gpu_util_mean_percent")
 GPU_MEMORY_FIGURES = ("gpu_memory_peak_bytes",)
 POD_FIGURES = ("memory_peak_bytes", "cpu_cores_mean", "cpu_cores_p95")
+GPU_MODEL_FIGURE = "gpu_model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +170,19 @@ def compute_usage(
 
     gpu_minutes = sum(h.pod.gpu_equivalents * h.minutes for h in gpu_held)
     used = idle_count = idle_minutes = util_mean = fb_peak = None
+    gpu_model = None
     if not gpu_held:
-        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES), MissingReason.NOT_REQUESTED, ())
+        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES, GPU_MODEL_FIGURE), MissingReason.NOT_REQUESTED, ())
     elif missing_reason is not None:
-        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES), missing_reason, ())
+        mark((*GPU_UTIL_FIGURES, *GPU_MEMORY_FIGURES, GPU_MODEL_FIGURE), missing_reason, ())
     else:
+        gpu_model = _most_used_model(gpu_held, rows_by_pod)
+        if gpu_model is None:
+            no_rows = _gpu_reason(gpu_held, rows_by_pod, scrape_interval_seconds, need_util=False)
+            if no_rows is not None and no_rows[0] is not MissingReason.SHARED_GPU:
+                mark((GPU_MODEL_FIGURE,), *no_rows)
+            else:  # series without a modelName label
+                mark((GPU_MODEL_FIGURE,), MissingReason.NO_SAMPLES, ())
         util_reason = _gpu_reason(gpu_held, rows_by_pod, scrape_interval_seconds, need_util=True)
         mem_reason = _gpu_reason(gpu_held, rows_by_pod, scrape_interval_seconds, need_util=False)
         if util_reason is not None:
@@ -226,6 +236,7 @@ def compute_usage(
         memory_peak_bytes=memory_peak,
         cpu_cores_mean=cpu_mean,
         cpu_cores_p95=cpu_p95,
+        gpu_model=gpu_model,
         gpus=tuple(r for h in gpu_held for r in rows_by_pod[h.pod.uid]),
         pods=tuple(usage_by_pod[h.pod.uid] for h in held if h.pod.uid in usage_by_pod),
         missing=tuple(missing),
@@ -233,6 +244,34 @@ def compute_usage(
         replicas=replica_usage(job, pods, measure_role) if by_role else (),
         held_after_end=held_after_end(job, held) if by_role and job.replicas else None,
     )
+
+
+def _most_used_model(gpu_held: Sequence[HeldPod], rows_by_pod: dict[str, list[GpuUsage]]) -> str | None:
+    """The model of the GPUs that held most of the job's GPU-minutes (a pod's split evenly over its
+    GPU rows; ties go to the first name); None where no row names one. Only the GPUs measured count:
+    a model is not a sum, so the part not measured cannot make it wrong, only leave it unknown."""
+    minutes: dict[str, float] = defaultdict(float)
+    for h in gpu_held:
+        rows = rows_by_pod.get(h.pod.uid, [])
+        for row in rows:
+            model = label_name(row.model)
+            if model is not None:
+                minutes[model] += h.pod.gpu_equivalents * h.minutes / len(rows)
+    return min(minutes, key=lambda m: (-minutes[m], m)) if minutes else None
+
+
+def gpu_model_counts(gpus: Iterable[GpuUsage]) -> list[tuple[str, int]]:
+    """(model, how many GPUs or MIG instances of it) for the job's per-GPU rows, most first: a GPU
+    that served several pods (retries, time-slicing) counts once. A MIG instance is named by its
+    GPU's model and its profile ("NVIDIA A100 80GB PCIe MIG 3g.40gb")."""
+    devices: dict[str, set[str]] = defaultdict(set)
+    for row in gpus:
+        model = label_name(row.model)
+        if model is None:
+            continue
+        profile = label_name(row.mig_profile)
+        devices[f"{model} MIG {profile}" if profile else model].add(f"{row.uuid or ''}|{row.gpu}")
+    return sorted(((m, len(d)) for m, d in devices.items()), key=lambda md: (-md[1], md[0]))
 
 
 def _no_data_reason(h: HeldPod, scrape_interval_seconds: float) -> MissingReason:

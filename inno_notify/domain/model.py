@@ -426,6 +426,9 @@ class Usage:
     memory_peak_bytes: int | None = None
     cpu_cores_mean: float | None = None
     cpu_cores_p95: float | None = None
+    # The GPU model (dcgm-exporter's `modelName`; a MIG instance's is its GPU's) that held most of
+    # the job's GPU-minutes; the per-GPU rows name every model where the job ran on several.
+    gpu_model: str | None = None
     gpus: tuple[GpuUsage, ...] = ()
     pods: tuple[PodUsage, ...] = ()
     missing: tuple[MissingFigure, ...] = ()

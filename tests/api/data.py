@@ -29,8 +29,16 @@ HOUR = timedelta(hours=1)
 
 
 def usage_of(gpu: float | None, used: float | None, idle: float | None, peak: int | None) -> Usage:
-    missing = () if gpu is not None else (MissingFigure("gpu_minutes", MissingReason.PROMETHEUS_UNAVAILABLE),)
+    missing = (
+        ()
+        if gpu is not None
+        else (
+            MissingFigure("gpu_minutes", MissingReason.PROMETHEUS_UNAVAILABLE),
+            MissingFigure("gpu_model", MissingReason.PROMETHEUS_UNAVAILABLE),
+        )
+    )
     return Usage(
+        gpu_model=None if gpu is None else GPU_MODEL,
         gpu_minutes=gpu,
         used_gpu_minutes=used,
         idle_gpu_minutes=idle,
@@ -40,6 +48,7 @@ def usage_of(gpu: float | None, used: float | None, idle: float | None, peak: in
     )
 
 
+GPU_MODEL = "NVIDIA A100-SXM4-80GB"
 # What right-sizing computed the advice from (the job page and the Job resource show it).
 EVIDENCE: dict[str, float | int | str] = {
     "samples": 240,

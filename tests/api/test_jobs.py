@@ -11,7 +11,7 @@ from inno_notify.adapters.db import Store
 from tests import stored
 from tests.adapters.db.records import T0
 
-from .data import EVIDENCE, GIB, populate
+from .data import EVIDENCE, GIB, GPU_MODEL, populate
 from .support import Api
 
 JOB_FIELDS = {
@@ -40,6 +40,8 @@ JOB_FIELDS = {
     "parent",
     "attempts",
     "replicas",
+    # The model of the GPUs it ran on (issue 34), null with its reason in usage.missing.
+    "gpu_model",
 }
 USAGE_FIELDS = {
     "gpu_minutes",
@@ -128,7 +130,11 @@ async def test_job_resource_has_the_contract_fields(api: Api, store: Store) -> N
     }
     # Unmeasured figures are null with their reason, never 0.
     assert c["usage"]["gpu_minutes"] is None
-    assert c["usage"]["missing"] == [{"figure": "gpu_minutes", "reason": "prometheus_unavailable"}]
+    assert c["usage"]["missing"] == [
+        {"figure": "gpu_minutes", "reason": "prometheus_unavailable"},
+        {"figure": "gpu_model", "reason": "prometheus_unavailable"},
+    ]
+    assert (a["gpu_model"], c["gpu_model"]) == (GPU_MODEL, None)
     assert c["recommendations"] == []
 
 

@@ -126,6 +126,7 @@ def job_page_view(
         Fact("Exit code", summary.exit_text),
         Fact("Runtime", summary.runtime),
         Fact("Queue wait", summary.queue_wait),
+        *((Fact("GPUs", summary.gpu_model),) if summary.gpu_model else ()),
         Fact("GPU (used / held)", summary.gpu_minutes),
         Fact("GPU utilization", summary.gpu_util),
         Fact("Peak RAM", summary.peak_memory),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from inno_notify.adapters.channels import figures
+from inno_notify.domain.accounting import gpu_model_counts
 from inno_notify.domain.model import (
     GPU_SOURCE_AGENT,
     JobRecord,
@@ -83,6 +84,8 @@ class SummaryView:
     replicas: tuple[str, ...] = ()
     attempts: str = ""
     after_end: str = ""
+    # The GPUs it ran on ("4 × NVIDIA A100-SXM4-80GB"); "" when it asked for none.
+    gpu_model: str = ""
 
     @property
     def job_ref(self) -> str:
@@ -133,6 +136,7 @@ class SummaryView:
             replicas=tuple(_replica_line(r) for r in usage.replicas) if usage else (),
             attempts=f"{job.attempts} attempts (restarted {job.attempts - 1}×)" if job.attempts > 1 else "",
             after_end=_after_end(usage),
+            gpu_model=_gpu_model(job, usage),
         )
 
 
@@ -246,6 +250,16 @@ def _gpu_util(job: JobRecord, usage: Usage | None) -> str:
     if usage.gpus_idle:
         text += f", {usage.gpus_idle} idle GPU{'s' if usage.gpus_idle > 1 else ''}"
     return text + _shared_note(usage)
+
+
+def _gpu_model(job: JobRecord, usage: Usage | None) -> str:
+    """ "4 × NVIDIA A100-SXM4-80GB"; on several models the most used first ("2 × … + 1 × …")."""
+    if job.requested.gpus <= 0:
+        return ""
+    counts = gpu_model_counts(usage.gpus) if usage is not None else []
+    if not counts:
+        return figures.not_available(_reason(usage, "gpu_model"))
+    return " + ".join(f"{n} × {model}" for model, n in counts)
 
 
 def _peak_memory(job: JobRecord, usage: Usage | None) -> str:

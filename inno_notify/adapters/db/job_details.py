@@ -78,6 +78,7 @@ PAGE_COLUMNS = (
     jobs.c.attempts,
     jobs.c.replicas,
     usage.c.detail["replicas"].label("usage_replicas"),
+    jobs.c.gpu_model,
 )
 # A recommendation as the job resource embeds it: field -> column (amounts hold the two figures).
 RECOMMENDATION_FIELDS: dict[str, sa.ColumnElement[Any]] = {

@@ -382,12 +382,14 @@ async def recommendations_of_jobs(
 def usage_copies(figures: Usage) -> dict[str, Any]:
     """The usage figures a job's row keeps copies of, written with the usage: a weekly trend and
     digest sum them from the covering (team, finished_at) index (tables.DIGEST_JOB_COLUMNS,
-    trend_queries.py, digest_queries.py) instead of probing `usage` per job."""
+    trend_queries.py, digest_queries.py) instead of probing `usage` per job; the job list shows the
+    GPU model from the row."""
     return {
         "gpu_minutes_held": figures.gpu_minutes,
         "gpu_minutes_used": figures.used_gpu_minutes,
         "gpu_minutes_idle": figures.idle_gpu_minutes,
         "memory_peak_bytes": figures.memory_peak_bytes,
+        "gpu_model": figures.gpu_model,
     }
 
 

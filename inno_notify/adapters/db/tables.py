@@ -176,6 +176,9 @@ jobs = sa.Table(
     sa.Column("gpu_minutes_used", sa.Double()),
     sa.Column("gpu_minutes_idle", sa.Double()),
     sa.Column("memory_peak_bytes", sa.BigInteger()),
+    # The usage's GPU model (Usage.gpu_model: one line, at most storable.NAME_MAX_BYTES), copied
+    # alike, so that the job list shows it without opening the usage's JSON detail.
+    sa.Column("gpu_model", sa.String()),
     # Every workload kind is a row here (CONTRACT.md §3a): a step's run, restarts as attempts, and
     # [{role, replicas, requested}] of a multi-pod run.
     sa.Column("parent_uid", sa.String()),

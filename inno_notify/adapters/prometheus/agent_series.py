@@ -49,6 +49,7 @@ from inno_notify.adapters.prometheus import queries as q
 from inno_notify.adapters.prometheus.batching import Bucket, PodWindow, chunk_pods, plan_buckets
 from inno_notify.adapters.prometheus.client import PrometheusClient, Sample, sample_value
 from inno_notify.domain.model import GPU_SOURCE_AGENT, GpuUsage
+from inno_notify.domain.parsing.storable import label_name
 
 # The agent's metrics (inno_notify.service.agent_metrics).
 PROCESS_MEMORY = "inno_notify_gpu_process_memory_bytes"
@@ -409,7 +410,7 @@ class AgentSeries:
             pod_name=target.pod,
             gpu=first.gpu if first is not None else "/".join(p for p in key if p),
             uuid=uuid,
-            model=(first.model if first is not None else None) or found.models.get(uuid) or None,
+            model=(first.model if first is not None else None) or label_name(found.models.get(uuid)),
             mig_profile=profile or None,
             held_minutes=target.held_seconds / 60,
             util_mean_percent=util,

@@ -34,6 +34,7 @@ from inno_notify.adapters.prometheus.client import PrometheusClient, Sample, sam
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.series import SeriesSampler
 from inno_notify.domain.model import GpuUsage, PodUsage
+from inno_notify.domain.parsing.storable import label_name
 from inno_notify.domain.series import MAX_POINTS, PodPoints
 
 log = logging.getLogger(__name__)
@@ -330,7 +331,8 @@ def _gpu_usage(
         pod_name=target.pod,
         gpu=name,
         uuid=uuid or None,
-        model=labels.get("modelName") or None,
+        # A label value is whatever the exporter (or a relabelling) wrote: one short line of it.
+        model=label_name(labels.get("modelName")),
         mig_profile=labels.get("GPU_I_PROFILE") or None,
         held_minutes=held_minutes,
         util_mean_percent=stats.get(util + "mean"),

@@ -10,6 +10,8 @@ string read from a Kubernetes object passes through here before it reaches a rec
   get :data:`INDEXED_MAX_BYTES`, far below Postgres's btree limit of ~2.7 KB per index row even
   when several capped columns share one index (the team digest index includes owner and exit
   reason); free text (reasons, messages, label values) gets :data:`TEXT_MAX_BYTES`;
+- a name read from an exporter's label (a GPU model) is one short line: :func:`label_name` turns
+  control characters into spaces and caps it at :data:`NAME_MAX_BYTES`;
 - keys (uids) are never cut, since a cut key could merge two objects: a uid that does not fit
   :data:`KEY_MAX_BYTES` is refused;
 - numbers are range-checked against the database types they end in (:data:`INT32_MIN` …
@@ -28,9 +30,11 @@ __all__ = [
     "KEY_MAX_BYTES",
     "MAP_MAX_ENTRIES",
     "MAP_TRUNCATION_KEY",
+    "NAME_MAX_BYTES",
     "QUANTITY_MAX",
     "TEXT_MAX_BYTES",
     "TRUNCATION_MARK",
+    "label_name",
     "storable",
     "storable_key",
     "storable_map",
@@ -46,6 +50,11 @@ TEXT_MAX_BYTES = 4096
 MAP_MAX_ENTRIES = 256
 # The entry that says how many were dropped (not a valid label key, so it cannot collide with one).
 MAP_TRUNCATION_KEY = TRUNCATION_MARK
+
+# A name shown on one line of a message or a list (a GPU model: "NVIDIA A100-SXM4-80GB").
+NAME_MAX_BYTES = 128
+# C0 and C1 control characters, NUL and DEL included: each becomes a space.
+_CONTROL_TO_SPACE = {c: " " for c in (*range(0x20), *range(0x7F, 0xA0))}
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -66,6 +75,17 @@ def storable(value: str, max_bytes: int = TEXT_MAX_BYTES) -> str:
         return encoded.decode("utf-8")
     # "ignore" drops the partial character the cut may leave at the end.
     return encoded[: max_bytes - _MARK_BYTES].decode("utf-8", "ignore") + TRUNCATION_MARK
+
+
+def label_name(value: str | None, max_bytes: int = NAME_MAX_BYTES) -> str | None:
+    """An exporter's label value as a one-line name: control characters (NUL, newlines, escapes)
+    and runs of white space become one space, the ends are trimmed, at most ``max_bytes``; None
+    when nothing is left."""
+    if not value:
+        return None
+    # split() with no argument collapses every run of white space (linear, whatever the input).
+    name = " ".join(value.translate(_CONTROL_TO_SPACE).split())
+    return storable(name, max_bytes) if name else None
 
 
 def storable_key(value: str) -> str | None:
