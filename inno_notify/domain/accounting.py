@@ -26,7 +26,6 @@ from inno_notify.domain.model import (
     Requested,
     Usage,
 )
-from inno_notify.domain.parsing.storable import label_name
 
 GPU_UTIL_FIGURES = ("used_gpu_minutes", "gpus_idle", "idle_gpu_minutes", "gpu_util_mean_percent")
 GPU_MEMORY_FIGURES = ("gpu_memory_peak_bytes",)
@@ -254,9 +253,8 @@ def _most_used_model(gpu_held: Sequence[HeldPod], rows_by_pod: dict[str, list[Gp
     for h in gpu_held:
         rows = rows_by_pod.get(h.pod.uid, [])
         for row in rows:
-            model = label_name(row.model)
-            if model is not None:
-                minutes[model] += h.pod.gpu_equivalents * h.minutes / len(rows)
+            if row.model:
+                minutes[row.model] += h.pod.gpu_equivalents * h.minutes / len(rows)
     return min(minutes, key=lambda m: (-minutes[m], m)) if minutes else None
 
 
@@ -266,11 +264,9 @@ def gpu_model_counts(gpus: Iterable[GpuUsage]) -> list[tuple[str, int]]:
     GPU's model and its profile ("NVIDIA A100 80GB PCIe MIG 3g.40gb")."""
     devices: dict[str, set[str]] = defaultdict(set)
     for row in gpus:
-        model = label_name(row.model)
-        if model is None:
-            continue
-        profile = label_name(row.mig_profile)
-        devices[f"{model} MIG {profile}" if profile else model].add(f"{row.uuid or ''}|{row.gpu}")
+        if row.model:
+            name = f"{row.model} MIG {row.mig_profile}" if row.mig_profile else row.model
+            devices[name].add(f"{row.uuid or ''}|{row.gpu}")
     return sorted(((m, len(d)) for m, d in devices.items()), key=lambda md: (-md[1], md[0]))
 
 

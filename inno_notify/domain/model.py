@@ -354,6 +354,7 @@ class GpuUsage:
     pod_name: str
     gpu: str
     uuid: str | None = None
+    # Label values: one line each, capped (storable.label_name) by the adapter that read them.
     model: str | None = None
     mig_profile: str | None = None
     held_minutes: float | None = None

@@ -8,6 +8,9 @@ from datetime import timedelta
 import pytest
 
 from inno_notify.adapters.db import Store
+from inno_notify.domain.accounting import compute_usage
+from inno_notify.domain.model import ContainerRecord, GpuUsage, JobRecord, PodRecord, TerminatedState
+from inno_notify.domain.parsing.storable import NAME_MAX_BYTES, TRUNCATION_MARK, label_name
 from tests import stored
 from tests.adapters.db.records import T0
 
@@ -209,3 +212,52 @@ async def test_bad_filters_are_400_with_a_clear_message(
 async def test_repeated_parameter_is_400(api: Api) -> None:
     status, body = await api.get("/api/v1/jobs?team=a&team=b")
     assert status == 400 and "more than once" in body["error"]["message"]
+
+
+def _gpu_pod(uid: str, job: JobRecord, gpus: int) -> PodRecord:
+    assert job.started_at is not None and job.finished_at is not None
+    ended = TerminatedState(exit_code=0, finished_at=job.finished_at)
+    return PodRecord(
+        cluster=job.cluster,
+        uid=uid,
+        namespace=job.namespace,
+        name=f"{job.name}-{uid}",
+        job_uid=job.uid,
+        phase="Succeeded",
+        created_at=job.started_at,
+        scheduled_at=job.started_at,
+        gpu_equivalents=float(gpus),
+        containers=(ContainerRecord(name="main", terminated=ended),),
+    )
+
+
+# NUL, control characters and 10 KB where dcgm-exporter's modelName should be, as the adapter
+# reads it (tests/adapters/prometheus/test_hostile_values.py): one capped line.
+HOSTILE_MODEL = label_name("NVIDIA\x00 A100\x01\x1b[31m\n" + "X" * 10_000)
+
+
+async def test_gpu_model_on_mixed_and_hostile_gpus(api: Api, store: Store) -> None:
+    """The model of most GPU-minutes is the job's, a capped line stored on both dialects, in both
+    endpoints."""
+    records = await populate(store)
+    job = next(r for r in records if r.uid == "b")
+    pods = [_gpu_pod("p3", job, 3), _gpu_pod("p1", job, 1)]
+    rows = [
+        *(
+            GpuUsage("p3", "p3", f"n/{i}", f"GPU-{i}", HOSTILE_MODEL, util_mean_percent=50.0)
+            for i in range(3)
+        ),
+        GpuUsage("p1", "p1", "n/3", "GPU-3", "NVIDIA H100 80GB HBM3", util_mean_percent=50.0),
+    ]
+    assert job.finished_at is not None
+    usage = compute_usage(job, pods, rows, [], idle_util_percent=5.0, now=job.finished_at)
+    await stored.save_usage(store, "default", "b", usage)
+    status, one = await api.get("/api/v1/jobs/face-research/train-b")
+    assert status == 200
+    model = one["gpu_model"]
+    assert model.startswith("NVIDIA A100 [31m XXX") and model.endswith(TRUNCATION_MARK)
+    assert len(model.encode()) == NAME_MAX_BYTES and "gpu_model" not in {
+        m["figure"] for m in one["usage"]["missing"]
+    }
+    status, page = await api.get("/api/v1/jobs", params={"team": "face", "owner": "bob@example.com"})
+    assert status == 200 and [j["gpu_model"] for j in page["items"]] == [model]

@@ -331,9 +331,9 @@ def _gpu_usage(
         pod_name=target.pod,
         gpu=name,
         uuid=uuid or None,
-        # A label value is whatever the exporter (or a relabelling) wrote: one short line of it.
+        # Label values are whatever the exporter (or a relabelling) wrote: one short line of each.
         model=label_name(labels.get("modelName")),
-        mig_profile=labels.get("GPU_I_PROFILE") or None,
+        mig_profile=label_name(labels.get("GPU_I_PROFILE")),
         held_minutes=held_minutes,
         util_mean_percent=stats.get(util + "mean"),
         util_max_percent=stats.get(util + "max"),

@@ -6,7 +6,15 @@ import pytest
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.views import SummaryView, group_totals
-from inno_notify.domain.model import GPU_SOURCE_AGENT, GpuUsage, JobStatus, MissingReason, Requested, Usage
+from inno_notify.domain.model import (
+    GPU_SOURCE_AGENT,
+    GpuUsage,
+    JobStatus,
+    MissingFigure,
+    MissingReason,
+    Requested,
+    Usage,
+)
 from tests.adapters.channels.conftest import sample_job, sample_recommendations, sample_usage
 
 GIB = 1024**3
@@ -124,3 +132,40 @@ def test_a_time_sliced_gpu_measured_per_process_is_marked_as_the_jobs_share() ->
     view = SummaryView.from_records(sample_job(), usage, [])
     assert view.gpu_util == "30 % mean (shared GPU: this job's share)"
     assert view.peak_gpu_memory == "5 GiB of 80 GiB (shared GPU: this job's share)"
+
+
+A100, H100, A100_PCIE = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"
+
+
+def _gpu(pod: str, name: str, model: str | None, mig: str | None = None) -> GpuUsage:
+    return GpuUsage(pod, pod, name, f"GPU-{name.split('/')[0]}", model, mig_profile=mig)
+
+
+@pytest.mark.parametrize(
+    ("usage", "text"),
+    [
+        (Usage(gpu_model=A100, gpus=tuple(_gpu("p", f"{i}", A100) for i in range(4))), f"4 × {A100}"),
+        # A GPU that served two pods (a retry) counts once; on several models the most first.
+        (
+            Usage(
+                gpus=(_gpu("p", "0", H100), _gpu("q", "0", H100), _gpu("q", "1", A100), _gpu("q", "2", A100))
+            ),
+            f"2 × {A100} + 1 × {H100}",
+        ),
+        # MIG: the parent GPU's model and the instance's profile.
+        (Usage(gpus=(_gpu("p", "0/mig1", A100_PCIE, "3g.40gb"),)), f"1 × {A100_PCIE} MIG 3g.40gb"),
+        (Usage(gpus=(_gpu("p", "0", None),), missing=()), "n/a (not measured)"),
+        (
+            Usage(missing=(MissingFigure("gpu_model", MissingReason.SHORTER_THAN_SCRAPE),)),
+            "n/a (shorter than one scrape)",
+        ),
+        (None, "n/a (not collected)"),
+    ],
+)
+def test_the_gpus_a_job_ran_on(usage: Usage | None, text: str) -> None:
+    assert SummaryView.from_records(sample_job(), usage, []).gpu_model == text
+
+
+def test_a_cpu_job_names_no_gpu_model() -> None:
+    job = sample_job(requested=Requested(gpus=0.0))
+    assert SummaryView.from_records(job, Usage(), []).gpu_model == ""

@@ -1,6 +1,9 @@
 """An exporter's nonsense in one pod's series stays that pod's: values past what a float of bytes
 holds are not measurements, and the round's other pods are measured as usual.
 
+A label is text whatever it holds: a GPU model with NUL, control characters and 10 KB comes back
+as one capped line.
+
 A glitching dcgm-exporter reporting 10^305 MiB of framebuffer used turned into an OverflowError
 (float infinity to integer) while the round was assembled, and the whole round failed with it.
 """
@@ -16,6 +19,7 @@ import pytest
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
+from inno_notify.domain.parsing.storable import NAME_MAX_BYTES, TRUNCATION_MARK
 from tests.adapters.prometheus import metricgen, scenario
 from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace, PodTruth
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
@@ -25,6 +29,8 @@ pytestmark = pytest.mark.prometheus
 
 HOUR = 3600.0
 HUGE_MIB = 10**305  # times 2**20 bytes: past the largest float
+# NUL, control characters and 10 KB in dcgm-exporter's modelName (promtool takes them as written).
+HOSTILE_MODEL = "NVIDIA\x00 A100\x01\x1b[31m\t" + "X" * 10_000
 
 
 def _pods() -> tuple[list[Gpu], list[PodTrace]]:
@@ -32,6 +38,7 @@ def _pods() -> tuple[list[Gpu], list[PodTrace]]:
         Gpu("gpu-node-1", 0, "GPU-0100-a100"),
         Gpu("gpu-node-1", 1, "GPU-0101-a100", fb_total_mib=2 * HUGE_MIB),  # the glitching one
         Gpu("gpu-node-1", 2, "GPU-0102-a100"),
+        Gpu("gpu-node-1", 3, "GPU-0103-a100", model=HOSTILE_MODEL),  # a relabelling gone wrong
     ]
     pods = [
         PodTrace(
@@ -43,7 +50,7 @@ def _pods() -> tuple[list[Gpu], list[PodTrace]]:
             gpus=[GpuUse(gpus[k], scenario.const(40.0 + k), scenario.const(HUGE_MIB if k == 1 else 2000.0))],
             containers=[Container("main", scenario.const((k + 1) * scenario.GIB), scenario.const(1.0))],
         )
-        for k in range(3)
+        for k in range(4)
     ]
     return gpus, pods
 
@@ -104,3 +111,28 @@ async def test_a_pods_nonsense_values_are_not_measured_and_the_others_are(
     assert util and set(util.values()) == {41.0}
     other = measured[pods[0].uid].points
     assert other is not None and set(next(iter(other.gpu_memory.values())).values()) == {2000.0 * 2**20}
+
+
+async def test_a_hostile_gpu_model_is_one_capped_line(
+    hostile: tuple[PrometheusServer, list[PodTrace], dict[str, PodTruth]],
+) -> None:
+    server, pods, truth = hostile
+    client = PrometheusClient(ClientConfig(url=server.url, timeout_seconds=30))
+    try:
+        meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
+        pod = pods[3]
+        window = PodWindow(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            datetime.fromtimestamp(pod.start, UTC),
+            datetime.fromtimestamp(pod.end, UTC),
+        )
+        measured = await meter.measure_pods([window])
+    finally:
+        client.close()
+    (gpu,) = measured[pod.uid].gpus
+    assert gpu.model is not None and gpu.model.startswith("NVIDIA A100 [31m XXX")
+    assert gpu.model.endswith(TRUNCATION_MARK) and len(gpu.model.encode()) == NAME_MAX_BYTES
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in gpu.model)
+    check_against_truth(measured[pod.uid], truth[pod.uid])  # its figures are measured as usual

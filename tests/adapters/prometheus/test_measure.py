@@ -204,6 +204,38 @@ async def test_time_sliced_gpu_is_marked_shared(
     assert not any(g.shared for g in measured[retry.uid].gpus)
 
 
+@pytest.mark.parametrize(
+    ("names", "model"),
+    [
+        (["train-4gpu-7xk2p"], "NVIDIA A100-SXM4-80GB"),
+        # A MIG instance is named by its GPU's model; time-sliced pods by the GPU they share.
+        (["mig-job-p2m4c"], "NVIDIA A100-SXM4-80GB"),
+        (["slice-a-1b2c3"], "NVIDIA A100-SXM4-80GB"),
+        (["asr-retry-0-aaaaa", "asr-retry-1-bbbbb"], None),  # the generator's, checked below
+    ],
+)
+async def test_gpu_model_is_read_from_the_series_already_asked_for(
+    names: list[str], model: str | None, cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    pods = [cluster_prometheus.cluster.by_name(name) for name in names]
+    for pod in pods:
+        written = {use.gpu.uuid: use.gpu.model for use in pod.gpus}
+        gpus = measured[pod.uid].gpus
+        assert gpus and all(g.model == written[g.uuid or ""] for g in gpus)
+    usage = job_usage(pods, measured, now=dt(cluster_prometheus.cluster.end))
+    expected = model or pods[0].gpus[0].gpu.model
+    assert usage.gpu_model == expected and usage.reason_for("gpu_model") is None
+
+
+async def test_no_gpu_series_no_model(
+    cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
+) -> None:
+    pod = cluster_prometheus.cluster.by_name("too-short-4hj2k")
+    usage = job_usage([pod], measured, now=dt(cluster_prometheus.cluster.end))
+    assert usage.gpu_model is None
+    assert usage.reason_for("gpu_model") is MissingReason.SHORTER_THAN_SCRAPE
+
+
 async def test_reused_pod_name_is_not_mixed(
     cluster_prometheus: Loaded, measured: dict[str, PodMeasurement]
 ) -> None:
