@@ -18,6 +18,7 @@ from rich.console import Console
 from inno_notify.adapters.db.repository import Store, SummaryState
 from inno_notify.demo import run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
+from inno_notify.sim.workload import GPU_MODEL
 from tests import stored
 
 pytestmark = pytest.mark.slow
@@ -113,6 +114,10 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     parsed = [email.message_from_bytes(p.read_bytes(), policy=default) for p in mails]
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
     assert {m["To"].addresses[0].addr_spec for m in parsed} == set(result.recipients)
+    # Every one-job summary of a GPU job names the simulated GPUs' model (issue 34).
+    bodies = [m.get_body(("plain",)).get_content() for m in parsed]  # type: ignore[union-attr]
+    summaries = [b for b in bodies if "Peak GPU memory:" in b]
+    assert summaries and all(f"× {GPU_MODEL}" in b for b in summaries if "no GPU requested" not in b)
     nudge_mail = next(m for m in parsed if "JupyterHub server" in str(m["Subject"]))
     body = nudge_mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     assert "GPU memory is allocated (6 GiB) but compute is idle" in body
