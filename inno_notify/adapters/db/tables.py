@@ -127,6 +127,8 @@ DIGEST_JOB_COLUMNS = [
     "gpu_minutes_idle",
     # The usage's peak memory, copied alike, for the digest's memory requested vs peak.
     "memory_peak_bytes",
+    # The largest waste of the job's recommendations, copied with them: the digest's top waste.
+    "top_waste_gpu_minutes",
 ]
 
 jobs = sa.Table(
@@ -176,6 +178,10 @@ jobs = sa.Table(
     sa.Column("gpu_minutes_used", sa.Double()),
     sa.Column("gpu_minutes_idle", sa.Double()),
     sa.Column("memory_peak_bytes", sa.BigInteger()),
+    # The largest waste_gpu_minutes of the job's recommendations (NULL: it has none), written with
+    # them (jobs.save_recommendations): the digest ranks its week's jobs by it from the index above
+    # and reads only the winners' recommendations (digest_queries.py).
+    sa.Column("top_waste_gpu_minutes", sa.Double()),
     # Every workload kind is a row here (CONTRACT.md §3a): a step's run, restarts as attempts, and
     # [{role, replicas, requested}] of a multi-pod run.
     sa.Column("parent_uid", sa.String()),
