@@ -312,9 +312,14 @@ def _top_waste(week: sa.CTE) -> sa.Select[Any]:
     )
 
 
+# The trend's weeks before the two the totals part sums (the week and the one before: the same jobs,
+# so they are not read twice).
+_EARLIER_WEEKS = TREND_WEEKS - 2
+
+
 def _trend(by_cluster: bool) -> sa.Select[Any]:
-    """The team's TREND_WEEKS weeks (trend_queries.weekly_sums, parameters b0..b12)."""
-    sums = trend_queries.weekly_sums(TREND_WEEKS, TrendGroup.TEAM, True, by_cluster).subquery("trend")
+    """The team's trend weeks before the last two (trend_queries.weekly_sums, parameters b0..b10)."""
+    sums = trend_queries.weekly_sums(_EARLIER_WEEKS, TrendGroup.TEAM, True, by_cluster).subquery("trend")
     return _part(
         "trend",
         {
@@ -628,8 +633,10 @@ async def load_digest(
     previous_start, _ = week_bounds(previous_week(week), tz)
     weeks = trend_weeks(week, TREND_WEEKS)
     keys = nudge_ledger.day_keys(team, start, end)
+    bounds = trend_bounds(weeks, tz)
+    assert bounds[-3:] == (previous_start, start, end)  # the trend ends with the two weeks compared
     extra = {
-        **trend_queries.bound_weeks(trend_bounds(weeks, tz)),
+        **trend_queries.bound_weeks(bounds[: _EARLIER_WEEKS + 1]),
         # Every key slot bound: the week's keys, the last one repeated (the IN list is fixed).
         **{f"n{i}": keys[min(i, len(keys) - 1)] for i in range(nudge_ledger.MAX_DAY_KEYS)},
     }
@@ -643,8 +650,20 @@ async def load_digest(
     if cluster is not None:
         entries = [e for e in entries if e.cluster == cluster]
     found = team_quota_gpus(agg.namespaces, *queue_quotas.reach_of(agg.kueue))
+    # The trend's last two weeks are the totals of the week before and of the week (trend_bounds'
+    # last three instants are previous_start, start and end); a week without GPU jobs has no row.
+    last_two = [
+        trend_queries.trend_row(team, _EARLIER_WEEKS + i, *_trend_figures(t))
+        for i, t in enumerate((agg.previous, agg.current))
+        if t.jobs
+    ]
     (trend,) = build_series(
-        TrendGroup.TEAM, weeks, tz, agg.trend, groups=[team], quotas={} if found is None else {team: found}
+        TrendGroup.TEAM,
+        weeks,
+        tz,
+        [*agg.trend, *last_two],
+        groups=[team],
+        quotas={} if found is None else {team: found},
     )
     if quota_gpus is None:
         quota_gpus = trend.quota_gpus
@@ -652,6 +671,18 @@ async def load_digest(
         _rows(agg, agg.previous), nudged=nudged_pod_rows(entries, start, end), adoption=agg.adoption
     )
     return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points)
+
+
+def _trend_figures(t: TeamTotals) -> tuple[int, int, float | None, float | None, float | None, float | None]:
+    """A week's totals as trend_queries.trend_row takes them."""
+    return (
+        t.jobs,
+        t.jobs_unmeasured,
+        t.gpu_minutes,
+        t.used_gpu_minutes,
+        t.used_basis_gpu_minutes,
+        t.idle_gpu_minutes,
+    )
 
 
 async def nudged_pods(
