@@ -108,11 +108,12 @@ def _cluster() -> sa.BindParameter[str]:
     return sa.bindparam("cluster", type_=sa.String())
 
 
-def _week_jobs(by_cluster: bool) -> list[sa.ColumnElement[bool]]:
-    """The GPU jobs of the team that finished in [previous_start, end): the two weeks compared."""
+def _week_jobs(by_cluster: bool, since: str) -> list[sa.ColumnElement[bool]]:
+    """The GPU jobs of the team that finished from the parameter `since` (previous_start: the two
+    weeks compared; start: the week) to the end of the week."""
     conditions = [
         jobs.c.team == _team(),
-        jobs.c.finished_at >= _at("previous_start"),
+        jobs.c.finished_at >= _at(since),
         jobs.c.finished_at < _at("end"),
         jobs.c.gpus_requested > 0,
     ]
@@ -134,26 +135,39 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
     return sa.cast(sa.null(), type_)
 
 
-def _week_rows(by_cluster: bool) -> sa.CTE:
-    """The GPU jobs of the week and the week before, each read once, with what the aggregates need.
-
-    Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
-    usage figures and the largest advised waste too (the job's copies of them, jobs.save_usage),
-    so Postgres reads the weeks from the index alone and joins nothing. Read by several parts, the
-    rows are materialized once with every column they list: what only one part needs (the local
-    day, the memory GiB-hours, the queue wait) is computed in that part, for its rows only."""
+def _fortnight(by_cluster: bool) -> sa.Subquery:
+    """The GPU jobs of the week and the week before (`current` tells which), with what their totals
+    need. Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
+    usage figures too (the job's copies of them, jobs.save_usage), so Postgres reads the weeks from
+    the index alone and joins nothing."""
     return (
         sa.select(
             sa.case((jobs.c.finished_at >= _at("start"), 1), else_=0).label("current"),
-            jobs.c.cluster,
-            jobs.c.uid,
-            jobs.c.owner,
-            jobs.c.finished_at,
             jobs.c.status,
             jobs.c.exit_reason,
             jobs.c.gpus_requested,
             jobs.c.memory_requested_bytes,
             jobs.c.memory_peak_bytes,
+            jobs.c.gpu_minutes_held.label("gpu_minutes"),
+            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
+            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+        )
+        .where(*_week_jobs(by_cluster, "previous_start"))
+        .subquery("fortnight")
+    )
+
+
+def _week_rows(by_cluster: bool) -> sa.CTE:
+    """The GPU jobs of the week, with what its per-person, per-day, top-waste and queue-wait parts
+    need (the largest advised waste too: the job's copy of it), from the same index. Read by several
+    parts, the rows are materialized once with every column listed here, so the list is short and
+    what only one part needs (the local day, the queue wait) is computed in that part."""
+    return (
+        sa.select(
+            jobs.c.cluster,
+            jobs.c.uid,
+            jobs.c.owner,
+            jobs.c.finished_at,
             jobs.c.created_at,
             jobs.c.queued_until,
             jobs.c.gpu_minutes_held.label("gpu_minutes"),
@@ -161,7 +175,7 @@ def _week_rows(by_cluster: bool) -> sa.CTE:
             jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
             jobs.c.top_waste_gpu_minutes.label("top_waste"),
         )
-        .where(*_week_jobs(by_cluster))
+        .where(*_week_jobs(by_cluster, "start"))
         .cte("week_jobs")
     )
 
@@ -266,7 +280,7 @@ def _top_waste(week: sa.CTE) -> sa.Select[Any]:
             week.c.owner,
             sa.func.rank().over(order_by=week.c.top_waste.desc()).label("place"),
         )
-        .where(week.c.current == 1, week.c.top_waste > 0)
+        .where(week.c.top_waste > 0)
         .subquery("ranked")
     )
     best = (
@@ -384,20 +398,19 @@ def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelec
     are read once (a CTE) and grouped per week, per person, and per person and day, and the top
     waste (and, on SQLite, the queue waits), the trend, the adoption, the nudges and the Kueue
     quota come along as parts of one UNION ALL."""
-    week = _week_rows(by_cluster)
-    c = week.c
+    fortnight = _fortnight(by_cluster).c
     postgres = dialect == "postgresql"
-    parts = [_part("total", {"current": c.current, **_totals(c)}).group_by(c.current)]
+    parts = [_part("total", {"current": fortnight.current, **_totals(fortnight)}).group_by(fortnight.current)]
     if shape is not Shape.TOTALS:
+        week = _week_rows(by_cluster)
+        c = week.c
         # day_1..day_6 are the local midnights inside the week; the week bounds the first and last.
         day = sa.case(*[(c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
         # The week's queue waits (creation to the end of the wait), for its percentiles.
         wait = _queue_seconds(dialect, c.queued_until, c.created_at)
-        waited = (c.current == 1, c.queued_until.is_not(None), c.created_at.is_not(None))
+        waited = (c.queued_until.is_not(None), c.created_at.is_not(None))
         parts += [
-            _part("person", {"current": sa.literal(1), "owner": c.owner, **_gpu_sums(c)})
-            .where(c.current == 1)
-            .group_by(c.owner),
+            _part("person", {"current": sa.literal(1), "owner": c.owner, **_gpu_sums(c)}).group_by(c.owner),
             _part(
                 "day",
                 {
@@ -414,7 +427,7 @@ def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelec
                     ),
                 },
             )
-            .where(c.current == 1, c.gpu_minutes.is_not(None))
+            .where(c.gpu_minutes.is_not(None))
             .group_by(c.owner, day),
             _top_waste(week),
         ]
