@@ -128,7 +128,7 @@ async def test_0020_gives_each_row_the_address_its_payload_held(empty_database_u
             "telegram_link_epoch": 5,
         }
         assert payloads["summary"] == ROWS["summary"][0] and payloads["junk"] == ROWS["junk"][0]
-        assert await db.up_to_head() == ["0020"]
+        assert (await db.up_to_head())[0] == "0020"
 
 
 async def test_a_row_an_old_leader_plans_after_the_upgrade_reads_its_address_from_its_payload(
