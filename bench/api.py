@@ -71,7 +71,8 @@ FILL_JOBS = """
 INSERT INTO jobs (cluster, uid, namespace, name, kind, status, owner, team, notify, family,
   created_at, started_at, finished_at, first_scheduled_at, sort_at, exit_code, exit_reason,
   gpus_requested, cpu_requested_cores, memory_requested_bytes, requested, labels, event_counts,
-  terminal_recorded_at, summary_state, usage_attempts)
+  terminal_recorded_at, summary_state, usage_attempts,
+  gpu_minutes_held, gpu_minutes_used, gpu_minutes_idle, memory_peak_bytes, top_waste_gpu_minutes)
 SELECT 'default', 'uid-' || i, 'ns-' || (i % $2), 'job-' || i, 'job',
   CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'succeeded' END,
   'user' || ((i * 7) % $3) || '@example.com', 'team-' || lpad((i % $4)::text, 2, '0'), 'always',
@@ -82,7 +83,13 @@ SELECT 'default', 'uid-' || i, 'ns-' || (i % $2), 'job-' || i, 'job',
   jsonb_build_object('gpus', g, 'cpu_cores', 8.0, 'memory_bytes', 68719476736, 'cpu_limit_cores', null,
     'memory_limit_bytes', null, 'extended', jsonb_build_object('nvidia.com/gpu', g),
     'parallelism', 1 + i % 2, 'completions', null),
-  '{}'::jsonb, '{}'::jsonb, fin, 'summarized', 1
+  '{}'::jsonb, '{}'::jsonb, fin, 'summarized', 1,
+  -- the copies of the usage (FILL_USAGE) and of the advice's largest waste (FILL_RECOMMENDATIONS)
+  -- that the job's row keeps (jobs.usage_copies)
+  CASE WHEN i % 10 <> 9 THEN g * 60 END, CASE WHEN i % 10 <> 9 THEN g * 60 * (i % 100) / 100.0 END,
+  CASE WHEN i % 10 <> 9 THEN CASE WHEN i % 100 < 5 THEN 60 ELSE 0 END END,
+  CASE WHEN i % 10 <> 9 THEN 4294967296 + (i % 13)::bigint * 1073741824 END,
+  CASE WHEN i % 5 = 0 THEN (i % 240)::float8 END
 FROM (SELECT i, $1::timestamptz - i * (interval '365 days' / $5) AS fin, (1 << (i % 4))::float8 AS g
       FROM generate_series(1, $5) AS i) AS s
 """

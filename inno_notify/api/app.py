@@ -21,7 +21,11 @@ from prometheus_client import CollectorRegistry
 
 from inno_notify.adapters.db import Store, create_engine
 from inno_notify.adapters.db.directory_cache import CachedDirectory
-from inno_notify.adapters.db.engine import DEFAULT_STATEMENT_TIMEOUT_SECONDS, POSTGRES_POOL_SIZE
+from inno_notify.adapters.db.engine import (
+    DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    POSTGRES_MAX_OVERFLOW,
+    POSTGRES_POOL_SIZE,
+)
 from inno_notify.adapters.db.pipeline_events import EventLimits
 from inno_notify.api import keys, openapi, routes
 from inno_notify.api.auth import ApiConfigError, SignedPages, TokenTable, auth_middleware
@@ -48,6 +52,12 @@ DIGEST_MAX_INFLIGHT = 4
 # connection through a locked write): a flood of posts queues here, in memory, and every other
 # request still finds a free connection in the pool (docs/hardening.md).
 EVENT_WRITERS_LIMIT = max(1, POSTGRES_POOL_SIZE // 2)
+# The API's connections: as many as the service's pool may hold at most, all kept once opened. With
+# overflow connections, a burst of requests (a stall of a few tens of milliseconds on a busy host
+# makes one) opened connections only to close them when they came back, each new one costing the
+# API and Postgres CPU just when they had none to spare (docs/api.md). A request beyond them waits
+# for a connection to come back instead, within the handler's limit.
+API_POOL_SIZE = POSTGRES_POOL_SIZE + POSTGRES_MAX_OVERFLOW
 
 
 def _utc_now() -> datetime:
@@ -69,7 +79,8 @@ def create_api_store(
     handler_timeout_seconds: float = HANDLER_TIMEOUT_SECONDS,
 ) -> Store:
     """A store of the API's own, without the pool's liveness ping (one round trip per request
-    saved on the hottest path); pass it to create_app with `close_store=True`.
+    saved on the hottest path) and with API_POOL_SIZE connections kept, never more; pass it to
+    create_app with `close_store=True`.
 
     Its statements stop at the handler's time limit at the latest (sooner when
     `statement_timeout_seconds`, the service's setting, is shorter; 0 or None: no statement limit,
@@ -77,7 +88,14 @@ def create_api_store(
     timeout = None
     if statement_timeout_seconds:
         timeout = min(statement_timeout_seconds, handler_timeout_seconds)
-    return Store(create_engine(database_url, pre_ping=False, statement_timeout_seconds=timeout))
+    engine = create_engine(
+        database_url,
+        pool_size=API_POOL_SIZE,
+        max_overflow=0,
+        pre_ping=False,
+        statement_timeout_seconds=timeout,
+    )
+    return Store(engine)
 
 
 def create_app(

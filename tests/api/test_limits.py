@@ -23,7 +23,7 @@ from inno_notify.adapters.db.job_repository import JobRepository
 from inno_notify.adapters.db.usage_queries import UsageCell
 from inno_notify.adapters.db.usage_repository import UsageRepository
 from inno_notify.api import keys, openapi
-from inno_notify.api.app import create_api_store, create_app
+from inno_notify.api.app import API_POOL_SIZE, create_api_store, create_app
 from inno_notify.api.cache import MAX_INFLIGHT
 from tests.adapters.db.test_engine import SLOW
 from tests.db_support import connect
@@ -191,3 +191,32 @@ async def test_many_windows_at_once_are_refused_not_queued(store: Store) -> None
         assert cache.inflight == 0
         status, _, _ = await _get(client, "/api/v1/usage", since="2026-10-01T00:00:00Z")
         assert status == 200
+
+
+async def test_the_api_store_keeps_the_connections_a_burst_opened(database_url: str, db_dialect: str) -> None:
+    """A burst beyond the pool's size waits for connections instead of opening ones that are closed
+    when they come back (each new Postgres connection costs both sides CPU at the worst moment)."""
+    if db_dialect != "postgres":
+        pytest.skip("SQLite opens no connections over the network")
+    store = create_api_store(database_url)
+    opened: list[object] = []
+    closed: list[object] = []
+    sa.event.listen(store.engine.sync_engine, "connect", lambda conn, _: opened.append(conn))
+    sa.event.listen(store.engine.sync_engine, "close", lambda conn, _: closed.append(conn))
+    holding = asyncio.Event()
+
+    async def one() -> None:
+        async with store.read() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+            await holding.wait()
+
+    try:
+        for _ in range(2):
+            burst = [asyncio.create_task(one()) for _ in range(API_POOL_SIZE + 5)]
+            await eventually(lambda: len(opened) == API_POOL_SIZE)
+            holding.set()
+            await asyncio.gather(*burst)
+            holding.clear()
+        assert (len(opened), closed) == (API_POOL_SIZE, [])
+    finally:
+        await store.close()

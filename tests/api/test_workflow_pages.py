@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.channels.base import TelegramMessage
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
-from inno_notify.adapters.db import Store, job_details
+from inno_notify.adapters.db import Store, job_details, sql
 from inno_notify.domain.model import Channel
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.parsing import ParseConfig
@@ -183,7 +183,7 @@ async def test_a_page_reads_both_tables_in_one_statement(
     per page cost the hottest path a round trip); only a page that holds a workflow reads its
     steps' figures with another."""
     statements: list[object] = []
-    fetch = job_details._fetch
+    fetch = sql.fetch
 
     async def counted(
         conn: AsyncConnection, statement: sa.Select[Any], params: Mapping[str, Any]
@@ -191,7 +191,7 @@ async def test_a_page_reads_both_tables_in_one_statement(
         statements.append(statement)
         return await fetch(conn, statement, params)
 
-    monkeypatch.setattr(job_details, "_fetch", counted)
+    monkeypatch.setattr(job_details, "fetch", counted)
     status, body = await listed.get("/api/v1/jobs", "viewer", params={"limit": "1"})
     assert status == 200 and [item["kind"] for item in body["items"]] == ["Workflow"]
     assert body["items"][0]["requested"]["gpus"] == 2.0 and len(statements) == 2

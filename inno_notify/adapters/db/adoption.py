@@ -10,7 +10,7 @@ outcome, which SQL computes on both databases; domain.adoption.tally adds them u
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
@@ -87,16 +87,39 @@ async def record(conn: AsyncConnection, adoption: Adoption) -> bool:
     return bool(result.rowcount)
 
 
-def _window(
-    query: sa.Select[Any],
-    team: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    cluster: str | None,
-) -> sa.Select[Any]:
-    if team is not None:
-        query = query.where(advice_adoption.c.team == team)
-    return query.where(*finished_in(advice_adoption, since, until, cluster))
+def group_sums(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The judged runs matching `conditions`, summed per (team, owner, outcome): the one GROUP BY
+    that `groups` and the digest's statement (digest_queries.py) run; `tally_groups` reads it."""
+    t = advice_adoption.c
+    return (
+        sa.select(
+            t.team,
+            t.owner,
+            t.outcome,
+            sa.func.count().label("runs"),
+            sa.func.sum(t.gpu_hours_freed).label("gpu"),
+            sa.func.sum(t.memory_gib_hours_freed).label("memory"),
+        )
+        .where(*conditions)
+        .group_by(t.team, t.owner, t.outcome)
+    )
+
+
+GroupSum = tuple[str | None, str | None, str, int, float | None, float | None]
+
+
+def tally_groups(sums: Iterable[GroupSum]) -> list[AdoptionGroup]:
+    """The rows of `group_sums` (team, owner, outcome, runs, GPU-hours and GiB-hours freed) as one
+    tally per (team, owner), by team then owner (nulls last)."""
+    rows: dict[tuple[str | None, str | None], list[tuple[Outcome, int, float | None, float | None]]] = {}
+    for team, owner, outcome, runs, gpu, memory in sums:
+        try:
+            known = Outcome(outcome)
+        except ValueError:
+            continue  # an outcome this version does not know counts nowhere
+        rows.setdefault((team, owner), []).append((known, int(runs), gpu, memory))
+    ordered = sorted(rows, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
+    return [AdoptionGroup(team, owner, tally(rows[(team, owner)])) for team, owner in ordered]
 
 
 async def groups(
@@ -109,32 +132,11 @@ async def groups(
 ) -> list[AdoptionGroup]:
     """Adoption per (team, owner) of the new runs that finished in [since, until), by team then
     owner (nulls last): one GROUP BY in the database, summed per group here."""
-    t = advice_adoption.c
-    query = _window(
-        sa.select(
-            t.team,
-            t.owner,
-            t.outcome,
-            sa.func.count().label("runs"),
-            sa.func.sum(t.gpu_hours_freed).label("gpu"),
-            sa.func.sum(t.memory_gib_hours_freed).label("memory"),
-        ).group_by(t.team, t.owner, t.outcome),
-        team,
-        since,
-        until,
-        cluster,
-    )
-    rows: dict[tuple[str | None, str | None], list[tuple[Outcome, int, float | None, float | None]]] = {}
-    for row in (await conn.execute(query)).mappings():
-        try:
-            outcome = Outcome(row["outcome"])
-        except ValueError:
-            continue  # an outcome this version does not know counts nowhere
-        rows.setdefault((row["team"], row["owner"]), []).append(
-            (outcome, int(row["runs"]), row["gpu"], row["memory"])
-        )
-    ordered = sorted(rows, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
-    return [AdoptionGroup(team, owner, tally(rows[(team, owner)])) for team, owner in ordered]
+    conditions = finished_in(advice_adoption, since, until, cluster)
+    if team is not None:
+        conditions.append(advice_adoption.c.team == team)
+    result = await conn.execute(group_sums(*conditions))
+    return tally_groups((r.team, r.owner, r.outcome, r.runs, r.gpu, r.memory) for r in result)
 
 
 class AdoptionRepository(Repository):

@@ -1,14 +1,17 @@
 """The weekly digest's aggregation, done by the database: sums per team, person and local day.
 
 A digest covers a team's GPU jobs that finished in [start, end) (domain/digest.py states the
-conventions). It is one statement: the GPU jobs of the week and the week before are read once (a
-CTE over jobs, narrowed by the (team, finished_at) index, which on Postgres carries every jobs
-column needed, the job's copies of its usage figures included, so the weeks come from the index
-alone with no join) and grouped per week, per person,
-and per person and local day; the five most wasteful jobs come along in the same UNION ALL. So a
-digest costs one round trip, reads one team's fortnight, never the whole table, and no job row
-reaches Python. The statement is built once per dialect and shape, with bound parameters, because
-building and hashing a SQLAlchemy statement of this size costs milliseconds per digest.
+conventions). It is one statement, one round trip: the GPU jobs of the week and the week before are
+read once (a CTE over jobs, narrowed by the (team, finished_at) index, which on Postgres carries
+every jobs column needed, the job's copies of its usage figures and of its largest advised waste
+included, so the weeks come from the index alone with no join) and grouped per week, per person,
+and per person and local day; the five most wasteful jobs, the twelve-week trend (trend_queries.py),
+the week's advice adoption (adoption.py), the team's nudge ledger rows (nudge_ledger.py) and the
+Kueue queues its namespaces reach (queue_quotas.py) come along in the same UNION ALL. So a digest
+reads one team's weeks, never the whole table, and no job row reaches Python. The statement is
+built once per dialect and shape, with bound parameters, because building and hashing a SQLAlchemy
+statement of this size costs milliseconds per digest; on Postgres it runs on the driver's connection
+outside a transaction (sql.fetch: one statement is one snapshot).
 
 Portability between Postgres and SQLite:
 - Local days for the chart are a CASE over day boundaries computed in Python in the digest's zone
@@ -26,15 +29,26 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inno_notify.adapters.db import adoption, nudge_ledger, trend_queries
-from inno_notify.adapters.db.tables import UTCDateTime, jobs, recommendations
+from inno_notify.adapters.db import adoption, nudge_ledger, queue_quotas, trend_queries
+from inno_notify.adapters.db.sql import fetch
+from inno_notify.adapters.db.tables import (
+    UTCDateTime,
+    advice_adoption,
+    checkpoints,
+    jobs,
+    local_queues,
+    recommendations,
+    teams,
+)
 from inno_notify.domain.adoption import AdoptionPerson
 from inno_notify.domain.digest import (
     TOP_WASTE,
@@ -49,12 +63,28 @@ from inno_notify.domain.digest import (
     nudged_pod_rows,
 )
 from inno_notify.domain.model import JobStatus
-from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
+from inno_notify.domain.trends import (
+    TREND_WEEKS,
+    TrendGroup,
+    TrendRow,
+    build_series,
+    team_quota_gpus,
+    trend_bounds,
+    trend_weeks,
+)
 from inno_notify.domain.weeks import day_bounds, previous_week, week_bounds
 
 GIB = float(1024**3)
 
 Connectable = AsyncConnection | AsyncEngine
+
+
+class Shape(StrEnum):
+    """What one statement aggregates: a week's totals only, the week's job figures, or a digest."""
+
+    TOTALS = "totals"
+    WEEK = "week"
+    DIGEST = "digest"
 
 
 @asynccontextmanager
@@ -70,16 +100,25 @@ def _at(name: str) -> sa.BindParameter[datetime]:
     return sa.bindparam(name, type_=UTCDateTime())
 
 
-def _week_jobs(by_cluster: bool) -> list[sa.ColumnElement[bool]]:
-    """The GPU jobs of the team that finished in [previous_start, end): the two weeks compared."""
+def _team() -> sa.BindParameter[str]:
+    return sa.bindparam("team", type_=sa.String())
+
+
+def _cluster() -> sa.BindParameter[str]:
+    return sa.bindparam("cluster", type_=sa.String())
+
+
+def _week_jobs(by_cluster: bool, since: str) -> list[sa.ColumnElement[bool]]:
+    """The GPU jobs of the team that finished from the parameter `since` (previous_start: the two
+    weeks compared; start: the week) to the end of the week."""
     conditions = [
-        jobs.c.team == sa.bindparam("team", type_=sa.String()),
-        jobs.c.finished_at >= _at("previous_start"),
+        jobs.c.team == _team(),
+        jobs.c.finished_at >= _at(since),
         jobs.c.finished_at < _at("end"),
         jobs.c.gpus_requested > 0,
     ]
     if by_cluster:
-        conditions.append(jobs.c.cluster == sa.bindparam("cluster", type_=sa.String()))
+        conditions.append(jobs.c.cluster == _cluster())
     return conditions
 
 
@@ -96,70 +135,81 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
     return sa.cast(sa.null(), type_)
 
 
-def _week_rows(dialect: str, by_cluster: bool) -> sa.CTE:
-    """The GPU jobs of the week and the week before, each read once, with what the aggregates need.
-
-    Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
+def _fortnight(by_cluster: bool) -> sa.Subquery:
+    """The GPU jobs of the week and the week before (`current` tells which), with what their totals
+    need. Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
     usage figures too (the job's copies of them, jobs.save_usage), so Postgres reads the weeks from
     the index alone and joins nothing."""
-    # day_1..day_6 are the local midnights inside the week; the week filter bounds the first and last.
-    day = sa.case(*[(jobs.c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
-    # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
-    # counted over the same held time, and only where both the request and the peak are known, so
-    # that requested and peak compare like with like.
-    pod_hours = jobs.c.gpu_minutes_held / (60.0 * jobs.c.gpus_requested)
-    both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), jobs.c.memory_peak_bytes.is_not(None))
-    queue_known = sa.and_(jobs.c.queued_until.is_not(None), jobs.c.created_at.is_not(None))
     return (
         sa.select(
             sa.case((jobs.c.finished_at >= _at("start"), 1), else_=0).label("current"),
-            jobs.c.cluster,
-            jobs.c.uid,
-            jobs.c.owner,
-            day.label("day"),
             jobs.c.status,
             jobs.c.exit_reason,
+            jobs.c.gpus_requested,
+            jobs.c.memory_requested_bytes,
+            jobs.c.memory_peak_bytes,
             jobs.c.gpu_minutes_held.label("gpu_minutes"),
             jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
             jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
-            sa.case((both_known, _float(jobs.c.memory_requested_bytes) * pod_hours / GIB)).label(
-                "memory_requested"
-            ),
-            sa.case((both_known, _float(jobs.c.memory_peak_bytes) * pod_hours / GIB)).label("memory_peak"),
-            sa.case((queue_known, _queue_seconds(dialect))).label("queue_seconds"),
         )
-        .where(*_week_jobs(by_cluster))
+        .where(*_week_jobs(by_cluster, "previous_start"))
+        .subquery("fortnight")
+    )
+
+
+def _week_rows(by_cluster: bool) -> sa.CTE:
+    """The GPU jobs of the week, with what its per-person, per-day, top-waste and queue-wait parts
+    need (the largest advised waste too: the job's copy of it), from the same index. Read by several
+    parts, the rows are materialized once with every column listed here, so the list is short and
+    what only one part needs (the local day, the queue wait) is computed in that part."""
+    return (
+        sa.select(
+            jobs.c.cluster,
+            jobs.c.uid,
+            jobs.c.owner,
+            jobs.c.finished_at,
+            jobs.c.created_at,
+            jobs.c.queued_until,
+            jobs.c.gpu_minutes_held.label("gpu_minutes"),
+            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
+            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+            jobs.c.top_waste_gpu_minutes.label("top_waste"),
+        )
+        .where(*_week_jobs(by_cluster, "start"))
         .cte("week_jobs")
     )
 
 
-def _aggregates(week: sa.CTE, *, percentiles: bool) -> dict[str, sa.ColumnElement[Any]]:
-    c = week.c
-    p50: sa.ColumnElement[Any]
-    p95: sa.ColumnElement[Any]
-    if percentiles:
-        p50 = sa.func.percentile_cont(0.5).within_group(c.queue_seconds)
-        p95 = sa.func.percentile_cont(0.95).within_group(c.queue_seconds)
-    else:
-        p50 = p95 = _null(sa.Double())
+def _gpu_sums(c: Any) -> dict[str, sa.ColumnElement[Any]]:
+    """The GPU-minute sums of a group of the week's jobs (columns `c`): the week's and a person's."""
     return {
         "jobs": sa.func.count(),
+        "gpu_minutes": sa.func.sum(c.gpu_minutes),
+        "used_gpu_minutes": sa.func.sum(c.used_gpu_minutes),
+        "used_basis_gpu_minutes": sa.func.sum(sa.case((c.used_gpu_minutes.is_not(None), c.gpu_minutes))),
+        "idle_gpu_minutes": sa.func.sum(c.idle_gpu_minutes),
+    }
+
+
+def _totals(c: Any) -> dict[str, sa.ColumnElement[Any]]:
+    """A week's totals (TeamTotals) over the week's jobs (columns `c`)."""
+    # Hours a pod held its GPUs: GPU-minutes over the pod's GPU-equivalents. Memory GiB-hours are
+    # counted over the same held time, and only where both the request and the peak are known, so
+    # that requested and peak compare like with like.
+    pod_hours = c.gpu_minutes / (60.0 * c.gpus_requested)
+    both_known = sa.and_(c.memory_requested_bytes.is_not(None), c.memory_peak_bytes.is_not(None))
+    return {
+        **_gpu_sums(c),
         "jobs_unmeasured": _count_if(c.gpu_minutes.is_(None)),
         "succeeded": _count_if(c.status == JobStatus.SUCCEEDED.value),
         "failed": _count_if(c.status == JobStatus.FAILED.value),
         "oom": _count_if(c.exit_reason == "OOMKilled"),
-        "gpu_minutes": sa.func.sum(c.gpu_minutes),
-        "used_gpu_minutes": sa.func.sum(c.used_gpu_minutes),
-        "used_basis_gpu_minutes": sa.func.sum(sa.case((c.used_gpu_minutes.is_not(None), c.gpu_minutes))),
-        # A day's used GPU-minutes are known only if known for every job that day.
-        "used_all_known": sa.case(
-            (sa.func.count(c.used_gpu_minutes) == sa.func.count(), sa.func.sum(c.used_gpu_minutes))
+        "memory_requested_gib_hours": sa.func.sum(
+            sa.case((both_known, _float(c.memory_requested_bytes) * pod_hours / GIB))
         ),
-        "idle_gpu_minutes": sa.func.sum(c.idle_gpu_minutes),
-        "memory_requested_gib_hours": sa.func.sum(c.memory_requested),
-        "memory_peak_gib_hours": sa.func.sum(c.memory_peak),
-        "queue_p50": p50,
-        "queue_p95": p95,
+        "memory_peak_gib_hours": sa.func.sum(
+            sa.case((both_known, _float(c.memory_peak_bytes) * pod_hours / GIB))
+        ),
     }
 
 
@@ -184,13 +234,28 @@ _COLUMNS: dict[str, Any] = {
     "current": sa.Integer(),
     "owner": sa.String(),
     "day": sa.Integer(),
+    "week": sa.Integer(),
     **dict.fromkeys(("jobs", "jobs_unmeasured", "succeeded", "failed", "oom"), sa.BigInteger()),
     **dict.fromkeys(
-        (*_TOTALS[5:], "used_all_known", "queue_p50", "queue_p95", "waste_gpu_minutes", "queue_seconds"),
+        (
+            *_TOTALS[5:],
+            "used_all_known",
+            "queue_p50",
+            "queue_p95",
+            "waste_gpu_minutes",
+            "queue_seconds",
+            "quota_gpus",
+            "gpu_hours_freed",
+            "memory_gib_hours_freed",
+        ),
         sa.Double(),
     ),
-    **dict.fromkeys(("cluster", "uid", "namespace", "name", "kind", "severity", "message"), sa.String()),
+    **dict.fromkeys(
+        ("cluster", "uid", "namespace", "name", "kind", "severity", "message", "outcome"), sa.String()
+    ),
+    "value": sa.Text(),
 }
+_NAMES = tuple(_COLUMNS)
 
 
 def _part(name: str, given: dict[str, sa.ColumnElement[Any]]) -> sa.Select[Any]:
@@ -201,36 +266,43 @@ def _part(name: str, given: dict[str, sa.ColumnElement[Any]]) -> sa.Select[Any]:
 def _top_waste(week: sa.CTE) -> sa.Select[Any]:
     """The jobs of the week whose largest recommendation wastes the most GPU-minutes.
 
-    Ties at the last place all come along (rank(), not row_number()), so the domain can break them
-    by namespace and name as it orders the list; namespace and name, which the index does not
-    carry, are read from the table for those few jobs only."""
+    The week's rows carry each job's largest waste (the copy its row keeps, jobs.top_waste_copy),
+    so the jobs are ranked without reading any recommendation; only the winners' recommendations
+    are read, for the largest one's text. Ties at the last place all come along (rank(), not
+    row_number()), so the domain can break them by namespace and name as it orders the list;
+    namespace and name, which the index does not carry, are read from the table for those few
+    jobs only."""
     rec = recommendations
-    per_job = (
+    ranked = (
         sa.select(
             week.c.cluster,
             week.c.uid,
             week.c.owner,
+            sa.func.rank().over(order_by=week.c.top_waste.desc()).label("place"),
+        )
+        .where(week.c.top_waste > 0)
+        .subquery("ranked")
+    )
+    best = (
+        sa.select(
+            ranked.c.cluster,
+            ranked.c.uid,
+            ranked.c.owner,
             rec.c.waste_gpu_minutes,
             rec.c.kind,
             rec.c.severity,
             rec.c.message,
             sa.func.row_number()
             .over(
-                partition_by=(week.c.cluster, week.c.uid),
+                partition_by=(ranked.c.cluster, ranked.c.uid),
                 order_by=(rec.c.waste_gpu_minutes.desc(), rec.c.position),
             )
             .label("per_job"),
         )
-        .select_from(week.join(rec, sa.and_(rec.c.cluster == week.c.cluster, rec.c.job_uid == week.c.uid)))
-        .where(week.c.current == 1, rec.c.waste_gpu_minutes > 0)
-        .subquery("per_job")
-    )
-    best = (
-        sa.select(
-            *[c for c in per_job.c if c.name != "per_job"],
-            sa.func.rank().over(order_by=per_job.c.waste_gpu_minutes.desc()).label("place"),
+        .select_from(
+            ranked.join(rec, sa.and_(rec.c.cluster == ranked.c.cluster, rec.c.job_uid == ranked.c.uid))
         )
-        .where(per_job.c.per_job == 1)
+        .where(ranked.c.place <= TOP_WASTE, rec.c.waste_gpu_minutes > 0)
         .subquery("best")
     )
     return (
@@ -250,8 +322,125 @@ def _top_waste(week: sa.CTE) -> sa.Select[Any]:
             },
         )
         .select_from(best.join(jobs, sa.and_(jobs.c.cluster == best.c.cluster, jobs.c.uid == best.c.uid)))
-        .where(best.c.place <= TOP_WASTE)
+        .where(best.c.per_job == 1)
     )
+
+
+# The trend's weeks before the two the totals part sums (the week and the one before: the same jobs,
+# so they are not read twice).
+_EARLIER_WEEKS = TREND_WEEKS - 2
+
+
+def _trend(by_cluster: bool) -> sa.Select[Any]:
+    """The team's trend weeks before the last two (trend_queries.weekly_sums, parameters b0..b10)."""
+    sums = trend_queries.weekly_sums(_EARLIER_WEEKS, TrendGroup.TEAM, True, by_cluster).subquery("trend")
+    return _part(
+        "trend",
+        {
+            "week": sums.c.week,
+            "jobs": sums.c.jobs,
+            "jobs_unmeasured": sums.c.jobs_unmeasured,
+            "gpu_minutes": sums.c.gpu_minutes,
+            "used_gpu_minutes": sums.c.used_gpu_minutes,
+            "used_basis_gpu_minutes": sums.c.used_basis,
+            "idle_gpu_minutes": sums.c.idle_gpu_minutes,
+        },
+    )
+
+
+def _adoption(by_cluster: bool) -> sa.Select[Any]:
+    """The week's judged runs of the team per owner and outcome (adoption.group_sums)."""
+    t = advice_adoption.c
+    conditions = [t.team == _team(), t.finished_at >= _at("start"), t.finished_at < _at("end")]
+    if by_cluster:
+        conditions.append(t.cluster == _cluster())
+    sums = adoption.group_sums(*conditions).subquery("adoption")
+    return _part(
+        "adoption",
+        {
+            "owner": sums.c.owner,
+            "outcome": sums.c.outcome,
+            "jobs": sums.c.runs,
+            "gpu_hours_freed": sums.c.gpu,
+            "memory_gib_hours_freed": sums.c.memory,
+        },
+    )
+
+
+def _nudges() -> sa.Select[Any]:
+    """The team's nudge ledger rows of the week's UTC days (nudge_ledger.day_keys: n0..n8)."""
+    keys = [sa.bindparam(f"n{i}", type_=sa.String()) for i in range(nudge_ledger.MAX_DAY_KEYS)]
+    return _part("nudges", {"value": checkpoints.c.value}).where(checkpoints.c.key.in_(keys))
+
+
+def _kueue(by_cluster: bool) -> list[sa.Select[Any]]:
+    """The LocalQueues' ClusterQueues and their quotas (queue_quotas.queue_reach), and the team's
+    namespaces (its configuration's JSON list, as text), from which its quota is reached."""
+    conditions = [local_queues.c.cluster == _cluster()] if by_cluster else []
+    reach = queue_quotas.queue_reach(*conditions).subquery("reach")
+    return [
+        _part(
+            "kueue",
+            {
+                "namespace": reach.c.namespace,
+                "cluster": reach.c.cluster,
+                "name": reach.c.name,
+                "quota_gpus": reach.c.nominal_gpus,
+            },
+        ),
+        _part("namespaces", {"value": sa.cast(teams.c.namespaces, sa.Text())}).where(teams.c.name == _team()),
+    ]
+
+
+@functools.cache
+def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelect[Any]:
+    """Everything a digest needs as one statement, so that it costs one round trip: the week's rows
+    are read once (a CTE) and grouped per week, per person, and per person and day, and the top
+    waste (and, on SQLite, the queue waits), the trend, the adoption, the nudges and the Kueue
+    quota come along as parts of one UNION ALL."""
+    fortnight = _fortnight(by_cluster).c
+    postgres = dialect == "postgresql"
+    parts = [_part("total", {"current": fortnight.current, **_totals(fortnight)}).group_by(fortnight.current)]
+    if shape is not Shape.TOTALS:
+        week = _week_rows(by_cluster)
+        c = week.c
+        # day_1..day_6 are the local midnights inside the week; the week bounds the first and last.
+        day = sa.case(*[(c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
+        # The week's queue waits (creation to the end of the wait), for its percentiles.
+        wait = _queue_seconds(dialect, c.queued_until, c.created_at)
+        waited = (c.queued_until.is_not(None), c.created_at.is_not(None))
+        parts += [
+            _part("person", {"current": sa.literal(1), "owner": c.owner, **_gpu_sums(c)}).group_by(c.owner),
+            _part(
+                "day",
+                {
+                    "current": sa.literal(1),
+                    "owner": c.owner,
+                    "day": day,
+                    "gpu_minutes": sa.func.sum(c.gpu_minutes),
+                    # A day's used GPU-minutes are known only if known for every job that day.
+                    "used_all_known": sa.case(
+                        (
+                            sa.func.count(c.used_gpu_minutes) == sa.func.count(),
+                            sa.func.sum(c.used_gpu_minutes),
+                        )
+                    ),
+                },
+            )
+            .where(c.gpu_minutes.is_not(None))
+            .group_by(c.owner, day),
+            _top_waste(week),
+        ]
+        if postgres:
+            p50 = sa.func.percentile_cont(0.5).within_group(wait)
+            p95 = sa.func.percentile_cont(0.95).within_group(wait)
+            parts.append(_part("percentiles", {"queue_p50": p50, "queue_p95": p95}).where(*waited))
+        else:
+            # SQLite has no percentile function: the waits themselves, for the domain to interpolate.
+            parts.append(_part("queue", {"queue_seconds": wait}).where(*waited))
+    if shape is Shape.DIGEST:
+        parts += [_trend(by_cluster), _adoption(by_cluster), _nudges(), *_kueue(by_cluster)]
+    return sa.union_all(*parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,49 +454,12 @@ class _Aggregated:
     queue_p95: float | None = None
     # SQLite, which has no percentile function: the queue waits themselves.
     queue_seconds: tuple[float, ...] | None = None
-
-
-@functools.cache
-def _statement(dialect: str, by_cluster: bool, details: bool) -> sa.CompoundSelect[Any]:
-    """Everything a digest needs as one statement, so that it costs one round trip: the week's rows
-    are read once (a CTE) and grouped per week, per person, and per person and day, and the top
-    waste (and, on SQLite, the queue waits) come along as parts of one UNION ALL."""
-    week = _week_rows(dialect, by_cluster)
-    postgres = dialect == "postgresql"
-    owner, day = week.c.owner, week.c.day
-    parts = [
-        _part(
-            "total",
-            {"current": week.c.current, **_aggregates(week, percentiles=postgres)},
-        ).group_by(week.c.current)
-    ]
-    if details:
-        parts += [
-            _part(
-                "person", {"current": sa.literal(1), "owner": owner, **_aggregates(week, percentiles=False)}
-            )
-            .where(week.c.current == 1)
-            .group_by(owner),
-            _part(
-                "day",
-                {
-                    "current": sa.literal(1),
-                    "owner": owner,
-                    "day": day,
-                    **_aggregates(week, percentiles=False),
-                },
-            )
-            .where(week.c.current == 1, week.c.gpu_minutes.is_not(None))
-            .group_by(owner, day),
-            _top_waste(week),
-        ]
-        if not postgres:
-            parts.append(
-                _part("queue", {"current": sa.literal(1), "queue_seconds": week.c.queue_seconds}).where(
-                    week.c.current == 1, week.c.queue_seconds.is_not(None)
-                )
-            )
-    return sa.union_all(*parts)
+    # Shape.DIGEST's parts.
+    trend: tuple[TrendRow, ...] = ()
+    adoption: tuple[AdoptionPerson, ...] = ()
+    nudge_values: tuple[str | None, ...] = ()
+    kueue: tuple[tuple[str, str, str, float | None], ...] = ()
+    namespaces: tuple[str, ...] = field(default=())
 
 
 async def _aggregate(
@@ -319,15 +471,17 @@ async def _aggregate(
     end: datetime,
     days: Sequence[datetime],
     *,
-    details: bool = True,
+    shape: Shape = Shape.WEEK,
+    extra: dict[str, Any] | None = None,
 ) -> _Aggregated:
-    query = _statement(conn.dialect.name, cluster is not None, details)
+    query = _statement(conn.dialect.name, cluster is not None, shape)
     params: dict[str, Any] = {
         "team": team,
         "previous_start": previous_start,
         "start": start,
         "end": end,
         **{f"day_{index}": days[index] for index in range(1, 7)},
+        **(extra or {}),
     }
     if cluster is not None:
         params["cluster"] = cluster
@@ -336,13 +490,19 @@ async def _aggregate(
     daily: list[DailyRow] = []
     waste: list[WasteRow] = []
     queue: list[float] = []
+    trend: list[TrendRow] = []
+    judged: list[adoption.GroupSum] = []
+    nudge_values: list[str | None] = []
+    kueue: list[tuple[str, str, str, float | None]] = []
+    namespaces: tuple[str, ...] = ()
     p50 = p95 = None
-    for row in (await conn.execute(query, params)).mappings():
+    for values in await fetch(conn, query, params):
+        row = dict(zip(_NAMES, values, strict=True))
         part = row["part"]
         if part == "total":
             totals[row["current"]] = TeamTotals(**{name: row[name] for name in _TOTALS})
-            if row["current"] == 1:
-                p50, p95 = row["queue_p50"], row["queue_p95"]
+        elif part == "percentiles":
+            p50, p95 = row["queue_p50"], row["queue_p95"]
         elif part == "person":
             people.append(
                 PersonRow(
@@ -358,9 +518,40 @@ async def _aggregate(
             daily.append(DailyRow(row["owner"], row["day"], row["gpu_minutes"], row["used_all_known"]))
         elif part == "waste":
             waste.append(WasteRow(**{f.name: row[f.name] for f in fields(WasteRow)}))
-        else:
+        elif part == "queue":
             # julianday() keeps ~10 µs; round so the figures match Postgres' exact microseconds.
             queue.append(round(float(row["queue_seconds"]), 3))
+        elif part == "trend":
+            trend.append(
+                trend_queries.trend_row(
+                    team,
+                    row["week"],
+                    row["jobs"],
+                    row["jobs_unmeasured"],
+                    row["gpu_minutes"],
+                    row["used_gpu_minutes"],
+                    row["used_basis_gpu_minutes"],
+                    row["idle_gpu_minutes"],
+                )
+            )
+        elif part == "adoption":
+            judged.append(
+                (
+                    team,
+                    row["owner"],
+                    row["outcome"],
+                    row["jobs"],
+                    row["gpu_hours_freed"],
+                    row["memory_gib_hours_freed"],
+                )
+            )
+        elif part == "nudges":
+            nudge_values.append(row["value"])
+        elif part == "kueue":
+            kueue.append((row["namespace"], row["cluster"], row["name"], row["quota_gpus"]))
+        else:  # the team's namespaces
+            listed = orjson.loads(row["value"] or "null")
+            namespaces = tuple(listed) if isinstance(listed, list) else ()
     return _Aggregated(
         totals[1],
         totals[0],
@@ -370,6 +561,11 @@ async def _aggregate(
         None if p50 is None else float(p50),
         None if p95 is None else float(p95),
         None if conn.dialect.name == "postgresql" else tuple(sorted(queue)),
+        tuple(trend),
+        tuple(AdoptionPerson(g.owner, g.tally) for g in adoption.tally_groups(judged)),
+        tuple(nudge_values),
+        tuple(kueue),
+        namespaces,
     )
 
 
@@ -379,36 +575,24 @@ async def team_totals(
     """The team's sums over the GPU jobs that finished in [start, end) (no local days needed)."""
     async with _connection(source) as conn:
         days = [start] * 7 + [end]
-        return (await _aggregate(conn, cluster, team, start, start, end, days, details=False)).current
+        return (await _aggregate(conn, cluster, team, start, start, end, days, shape=Shape.TOTALS)).current
 
 
-def _queue_seconds(dialect: str) -> sa.ColumnElement[float]:
-    seconds: sa.ColumnElement[float]
+def _queue_seconds(
+    dialect: str, until: sa.ColumnElement[datetime], created: sa.ColumnElement[datetime]
+) -> sa.ColumnElement[float]:
+    """Seconds from `created` to `until`; as JobRecord.queue_seconds, never negative (clock skew
+    between the objects' timestamps)."""
     if dialect == "postgresql":
-        seconds = sa.cast(sa.extract("epoch", jobs.c.queued_until - jobs.c.created_at), sa.Double())
-    else:
-        seconds = (sa.func.julianday(jobs.c.queued_until) - sa.func.julianday(jobs.c.created_at)) * 86400.0
-    # As JobRecord.queue_seconds: never negative (clock skew between the objects' timestamps).
+        # Compared as instants, so that the exact (numeric) EXTRACT runs once per wait, not twice.
+        return sa.case(
+            (until < created, 0.0), else_=sa.cast(sa.extract("epoch", until - created), sa.Double())
+        )
+    seconds = (sa.func.julianday(until) - sa.func.julianday(created)) * 86400.0
     return sa.case((seconds < 0, 0.0), else_=seconds)
 
 
-async def team_week(
-    source: Connectable,
-    cluster: str | None,
-    team: str,
-    start: datetime,
-    end: datetime,
-    days: Sequence[datetime],
-    previous_start: datetime | None = None,
-) -> DigestRows:
-    """All the aggregates of one team's week, in one statement; `days` are the 8 local-day boundaries
-    (day_bounds). With `previous_start`, the totals of [previous_start, start) come along as
-    `previous`."""
-    if len(days) != 8 or days[0] != start or days[-1] != end:
-        raise ValueError("days must be the week's 8 local-day boundaries, from start to end")
-    async with _connection(source) as conn:
-        agg = await _aggregate(conn, cluster, team, previous_start or start, start, end, days)
-    previous = agg.previous if previous_start is not None else None
+def _rows(agg: _Aggregated, previous: TeamTotals | None) -> DigestRows:
     if agg.current.jobs == 0:
         return DigestRows(agg.current, previous=previous)
     return DigestRows(
@@ -423,6 +607,29 @@ async def team_week(
     )
 
 
+def _check_days(start: datetime, end: datetime, days: Sequence[datetime]) -> None:
+    if len(days) != 8 or days[0] != start or days[-1] != end:
+        raise ValueError("days must be the week's 8 local-day boundaries, from start to end")
+
+
+async def team_week(
+    source: Connectable,
+    cluster: str | None,
+    team: str,
+    start: datetime,
+    end: datetime,
+    days: Sequence[datetime],
+    previous_start: datetime | None = None,
+) -> DigestRows:
+    """All the aggregates of one team's week, in one statement; `days` are the 8 local-day boundaries
+    (day_bounds). With `previous_start`, the totals of [previous_start, start) come along as
+    `previous`."""
+    _check_days(start, end, days)
+    async with _connection(source) as conn:
+        agg = await _aggregate(conn, cluster, team, previous_start or start, start, end, days)
+    return _rows(agg, agg.previous if previous_start is not None else None)
+
+
 async def load_digest(
     source: Connectable,
     team: str,
@@ -434,27 +641,60 @@ async def load_digest(
 ) -> Digest:
     """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before,
     the trend of the TREND_WEEKS weeks ending with it, and the share of the team's Kueue quota
-    (`quota_gpus`, else the one the Kueue watch found for the team's namespaces)."""
+    (`quota_gpus`, else the one the Kueue watch found for the team's namespaces): one statement."""
     start, end = week_bounds(week, tz)
     previous_start, _ = week_bounds(previous_week(week), tz)
+    weeks = trend_weeks(week, TREND_WEEKS)
+    keys = nudge_ledger.day_keys(team, start, end)
+    bounds = trend_bounds(weeks, tz)
+    assert bounds[-3:] == (previous_start, start, end)  # the trend ends with the two weeks compared
+    extra = {
+        **trend_queries.bound_weeks(bounds[: _EARLIER_WEEKS + 1]),
+        # Every key slot bound: the week's keys, the last one repeated (the IN list is fixed).
+        **{f"n{i}": keys[min(i, len(keys) - 1)] for i in range(nudge_ledger.MAX_DAY_KEYS)},
+    }
+    days = day_bounds(week, tz)
+    _check_days(start, end, days)
     async with _connection(source) as conn:
-        rows = await team_week(conn, cluster, team, start, end, day_bounds(week, tz), previous_start)
-        rows = replace(
-            rows,
-            nudged=await nudged_pods(conn, cluster, team, start, end),
-            adoption=tuple(
-                AdoptionPerson(g.owner, g.tally)
-                for g in await adoption.groups(conn, team=team, since=start, until=end, cluster=cluster)
-            ),
+        agg = await _aggregate(
+            conn, cluster, team, previous_start, start, end, days, shape=Shape.DIGEST, extra=extra
         )
-        series = await trend_queries.trends(
-            conn, TrendGroup.TEAM, trend_weeks(week, TREND_WEEKS), tz, team=team, cluster=cluster
-        )
-    trend = series[0] if series else None
-    if quota_gpus is None and trend is not None:
+    entries = nudge_ledger.entries_of(agg.nudge_values)
+    if cluster is not None:
+        entries = [e for e in entries if e.cluster == cluster]
+    found = team_quota_gpus(agg.namespaces, *queue_quotas.reach_of(agg.kueue))
+    # The trend's last two weeks are the totals of the week before and of the week (trend_bounds'
+    # last three instants are previous_start, start and end); a week without GPU jobs has no row.
+    last_two = [
+        trend_queries.trend_row(team, _EARLIER_WEEKS + i, *_trend_figures(t))
+        for i, t in enumerate((agg.previous, agg.current))
+        if t.jobs
+    ]
+    (trend,) = build_series(
+        TrendGroup.TEAM,
+        weeks,
+        tz,
+        [*agg.trend, *last_two],
+        groups=[team],
+        quotas={} if found is None else {team: found},
+    )
+    if quota_gpus is None:
         quota_gpus = trend.quota_gpus
-    return build_digest(
-        team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points if trend else ()
+    rows = replace(
+        _rows(agg, agg.previous), nudged=nudged_pod_rows(entries, start, end), adoption=agg.adoption
+    )
+    return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points)
+
+
+def _trend_figures(t: TeamTotals) -> tuple[int, int, float | None, float | None, float | None, float | None]:
+    """A week's totals as trend_queries.trend_row takes them."""
+    return (
+        t.jobs,
+        t.jobs_unmeasured,
+        t.gpu_minutes,
+        t.used_gpu_minutes,
+        t.used_basis_gpu_minutes,
+        t.idle_gpu_minutes,
     )
 
 

@@ -62,6 +62,7 @@ def create_engine(
     url: str,
     *,
     pool_size: int = POSTGRES_POOL_SIZE,
+    max_overflow: int = POSTGRES_MAX_OVERFLOW,
     echo: bool = False,
     pre_ping: bool = True,
     statement_timeout_seconds: float | None = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
@@ -73,6 +74,9 @@ def create_engine(
     service keeps it (a long-lived worker must survive a database restart); the admin API turns it
     off, because on its hottest path the ping is one round trip in every few, and a dead pooled
     connection there costs one failed request, which the client retries.
+
+    Postgres keeps `pool_size` connections and opens up to `max_overflow` more for a burst, each
+    closed again when it comes back to a full pool.
 
     `statement_timeout_seconds` bounds every statement (None or 0: no bound); a statement past it
     fails with a DBAPIError and the connection stays usable.
@@ -103,7 +107,7 @@ def create_engine(
     return create_async_engine(
         url,
         pool_size=pool_size,
-        max_overflow=POSTGRES_MAX_OVERFLOW,
+        max_overflow=max_overflow,
         pool_pre_ping=pre_ping,
         connect_args=connect_args,
         **common,

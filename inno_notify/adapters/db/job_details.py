@@ -28,12 +28,18 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.jobs import JobFilter
-from inno_notify.adapters.db.sql import InvalidCursor, chunks, decode_cursor, encode_cursor
+from inno_notify.adapters.db.sql import (
+    STATEMENTS_KEPT,
+    InvalidCursor,
+    chunks,
+    decode_cursor,
+    encode_cursor,
+    fetch,
+)
 from inno_notify.adapters.db.tables import jobs, recommendations, usage, workflows
 from inno_notify.domain.model import WorkloadKind
 
@@ -188,11 +194,8 @@ def _workflow_select() -> sa.Select[Any]:
     return sa.select(*WORKFLOW_COLUMNS, sa.cast(sa.null(), sa.JSON()).label("recommendations"))
 
 
-# Statements (and their compiled SQL) kept: one per shape and page size in use; a bound, because a
-# caller chooses the page size (params.MAX_LIMIT of them) and the filters.
-STATEMENTS_KEPT = 256
-
-
+# Statements (and their compiled SQL, sql.fetch) are kept one per shape and page size in use, up to
+# sql.STATEMENTS_KEPT: a caller chooses the page size (params.MAX_LIMIT of them) and the filters.
 @functools.lru_cache(maxsize=STATEMENTS_KEPT)
 def _page_statement(
     filters: frozenset[str],
@@ -321,39 +324,6 @@ def _in(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElem
     return column.in_(sa.bindparam(name, expanding=True))
 
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    sql: str
-    names: tuple[str, ...]  # the bound parameters in positional order
-    fixed: Mapping[str, Any]  # values bound at build time (the JSON key of usage_missing)
-
-
-@functools.lru_cache(maxsize=STATEMENTS_KEPT)
-def _compile(statement: sa.Select[Any], dialect: Dialect) -> _Compiled:
-    compiled = statement.compile(dialect=dialect)
-    names = tuple(compiled.positiontup or ())
-    fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
-    return _Compiled(compiled.string, names, fixed)
-
-
-async def _fetch(conn: AsyncConnection, statement: sa.Select[Any], params: Mapping[str, Any]) -> list[Row]:
-    """The statement's rows; on Postgres run by asyncpg outside any transaction (a read at READ
-    COMMITTED gains nothing from one but BEGIN and ROLLBACK round trips)."""
-    if conn.dialect.name != "postgresql":
-        return list(await conn.execute(statement, dict(params)))
-    compiled = _compile(statement, conn.dialect)
-    args = [params[n] if n in params else compiled.fixed[n] for n in compiled.names]
-    # The checked-out connection's driver connection, without get_raw_connection's greenlet hop.
-    driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
-    try:
-        records: list[Row] = await driver.fetch(compiled.sql, *args)
-    except Exception as exc:
-        # SQLAlchemy did not see this statement fail, so it would pool a dead connection again.
-        await conn.invalidate(exc)
-        raise
-    return records
-
-
 def _filter_values(filters: JobFilter) -> dict[str, Any]:
     values: dict[str, Any] = {
         "cluster": filters.cluster,
@@ -393,7 +363,7 @@ async def job_page(conn: AsyncConnection, filters: JobFilter, limit: int, cursor
     if with_jobs or with_workflows:
         shape = (frozenset(values), cursor is not None, conn.dialect.name)
         statement = _page_statement(*shape, limit + 1, with_jobs, with_workflows)
-        rows = await _fetch(conn, statement, params)
+        rows = await fetch(conn, statement, params)
     if with_workflows and WORKFLOW in map(operator.itemgetter(KIND), rows):
         rows = await _workflow_rows(conn, rows)
     next_cursor = None
@@ -425,10 +395,10 @@ async def find_job_row(
         params["uid"] = uid
     if cluster is not None:
         params["cluster"] = cluster
-    found = await _fetch(conn, _find_statement(uid is not None, cluster is not None), params)
+    found = await fetch(conn, _find_statement(uid is not None, cluster is not None), params)
     if found:
         return await job_rows(conn, [(row[0], row[1]) for row in found])
-    found = await _fetch(conn, _find_statement(uid is not None, cluster is not None, workflows), params)
+    found = await fetch(conn, _find_statement(uid is not None, cluster is not None, workflows), params)
     return JobPage(await _workflow_rows(conn, found), [[] for _ in found], None)
 
 
@@ -441,7 +411,7 @@ async def _workflow_rows(conn: AsyncConnection, rows: Sequence[Row]) -> list[Row
     keys = [(row[CLUSTER], row[UID]) for row in rows if row[KIND] == WORKFLOW]
     for cluster, uids in _by_cluster(keys).items():
         for chunk in chunks(uids):
-            for total in await _fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}):
+            for total in await fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}):
                 totals[(cluster, total[0])] = total
     return [
         _workflow_page_row(row, totals.get((row[CLUSTER], row[UID]))) if row[KIND] == WORKFLOW else row
@@ -467,7 +437,7 @@ async def job_rows(conn: AsyncConnection, keys: Sequence[JobKey]) -> JobPage:
     statement = _keys_statement(conn.dialect.name)
     for cluster, uids in _by_cluster(keys).items():
         for chunk in chunks(uids):
-            rows.extend(await _fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}))
+            rows.extend(await fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}))
     return JobPage(rows, await _recommendation_rows(conn, rows), None)
 
 

@@ -213,12 +213,12 @@ class JobRepository(Repository):
         async def write(conn: AsyncConnection) -> int:
             # The claim first: a claim taken over (or ended by a try that committed unseen) stores nothing.
             await jobs.set_summary_state(conn, cluster, uid, state, remeasure_at, claim)
-            await jobs.save_usage(conn, cluster, uid, usage)
+            # The usage and the advice, with the job row's copies of both in one update of it.
+            await jobs.save_usage(conn, cluster, uid, usage, recommendations)
             if usage_series is not None:
                 await series.save_series(conn, cluster, uid, usage_series, chart)
             if adoption is not None:
                 await adoption_queries.record(conn, adoption)
-            await jobs.save_recommendations(conn, cluster, uid, recommendations)
             return await outbox.enqueue(conn, notifications)
 
         return await self._settling_write(write)

@@ -379,24 +379,46 @@ async def recommendations_of_jobs(
     return found
 
 
-def usage_copies(figures: Usage) -> dict[str, Any]:
+def usage_copies(figures: Usage, advice: Sequence[Recommendation] | None = None) -> dict[str, Any]:
     """The usage figures a job's row keeps copies of, written with the usage: a weekly trend and
     digest sum them from the covering (team, finished_at) index (tables.DIGEST_JOB_COLUMNS,
     trend_queries.py, digest_queries.py) instead of probing `usage` per job; the job list shows the
-    GPU model from the row."""
-    return {
+    GPU model from the row. With the job's recommendations (`advice`), their largest waste too
+    (top_waste_copy)."""
+    copies: dict[str, Any] = {
         "gpu_minutes_held": figures.gpu_minutes,
         "gpu_minutes_used": figures.used_gpu_minutes,
         "gpu_minutes_idle": figures.idle_gpu_minutes,
         "memory_peak_bytes": figures.memory_peak_bytes,
         "gpu_model": figures.gpu_model,
     }
+    if advice is not None:
+        copies.update(top_waste_copy(advice))
+    return copies
 
 
-async def save_usage(conn: AsyncConnection, cluster: str, uid: str, figures: Usage) -> None:
+def top_waste_copy(advice: Sequence[Recommendation]) -> dict[str, Any]:
+    """The copy a job's row keeps of its recommendations' largest waste (None: it has none), so a
+    digest ranks a week's jobs by waste from the index and reads only the winners' advice."""
+    return {"top_waste_gpu_minutes": max((r.waste_gpu_minutes for r in advice), default=None)}
+
+
+async def save_usage(
+    conn: AsyncConnection,
+    cluster: str,
+    uid: str,
+    figures: Usage,
+    advice: Sequence[Recommendation] | None = None,
+) -> None:
+    """The job's usage, and with `advice` its recommendations replaced by those, with the copies the
+    job's row keeps of both in one update of that row (None: its advice is left as it is)."""
     await upsert_rows(conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, uid, figures)])
+    if advice is not None:
+        await _replace_recommendations(conn, cluster, uid, advice)
     await conn.execute(
-        sa.update(jobs).where(jobs.c.cluster == cluster, jobs.c.uid == uid).values(**usage_copies(figures))
+        sa.update(jobs)
+        .where(jobs.c.cluster == cluster, jobs.c.uid == uid)
+        .values(**usage_copies(figures, advice))
     )
 
 
@@ -438,6 +460,16 @@ async def family_history(
 
 
 async def save_recommendations(
+    conn: AsyncConnection, cluster: str, uid: str, recs: Sequence[Recommendation]
+) -> None:
+    """The job's advice replaced by `recs`, and the copy its row keeps of their largest waste."""
+    await _replace_recommendations(conn, cluster, uid, recs)
+    await conn.execute(
+        sa.update(jobs).where(jobs.c.cluster == cluster, jobs.c.uid == uid).values(**top_waste_copy(recs))
+    )
+
+
+async def _replace_recommendations(
     conn: AsyncConnection, cluster: str, uid: str, recs: Sequence[Recommendation]
 ) -> None:
     await conn.execute(

@@ -7,12 +7,13 @@ million jobs), and the schema gains no index for it. So the live check, in the t
 enqueues a nudge, also adds it to a small ledger: one `checkpoints` row per team and UTC day
 (`nudges/{team}/{YYYY-MM-DD}`, a JSON list of entries), which a digest reads with eight key
 lookups whatever its zone. Adding an entry is idempotent (an entry is its pod and its time), and
-only a nudge whose outbox rows were new is added, so a replayed or raced round counts once.
+only a nudge whose outbox rows were new is added, so a replayed or raced round counts once. The
+digest's statement reads the rows itself (digest_queries.py: `day_keys`, `entries_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 
 import orjson
@@ -23,7 +24,7 @@ from inno_notify.adapters.db.sql import dialect_insert
 from inno_notify.adapters.db.tables import checkpoints
 from inno_notify.domain.digest import NudgeEntry
 
-__all__ = ["read", "record"]
+__all__ = ["MAX_DAY_KEYS", "day_keys", "entries_of", "read", "record"]
 
 _FIELDS = (
     "cluster",
@@ -77,13 +78,27 @@ async def record(conn: AsyncConnection, entries: Sequence[tuple[str, NudgeEntry]
         await conn.execute(sa.update(checkpoints).where(checkpoints.c.key == key).values(value=value))
 
 
-async def read(conn: AsyncConnection, team: str, start: datetime, end: datetime) -> list[NudgeEntry]:
-    """The team's entries of the UTC days that [start, end) touches (the caller keeps its week's)."""
+def day_keys(team: str, start: datetime, end: datetime) -> list[str]:
+    """The keys of the team's rows of the UTC days that [start, end) touches (at most
+    MAX_DAY_KEYS for a week: 169 hours starting late in a UTC day touch nine)."""
     first = start.astimezone(UTC).date()
     last = (end - timedelta(microseconds=1)).astimezone(UTC).date()
-    keys = [_key(team, first + timedelta(days=n)) for n in range((last - first).days + 1)]
-    rows = await conn.execute(sa.select(checkpoints.c.value).where(checkpoints.c.key.in_(keys)))
+    return [_key(team, first + timedelta(days=n)) for n in range((last - first).days + 1)]
+
+
+MAX_DAY_KEYS = 9
+
+
+def entries_of(values: Iterable[str | None]) -> list[NudgeEntry]:
+    """The entries of the rows' values (the caller keeps its week's)."""
     found: list[NudgeEntry] = []
-    for value in rows.scalars():
+    for value in values:
         found.extend(_entries(value))
     return found
+
+
+async def read(conn: AsyncConnection, team: str, start: datetime, end: datetime) -> list[NudgeEntry]:
+    """The team's entries of the UTC days that [start, end) touches (the caller keeps its week's)."""
+    keys = day_keys(team, start, end)
+    rows = await conn.execute(sa.select(checkpoints.c.value).where(checkpoints.c.key.in_(keys)))
+    return entries_of(rows.scalars())

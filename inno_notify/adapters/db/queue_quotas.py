@@ -9,8 +9,9 @@ queues, so the quota lookups read them whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,23 +23,37 @@ from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.trends import QueueKey, team_quota_gpus
 
 
-async def _namespace_queues(
-    conn: AsyncConnection, cluster: str | None
-) -> tuple[dict[str, list[QueueKey]], dict[QueueKey, float | None]]:
-    """(namespace → its LocalQueues' ClusterQueues, ClusterQueue → nominal GPUs), one statement.
-    ClusterQueues are keyed by (cluster, name): several clusters may share a database."""
+def queue_reach(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """(namespace, ClusterQueue's cluster, its name, its nominal GPUs) of each LocalQueue matching
+    `conditions` (on local_queues): the statement `reach_of` folds, also a part of the digest's
+    (digest_queries.py)."""
     lq, cq = local_queues.c, cluster_queues.c
-    query = sa.select(lq.namespace, cq.cluster, cq.name, cq.nominal_gpus).select_from(
-        local_queues.join(cluster_queues, sa.and_(cq.cluster == lq.cluster, cq.name == lq.cluster_queue))
+    return (
+        sa.select(lq.namespace, cq.cluster, cq.name, cq.nominal_gpus)
+        .select_from(
+            local_queues.join(cluster_queues, sa.and_(cq.cluster == lq.cluster, cq.name == lq.cluster_queue))
+        )
+        .where(*conditions)
     )
-    if cluster is not None:
-        query = query.where(lq.cluster == cluster)
+
+
+Reach = tuple[dict[str, list[QueueKey]], dict[QueueKey, float | None]]
+
+
+def reach_of(rows: Iterable[tuple[str, str, str, float | None]]) -> Reach:
+    """(namespace → its LocalQueues' ClusterQueues, ClusterQueue → nominal GPUs) from queue_reach's
+    rows. ClusterQueues are keyed by (cluster, name): several clusters may share a database."""
     by_namespace: dict[str, list[QueueKey]] = {}
     nominal: dict[QueueKey, float | None] = {}
-    for namespace, queue_cluster, name, gpus in await conn.execute(query):
+    for namespace, queue_cluster, name, gpus in rows:
         by_namespace.setdefault(namespace, []).append((queue_cluster, name))
         nominal[queue_cluster, name] = gpus
     return by_namespace, nominal
+
+
+async def _namespace_queues(conn: AsyncConnection, cluster: str | None) -> Reach:
+    conditions = [] if cluster is None else [local_queues.c.cluster == cluster]
+    return reach_of(await conn.execute(queue_reach(*conditions)))
 
 
 async def team_quotas(conn: AsyncConnection, cluster: str | None = None) -> dict[str, float]:

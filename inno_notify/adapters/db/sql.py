@@ -3,20 +3,24 @@
 Both dialects speak INSERT … ON CONFLICT, but through separate SQLAlchemy constructs; and both
 cap the number of bound parameters, so long IN lists go in chunks. Cursors for keyset pagination
 are opaque to clients but just the last row's sort key underneath. The window of finish times the
-report queries share is here too.
+report queries share is here too, and `fetch`: a read of one statement straight through the driver
+on Postgres, for the hottest reads (the API's job list, the weekly digest).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 T = TypeVar("T")
@@ -28,6 +32,9 @@ IN_CHUNK = 1000
 # OverflowError, Postgres refuses the statement).
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 MAX_CURSOR_TEXT = 1000
+# Compiled statements `fetch` keeps: one per statement object in use (the callers build each shape
+# once and keep it, so this bounds what a caller choosing shapes, the job list's page sizes, adds).
+STATEMENTS_KEPT = 256
 
 
 class InvalidCursor(ValueError):
@@ -131,3 +138,44 @@ def _storable(value: object) -> bool:
     if isinstance(value, str):
         return len(value) <= MAX_CURSOR_TEXT and "\x00" not in value
     return True
+
+
+Statement = sa.Select[Any] | sa.CompoundSelect[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str
+    names: tuple[str, ...]  # the bound parameters in positional order
+    fixed: Mapping[str, Any]  # values bound at build time (a JSON key, say)
+
+
+@functools.lru_cache(maxsize=STATEMENTS_KEPT)
+def _compile(statement: Statement, dialect: Dialect) -> _Compiled:
+    compiled = statement.compile(dialect=dialect)
+    names = tuple(compiled.positiontup or ())
+    fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
+    return _Compiled(compiled.string, names, fixed)
+
+
+async def fetch(conn: AsyncConnection, statement: Statement, params: Mapping[str, Any]) -> list[Any]:
+    """The rows of one read statement (built once and kept by the caller, every value a named bound
+    parameter). On Postgres the compiled SQL runs on asyncpg's connection itself, outside any
+    transaction: one statement reads one snapshot at READ COMMITTED, so a BEGIN and a ROLLBACK
+    would only add two round trips, and SQLAlchemy's execution and result processing cost more CPU
+    than asyncpg's own on the paths that use this (measured on the job list: 2.3 ms against 1.0 ms
+    per page). Rows hold the driver's values (no result processing: a caller reads plain columns,
+    or decodes its JSON itself). SQLite goes through SQLAlchemy as usual."""
+    if conn.dialect.name != "postgresql":
+        return list(await conn.execute(statement, dict(params)))
+    compiled = _compile(statement, conn.dialect)
+    args = [params[n] if n in params else compiled.fixed[n] for n in compiled.names]
+    # The checked-out connection's driver connection, without get_raw_connection's greenlet hop.
+    driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+    try:
+        records: list[Any] = await driver.fetch(compiled.sql, *args)
+    except Exception as exc:
+        # SQLAlchemy did not see this statement fail, so it would pool a dead connection again.
+        await conn.invalidate(exc)
+        raise
+    return records

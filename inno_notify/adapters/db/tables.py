@@ -127,6 +127,8 @@ DIGEST_JOB_COLUMNS = [
     "gpu_minutes_idle",
     # The usage's peak memory, copied alike, for the digest's memory requested vs peak.
     "memory_peak_bytes",
+    # The largest waste of the job's recommendations, copied with them: the digest's top waste.
+    "top_waste_gpu_minutes",
 ]
 
 jobs = sa.Table(
@@ -179,6 +181,10 @@ jobs = sa.Table(
     # The usage's GPU model (Usage.gpu_model: one line, at most storable.NAME_MAX_BYTES), copied
     # alike, so that the job list shows it without opening the usage's JSON detail.
     sa.Column("gpu_model", sa.String()),
+    # The largest waste_gpu_minutes of the job's recommendations (NULL: it has none), written with
+    # them (jobs.save_recommendations): the digest ranks its week's jobs by it from the index above
+    # and reads only the winners' recommendations (digest_queries.py).
+    sa.Column("top_waste_gpu_minutes", sa.Double()),
     # Every workload kind is a row here (CONTRACT.md §3a): a step's run, restarts as attempts, and
     # [{role, replicas, requested}] of a multi-pod run.
     sa.Column("parent_uid", sa.String()),

@@ -38,7 +38,10 @@ def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
 
 
 @functools.cache
-def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool) -> sa.Select[Any]:
+def weekly_sums(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool) -> sa.Select[Any]:
+    """Sums per group and week number over `weeks` weeks whose boundaries are the bound parameters
+    b0..b{weeks}, of one team (parameter `team`) or cluster (`cluster`) where asked: the statement
+    `trend_rows` runs, also a part of the digest's (digest_queries.py); `trend_row` reads its rows."""
     c = jobs.c
     # One week needs no CASE: a CASE without a WHEN ("CASE ELSE 0 END") is a syntax error on both.
     week: sa.ColumnElement[int] = (
@@ -46,11 +49,14 @@ def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool
         if weeks > 1
         else sa.literal(0, sa.Integer())
     )
+    team = sa.bindparam("team", type_=sa.String())
+    # One team's rows are grouped by week alone (the team is the parameter): no text to hash per row.
+    one_team = group_by is TrendGroup.TEAM and by_team
     group = c.team if group_by is TrendGroup.TEAM else c.cluster
     rows = (
         sa.select(
-            group.label("grp"),
             week.label("week"),
+            *([] if one_team else [group.label("grp")]),
             c.gpu_minutes_held,
             c.gpu_minutes_used,
             c.gpu_minutes_idle,
@@ -59,15 +65,16 @@ def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool
             c.finished_at >= _at("b0"),
             c.finished_at < _at(f"b{weeks}"),
             c.gpus_requested > 0,
-            *([c.team == sa.bindparam("team", type_=sa.String())] if by_team else []),
+            *([c.team == team] if by_team else []),
             *([c.cluster == sa.bindparam("cluster", type_=sa.String())] if by_cluster else []),
             *([c.team.is_not(None)] if group_by is TrendGroup.TEAM and not by_team else []),
         )
         .subquery("trend_jobs")
     )
     r = rows.c
+    grouped = [r.week] if one_team else [r.grp, r.week]
     return sa.select(
-        r.grp,
+        (team if one_team else r.grp).label("grp"),
         r.week,
         sa.func.count().label("jobs"),
         _count_if(r.gpu_minutes_held.is_(None)).label("jobs_unmeasured"),
@@ -75,7 +82,19 @@ def _statement(weeks: int, group_by: TrendGroup, by_team: bool, by_cluster: bool
         sa.func.sum(r.gpu_minutes_used).label("used_gpu_minutes"),
         sa.func.sum(sa.case((r.gpu_minutes_used.is_not(None), r.gpu_minutes_held))).label("used_basis"),
         sa.func.sum(r.gpu_minutes_idle).label("idle_gpu_minutes"),
-    ).group_by(r.grp, r.week)
+    ).group_by(*grouped)
+
+
+def trend_row(group: str, week: int, jobs: int, unmeasured: int, *sums: float | None) -> TrendRow:
+    """A row of `weekly_sums`: group, week, jobs, unmeasured jobs, GPU-minutes held, used, held by
+    the jobs whose use is known, idle."""
+    held, used, basis, idle = sums
+    return TrendRow(group, int(week), int(jobs), int(unmeasured), held, used, basis, idle)
+
+
+def bound_weeks(bounds: Sequence[datetime]) -> dict[str, datetime]:
+    """weekly_sums' parameters b0..bN: the boundaries of its N weeks."""
+    return {f"b{i}": at for i, at in enumerate(bounds)}
 
 
 async def trend_rows(
@@ -91,25 +110,13 @@ async def trend_rows(
     weeks = len(bounds) - 1
     if weeks < 1:
         raise ValueError("a trend needs at least two week boundaries")
-    query = _statement(weeks, group_by, team is not None, cluster is not None)
-    params: dict[str, Any] = {f"b{i}": at for i, at in enumerate(bounds)}
+    query = weekly_sums(weeks, group_by, team is not None, cluster is not None)
+    params: dict[str, Any] = bound_weeks(bounds)
     if team is not None:
         params["team"] = team
     if cluster is not None:
         params["cluster"] = cluster
-    return [
-        TrendRow(
-            group=row.grp,
-            week=int(row.week),
-            jobs=int(row.jobs),
-            jobs_unmeasured=int(row.jobs_unmeasured),
-            gpu_minutes=row.gpu_minutes,
-            used_gpu_minutes=row.used_gpu_minutes,
-            used_basis_gpu_minutes=row.used_basis,
-            idle_gpu_minutes=row.idle_gpu_minutes,
-        )
-        for row in await conn.execute(query, params)
-    ]
+    return [trend_row(*row) for row in await conn.execute(query, params)]
 
 
 async def trends(

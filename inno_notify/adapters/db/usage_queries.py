@@ -1,8 +1,9 @@
 """Usage per team, owner or namespace, aggregated in SQL: what admins plan capacity from.
 
-One GROUP BY over jobs joined with their measured usage, so the database does the summing and
-the API never pulls a million rows into Python. A job counts wholly in the window in which it
-finished (`finished_at` in [since, until)); jobs still running have no usage yet and are left out.
+One GROUP BY over jobs, whose rows keep copies of their measured usage (jobs.usage_copies), so
+the database sums one table and the API never pulls a million rows into Python. A job counts
+wholly in the window in which it finished (`finished_at` in [since, until)); jobs still running
+have no usage yet and are left out.
 
 The figures of a group:
 
@@ -33,7 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db.sql import finished_in
-from inno_notify.adapters.db.tables import jobs, usage
+from inno_notify.adapters.db.tables import jobs
 
 AGGREGATION_WORK_MEM = "64MB"
 
@@ -116,35 +117,35 @@ async def usage_cells(
     One aggregation serves every `group_by` (see group_cells): there are far fewer cells than jobs,
     and the pass over every finished job is what costs.
     """
-    parallelism = sa.func.coalesce(jobs.c.requested["parallelism"].as_integer(), 1)
-    both_known = sa.and_(jobs.c.memory_requested_bytes.is_not(None), usage.c.memory_peak_bytes.is_not(None))
+    # The job's copies of its usage figures (jobs.usage_copies, written with the usage): the pass
+    # reads the jobs table alone, with no join of a million usage rows to build and probe.
+    c = jobs.c
+    parallelism = sa.func.coalesce(c.requested["parallelism"].as_integer(), 1)
+    both_known = sa.and_(c.memory_requested_bytes.is_not(None), c.memory_peak_bytes.is_not(None))
     # REAL products: SQLite's integer sum() raises on overflow, and petabyte-scale sums are real.
-    requested = sa.case((both_known, sa.cast(jobs.c.memory_requested_bytes, sa.Double) * parallelism))
-    peak = sa.case((both_known, sa.cast(usage.c.memory_peak_bytes, sa.Double) * parallelism))
-    keys = (jobs.c.team, jobs.c.owner, jobs.c.namespace)
+    requested = sa.case((both_known, sa.cast(c.memory_requested_bytes, sa.Double) * parallelism))
+    peak = sa.case((both_known, sa.cast(c.memory_peak_bytes, sa.Double) * parallelism))
+    keys = (c.team, c.owner, c.namespace)
     query = (
         sa.select(
             *keys,
             sa.func.count().label("jobs"),
-            sa.func.count(usage.c.gpu_minutes).label("measured_jobs"),
-            sa.func.sum(usage.c.gpu_minutes).label("gpu_minutes"),
-            sa.func.sum(usage.c.used_gpu_minutes).label("used_gpu_minutes"),
-            sa.func.sum(usage.c.idle_gpu_minutes).label("idle_gpu_minutes"),
+            sa.func.count(c.gpu_minutes_held).label("measured_jobs"),
+            sa.func.sum(c.gpu_minutes_held).label("gpu_minutes"),
+            sa.func.sum(c.gpu_minutes_used).label("used_gpu_minutes"),
+            sa.func.sum(c.gpu_minutes_idle).label("idle_gpu_minutes"),
             sa.func.count(sa.case((both_known, 1))).label("memory_jobs"),
             sa.func.sum(requested).label("memory_requested_bytes"),
             sa.func.sum(peak).label("memory_peak_bytes"),
         )
-        .select_from(
-            jobs.outerjoin(usage, sa.and_(usage.c.cluster == jobs.c.cluster, usage.c.job_uid == jobs.c.uid))
-        )
-        .where(jobs.c.finished_at.is_not(None), *finished_in(jobs, since, until, cluster))
+        .where(c.finished_at.is_not(None), *finished_in(jobs, since, until, cluster))
         .group_by(*keys)
     )
     if conn.dialect.name == "postgresql":
-        # Measured on 1M jobs (EXPLAIN ANALYZE, 2 cores): with the default 4 MB the join's hash
-        # spills to disk in 16 batches; JIT spends ~0.2 s compiling a plan that runs once; and two
-        # parallel workers took as long as one process (2.9 s) on a loaded machine while taking
-        # three cores' time from the API's requests. The settings end with the transaction.
+        # A pass over every finished job: its hash tables get more than the default 4 MB (a spill to
+        # disk otherwise), JIT would compile a plan that runs once, and parallel workers took as
+        # long as one process on a loaded machine while taking cores from the API's requests
+        # (docs/api.md). The settings end with the transaction.
         for setting in (
             f"work_mem = '{AGGREGATION_WORK_MEM}'",
             "jit = off",

@@ -189,9 +189,12 @@ async def write_summaries(
     await upsert_rows(
         conn, usage, ("cluster", "job_uid"), [codec.usage_to_row(cluster, s.uid, s.usage) for s in summaries]
     )
-    # The job's copies of its usage figures (jobs.usage_copies), one statement for the batch.
-    copies = [{"b_uid": s.uid, **{f"b_{k}": v for k, v in usage_copies(s.usage).items()}} for s in summaries]
-    names = usage_copies(summaries[0].usage)
+    # The job's copies of its usage figures and advice (jobs.usage_copies), one statement for the batch.
+    copies = [
+        {"b_uid": s.uid, **{f"b_{k}": v for k, v in usage_copies(s.usage, s.recommendations).items()}}
+        for s in summaries
+    ]
+    names = usage_copies(summaries[0].usage, summaries[0].recommendations)
     await conn.execute(
         sa.update(jobs)
         .where(jobs.c.cluster == cluster, jobs.c.uid == sa.bindparam("b_uid"))

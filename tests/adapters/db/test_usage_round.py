@@ -127,11 +127,15 @@ async def test_summaries_are_stored_as_one_by_one_in_a_fixed_number_of_statement
         assert (await store.usage.series_of(CLUSTER, [uid]))[uid].step_seconds == 60
         adoption = await store.adoption.get(CLUSTER, uid)
         assert adoption is not None and adoption.job_uid == uid
-    copied = job_queries.usage_copies(records.usage())
-    async with store.read() as conn:  # the job's copies of the figures, for the trend and the digest
-        row = (await conn.execute(sa.text(f"SELECT {', '.join(copied)} FROM jobs WHERE uid = 'job-0'"))).one()
-    assert dict(zip(copied, row, strict=True)) == copied
-    assert copied["memory_peak_bytes"] is not None
+    # The job's copies of its figures and of its advice's largest waste, for the trend and the digest.
+    for uid, advice in (("job-0", records.recommendations()), ("job-1", ())):
+        copied = job_queries.usage_copies(records.usage(), advice)
+        async with store.read() as conn:
+            query = sa.text(f"SELECT {', '.join(copied)} FROM jobs WHERE uid = :uid")
+            row = (await conn.execute(query, {"uid": uid})).one()
+        assert dict(zip(copied, row, strict=True)) == copied
+        assert copied["memory_peak_bytes"] is not None
+        assert copied["top_waste_gpu_minutes"] == (120.0 if advice else None)
 
 
 async def test_a_claim_lost_on_one_job_stores_nothing_of_the_batch(store: Store) -> None:
