@@ -427,9 +427,6 @@ class Usage:
     memory_peak_bytes: int | None = None
     cpu_cores_mean: float | None = None
     cpu_cores_p95: float | None = None
-    # The GPU model (dcgm-exporter's `modelName`; a MIG instance's is its GPU's) that held most of
-    # the job's GPU-minutes; the per-GPU rows name every model where the job ran on several.
-    gpu_model: str | None = None
     gpus: tuple[GpuUsage, ...] = ()
     pods: tuple[PodUsage, ...] = ()
     missing: tuple[MissingFigure, ...] = ()
@@ -437,6 +434,10 @@ class Usage:
     # A multi-pod run's figures per replica role, and the GPUs its pods held after it ended.
     replicas: tuple[ReplicaUsage, ...] = ()
     held_after_end: HeldAfterEnd | None = None
+    # The GPU model (dcgm-exporter's `modelName`; a MIG instance's is its GPU's) that held most of
+    # the job's GPU-minutes; the per-GPU rows name every model where the job ran on several. After
+    # the fields stored before it, so that the stored JSON only gains a key at its end.
+    gpu_model: str | None = None
 
     def reason_for(self, figure: str) -> MissingReason | None:
         for item in self.missing:

@@ -87,7 +87,7 @@ def _new_json() -> dict[str, Any]:
     # Fields the domain gained after the old codec, at their defaults (a multi-pod run's figures per
     # role, issue 28): written as new keys after the old ones, which stay as they were.
     detail = dict(out["usage"]["detail"])
-    assert (detail.pop("replicas"), detail.pop("held_after_end")) == ([], None)
+    assert (detail.pop("replicas"), detail.pop("held_after_end"), detail.pop("gpu_model")) == ([], None, None)
     out["usage"] = {**out["usage"], "detail": detail}
     out["recommendations"] = [
         {
