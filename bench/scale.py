@@ -31,7 +31,8 @@ Prints `name=value` lines:
   (parsed or passed over as stored), its CPU seconds and peak RSS by then; restart_parsed,
   restart_unchanged: the objects it parsed and those it passed over because the store holds them
   as they are (inno_notify_ingest_objects_total), restart_parsed_pct: parsed of all listed
-  (target ≤ 1 %, issue 32);
+  (target ≤ 1 %, issue 32); restart_sim_cpu_s: the simulated API server's CPU seconds over the same
+  window (it serves the lists on the same machine, so it competes with serve for the cores);
 - loadavg: /proc/loadavg when the run ended.
 
 Exits 1 when the service does not get ready within --timeout or a figure misses its target with
@@ -39,6 +40,7 @@ Exits 1 when the service does not get ready within --timeout or a figure misses 
 
 Usage: .venv/bin/python bench/scale.py [--pods 150000] [--jobs 30000] [--churn 2000]
        [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/postgres] [--check] [--profile FILE]
+       [--profile-restart FILE]
 """
 
 from __future__ import annotations
@@ -453,8 +455,10 @@ async def run(args: argparse.Namespace) -> int:
                 serve.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(serve.wait(), 60)
                 restarted = time.perf_counter()
+                sim_cpu_before = cpu_seconds(sim.pid)
+                profile = ["-m", "cProfile", "-o", args.profile_restart] if args.profile_restart else []
                 serve = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "inno_notify", "serve", "--config", str(config)
+                    sys.executable, *profile, "-m", "inno_notify", "serve", "--config", str(config)
                 )
                 while not await readyz(session, probes):
                     if time.perf_counter() > restarted + args.timeout or serve.returncode is not None:
@@ -473,6 +477,7 @@ async def run(args: argparse.Namespace) -> int:
                 figures["restart_parsed"], figures["restart_unchanged"] = taken
                 figures["restart_parsed_pct"] = 100.0 * taken[0] / listed
                 figures["restart_cpu_s"] = cpu_seconds(serve.pid)
+                figures["restart_sim_cpu_s"] = cpu_seconds(sim.pid) - sim_cpu_before
                 figures["restart_peak_rss_mib"] = proc_status(serve.pid, "VmHWM")
         finally:
             sampling.cancel()
@@ -510,6 +515,7 @@ async def run(args: argparse.Namespace) -> int:
         "restart_unchanged",
         "restart_parsed_pct",
         "restart_cpu_s",
+        "restart_sim_cpu_s",
         "restart_peak_rss_mib",
     ):
         value = figures[name]
@@ -532,6 +538,7 @@ def main() -> int:
     parser.add_argument("--postgres", default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--profile", metavar="FILE", help="run serve under cProfile, stats to FILE")
+    parser.add_argument("--profile-restart", metavar="FILE", help="run the restarted serve under cProfile")
     parser.add_argument("--sim-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -256,6 +256,8 @@ class Ingestor:
         # uid → resourceVersion of what is stored, until the first relists of Jobs and pods are in:
         # a restart's relist hands over every object again, and most are stored as they are.
         self._stored_versions: dict[str, str] = {}
+        self._versions_loaded = False
+        self._loading_versions = asyncio.Lock()
         self._first_relists = {JOB, POD}
         self.taps: list[Tap] = []
         self.recorders: list[Recorder] = []
@@ -285,6 +287,56 @@ class Ingestor:
         if kind in INGESTED_KINDS or any(kind in r.kinds for r in self.recorders):
             await self._queue.put((kind, event_type, obj))
 
+    async def on_listed(self, kind: str, objects: list[JsonObj]) -> None:
+        """One LIST page at once (the watcher's `on_listed`): each object as `on_event(kind, "SYNC",
+        obj)` would take it, except that what the start's first relists find stored as it is (the
+        same resourceVersion) is passed over here, before the queue. A restart lists the whole
+        cluster again, and a queue slot, a batch and a coroutine per object cost it more than
+        reading the page did."""
+        if self.telemetry is not None:
+            self.telemetry.watch_events.labels(kind, "SYNC").inc(len(objects))
+        for tap in self.taps:
+            for obj in objects:
+                await tap.on_event(kind, "SYNC", obj)
+        if kind in INGESTED_KINDS:
+            if not self._versions_loaded:
+                await self.load_stored_versions()
+            if self._stored_versions:
+                objects = self._pass_over_stored(kind, objects)
+        elif not any(kind in r.kinds for r in self.recorders):
+            return
+        for obj in objects:
+            await self._queue.put((kind, "SYNC", obj))
+
+    def _pass_over_stored(self, kind: str, objects: list[JsonObj]) -> list[JsonObj]:
+        """The objects that are not stored as they are (those are counted and dropped). An object a
+        recorder wants goes on whole: the recorder sees it, and `apply` skips the rest of it."""
+        stored = self._stored_versions
+        recorders = [r for r in self.recorders if kind in r.kinds]
+        kept: list[JsonObj] = []
+        for obj in objects:
+            metadata = obj.get("metadata")
+            if not isinstance(metadata, dict):
+                kept.append(obj)
+                continue
+            uid = metadata.get("uid")
+            if (
+                isinstance(uid, str)
+                and uid in stored
+                and not any(r.wants(kind, obj) for r in recorders)
+                and stored.pop(uid) == metadata.get("resourceVersion")
+            ):
+                continue
+            kept.append(obj)
+        passed = len(objects) - len(kept)
+        if passed:
+            self.stats.events += passed
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + passed
+            self.stats.unchanged += passed
+            if self.telemetry is not None:
+                self.telemetry.ingest_objects.labels("unchanged").inc(passed)
+        return kept
+
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:
             await tap.on_relist(kind, uids)
@@ -305,12 +357,17 @@ class Ingestor:
 
     async def load_stored_versions(self) -> None:
         """What is stored, by resourceVersion, so the first relist skips it; without it (the
-        database away at start) every object is parsed and merged, which is only slower."""
-        try:
-            self._stored_versions = await self.store.jobs.stored_versions(self.cfg.cluster)
-        except Exception as exc:
-            log.warning("reading stored versions failed (%s); the first relist parses everything", exc)
-            self._stored_versions = {}
+        database away at start) every object is parsed and merged, which is only slower. Read once,
+        by the consumer or the first LIST page, whichever comes first."""
+        async with self._loading_versions:
+            if self._versions_loaded:
+                return
+            try:
+                self._stored_versions = await self.store.jobs.stored_versions(self.cfg.cluster)
+            except Exception as exc:
+                log.warning("reading stored versions failed (%s); the first relist parses everything", exc)
+                self._stored_versions = {}
+            self._versions_loaded = True
 
     def _stored_as_is(self, uid: str, event_type: str, obj: JsonObj) -> bool:
         """Whether this is the first sighting since the start of an object stored as it is."""

@@ -2,7 +2,8 @@
 Kueue Workloads, Argo Workflows and KServe InferenceServices.
 
 Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
-`on_relist(kind, uids)` (the uids a completed LIST held); see watching.py for the guarantees.
+`on_relist(kind, uids)` (the uids a completed LIST held), and a LIST's pages whole through
+`on_listed(kind, objects)` where the consumer gives one; see watching.py for the guarantees.
 """
 
 from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode, OptionalMode
@@ -19,6 +20,7 @@ from inno_notify.adapters.kube.protocol import (
 )
 from inno_notify.adapters.kube.watching import (
     OnEvent,
+    OnListed,
     OnRelist,
     ResourceWatcher,
     WatcherStats,
@@ -34,6 +36,7 @@ __all__ = [
     "KubeConfigError",
     "KueueMode",
     "OnEvent",
+    "OnListed",
     "OnRelist",
     "OptionalMode",
     "Resource",

@@ -9,7 +9,8 @@ place that knows URL layout, query parameters and the Status error format.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,31 +159,56 @@ async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_
 
 async def list_pages(
     api: ApiClient, resource: Resource, namespace: str | None, *, page_size: int, request_timeout: float
-) -> AsyncIterator[tuple[list[JsonObj], str]]:
+) -> AsyncGenerator[tuple[list[JsonObj], str], None]:
     """Pages of a consistent LIST (limit/continue) and the version the whole list is at.
+
+    The next page is asked for as soon as a page's continue token is known, before that page is
+    handed on: the API server encodes it while the caller works through this one, instead of each
+    waiting on the other (one page ahead, so what is held is at most two pages). Close the
+    iterator (`contextlib.aclosing`) when leaving it early: that cancels the page on its way.
 
     Items get their kind/apiVersion back: typed lists carry them only on the list itself. Items
     that are not objects are passed on as they are, for the caller to set aside.
     """
-    token: str | None = None
-    while True:
-        query = [("limit", str(page_size)), *_selectors(resource)]
+    path = resource.path(namespace)
+    selectors = _selectors(resource)
+
+    def fetch(token: str | None) -> asyncio.Task[JsonObj]:
+        query = [("limit", str(page_size)), *selectors]
         if token:
             query.append(("continue", token))
-        doc = await _get(api, resource.path(namespace), query, request_timeout)
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise KubeApiError(502, "BadGateway", f"items: expected a list, got {type(items).__name__}")
-        for item in items:
-            if isinstance(item, dict):
-                item.setdefault("kind", resource.kind)
-                item.setdefault("apiVersion", resource.api_version)
-        metadata = doc.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        version, token = metadata.get("resourceVersion"), metadata.get("continue")
-        yield items, version if isinstance(version, str) else ""
-        if not token or not isinstance(token, str):
-            return
+        return asyncio.ensure_future(_get(api, path, query, request_timeout))
+
+    pending: asyncio.Task[JsonObj] | None = fetch(None)
+    try:
+        while pending is not None:
+            doc = await pending
+            pending = None
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise KubeApiError(502, "BadGateway", f"items: expected a list, got {type(items).__name__}")
+            metadata = doc.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            version, token = metadata.get("resourceVersion"), metadata.get("continue")
+            if token and isinstance(token, str):
+                pending = fetch(token)
+            kind, api_version = resource.kind, resource.api_version
+            for item in items:
+                if isinstance(item, dict):
+                    item.setdefault("kind", kind)
+                    item.setdefault("apiVersion", api_version)
+            yield items, version if isinstance(version, str) else ""
+    finally:
+        if pending is not None:
+            # Not awaited: a cancellation of the caller must not be spent waiting on it here.
+            pending.cancel()
+            pending.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Task[JsonObj]) -> None:
+    """Retrieves how a page nobody waits for any more ended, so that it is not logged as unhandled."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def open_watch(
