@@ -7,7 +7,10 @@ Replays are harmless: upserts are idempotent, merges never undo a terminal state
 records a job's end only the first time (`mark_terminal`), which is what plans its summary.
 
 A relist (after `410 Gone` or a restart) is reconciled: jobs we hold as open that are no longer in
-the cluster were deleted during the gap and are closed out with what we know of them.
+the cluster were deleted during the gap and are closed out with what we know of them. A start's
+first relists come over what the store holds (the resourceVersion each run and pod was written
+from): what is stored as it is is passed over unparsed, before the queue (`on_listed`), and the
+watcher asks for little more than its metadata (`holds`, `unknown`: docs/scale.md, issue 32).
 
 Every object is hostile until parsed, and one bad object must never stop the others (see
 docs/hardening.md). An object that cannot be parsed is set aside at once; a write that the database
@@ -307,6 +310,24 @@ class Ingestor:
             return
         for obj in objects:
             await self._queue.put((kind, "SYNC", obj))
+
+    async def holds(self, kind: str) -> bool:
+        """Whether the start's first relist of `kind` is still to come over stored versions of it
+        (the watcher's `KnownObjects`: its LIST then asks for metadata first)."""
+        if kind != POD and kind_spec(kind) is None:
+            return False  # only runs and pods are stored by resourceVersion
+        if not self._versions_loaded:
+            await self.load_stored_versions()
+        return bool(self._stored_versions)
+
+    def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
+        """Of a LIST page's metadata, what is not stored as it is (the watcher fetches those whole);
+        the rest is passed over as `on_listed` passes it over."""
+        lacking = self._pass_over_stored(kind, items)
+        if self.telemetry is not None and len(lacking) < len(items):
+            # What is fetched whole is counted when it is handed over (`on_listed`).
+            self.telemetry.watch_events.labels(kind, "SYNC").inc(len(items) - len(lacking))
+        return lacking
 
     def _pass_over_stored(self, kind: str, objects: list[JsonObj]) -> list[JsonObj]:
         """The objects that are not stored as they are (those are counted and dropped). An object a

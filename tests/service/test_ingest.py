@@ -456,6 +456,41 @@ async def test_a_restarts_list_pages_pass_over_what_is_stored_before_the_queue(s
     assert restarted.stats.relists == 2
 
 
+def metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as a metadata-only LIST shows it (PartialObjectMetadata)."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+async def test_a_restarts_first_lists_ask_only_for_what_is_not_stored_as_it_is(store: Store) -> None:
+    """The watcher's KnownObjects: while a start's first relists of runs and pods are to come over
+    stored versions, their LISTs ask for metadata first; `unknown` passes over what is stored as it
+    is and names the rest for the watcher to fetch whole."""
+    clock = Clock(T0 + timedelta(hours=2))
+    events = lifecycle("kept")
+    for n, (_, _, obj) in enumerate(events, 1):
+        obj["metadata"] = {**obj["metadata"], "resourceVersion": str(n)}
+    await ingestor(store, clock).apply(events)
+
+    restarted = ingestor(store, clock)
+    restarted.telemetry = Telemetry.create(CollectorRegistry())
+    assert [await restarted.holds(kind) for kind in ("Job", "Pod", "Event", "Workload")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    job, pod = events[5][2], events[4][2]
+    moved = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99"}}
+    assert restarted.unknown("Job", [metadata_only(job)]) == []
+    assert restarted.unknown("Pod", [metadata_only(moved)]) == [metadata_only(moved)]
+    assert restarted.stats.unchanged == 1
+    registry = restarted.telemetry.registry
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "unchanged"}) == 1
+    uids = (frozenset({job["metadata"]["uid"]}), frozenset({pod["metadata"]["uid"]}))
+    await restarted.apply([("relist", "Job", uids[0]), ("relist", "Pod", uids[1])])
+    assert not await restarted.holds("Pod")  # the first relists are in: later lists are whole
+
+
 async def test_a_run_naming_no_owner_is_its_namespaces_owners(store: Store) -> None:
     """A Kubeflow profile's namespace names its owner (annotation `owner`): the owner of a run that
     names none itself; a run's own owner wins, and a namespace's value that is not one address is

@@ -3,7 +3,9 @@ Kueue Workloads, Argo Workflows and KServe InferenceServices.
 
 Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
 `on_relist(kind, uids)` (the uids a completed LIST held), and a LIST's pages whole through
-`on_listed(kind, objects)` where the consumer gives one; see watching.py for the guarantees.
+`on_listed(kind, objects)` where the consumer gives one; a consumer that holds the cluster already
+(`KnownObjects`) is asked what it lacks, and only that is fetched whole. See watching.py for the
+guarantees.
 """
 
 from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode, OptionalMode
@@ -19,6 +21,7 @@ from inno_notify.adapters.kube.protocol import (
     workloads,
 )
 from inno_notify.adapters.kube.watching import (
+    KnownObjects,
     OnEvent,
     OnListed,
     OnRelist,
@@ -32,6 +35,7 @@ __all__ = [
     "JOBS",
     "PODS",
     "ClusterWatcher",
+    "KnownObjects",
     "KubeApiError",
     "KubeConfigError",
     "KueueMode",

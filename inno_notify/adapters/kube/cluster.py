@@ -36,7 +36,14 @@ from inno_notify.adapters.kube.protocol import (
     cluster_queues,
     local_queues,
 )
-from inno_notify.adapters.kube.watching import OnEvent, OnListed, OnRelist, ResourceWatcher, WatchOptions
+from inno_notify.adapters.kube.watching import (
+    KnownObjects,
+    OnEvent,
+    OnListed,
+    OnRelist,
+    ResourceWatcher,
+    WatchOptions,
+)
 from inno_notify.domain.kinds import KindSpec, owner_kinds
 
 log = logging.getLogger(__name__)
@@ -107,11 +114,13 @@ class ClusterWatcher:
         namespace_owner_key: str = "",
         on_namespace_owners: Callable[[Mapping[str, str]], None] = lambda _: None,
         on_listed: OnListed | None = None,
+        known: KnownObjects | None = None,
     ) -> None:
         self.api = api
         self.on_event = on_event
         self.on_relist = on_relist
         self.on_listed = on_listed
+        self.known = known
         self.namespaces = tuple(namespaces)
         self.kueue: KueueMode = kueue
         self.options = options or WatchOptions()
@@ -338,4 +347,5 @@ class ClusterWatcher:
             namespaces=self.namespaces,
             options=self.options,
             on_listed=self.on_listed,
+            known=self.known,
         )

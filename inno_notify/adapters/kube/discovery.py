@@ -62,8 +62,8 @@ async def namespace_annotations(
     try:
         pages = list_pages(api, NAMESPACES, None, page_size=page_size, request_timeout=request_timeout)
         async with contextlib.aclosing(pages):
-            async for items, _ in pages:
-                for item in _objects(items):
+            async for page in pages:
+                for item in _objects(page.items):
                     metadata = item.get("metadata")
                     name = metadata.get("name") if isinstance(metadata, dict) else None
                     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
