@@ -187,14 +187,13 @@ async def list_pages(
 ) -> AsyncGenerator[Page, None]:
     """The pages of a consistent LIST (limit/continue).
 
-    The next page is asked for as soon as a page's continue token is known, before that page is
-    handed on: the API server encodes it while the caller works through this one, instead of each
-    waiting on the other (one page ahead, so what is held is at most two pages). Close the
-    iterator (`contextlib.aclosing`) when leaving it early: that cancels the page on its way.
-
     With `metadata_only` the server is asked for each object's metadata alone, as client-go's
     metadata client asks (a fraction of a pod's bytes to send and decode); a server that cannot
-    answer so sends whole objects, and `Page.partial` says which came.
+    answer so sends whole objects, and `Page.partial` says which came. Such a list is read as fast
+    as it comes, so its next page is asked for as soon as a page's continue token is known: the API
+    server encodes it while the caller reads this one (one page ahead). Whole objects wait on the
+    consumer's queue instead, where a page fetched ahead would only be one more page held. Close
+    the iterator (`contextlib.aclosing`) when leaving it early: that cancels a page on its way.
 
     Whole objects get their kind/apiVersion back: typed lists carry them only on the list itself.
     Items that are not objects are passed on as they are, for the caller to set aside.
@@ -220,7 +219,8 @@ async def list_pages(
             metadata = doc.get("metadata")
             metadata = metadata if isinstance(metadata, dict) else {}
             version, token = metadata.get("resourceVersion"), metadata.get("continue")
-            if token and isinstance(token, str):
+            token = token if token and isinstance(token, str) else None
+            if metadata_only and token:
                 pending = fetch(token)
             partial = doc.get("kind") == PARTIAL_LIST
             if not partial:
@@ -230,6 +230,8 @@ async def list_pages(
                         item.setdefault("kind", kind)
                         item.setdefault("apiVersion", api_version)
             yield Page(items, version if isinstance(version, str) else "", partial)
+            if pending is None and token:
+                pending = fetch(token)
     finally:
         if pending is not None:
             # Not awaited: a cancellation of the caller must not be spent waiting on it here.

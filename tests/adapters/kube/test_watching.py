@@ -8,6 +8,7 @@ live are reported at the relist.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters import kube
 from inno_notify.adapters.kube import ResourceWatcher, WatchOptions, load_api_client
+from inno_notify.adapters.kube import protocol as kube_protocol
 from inno_notify.domain.backoff import Backoff
 from inno_notify.sim import kube_api
 from inno_notify.sim.kube_api import SimKubeServer
@@ -353,19 +355,15 @@ async def test_a_list_is_streamed_page_by_page_and_restarts_when_its_continue_to
     assert consumer.relists["Job"] == 1 and watcher.stats.lists == 1
 
 
-async def test_a_consumer_of_pages_takes_each_page_whole_while_the_next_is_on_its_way(
-    sim: SimKubeServer, api: ApiClient
-) -> None:
+async def test_a_consumer_of_pages_takes_each_page_whole(sim: SimKubeServer, api: ApiClient) -> None:
     for i in range(20):
         sim.create(JOBS, job(f"j{i:02d}"))
     consumer = Consumer()
-    pages: list[int] = []
+    pages: list[tuple[int, int]] = []
 
     async def on_listed(kind: str, objects: list[dict[str, object]]) -> None:
-        if not pages:
-            # The second page is asked for while the first is still being taken.
-            await eventually(lambda: sim.stats.lists == 2, what="the second page requested")
-        pages.append(len(objects))
+        # Whole objects are not fetched ahead: the next page is asked for once this one is taken.
+        pages.append((len(objects), sim.stats.lists))
         for obj in objects:
             await consumer.on_event(kind, "SYNC", obj)
 
@@ -377,9 +375,25 @@ async def test_a_consumer_of_pages_takes_each_page_whole_while_the_next_is_on_it
         assert converged(consumer, sim)
         sim.create(JOBS, job("later"))
         await consumer.wait_for(lambda: converged(consumer, sim))
-    assert pages == [7, 7, 6]
+    assert pages == [(7, 1), (7, 2), (6, 3)]
     assert consumer.types == ["SYNC"] * 20 + ["ADDED"]  # watch events go to on_event, one by one
-    assert consumer.relists["Job"] == 1 and sim.stats.lists == 3
+    assert consumer.relists["Job"] == 1
+
+
+async def test_a_metadata_list_asks_for_its_next_page_while_one_is_read(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    pages = kube_protocol.list_pages(api, kube.JOBS, None, page_size=7, request_timeout=5, metadata_only=True)
+    seen: list[int] = []
+    async with contextlib.aclosing(pages):
+        async for page in pages:
+            assert page.partial
+            seen.append(len(page.items))
+            if len(seen) == 1:
+                await eventually(lambda: sim.stats.lists == 2, what="the second page asked for")
+    assert seen == [7, 7, 6] and sim.stats.metadata_lists == 3
 
 
 def uid_of(sim: SimKubeServer, name: str) -> str:
