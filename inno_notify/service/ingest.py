@@ -220,6 +220,22 @@ def succeeded_by_pods(job: JobRecord, pods: Sequence[PodRecord]) -> bool:
     )
 
 
+def _stored_as_listed(
+    stored: Mapping[str, str], recorders: Sequence[Recorder], kind: str, obj: JsonObj
+) -> bool:
+    """Whether a listed object is stored from the same resourceVersion and no recorder wants it."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return False
+    uid = metadata.get("uid")
+    version = stored.get(uid) if isinstance(uid, str) else None
+    return (
+        version is not None
+        and version == metadata.get("resourceVersion")
+        and not any(r.wants(kind, obj) for r in recorders)
+    )
+
+
 class Ingestor:
     """Consumes watch events (`on_event`, `on_relist` are the watcher's callbacks) into the store."""
 
@@ -321,13 +337,19 @@ class Ingestor:
         return bool(self._stored_versions)
 
     def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
-        """Of a LIST page's metadata, what is not stored as it is (the watcher fetches those whole);
-        the rest is passed over as `on_listed` passes it over."""
-        lacking = self._pass_over_stored(kind, items)
-        if self.telemetry is not None and len(lacking) < len(items):
-            # What is fetched whole is counted when it is handed over (`on_listed`).
-            self.telemetry.watch_events.labels(kind, "SYNC").inc(len(items) - len(lacking))
-        return lacking
+        """Of a LIST page's metadata, what is not stored as it is: the watcher fetches those whole.
+        Nothing is taken yet: the watcher says how many it passed over once its list is done
+        (`passed_over`), and should it take the list whole after all, that comes through
+        `on_listed`, which passes over the same objects again."""
+        stored = self._stored_versions
+        recorders = [r for r in self.recorders if kind in r.kinds]
+        return [item for item in items if not _stored_as_listed(stored, recorders, kind, item)]
+
+    def passed_over(self, kind: str, count: int) -> None:
+        """`count` objects of a finished LIST were stored as they are (told by their metadata)."""
+        if self.telemetry is not None:
+            self.telemetry.watch_events.labels(kind, "SYNC").inc(count)
+        self._count_unchanged(kind, count)
 
     def _pass_over_stored(self, kind: str, objects: list[JsonObj]) -> list[JsonObj]:
         """The objects that are not stored as they are (those are counted and dropped). An object a
@@ -336,27 +358,20 @@ class Ingestor:
         recorders = [r for r in self.recorders if kind in r.kinds]
         kept: list[JsonObj] = []
         for obj in objects:
-            metadata = obj.get("metadata")
-            if not isinstance(metadata, dict):
+            if _stored_as_listed(stored, recorders, kind, obj):
+                del stored[obj["metadata"]["uid"]]
+            else:
                 kept.append(obj)
-                continue
-            uid = metadata.get("uid")
-            if (
-                isinstance(uid, str)
-                and uid in stored
-                and not any(r.wants(kind, obj) for r in recorders)
-                and stored.pop(uid) == metadata.get("resourceVersion")
-            ):
-                continue
-            kept.append(obj)
-        passed = len(objects) - len(kept)
-        if passed:
-            self.stats.events += passed
-            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + passed
-            self.stats.unchanged += passed
-            if self.telemetry is not None:
-                self.telemetry.ingest_objects.labels("unchanged").inc(passed)
+        self._count_unchanged(kind, len(objects) - len(kept))
         return kept
+
+    def _count_unchanged(self, kind: str, count: int) -> None:
+        if count:
+            self.stats.events += count
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + count
+            self.stats.unchanged += count
+            if self.telemetry is not None:
+                self.telemetry.ingest_objects.labels("unchanged").inc(count)
 
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:

@@ -483,9 +483,14 @@ async def test_a_restarts_first_lists_ask_only_for_what_is_not_stored_as_it_is(s
     moved = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99"}}
     assert restarted.unknown("Job", [metadata_only(job)]) == []
     assert restarted.unknown("Pod", [metadata_only(moved)]) == [metadata_only(moved)]
-    assert restarted.stats.unchanged == 1
+    assert restarted.stats.unchanged == 0  # nothing is taken until the list is done
+    restarted.passed_over("Job", 1)
     registry = restarted.telemetry.registry
+    assert restarted.stats.unchanged == 1
     assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "unchanged"}) == 1
+    # Were the LIST taken whole after all, the same job is passed over again as it comes.
+    await restarted.on_listed("Job", [job])
+    assert restarted.stats.unchanged == 2 and restarted.stats.parse_errors == 0
     uids = (frozenset({job["metadata"]["uid"]}), frozenset({pod["metadata"]["uid"]}))
     await restarted.apply([("relist", "Job", uids[0]), ("relist", "Pod", uids[1])])
     assert not await restarted.holds("Pod")  # the first relists are in: later lists are whole

@@ -81,8 +81,12 @@ class KnownObjects(Protocol):
         ...
 
     def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
-        """Of these objects (their metadata only), those it does not hold as they are; the others it
-        takes as handed over (SYNC)."""
+        """Of these objects (their metadata only), those it does not hold as they are. Nothing is
+        taken yet: should the list be taken whole after all, every object comes again."""
+        ...
+
+    def passed_over(self, kind: str, count: int) -> None:
+        """A LIST is done: `count` of its objects were held as they are (handed over as SYNC)."""
         ...
 
 
@@ -298,6 +302,7 @@ class ResourceWatcher:
             uids: set[str] = set()
             version = ""
             lacking: list[_Ref] = []
+            held = 0
             try:
                 pages = list_pages(
                     self.api,
@@ -317,15 +322,17 @@ class ResourceWatcher:
                         elif known is None:
                             raise _ListWhole("the server sent metadata only")
                         else:
-                            lacking += self._refs(known.unknown(self.kind, objects), len(lacking))
+                            unknown = known.unknown(self.kind, objects)
+                            held += len(objects) - len(unknown)
+                            lacking += self._refs(unknown, len(lacking))
                 if lacking:
                     await self._fetch(lacking)
+                if known is not None and held:
+                    known.passed_over(self.kind, held)
                 self.stats.lists += 1
                 self._recovered(f"list {scope}")
                 return uids, version
             except _ListWhole as exc:
-                # What the metadata pages passed over is handed over again whole (upserts are
-                # idempotent): a list this far from what the consumer holds is not worth sparing.
                 log.info("%s list %s: listing whole objects (%s)", self.kind, scope, exc)
                 known = None
             except TRANSIENT as exc:

@@ -66,7 +66,7 @@ class Knowing(Consumer):
     ) -> None:
         super().__init__()
         self.held = dict(held)
-        self.passed_over: set[str] = set()
+        self.passed_over_counts: list[int] = []
         self.present: frozenset[str] = frozenset()
         self.on_lacking = on_lacking
 
@@ -74,16 +74,15 @@ class Knowing(Consumer):
         return bool(self.held)
 
     def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
-        lacking = []
-        for item in items:
-            metadata = item["metadata"]
-            if self.held.pop(metadata["uid"], None) == metadata["resourceVersion"]:
-                self.passed_over.add(metadata["uid"])
-            else:
-                lacking.append(item)
+        lacking = [
+            i for i in items if self.held.get(i["metadata"]["uid"]) != i["metadata"]["resourceVersion"]
+        ]
         if lacking and self.on_lacking is not None:
             self.on_lacking(lacking)
         return lacking
+
+    def passed_over(self, kind: str, count: int) -> None:
+        self.passed_over_counts.append(count)
 
     async def on_relist(self, kind: str, present: frozenset[str]) -> None:
         self.present = present
