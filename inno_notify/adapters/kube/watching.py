@@ -336,6 +336,11 @@ class ResourceWatcher:
                 log.info("%s list %s: listing whole objects (%s)", self.kind, scope, exc)
                 known = None
             except TRANSIENT as exc:
+                if known is not None and isinstance(exc, KubeApiError) and exc.status in _REFUSED:
+                    # A server (or a role) that will not answer a metadata-only LIST or a GET by name.
+                    log.info("%s list %s: listing whole objects (%s)", self.kind, scope, exc)
+                    known = None
+                    continue
                 # Includes an expired continue token (410): the next LIST starts from page one.
                 await self._pause(backoff, f"list {scope}", exc)
 
@@ -536,6 +541,9 @@ def _version_of(obj: JsonObj) -> str | None:
 _EVENTS_PER_TURN = 100
 # Objects asked for by name at the same time, after a metadata-first LIST.
 _GETS_AT_ONCE = 8
+# Answers that refuse a metadata-only LIST or a GET by name (unauthorized, forbidden, method not
+# allowed, not acceptable): the LIST is taken whole instead, as it always was.
+_REFUSED = frozenset({401, 403, 405, 406})
 # Watch lines longer than this are decoded in a worker thread rather than on the event loop.
 _DECODE_OFF_LOOP_BYTES = 1 << 20
 

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters import kube
@@ -455,7 +456,9 @@ async def test_an_object_changed_after_the_list_is_caught_up_at_its_fetched_stat
     assert consumer.deleted["Job"] == {deleted} and sim.stats.gets == 2
 
 
-@pytest.mark.parametrize("why", ["too many changed", "a name that is no object name", "an older server"])
+@pytest.mark.parametrize(
+    "why", ["too many changed", "a name that is no object name", "an older server", "a role without get"]
+)
 async def test_a_list_too_far_from_what_the_consumer_holds_is_taken_whole(
     sim: SimKubeServer, api: ApiClient, monkeypatch: pytest.MonkeyPatch, why: str
 ) -> None:
@@ -469,9 +472,19 @@ async def test_a_list_too_far_from_what_the_consumer_holds_is_taken_whole(
         held.update(dict.fromkeys(stale, "0"))
     elif why == "a name that is no object name":
         held[uid_of(sim, "Not_A_Name")] = "0"
-    else:
+    elif why == "an older server":
         # A server that does not serve metadata-only lists answers with whole objects.
         monkeypatch.setattr(kube_api, "_wants_metadata_only", lambda request: False)
+    else:
+        held[stale[0]] = "0"
+
+        def forbidden(rt: object, namespace: str | None, name: str) -> web.Response:
+            refused.append(name)
+            status = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "cannot get jobs"}
+            return web.json_response(status, status=403)
+
+        monkeypatch.setattr(sim, "_get_one", forbidden)
+    refused: list[str] = []
     consumer = Knowing(held)
     watcher = watcher_for(api, consumer, fast(page_size=7, fetch_max=2), known=consumer)
     async with running(watcher.run()):
@@ -479,6 +492,7 @@ async def test_a_list_too_far_from_what_the_consumer_holds_is_taken_whole(
         assert converged(consumer, sim)
     assert consumer.types == ["SYNC"] * len(server_versions(sim, JOBS))
     assert sim.stats.gets == 0 and consumer.passed_over_counts == []
+    assert refused == (["j00"] if why == "a role without get" else [])
 
 
 async def test_label_selector_limits_what_is_watched(
