@@ -26,12 +26,16 @@ Prints `name=value` lines:
   churn_cpu_s: serve's CPU seconds over the churn;
 - peak_rss_after_churn_mib: VmHWM once the churn is applied;
 - restart_readyz_s, restart_ready_s, restart_cpu_s, restart_peak_rss_mib: serve stopped (SIGTERM)
-  and started again over the full database, nothing changed: seconds to /readyz (every list handed
-  over; at most the ingest queue, 2,000 objects, still to apply) and to every listed object taken
-  (parsed or passed over as stored), its CPU seconds and peak RSS by then; restart_parsed,
-  restart_unchanged: the objects it parsed and those it passed over because the store holds them
-  as they are (inno_notify_ingest_objects_total), restart_parsed_pct: parsed of all listed
-  (target ≤ 1 %, issue 32);
+  and started again over the full database: seconds to /readyz (answered by a replica that is not
+  yet leading too, so it says little) and to every listed object taken (parsed or passed over as
+  stored), its CPU seconds and peak RSS by then; restart_sim_cpu_s: the simulated API server's CPU
+  seconds over the same window (it serves the lists on the same machine, competing for the cores);
+- restart_changed: objects changed while serve was stopped (--restart-churn running jobs finish:
+  their pods terminate, then the Job succeeds; 0 by default, nothing changes), restart_applied_s:
+  restarted → Postgres holds those as finished; restart_parsed, restart_unchanged: the objects the
+  restart parsed and those it passed over because the store holds them as they are
+  (inno_notify_ingest_objects_total), restart_parsed_pct: parsed of all listed (target ≤ 1 % with
+  nothing changed, issue 32);
 - loadavg: /proc/loadavg when the run ended.
 
 Exits 1 when the service does not get ready within --timeout or a figure misses its target with
@@ -39,6 +43,7 @@ Exits 1 when the service does not get ready within --timeout or a figure misses 
 
 Usage: .venv/bin/python bench/scale.py [--pods 150000] [--jobs 30000] [--churn 2000]
        [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/postgres] [--check] [--profile FILE]
+       [--profile-restart FILE] [--restart-churn 0]
 """
 
 from __future__ import annotations
@@ -452,9 +457,19 @@ async def run(args: argparse.Namespace) -> int:
                 # A restart: the same cluster listed again into a database that already holds it.
                 serve.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(serve.wait(), 60)
+                figures["restart_changed"] = 0
+                if args.restart_churn:
+                    # Jobs that finish while no service watches: what a restart must find and take.
+                    sim.stdin.write(f"churn {args.restart_churn}\n".encode())
+                    await sim.stdin.drain()
+                    missed = json.loads(await sim.stdout.readline())
+                    figures["restart_changed"] = missed["events"]
+                    want = (want[0] + missed["jobs"], want[1] + missed["pods"])
                 restarted = time.perf_counter()
+                sim_cpu_before = cpu_seconds(sim.pid)
+                profile = ["-m", "cProfile", "-o", args.profile_restart] if args.profile_restart else []
                 serve = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "inno_notify", "serve", "--config", str(config)
+                    sys.executable, *profile, "-m", "inno_notify", "serve", "--config", str(config)
                 )
                 while not await readyz(session, probes):
                     if time.perf_counter() > restarted + args.timeout or serve.returncode is not None:
@@ -470,9 +485,19 @@ async def run(args: argparse.Namespace) -> int:
                         return 1
                     await asyncio.sleep(0.2)
                 figures["restart_ready_s"] = time.perf_counter() - restarted
+                while True:  # and the jobs that finished while it was stopped stored as finished
+                    _, _, jobs_now, pods_now = await counts(conn)
+                    if jobs_now >= want[0] and pods_now >= want[1]:
+                        break
+                    if time.perf_counter() > restarted + args.timeout:
+                        print("restart: the changes made while stopped were not stored", file=sys.stderr)
+                        return 1
+                    await asyncio.sleep(0.05)
+                figures["restart_applied_s"] = time.perf_counter() - restarted
                 figures["restart_parsed"], figures["restart_unchanged"] = taken
                 figures["restart_parsed_pct"] = 100.0 * taken[0] / listed
                 figures["restart_cpu_s"] = cpu_seconds(serve.pid)
+                figures["restart_sim_cpu_s"] = cpu_seconds(sim.pid) - sim_cpu_before
                 figures["restart_peak_rss_mib"] = proc_status(serve.pid, "VmHWM")
         finally:
             sampling.cancel()
@@ -506,10 +531,13 @@ async def run(args: argparse.Namespace) -> int:
         "peak_rss_after_churn_mib",
         "restart_readyz_s",
         "restart_ready_s",
+        "restart_applied_s",
+        "restart_changed",
         "restart_parsed",
         "restart_unchanged",
         "restart_parsed_pct",
         "restart_cpu_s",
+        "restart_sim_cpu_s",
         "restart_peak_rss_mib",
     ):
         value = figures[name]
@@ -528,10 +556,14 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--jobs", type=int, default=30_000)
     parser.add_argument("--churn", type=int, default=2000, help="running jobs finished after ready")
+    parser.add_argument(
+        "--restart-churn", type=int, default=0, help="running jobs finished while serve is stopped"
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--postgres", default="postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--profile", metavar="FILE", help="run serve under cProfile, stats to FILE")
+    parser.add_argument("--profile-restart", metavar="FILE", help="run the restarted serve under cProfile")
     parser.add_argument("--sim-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -186,6 +186,8 @@ async def run_demo(
         options=WatchOptions(),
         workloads=[(spec, True) for spec in OPTIONAL_KINDS],
         on_kinds=pipeline.ingestor.watch_kinds,
+        on_listed=pipeline.ingestor.on_listed,
+        known=pipeline.ingestor,
     )
     player = ClusterPlayer(server, workload, clock)
     stop = asyncio.Event()

@@ -160,6 +160,8 @@ def cluster_watcher(settings: Settings, api: Any, ingestor: Ingestor) -> Cluster
         on_kinds=ingestor.watch_kinds,
         namespace_owner_key=settings.workloads.namespace_owner_annotation,
         on_namespace_owners=ingestor.watch_namespace_owners,
+        on_listed=ingestor.on_listed,
+        known=ingestor,
     )
 
 

@@ -7,7 +7,10 @@ Replays are harmless: upserts are idempotent, merges never undo a terminal state
 records a job's end only the first time (`mark_terminal`), which is what plans its summary.
 
 A relist (after `410 Gone` or a restart) is reconciled: jobs we hold as open that are no longer in
-the cluster were deleted during the gap and are closed out with what we know of them.
+the cluster were deleted during the gap and are closed out with what we know of them. A start's
+first relists come over what the store holds (the resourceVersion each run and pod was written
+from): what is stored as it is is passed over unparsed, before the queue (`on_listed`), and the
+watcher asks for little more than its metadata (`holds`, `unknown`: docs/scale.md, issue 32).
 
 Every object is hostile until parsed, and one bad object must never stop the others (see
 docs/hardening.md). An object that cannot be parsed is set aside at once; a write that the database
@@ -218,6 +221,22 @@ def succeeded_by_pods(job: JobRecord, pods: Sequence[PodRecord]) -> bool:
     )
 
 
+def _stored_as_listed(
+    stored: Mapping[str, str], recorders: Sequence[Recorder], kind: str, obj: JsonObj
+) -> bool:
+    """Whether a listed object is stored from the same resourceVersion and no recorder wants it."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return False
+    uid = metadata.get("uid")
+    version = stored.get(uid) if isinstance(uid, str) else None
+    return (
+        version is not None
+        and version == metadata.get("resourceVersion")
+        and not any(r.wants(kind, obj) for r in recorders)
+    )
+
+
 class Ingestor:
     """Consumes watch events (`on_event`, `on_relist` are the watcher's callbacks) into the store."""
 
@@ -257,6 +276,8 @@ class Ingestor:
         # uid → resourceVersion of what is stored, until the first relists of Jobs and pods are in:
         # a restart's relist hands over every object again, and most are stored as they are.
         self._stored_versions: dict[str, str] = {}
+        self._versions_loaded = False
+        self._loading_versions = asyncio.Lock()
         self._first_relists = {JOB, POD}
         self.taps: list[Tap] = []
         self.recorders: list[Recorder] = []
@@ -286,6 +307,73 @@ class Ingestor:
         if kind in INGESTED_KINDS or any(kind in r.kinds for r in self.recorders):
             await self._queue.put((kind, event_type, obj))
 
+    async def on_listed(self, kind: str, objects: list[JsonObj]) -> None:
+        """One LIST page at once (the watcher's `on_listed`): each object as `on_event(kind, "SYNC",
+        obj)` would take it, except that what the start's first relists find stored as it is (the
+        same resourceVersion) is passed over here, before the queue. A restart lists the whole
+        cluster again, and a queue slot, a batch and a coroutine per object cost it more than
+        reading the page did."""
+        if self.telemetry is not None:
+            self.telemetry.watch_events.labels(kind, "SYNC").inc(len(objects))
+        for tap in self.taps:
+            for obj in objects:
+                await tap.on_event(kind, "SYNC", obj)
+        if kind in INGESTED_KINDS:
+            if not self._versions_loaded:
+                await self.load_stored_versions()
+            if self._stored_versions:
+                objects = self._pass_over_stored(kind, objects)
+        elif not any(kind in r.kinds for r in self.recorders):
+            return
+        for obj in objects:
+            await self._queue.put((kind, "SYNC", obj))
+
+    async def holds(self, kind: str) -> bool:
+        """Whether the start's first relist of `kind` is still to come over stored versions of it
+        (the watcher's `KnownObjects`: its LIST then asks for metadata first)."""
+        if kind != POD and kind_spec(kind) is None:
+            return False  # only runs and pods are stored by resourceVersion
+        if not self._versions_loaded:
+            await self.load_stored_versions()
+        return bool(self._stored_versions)
+
+    def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
+        """Of a LIST page's metadata, what is not stored as it is: the watcher fetches those whole.
+        Nothing is taken yet: the watcher says how many it passed over once its list is done
+        (`passed_over`), and should it take the list whole after all, that comes through
+        `on_listed`, which passes over the same objects again."""
+        stored = self._stored_versions
+        recorders = [r for r in self.recorders if kind in r.kinds]
+        return [item for item in items if not _stored_as_listed(stored, recorders, kind, item)]
+
+    def passed_over(self, kind: str, count: int) -> None:
+        """`count` objects of a finished LIST were stored as they are (told by their metadata)."""
+        if self.telemetry is not None:
+            self.telemetry.watch_events.labels(kind, "SYNC").inc(count)
+        self._count_unchanged(kind, count)
+
+    def _pass_over_stored(self, kind: str, objects: list[JsonObj]) -> list[JsonObj]:
+        """The objects that are not stored as they are (those are counted and dropped). An object a
+        recorder wants goes on whole: the recorder sees it, and `apply` skips the rest of it."""
+        stored = self._stored_versions
+        recorders = [r for r in self.recorders if kind in r.kinds]
+        kept: list[JsonObj] = []
+        for obj in objects:
+            if _stored_as_listed(stored, recorders, kind, obj):
+                del stored[obj["metadata"]["uid"]]
+            else:
+                kept.append(obj)
+        self._count_unchanged(kind, len(objects) - len(kept))
+        return kept
+
+    def _count_unchanged(self, kind: str, count: int) -> None:
+        if count:
+            self.stats.events += count
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + count
+            self.stats.unchanged += count
+            if self.telemetry is not None:
+                self.telemetry.ingest_objects.labels("unchanged").inc(count)
+
     async def on_relist(self, kind: str, uids: frozenset[str]) -> None:
         for tap in self.taps:
             await tap.on_relist(kind, uids)
@@ -306,12 +394,17 @@ class Ingestor:
 
     async def load_stored_versions(self) -> None:
         """What is stored, by resourceVersion, so the first relist skips it; without it (the
-        database away at start) every object is parsed and merged, which is only slower."""
-        try:
-            self._stored_versions = await self.store.jobs.stored_versions(self.cfg.cluster)
-        except Exception as exc:
-            log.warning("reading stored versions failed (%s); the first relist parses everything", exc)
-            self._stored_versions = {}
+        database away at start) every object is parsed and merged, which is only slower. Read once,
+        by the consumer or the first LIST page, whichever comes first."""
+        async with self._loading_versions:
+            if self._versions_loaded:
+                return
+            try:
+                self._stored_versions = await self.store.jobs.stored_versions(self.cfg.cluster)
+            except Exception as exc:
+                log.warning("reading stored versions failed (%s); the first relist parses everything", exc)
+                self._stored_versions = {}
+            self._versions_loaded = True
 
     def _stored_as_is(self, uid: str, event_type: str, obj: JsonObj) -> bool:
         """Whether this is the first sighting since the start of an object stored as it is."""

@@ -3,9 +3,10 @@
 The watcher's hard parts are failure modes (dropped and silently stalled streams, compacted
 history, a server answering 500) that a real cluster produces rarely and never on demand. This
 server speaks the list/watch protocol the way kube-apiserver does — global resourceVersion,
-paginated consistent LISTs, BOOKMARK events, `timeoutSeconds`, label/field selectors, an ERROR
-event with a 410 Status for a compacted version, discovery documents — and lets a test inject
-each of those failures. kubernetes-asyncio is the client that talks to it.
+paginated consistent LISTs (of metadata only when asked: PartialObjectMetadataList), BOOKMARK
+events, `timeoutSeconds`, label/field selectors, an ERROR event with a 410 Status for a compacted
+version, discovery documents — and lets a test inject each of those failures. kubernetes-asyncio
+is the client that talks to it.
 """
 
 from __future__ import annotations
@@ -86,6 +87,15 @@ def version_priority(version: str) -> tuple[int, int, int, str]:
     return (rank, -int(major), -int(minor or 0), version)
 
 
+def _wants_metadata_only(request: web.Request) -> bool:
+    """Whether the client asks for a list of metadata only (`Accept: application/json;
+    as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`, as client-go's metadata client does): the
+    first media type it accepts decides, as the API server's negotiation does."""
+    first = request.headers.get("Accept", "").split(",")[0]
+    params = {p.strip() for p in first.split(";")[1:]}
+    return {"as=PartialObjectMetadataList", "g=meta.k8s.io", "v=v1"} <= params
+
+
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("1", "true")
 
@@ -115,6 +125,9 @@ class SimStats:
     """Request counters, so tests can see that a client really reconnected or re-listed."""
 
     lists: int = 0
+    # LIST pages answered with metadata only (PartialObjectMetadataList), and GETs of one object.
+    metadata_lists: int = 0
+    gets: int = 0
     watches: int = 0
     failed: int = 0
     gone: int = 0
@@ -393,6 +406,7 @@ class SimKubeServer:
     # GET / LIST ------------------------------------------------------------------------------
 
     def _get_one(self, rt: ResourceType, namespace: str | None, name: str) -> web.Response:
+        self.stats.gets += 1
         try:
             return _json(convert(self.store.get(rt, namespace, name), rt))
         except NotFound as exc:
@@ -427,6 +441,23 @@ class SimKubeServer:
                     self._snapshots.popitem(last=False)
             metadata["continue"] = base64.urlsafe_b64encode(f"{snapshot_id}:{end}".encode()).decode()
             metadata["remainingItemCount"] = len(items) - end
+        if _wants_metadata_only(request):
+            self.stats.metadata_lists += 1
+            return _json(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                    "items": [
+                        {
+                            "kind": "PartialObjectMetadata",
+                            "apiVersion": "meta.k8s.io/v1",
+                            "metadata": obj["metadata"],
+                        }
+                        for obj in items[offset:end]
+                    ],
+                }
+            )
         page = [self._list_item(obj, rt) for obj in items[offset:end]]
         body = {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": metadata, "items": page}
         return _json(body)

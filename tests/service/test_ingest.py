@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -383,6 +384,116 @@ async def test_a_restart_skips_through_what_is_stored_as_it_is(store: Store) -> 
     pod_uids = frozenset(e[2]["metadata"]["uid"] for e in (first[1], second[1]))
     await restarted.apply([("relist", "Pod", pod_uids), ("Pod", "MODIFIED", first[4][2])])
     assert restarted.stats.unchanged == 3  # the first relists are in: the same state is merged again
+
+
+class Wanting:
+    """A recorder of pods that wants one pod (by uid) and keeps what it is handed."""
+
+    kinds = frozenset({"Pod"})
+    relisted: frozenset[str] = frozenset()
+
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+        self.recorded: list[str] = []
+
+    def wants(self, kind: str, obj: dict[str, Any]) -> bool:
+        return bool(obj["metadata"]["uid"] == self.uid)
+
+    async def record(
+        self,
+        items: Sequence[tuple[str, str, dict[str, Any]]],
+        relists: Sequence[frozenset[str]],
+        now: datetime,
+    ) -> None:
+        self.recorded += [obj["metadata"]["uid"] for _, _, obj in items]
+
+
+async def test_a_restarts_list_pages_pass_over_what_is_stored_before_the_queue(store: Store) -> None:
+    """Issue 32: a start's first LIST pages come whole (`on_listed`), and what the store holds as it
+    is is counted and dropped there, before the queue. A changed object, one a recorder wants (its
+    recorder sees it, the pipeline passes it over after) and objects whose metadata cannot be read
+    (set aside by the consumer, as before) go on as SYNC events."""
+    clock = Clock(T0 + timedelta(hours=2))
+    first, second = lifecycle("kept"), lifecycle("changed", start=T0 + timedelta(minutes=5))
+    for n, (_, _, obj) in enumerate([*first, *second], 1):
+        obj["metadata"] = {**obj["metadata"], "resourceVersion": str(n)}
+    await ingestor(store, clock).apply([*first, *second])
+
+    counting = WriteCounting(store)
+    restarted = ingestor(counting, clock)
+    restarted.telemetry = Telemetry.create(CollectorRegistry())
+    recorder = Wanting(first[4][2]["metadata"]["uid"])
+    restarted.recorders.append(recorder)
+    pod = second[4][2]
+    relabelled = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99", "labels": {"x": "y"}}}
+    hostile: list[dict[str, Any]] = [
+        {"metadata": {"uid": ["not", "a", "key"], "resourceVersion": "1"}},
+        {"metadata": "not an object"},
+        {},
+    ]
+    consumer = asyncio.create_task(restarted.run())
+    try:
+        await restarted.on_listed("Job", [first[5][2], second[5][2], *hostile])
+        # Both jobs are passed over before the queue has taken anything.
+        assert restarted.stats.unchanged == 2
+        await restarted.on_listed("Pod", [first[4][2], relabelled])
+        await restarted.on_relist("Job", frozenset(e[2]["metadata"]["uid"] for e in (first[0], second[0])))
+        await restarted.on_relist("Pod", frozenset(e[2]["metadata"]["uid"] for e in (first[1], second[1])))
+        await restarted.drained()
+    finally:
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+    assert recorder.recorded == [first[4][2]["metadata"]["uid"]]
+    assert (restarted.stats.unchanged, restarted.stats.parse_errors) == (3, 3)
+    registry = restarted.telemetry.registry
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "unchanged"}) == 3
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "parsed"}) == 1
+    listed = {"resource": "Job", "type": "SYNC"}
+    assert registry.get_sample_value("inno_notify_watch_events_total", listed) == 5
+    # Jobs and pods written over every transaction (the relists may be batches of their own).
+    assert tuple(map(sum, zip(*counting.written, strict=False))) == (0, 1)
+    assert restarted.stats.relists == 2
+
+
+def metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as a metadata-only LIST shows it (PartialObjectMetadata)."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+async def test_a_restarts_first_lists_ask_only_for_what_is_not_stored_as_it_is(store: Store) -> None:
+    """The watcher's KnownObjects: while a start's first relists of runs and pods are to come over
+    stored versions, their LISTs ask for metadata first; `unknown` passes over what is stored as it
+    is and names the rest for the watcher to fetch whole."""
+    clock = Clock(T0 + timedelta(hours=2))
+    events = lifecycle("kept")
+    for n, (_, _, obj) in enumerate(events, 1):
+        obj["metadata"] = {**obj["metadata"], "resourceVersion": str(n)}
+    await ingestor(store, clock).apply(events)
+
+    restarted = ingestor(store, clock)
+    restarted.telemetry = Telemetry.create(CollectorRegistry())
+    assert [await restarted.holds(kind) for kind in ("Job", "Pod", "Event", "Workload")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    job, pod = events[5][2], events[4][2]
+    moved = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "99"}}
+    assert restarted.unknown("Job", [metadata_only(job)]) == []
+    assert restarted.unknown("Pod", [metadata_only(moved)]) == [metadata_only(moved)]
+    assert restarted.stats.unchanged == 0  # nothing is taken until the list is done
+    restarted.passed_over("Job", 1)
+    registry = restarted.telemetry.registry
+    assert restarted.stats.unchanged == 1
+    assert registry.get_sample_value("inno_notify_ingest_objects_total", {"outcome": "unchanged"}) == 1
+    # Were the LIST taken whole after all, the same job is passed over again as it comes.
+    await restarted.on_listed("Job", [job])
+    assert restarted.stats.unchanged == 2 and restarted.stats.parse_errors == 0
+    uids = (frozenset({job["metadata"]["uid"]}), frozenset({pod["metadata"]["uid"]}))
+    await restarted.apply([("relist", "Job", uids[0]), ("relist", "Pod", uids[1])])
+    assert not await restarted.holds("Pod")  # the first relists are in: later lists are whole
 
 
 async def test_a_run_naming_no_owner_is_its_namespaces_owners(store: Store) -> None:

@@ -62,6 +62,45 @@ async def test_list_pages_are_one_consistent_snapshot(sim: SimKubeServer, api: A
     assert [j.metadata.name for j in fresh.items] == ["j0", "j1", "j2", "j4", "j9"]
 
 
+@pytest.mark.parametrize(
+    ("accept", "partial"),
+    [
+        ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", True),
+        ("application/json;as=Table;g=meta.k8s.io;v=v1,application/json", False),
+        ("application/json", False),
+    ],
+)
+async def test_a_list_of_metadata_only_when_the_client_asks_for_one_first(
+    sim: SimKubeServer, api: ApiClient, accept: str, partial: bool
+) -> None:
+    """As kube-apiserver: the first media type of the Accept header that it serves decides; a
+    PartialObjectMetadataList holds each object's metadata alone, paginated like any list."""
+    for i in range(3):
+        sim.create(JOBS, job(f"j{i}", team="face"))
+    response = await api.call_api(
+        "/apis/batch/v1/jobs",
+        "GET",
+        query_params=[("limit", "2")],
+        header_params={"Accept": accept},
+        _preload_content=False,
+    )
+    doc = orjson.loads(await response.read())
+    response.release()
+    items = doc["items"]
+    assert [i["metadata"]["name"] for i in items] == ["j0", "j1"]
+    assert doc["metadata"]["resourceVersion"] == str(sim.store.resource_version)
+    assert doc["metadata"]["continue"]
+    if partial:
+        assert (doc["kind"], doc["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+        assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in items)
+        assert {(i["kind"], i["apiVersion"]) for i in items} == {("PartialObjectMetadata", "meta.k8s.io/v1")}
+        assert items[0]["metadata"] == sim.store.get(JOBS, "ml", "j0")["metadata"]
+        assert sim.stats.metadata_lists == 1
+    else:
+        assert doc["kind"] == "JobList" and "spec" in items[0]
+        assert sim.stats.metadata_lists == 0
+
+
 async def test_continue_token_expires_with_compaction(sim: SimKubeServer, api: ApiClient) -> None:
     for i in range(3):
         sim.create(JOBS, job(f"j{i}"))

@@ -2,7 +2,10 @@
 Kueue Workloads, Argo Workflows and KServe InferenceServices.
 
 Objects reach the consumer as plain dicts through two callbacks, `on_event(kind, type, obj)` and
-`on_relist(kind, uids)` (the uids a completed LIST held); see watching.py for the guarantees.
+`on_relist(kind, uids)` (the uids a completed LIST held), and a LIST's pages whole through
+`on_listed(kind, objects)` where the consumer gives one; a consumer that holds the cluster already
+(`KnownObjects`) is asked what it lacks, and only that is fetched whole. See watching.py for the
+guarantees.
 """
 
 from inno_notify.adapters.kube.cluster import ClusterWatcher, KueueMode, OptionalMode
@@ -18,7 +21,9 @@ from inno_notify.adapters.kube.protocol import (
     workloads,
 )
 from inno_notify.adapters.kube.watching import (
+    KnownObjects,
     OnEvent,
+    OnListed,
     OnRelist,
     ResourceWatcher,
     WatcherStats,
@@ -30,10 +35,12 @@ __all__ = [
     "JOBS",
     "PODS",
     "ClusterWatcher",
+    "KnownObjects",
     "KubeApiError",
     "KubeConfigError",
     "KueueMode",
     "OnEvent",
+    "OnListed",
     "OnRelist",
     "OptionalMode",
     "Resource",

@@ -36,7 +36,14 @@ from inno_notify.adapters.kube.protocol import (
     cluster_queues,
     local_queues,
 )
-from inno_notify.adapters.kube.watching import OnEvent, OnRelist, ResourceWatcher, WatchOptions
+from inno_notify.adapters.kube.watching import (
+    KnownObjects,
+    OnEvent,
+    OnListed,
+    OnRelist,
+    ResourceWatcher,
+    WatchOptions,
+)
 from inno_notify.domain.kinds import KindSpec, owner_kinds
 
 log = logging.getLogger(__name__)
@@ -106,10 +113,14 @@ class ClusterWatcher:
         on_kinds: Callable[[frozenset[str]], None] = lambda _: None,
         namespace_owner_key: str = "",
         on_namespace_owners: Callable[[Mapping[str, str]], None] = lambda _: None,
+        on_listed: OnListed | None = None,
+        known: KnownObjects | None = None,
     ) -> None:
         self.api = api
         self.on_event = on_event
         self.on_relist = on_relist
+        self.on_listed = on_listed
+        self.known = known
         self.namespaces = tuple(namespaces)
         self.kueue: KueueMode = kueue
         self.options = options or WatchOptions()
@@ -335,4 +346,6 @@ class ClusterWatcher:
             self.on_relist,
             namespaces=self.namespaces,
             options=self.options,
+            on_listed=self.on_listed,
+            known=self.known,
         )

@@ -10,6 +10,7 @@ server is down, 500s) is not an answer, so it is retried with backoff.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -59,16 +60,16 @@ async def namespace_annotations(
     None when listing namespaces is forbidden (the service was not given it). Raises on errors."""
     found: dict[str, str] = {}
     try:
-        async for items, _ in list_pages(
-            api, NAMESPACES, None, page_size=page_size, request_timeout=request_timeout
-        ):
-            for item in _objects(items):
-                metadata = item.get("metadata")
-                name = metadata.get("name") if isinstance(metadata, dict) else None
-                annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-                value = annotations.get(key) if isinstance(annotations, dict) else None
-                if isinstance(name, str) and isinstance(value, str):
-                    found[name] = value
+        pages = list_pages(api, NAMESPACES, None, page_size=page_size, request_timeout=request_timeout)
+        async with contextlib.aclosing(pages):
+            async for page in pages:
+                for item in _objects(page.items):
+                    metadata = item.get("metadata")
+                    name = metadata.get("name") if isinstance(metadata, dict) else None
+                    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+                    value = annotations.get(key) if isinstance(annotations, dict) else None
+                    if isinstance(name, str) and isinstance(value, str):
+                        found[name] = value
     except KubeApiError as exc:
         if exc.status in (401, 403):
             return None

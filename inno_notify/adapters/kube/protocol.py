@@ -9,9 +9,11 @@ place that knows URL layout, query parameters and the Status error format.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import re
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import orjson
@@ -102,7 +104,10 @@ class KubeApiError(Exception):
         )
 
 
-_ACCEPT = {"Accept": "application/json"}
+_JSON = "application/json"
+# client-go's metadata client asks so: metadata alone where the server can, the whole object if not.
+_METADATA_OR_JSON = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+PARTIAL_LIST = "PartialObjectMetadataList"
 _AUTH = ["BearerToken"]
 
 
@@ -121,14 +126,18 @@ async def get_json(api: ApiClient, path: str, *, request_timeout: float) -> Json
 
 
 async def _request(
-    api: ApiClient, path: str, query: list[tuple[str, str]], limits: aiohttp.ClientTimeout
+    api: ApiClient,
+    path: str,
+    query: list[tuple[str, str]],
+    limits: aiohttp.ClientTimeout,
+    accept: str = _JSON,
 ) -> aiohttp.ClientResponse:
     """A GET with the client's bearer token, asking for JSON; the body is left for the caller to read."""
     response: aiohttp.ClientResponse = await api.call_api(
         path,
         "GET",
         query_params=query,
-        header_params=dict(_ACCEPT),
+        header_params={"Accept": accept},
         auth_settings=_AUTH,
         _preload_content=False,
         _request_timeout=limits,
@@ -144,8 +153,10 @@ async def _read_all(response: aiohttp.ClientResponse) -> bytes:
         response.release()
 
 
-async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_timeout: float) -> JsonObj:
-    response = await _request(api, path, query, aiohttp.ClientTimeout(total=request_timeout))
+async def _get(
+    api: ApiClient, path: str, query: list[tuple[str, str]], request_timeout: float, accept: str = _JSON
+) -> JsonObj:
+    response = await _request(api, path, query, aiohttp.ClientTimeout(total=request_timeout), accept)
     body = await _read_all(response)
     if response.status != 200:
         raise KubeApiError.from_status(response.status, body)
@@ -156,33 +167,109 @@ async def _get(api: ApiClient, path: str, query: list[tuple[str, str]], request_
     return doc
 
 
-async def list_pages(
-    api: ApiClient, resource: Resource, namespace: str | None, *, page_size: int, request_timeout: float
-) -> AsyncIterator[tuple[list[JsonObj], str]]:
-    """Pages of a consistent LIST (limit/continue) and the version the whole list is at.
+class Page(NamedTuple):
+    """One page of a LIST: its items, the version the whole list is at, and whether the items are
+    metadata only (PartialObjectMetadata) rather than whole objects."""
 
-    Items get their kind/apiVersion back: typed lists carry them only on the list itself. Items
-    that are not objects are passed on as they are, for the caller to set aside.
+    items: list[Any]
+    version: str
+    partial: bool = False
+
+
+async def list_pages(
+    api: ApiClient,
+    resource: Resource,
+    namespace: str | None,
+    *,
+    page_size: int,
+    request_timeout: float,
+    metadata_only: bool = False,
+) -> AsyncGenerator[Page, None]:
+    """The pages of a consistent LIST (limit/continue).
+
+    With `metadata_only` the server is asked for each object's metadata alone, as client-go's
+    metadata client asks (a fraction of a pod's bytes to send and decode); a server that cannot
+    answer so sends whole objects, and `Page.partial` says which came. Such a list is read as fast
+    as it comes, so its next page is asked for as soon as a page's continue token is known: the API
+    server encodes it while the caller reads this one (one page ahead). Whole objects wait on the
+    consumer's queue instead, where a page fetched ahead would only be one more page held. Close
+    the iterator (`contextlib.aclosing`) when leaving it early: that cancels a page on its way.
+
+    Whole objects get their kind/apiVersion back: typed lists carry them only on the list itself.
+    Items that are not objects are passed on as they are, for the caller to set aside.
     """
-    token: str | None = None
-    while True:
-        query = [("limit", str(page_size)), *_selectors(resource)]
+    path = resource.path(namespace)
+    selectors = _selectors(resource)
+    accept = _METADATA_OR_JSON if metadata_only else _JSON
+
+    def fetch(token: str | None) -> asyncio.Task[JsonObj]:
+        query = [("limit", str(page_size)), *selectors]
         if token:
             query.append(("continue", token))
-        doc = await _get(api, resource.path(namespace), query, request_timeout)
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise KubeApiError(502, "BadGateway", f"items: expected a list, got {type(items).__name__}")
-        for item in items:
-            if isinstance(item, dict):
-                item.setdefault("kind", resource.kind)
-                item.setdefault("apiVersion", resource.api_version)
-        metadata = doc.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        version, token = metadata.get("resourceVersion"), metadata.get("continue")
-        yield items, version if isinstance(version, str) else ""
-        if not token or not isinstance(token, str):
-            return
+        return asyncio.ensure_future(_get(api, path, query, request_timeout, accept))
+
+    pending: asyncio.Task[JsonObj] | None = fetch(None)
+    try:
+        while pending is not None:
+            doc = await pending
+            pending = None
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise KubeApiError(502, "BadGateway", f"items: expected a list, got {type(items).__name__}")
+            metadata = doc.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            version, token = metadata.get("resourceVersion"), metadata.get("continue")
+            token = token if token and isinstance(token, str) else None
+            if metadata_only and token:
+                pending = fetch(token)
+            partial = doc.get("kind") == PARTIAL_LIST
+            if not partial:
+                kind, api_version = resource.kind, resource.api_version
+                for item in items:
+                    if isinstance(item, dict):
+                        item.setdefault("kind", kind)
+                        item.setdefault("apiVersion", api_version)
+            yield Page(items, version if isinstance(version, str) else "", partial)
+            if pending is None and token:
+                pending = fetch(token)
+    finally:
+        if pending is not None:
+            # Not awaited: a cancellation of the caller must not be spent waiting on it here.
+            pending.cancel()
+            pending.add_done_callback(_forget)
+
+
+async def get_object(
+    api: ApiClient, resource: Resource, namespace: str | None, name: str, *, request_timeout: float
+) -> JsonObj | None:
+    """One object as it is now (with its kind/apiVersion); None when there is none of that name.
+    The name must be a Kubernetes object name (`object_name`)."""
+    path = f"{resource.path(namespace)}/{name}"
+    try:
+        doc = await _get(api, path, [], request_timeout)
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    doc.setdefault("kind", resource.kind)
+    doc.setdefault("apiVersion", resource.api_version)
+    return doc
+
+
+# What an object's name and namespace may be (RFC 1123 subdomain): anything else is not asked for
+# by name (it would not be a path segment as it is).
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def object_name(value: object) -> str | None:
+    """`value` if it can name an object in a request path, else None."""
+    return value if isinstance(value, str) and _NAME.fullmatch(value) else None
+
+
+def _forget(task: asyncio.Task[JsonObj]) -> None:
+    """Retrieves how a page nobody waits for any more ended, so that it is not logged as unhandled."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def open_watch(

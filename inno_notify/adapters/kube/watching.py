@@ -2,10 +2,19 @@
 
 A missed Job event means a missed summary, so the watcher's promise is: every object's latest
 state reaches the consumer, and every object deleted while we were not looking is reported. It
-LISTs (paginated, consistent), hands the objects over page by page as they arrive, then WATCHes
-from the list's version with bookmarks. A list is streamed, never held whole: a cluster of
-150,000 pods is 150,000 dicts only if someone keeps them, so the watcher keeps just their uids
-(for `on_relist`, which reconciles deletions) and the consumer's bounded queue paces the pages.
+LISTs (paginated, consistent, the next page asked for while one is handed over), hands the objects
+over page by page as they arrive, then WATCHes from the list's version with bookmarks. A list is
+streamed, never held whole: a cluster of 150,000 pods is 150,000 dicts only if someone keeps them,
+so the watcher keeps just their uids (for `on_relist`, which reconciles deletions) and the
+consumer's bounded queue paces the pages (a consumer may take a page at once: `on_listed`).
+
+A consumer that holds the cluster already (`KnownObjects`: a restart over a store that has it) is
+spared most of a LIST: the watcher asks for the objects' metadata first (PartialObjectMetadataList,
+as client-go's metadata informers do), the consumer says which objects it lacks, and those alone are
+fetched by name and handed over. A fetched object may be newer than the list; the watch starts at
+the list's version, so its events up to the state handed over are passed over, and the consumer
+never sees an object go back. Past `fetch_max` objects lacking, or a server that answers with whole
+objects, the list is simply taken whole.
 
 A dropped stream resumes from the last version seen; 410 Gone means history moved past us, so it
 LISTs again and the consumer reconciles (`on_relist`); a stream that goes silent for longer than
@@ -22,13 +31,14 @@ stream silent for longer than `stale_after` is not live, whatever it once synced
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import aiohttp
 import orjson
@@ -39,7 +49,9 @@ from inno_notify.adapters.kube.protocol import (
     KubeApiError,
     LineSplitter,
     Resource,
+    get_object,
     list_pages,
+    object_name,
     open_watch,
 )
 from inno_notify.domain.backoff import Backoff, Streak
@@ -53,6 +65,31 @@ OnEvent = Callable[[str, str, JsonObj], Awaitable[None]]
 # SYNC first), with the uids of the complete current set of this resource in the watched
 # namespaces; anything the consumer holds that is not in it was deleted while we were away.
 OnRelist = Callable[[str, frozenset[str]], Awaitable[None]]
+# on_listed(kind, objects): the objects of one LIST page at once, each as on_event(kind, "SYNC", obj)
+# would have had it; for a consumer that does better with a page than with its objects one by one
+# (the ingestor passes over what it holds already without queueing it).
+OnListed = Callable[[str, list[JsonObj]], Awaitable[None]]
+
+
+class KnownObjects(Protocol):
+    """What the consumer holds already, so that a LIST asks for the rest only: after a restart the
+    store holds the cluster as it was, and most objects are unchanged (ingest's stored versions)."""
+
+    async def holds(self, kind: str) -> bool:
+        """Whether it holds objects of `kind` by resourceVersion: the LIST then asks for their
+        metadata first (a fraction of the bytes to send and decode) and for the objects it lacks."""
+        ...
+
+    def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
+        """Of these objects (their metadata only), those it does not hold as they are. Nothing is
+        taken yet: should the list be taken whole after all, every object comes again."""
+        ...
+
+    def passed_over(self, kind: str, count: int) -> None:
+        """A LIST is done: `count` of its objects were held as they are (handed over as SYNC)."""
+        ...
+
+
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
@@ -81,6 +118,9 @@ class WatchOptions:
     # Objects per LIST page (`limit`): what one request holds in memory, on both sides.
     page_size: int = 500
     list_timeout: float = 60.0
+    # Objects a metadata-first LIST found the consumer lacking that are then asked for one by one;
+    # with more, the list is taken again whole (one LIST of 500 costs what a few GETs do).
+    fetch_max: int = 1000
     connect_timeout: float = 10.0
     # A stream not heard from (LIST page, event or bookmark) for this long is not live; None: twice
     # the inactivity timeout, so one silent stream restarted is not yet stale, two are.
@@ -127,6 +167,19 @@ class _Relist(Exception):
     """A stream learned that its version was compacted away."""
 
 
+class _ListWhole(Exception):
+    """A metadata-first LIST is given up for a LIST of whole objects (the reason is the message)."""
+
+
+class _Ref(NamedTuple):
+    """An object to ask for by name, and the version its metadata was listed at."""
+
+    namespace: str | None
+    name: str
+    uid: str
+    version: str
+
+
 class _Inactive(Exception):
     """No byte arrived within the inactivity timeout: the stream is presumed dead."""
 
@@ -151,12 +204,16 @@ class ResourceWatcher:
         *,
         namespaces: Sequence[str] = (),
         options: WatchOptions | None = None,
+        on_listed: OnListed | None = None,
+        known: KnownObjects | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
         self.kind = resource.kind
         self.on_event = on_event
         self.on_relist = on_relist
+        self.on_listed = on_listed
+        self.known = known
         self.scopes: list[str | None] = list(namespaces) if namespaces and resource.namespaced else [None]
         self.options = options or WatchOptions()
         self.synced = asyncio.Event()
@@ -165,6 +222,9 @@ class ResourceWatcher:
         # When each stream was last heard from (options.clock); empty until the first LIST page.
         self._heard: dict[str | None, float] = {}
         self._warned_malformed: set[str] = set()
+        # uid → resourceVersion of objects handed over newer than the list they complete: the watch,
+        # which starts at the list's version, passes over their events up to that state.
+        self._ahead: dict[str, str] = {}
 
     # liveness ----------------------------------------------------------------------------------
 
@@ -218,16 +278,22 @@ class ResourceWatcher:
     async def _list_all(self) -> dict[str | None, str]:
         present: set[str] = set()
         versions: dict[str | None, str] = {}
+        self._ahead = {}
+        known = self.known if self.known is not None and await self.known.holds(self.kind) else None
         for scope in self.scopes:
-            uids, versions[scope] = await self._list(scope)
+            uids, versions[scope] = await self._list(scope, known)
             present |= uids
         await self.on_relist(self.kind, frozenset(present))
         self.synced.set()
         return versions
 
-    async def _list(self, scope: str | None) -> tuple[set[str], str]:
-        """Streams one namespace's LIST to on_event (SYNC), page by page; returns the uids listed
-        and the version the list is consistent at."""
+    async def _list(self, scope: str | None, known: KnownObjects | None) -> tuple[set[str], str]:
+        """Streams one namespace's LIST to the consumer (SYNC), page by page; returns the uids
+        listed and the version the list is consistent at.
+
+        With `known`, the LIST asks for metadata first, and only the objects the consumer lacks are
+        asked for, one by one (at most `fetch_max`; past that, or with one it cannot ask for by
+        name, the list starts again whole)."""
         backoff = self.options.backoff()
         while True:
             # A list that fails half-way starts again from page one: the pages already handed over
@@ -235,33 +301,137 @@ class ResourceWatcher:
             # an object deleted meanwhile is not counted as present.
             uids: set[str] = set()
             version = ""
+            lacking: list[_Ref] = []
+            held = 0
             try:
-                async for page, page_version in list_pages(
+                pages = list_pages(
                     self.api,
                     self.resource,
                     scope,
                     page_size=self.options.page_size,
                     request_timeout=self.options.list_timeout,
-                ):
-                    self._heard_from(scope)
-                    version = version or page_version
-                    for item in page:
-                        if not isinstance(item, dict):
-                            self._set_aside(NOT_AN_OBJECT, item, where=f"list {scope}")
-                            continue
-                        uid = _uid_of(item)
-                        if uid is not None:
-                            uids.add(uid)
-                        # Objects without a usable uid go on too: the consumer sets them aside.
-                        await self.on_event(self.kind, "SYNC", item)
-                        if len(uids) % _EVENTS_PER_TURN == 0:
-                            await asyncio.sleep(0)
+                    metadata_only=known is not None,
+                )
+                async with contextlib.aclosing(pages):
+                    async for page in pages:
+                        self._heard_from(scope)
+                        version = version or page.version
+                        objects = self._objects_of(page.items, scope, uids)
+                        if not page.partial:
+                            await self._hand_over(objects)
+                        elif known is None:
+                            raise _ListWhole("the server sent metadata only")
+                        else:
+                            unknown = known.unknown(self.kind, objects)
+                            held += len(objects) - len(unknown)
+                            lacking += self._refs(unknown, len(lacking))
+                if lacking:
+                    await self._fetch(lacking)
+                if known is not None and held:
+                    known.passed_over(self.kind, held)
                 self.stats.lists += 1
                 self._recovered(f"list {scope}")
                 return uids, version
+            except _ListWhole as exc:
+                log.info("%s list %s: listing whole objects (%s)", self.kind, scope, exc)
+                known = None
             except TRANSIENT as exc:
+                if known is not None and isinstance(exc, KubeApiError) and exc.status in _REFUSED:
+                    # A server (or a role) that will not answer a metadata-only LIST or a GET by name.
+                    log.info("%s list %s: listing whole objects (%s)", self.kind, scope, exc)
+                    known = None
+                    continue
                 # Includes an expired continue token (410): the next LIST starts from page one.
                 await self._pause(backoff, f"list {scope}", exc)
+
+    def _refs(self, lacking: list[JsonObj], before: int) -> list[_Ref]:
+        """How to ask for each of these objects by name; _ListWhole when they and the `before` found
+        earlier are too many for that, or one cannot be asked for (no usable name, uid or version:
+        the whole list hands it over, and the consumer sets it aside)."""
+        if before + len(lacking) > self.options.fetch_max:
+            raise _ListWhole(f"more than {self.options.fetch_max} objects to ask for one by one")
+        refs = []
+        for item in lacking:
+            metadata = item.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            name, uid, version = object_name(metadata.get("name")), _uid_of(item), _version_of(item)
+            namespace = object_name(metadata.get("namespace")) if self.resource.namespaced else None
+            if name is None or uid is None or version is None or (self.resource.namespaced and not namespace):
+                raise _ListWhole("an object that cannot be asked for by name")
+            refs.append(_Ref(namespace, name, uid, version))
+        return refs
+
+    async def _fetch(self, refs: list[_Ref]) -> None:
+        """The objects a metadata-first LIST found the consumer lacking, asked for by name and
+        handed over (SYNC). Each is as it is now, which may be newer than the list: the watch starts
+        at the list's version, so it passes over that object's events up to the state handed over
+        (`_ahead`). One deleted or replaced since is not handed over: the watch reports it."""
+        objects: list[JsonObj] = []
+        for start in range(0, len(refs), _GETS_AT_ONCE):
+            chunk = refs[start : start + _GETS_AT_ONCE]
+            got = await asyncio.gather(
+                *(
+                    get_object(
+                        self.api,
+                        self.resource,
+                        ref.namespace,
+                        ref.name,
+                        request_timeout=self.options.list_timeout,
+                    )
+                    for ref in chunk
+                )
+            )
+            for ref, obj in zip(chunk, got, strict=True):
+                if obj is None or _uid_of(obj) != ref.uid:
+                    continue
+                version = _version_of(obj)
+                if version is not None and version != ref.version:
+                    self._ahead[ref.uid] = version
+                objects.append(obj)
+            if len(objects) >= self.options.page_size:
+                await self._hand_over(objects)
+                objects = []
+        if objects:
+            await self._hand_over(objects)
+
+    def _behind(self, event_type: str, obj: JsonObj) -> bool:
+        """Whether a watch event is older than (or is) the state of its object handed over after
+        the list (`_fetch`): such events are passed over, and the object is caught up at its own."""
+        if not self._ahead:
+            return False
+        uid = _uid_of(obj)
+        if uid is None or uid not in self._ahead:
+            return False
+        if event_type == "DELETED":
+            del self._ahead[uid]
+            return False
+        if _version_of(obj) == self._ahead[uid]:
+            del self._ahead[uid]
+        return True
+
+    def _objects_of(self, page: list[Any], scope: str | None, uids: set[str]) -> list[JsonObj]:
+        """A page's objects, their uids added to `uids`; anything else in it is set aside. Objects
+        without a usable uid go on too: the consumer sets them aside."""
+        objects: list[JsonObj] = []
+        for item in page:
+            if isinstance(item, dict):
+                objects.append(item)
+                uid = _uid_of(item)
+                if uid is not None:
+                    uids.add(uid)
+            else:
+                self._set_aside(NOT_AN_OBJECT, item, where=f"list {scope}")
+        return objects
+
+    async def _hand_over(self, objects: list[JsonObj]) -> None:
+        """One page of a LIST to the consumer: at once to `on_listed`, else object by object."""
+        if self.on_listed is not None:
+            await self.on_listed(self.kind, objects)
+            return
+        for n, obj in enumerate(objects, 1):
+            await self.on_event(self.kind, "SYNC", obj)
+            if n % _EVENTS_PER_TURN == 0:
+                await asyncio.sleep(0)
 
     # WATCH -----------------------------------------------------------------------------------
 
@@ -307,7 +477,8 @@ class ResourceWatcher:
                         self.stats.events += 1
                         # Consumer errors propagate. The version moves past an event only once the
                         # consumer has taken it, so a restart redelivers rather than skips it.
-                        await self.on_event(self.kind, event_type, obj)
+                        if not self._behind(event_type, obj):
+                            await self.on_event(self.kind, event_type, obj)
                     version = _version_of(obj) or version
                     if received % _EVENTS_PER_TURN == 0:
                         # One read may hold thousands of events, and handing them over does not
@@ -368,6 +539,11 @@ def _version_of(obj: JsonObj) -> str | None:
 
 # Events handed to the consumer between two turns of the event loop.
 _EVENTS_PER_TURN = 100
+# Objects asked for by name at the same time, after a metadata-first LIST.
+_GETS_AT_ONCE = 8
+# Answers that refuse a metadata-only LIST or a GET by name (unauthorized, forbidden, method not
+# allowed, not acceptable): the LIST is taken whole instead, as it always was.
+_REFUSED = frozenset({401, 403, 405, 406})
 # Watch lines longer than this are decoded in a worker thread rather than on the event loop.
 _DECODE_OFF_LOOP_BYTES = 1 << 20
 

@@ -57,6 +57,38 @@ class Consumer:
             raise AssertionError(f"consumer state not reached within {within:g} s") from None
 
 
+class Knowing(Consumer):
+    """A consumer that holds objects by version already (the watcher's `KnownObjects`): what it
+    holds as it is, it takes from the metadata; `on_lacking` runs when it is asked about any."""
+
+    def __init__(
+        self, held: dict[str, str], on_lacking: Callable[[list[JsonObj]], None] | None = None
+    ) -> None:
+        super().__init__()
+        self.held = dict(held)
+        self.passed_over_counts: list[int] = []
+        self.present: frozenset[str] = frozenset()
+        self.on_lacking = on_lacking
+
+    async def holds(self, kind: str) -> bool:
+        return bool(self.held)
+
+    def unknown(self, kind: str, items: list[JsonObj]) -> list[JsonObj]:
+        lacking = [
+            i for i in items if self.held.get(i["metadata"]["uid"]) != i["metadata"]["resourceVersion"]
+        ]
+        if lacking and self.on_lacking is not None:
+            self.on_lacking(lacking)
+        return lacking
+
+    def passed_over(self, kind: str, count: int) -> None:
+        self.passed_over_counts.append(count)
+
+    async def on_relist(self, kind: str, present: frozenset[str]) -> None:
+        self.present = present
+        await super().on_relist(kind, present)
+
+
 def server_versions(sim: SimKubeServer, rt: ResourceType) -> dict[str, str]:
     return {o["metadata"]["uid"]: o["metadata"]["resourceVersion"] for o in sim.store.objects(rt)}
 

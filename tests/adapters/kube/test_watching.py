@@ -8,21 +8,26 @@ live are reported at the relist.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from inno_notify.adapters import kube
 from inno_notify.adapters.kube import ResourceWatcher, WatchOptions, load_api_client
+from inno_notify.adapters.kube import protocol as kube_protocol
 from inno_notify.domain.backoff import Backoff
+from inno_notify.sim import kube_api
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS
 from tests.adapters.kube.support import (
     FINISHED,
     Consumer,
     FakeClock,
+    Knowing,
     job,
     running,
     server_versions,
@@ -349,6 +354,145 @@ async def test_a_list_is_streamed_page_by_page_and_restarts_when_its_continue_to
     assert sim.stats.gone == 1 and watcher.stats.failures == 1
     assert consumer.gone_at_relist["Job"] == {first_uid}
     assert consumer.relists["Job"] == 1 and watcher.stats.lists == 1
+
+
+async def test_a_consumer_of_pages_takes_each_page_whole(sim: SimKubeServer, api: ApiClient) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    consumer = Consumer()
+    pages: list[tuple[int, int]] = []
+
+    async def on_listed(kind: str, objects: list[dict[str, object]]) -> None:
+        # Whole objects are not fetched ahead: the next page is asked for once this one is taken.
+        pages.append((len(objects), sim.stats.lists))
+        for obj in objects:
+            await consumer.on_event(kind, "SYNC", obj)
+
+    watcher = ResourceWatcher(
+        api, kube.JOBS, consumer.on_event, consumer.on_relist, options=fast(page_size=7), on_listed=on_listed
+    )
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        assert converged(consumer, sim)
+        sim.create(JOBS, job("later"))
+        await consumer.wait_for(lambda: converged(consumer, sim))
+    assert pages == [(7, 1), (7, 2), (6, 3)]
+    assert consumer.types == ["SYNC"] * 20 + ["ADDED"]  # watch events go to on_event, one by one
+    assert consumer.relists["Job"] == 1
+
+
+async def test_a_metadata_list_asks_for_its_next_page_while_one_is_read(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    pages = kube_protocol.list_pages(api, kube.JOBS, None, page_size=7, request_timeout=5, metadata_only=True)
+    seen: list[int] = []
+    async with contextlib.aclosing(pages):
+        async for page in pages:
+            assert page.partial
+            seen.append(len(page.items))
+            if len(seen) == 1:
+                await eventually(lambda: sim.stats.lists == 2, what="the second page asked for")
+    assert seen == [7, 7, 6] and sim.stats.metadata_lists == 3
+
+
+def uid_of(sim: SimKubeServer, name: str) -> str:
+    uid: str = sim.store.get(JOBS, "ml", name)["metadata"]["uid"]
+    return uid
+
+
+async def test_a_consumer_holding_the_cluster_is_sent_only_what_changed_while_it_was_away(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    held = server_versions(sim, JOBS)
+    sim.patch(JOBS, "ml", "j03", FINISHED)
+    sim.patch(JOBS, "ml", "j11", FINISHED)
+    gone = uid_of(sim, "j07")
+    sim.delete(JOBS, "ml", "j07")
+    sim.create(JOBS, job("j20"))
+    consumer = Knowing(held)
+    watcher = watcher_for(api, consumer, fast(page_size=7), known=consumer)
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+    # Three pages of metadata, then the three objects it lacked, asked for by name.
+    assert (sim.stats.lists, sim.stats.metadata_lists, sim.stats.gets) == (3, 3, 3)
+    assert consumer_names(consumer) == {"j03", "j11", "j20"}
+    assert consumer.types == ["SYNC"] * 3
+    current = server_versions(sim, JOBS)
+    assert consumer.versions("Job") == {uid: current[uid] for uid in consumer.objects["Job"]}
+    assert consumer.passed_over_counts == [17]
+    # The relist names everything there is: the deleted job is not in it.
+    assert consumer.present == set(current) and gone not in consumer.present
+
+
+async def test_an_object_changed_after_the_list_is_caught_up_at_its_fetched_state(
+    sim: SimKubeServer, api: ApiClient
+) -> None:
+    """The LIST's version is where the watch starts; an object fetched after it may be newer, so
+    its watch events up to the state handed over are passed over (the consumer never sees an older
+    state after a newer one); one deleted before its fetch comes as the watch's DELETED."""
+    for i in range(5):
+        sim.create(JOBS, job(f"j{i}"))
+    held = server_versions(sim, JOBS)
+    changing, deleted = uid_of(sim, "j1"), uid_of(sim, "j2")
+    held[changing] = held[deleted] = "0"  # stored from versions the cluster has moved past
+
+    def meanwhile(lacking: list[dict[str, object]]) -> None:
+        # Called with the list's metadata, before anything is fetched.
+        sim.patch(JOBS, "ml", "j1", {"metadata": {"labels": {"step": "1"}}})
+        sim.delete(JOBS, "ml", "j2")
+
+    consumer = Knowing(held, meanwhile)
+    watcher = watcher_for(api, consumer, fast(), known=consumer)
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        sim.patch(JOBS, "ml", "j1", {"metadata": {"labels": {"step": "2"}}})
+        await consumer.wait_for(lambda: consumer.types[-1:] == ["MODIFIED"])
+    assert consumer.types == ["SYNC", "DELETED", "MODIFIED"]
+    assert consumer.objects["Job"][changing]["metadata"]["labels"] == {"step": "2"}
+    assert consumer.deleted["Job"] == {deleted} and sim.stats.gets == 2
+
+
+@pytest.mark.parametrize(
+    "why", ["too many changed", "a name that is no object name", "an older server", "a role without get"]
+)
+async def test_a_list_too_far_from_what_the_consumer_holds_is_taken_whole(
+    sim: SimKubeServer, api: ApiClient, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    for i in range(20):
+        sim.create(JOBS, job(f"j{i:02d}"))
+    if why == "a name that is no object name":
+        sim.create(JOBS, job("Not_A_Name"))
+    held = server_versions(sim, JOBS)
+    stale = [uid_of(sim, name) for name in ("j00", "j01", "j02")]
+    if why == "too many changed":
+        held.update(dict.fromkeys(stale, "0"))
+    elif why == "a name that is no object name":
+        held[uid_of(sim, "Not_A_Name")] = "0"
+    elif why == "an older server":
+        # A server that does not serve metadata-only lists answers with whole objects.
+        monkeypatch.setattr(kube_api, "_wants_metadata_only", lambda request: False)
+    else:
+        held[stale[0]] = "0"
+
+        def forbidden(rt: object, namespace: str | None, name: str) -> web.Response:
+            refused.append(name)
+            status = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "cannot get jobs"}
+            return web.json_response(status, status=403)
+
+        monkeypatch.setattr(sim, "_get_one", forbidden)
+    refused: list[str] = []
+    consumer = Knowing(held)
+    watcher = watcher_for(api, consumer, fast(page_size=7, fetch_max=2), known=consumer)
+    async with running(watcher.run()):
+        await asyncio.wait_for(watcher.synced.wait(), 5)
+        assert converged(consumer, sim)
+    assert consumer.types == ["SYNC"] * len(server_versions(sim, JOBS))
+    assert sim.stats.gets == 0 and consumer.passed_over_counts == []
+    assert refused == (["j00"] if why == "a role without get" else [])
 
 
 async def test_label_selector_limits_what_is_watched(
