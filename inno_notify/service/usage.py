@@ -202,6 +202,7 @@ class UsageCollector:
                 # releases them next time), so waiting and trying again loses nothing.
                 log.exception("usage round failed; trying again in %.1f s", self.options.poll_seconds)
                 done = 0
+            await self.release_sent_charts()
             if done:
                 continue
             self._wake.clear()
@@ -213,6 +214,17 @@ class UsageCollector:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def release_sent_charts(self) -> int:
+        """Releases the stored charts whose messages are all sent (a chart is ~20 KB, needed only
+        until then); never raises: a chart kept a round longer costs nothing but its bytes."""
+        try:
+            return await self.store.usage.release_sent_charts()
+        except LostLeadership:
+            raise
+        except Exception:
+            log.exception("stored charts could not be released; trying again after the next round")
+            return 0
 
     async def run_once(self, now: datetime) -> int:
         """One round over the jobs due at `now`; returns how many jobs it settled.

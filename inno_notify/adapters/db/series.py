@@ -3,9 +3,11 @@
 Written in the transaction that stores the job's usage (store.jobs.complete_summary), with the
 chart the usage round drew from it (a PNG, or null where none was drawn); read per dispatch round
 with that chart for the messages in it (`charts_of`), and per page without it (`series_of`: the
-page draws its own SVG, and a PNG is some 20 KB). Labels come from the cluster and the exporters,
-so on the way in they lose what Postgres' JSONB refuses and SQLite would keep (NUL, unpaired
-surrogates); values are finite numbers or null.
+page draws its own SVG, and a PNG is some 20 KB). Once no message of the job is pending the chart
+is released (`release_sent_charts`: set to NULL), so the database keeps ~20 KB per job only while
+its messages wait; a message sent later (an admin's retry) draws its chart again. Labels come from
+the cluster and the exporters, so on the way in they lose what Postgres' JSONB refuses and SQLite
+would keep (NUL, unpaired surrogates); values are finite numbers or null.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db.sql import chunks, upsert_rows
-from inno_notify.adapters.db.tables import usage_series
-from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
+from inno_notify.adapters.db.tables import outbox, usage_series
+from inno_notify.domain.model import DeliveryStatus, SeriesLine, SeriesPod, UsageSeries
 
 _KINDS = ("gpu_util", "gpu_memory", "memory")
 # What the job page reads: everything but the chart.
@@ -129,3 +131,32 @@ async def _read(
                 series_from_row(row), None if chart is None else bytes(chart)
             )
     return found
+
+
+async def release_sent_charts(conn: AsyncConnection, limit: int = 1000) -> int:
+    """Sets to NULL up to `limit` stored charts whose job has no pending message (sent, failed, or
+    none planned); returns how many. Reads only the rows that still hold a chart (a partial index)."""
+    held = (
+        sa.select(usage_series.c.cluster, usage_series.c.job_uid)
+        .where(
+            usage_series.c.chart.is_not(None),
+            ~sa.exists().where(
+                outbox.c.cluster == usage_series.c.cluster,
+                outbox.c.job_uid == usage_series.c.job_uid,
+                outbox.c.status == DeliveryStatus.PENDING.value,
+            ),
+        )
+        .limit(limit)
+    )
+    rows = (await conn.execute(held)).all()
+    released = 0
+    for cluster in sorted({row.cluster for row in rows}):
+        uids = [row.job_uid for row in rows if row.cluster == cluster]
+        for part in chunks(uids):
+            result = await conn.execute(
+                sa.update(usage_series)
+                .where(usage_series.c.cluster == cluster, usage_series.c.job_uid.in_(part))
+                .values(chart=None)
+            )
+            released += result.rowcount or 0
+    return released

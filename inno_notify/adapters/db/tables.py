@@ -278,6 +278,15 @@ usage_series = sa.Table(
     # send, or drawing failed): the send draws it then, or goes without.
     sa.Column("chart", sa.LargeBinary()),
     _job_foreign_key(),
+    # The charts not yet released (series.release_sent_charts): only those rows, so a sweep after
+    # each usage round reads a handful, not every job's series.
+    sa.Index(
+        None,
+        "cluster",
+        "job_uid",
+        postgresql_where=sa.text("chart IS NOT NULL"),
+        sqlite_where=sa.text("chart IS NOT NULL"),
+    ),
 )
 
 recommendations = sa.Table(

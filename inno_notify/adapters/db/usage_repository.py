@@ -26,6 +26,12 @@ class UsageRepository(Repository):
     # The same with the chart stored with each (a dispatch round's messages).
     charts_of = reads(series.charts_of)
 
+    async def release_sent_charts(self, limit: int = 1000) -> int:
+        """Releases the stored charts of jobs with no pending message (the leader's usage service,
+        after each round); returns how many."""
+        async with self._leader_write() as conn:
+            return await series.release_sent_charts(conn, limit)
+
     async def family_history(
         self, cluster: str, namespace: str, family: str, before: datetime, limit: int = 20
     ) -> list[tuple[JobRecord, Usage]]:

@@ -12,7 +12,7 @@ from inno_notify.adapters.db.usage_round import JobSummary
 from inno_notify.domain.model import SeriesLine, SeriesPod, UsageSeries
 from tests import stored
 
-from .records import T0, job, usage
+from .records import T0, job, notification, usage
 
 
 def series(**changes: object) -> UsageSeries:
@@ -97,3 +97,38 @@ async def test_a_series_stored_again_takes_its_own_chart_or_none(store: Store) -
     again = series(step_seconds=120)
     await store.jobs.complete_summaries("default", [JobSummary("a", usage(), [], [], usage_series=again)])
     assert await store.usage.charts_of("default", ["a"]) == {"a": StoredSeries(again, None)}
+
+
+async def test_a_chart_is_released_once_no_message_of_its_job_is_pending(store: Store) -> None:
+    await stored.upsert_jobs(store, [job(uid) for uid in ("waiting", "sent", "failed", "silent")])
+    for uid in ("waiting", "sent", "failed", "silent"):
+        rows = [] if uid == "silent" else [notification(f"n-{uid}", job_uid=uid)]
+        await store.jobs.complete_summary(
+            "default", uid, usage(), [], rows, usage_series=series(), chart=CHART
+        )
+    claim = await store.outbox.claim(T0 + timedelta(hours=1), 10, 60)
+    ids = {n.job_uid: n.id for m in claim.messages for n in m if n.id is not None}
+    await stored.mark_sent(store, claim, [(ids["sent"], "msg-1", T0 + timedelta(hours=1))])
+    await stored.mark_failed(store, claim, [(ids["failed"], "400 Bad Request")], T0 + timedelta(hours=1))
+    await stored.mark_retry(store, claim, [(ids["waiting"], "429", T0 + timedelta(hours=2))])
+
+    assert await store.usage.release_sent_charts() == 3
+
+    charts = await store.usage.charts_of("default", ["waiting", "sent", "failed", "silent"])
+    assert {uid: found.chart for uid, found in charts.items()} == {
+        "waiting": CHART,
+        "sent": None,
+        "failed": None,
+        "silent": None,
+    }
+    # The series stay for the page; nothing is left to release until the last message goes.
+    assert all(found.series == series() for found in charts.values())
+    assert await store.usage.release_sent_charts() == 0
+
+
+async def test_charts_are_released_a_bounded_number_at_a_time(store: Store) -> None:
+    uids = [f"j{i}" for i in range(5)]
+    await stored.upsert_jobs(store, [job(uid) for uid in uids])
+    for uid in uids:
+        await store.jobs.complete_summary("default", uid, usage(), [], [], usage_series=series(), chart=CHART)
+    assert [await store.usage.release_sent_charts(limit=2) for _ in range(4)] == [2, 2, 1, 0]

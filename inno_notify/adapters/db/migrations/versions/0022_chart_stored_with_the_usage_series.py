@@ -1,7 +1,7 @@
 """the summary's chart stored with the job's usage series
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-03 15:30:00.000000
 
 Issues 31 and 32: a summary's chart (a PNG of ~20 KB) was drawn when its job was measured and kept
