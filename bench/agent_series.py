@@ -151,16 +151,7 @@ def main() -> None:
     gpus, pods, processes = workload(args.gpus, args.days, args.seed)
     end = START + args.days * 86400
     finished = sorted(pods, key=lambda p: p.end)[-args.jobs :]
-    targets = [
-        PodWindow(
-            p.namespace,
-            p.name,
-            p.uid,
-            datetime.fromtimestamp(p.start, UTC),
-            datetime.fromtimestamp(p.end, UTC),
-        )
-        for p in finished
-    ]
+    targets = [metricgen.window(p) for p in finished]
     with tempfile.TemporaryDirectory(prefix="agent-series-bench-") as tmp:
         base = Path(tmp)
         plain, with_agent = base / "plain.om", base / "agent.om"

@@ -432,16 +432,7 @@ async def db_rounds(
     """`--db-repeats` rounds, each on a database of its own prepared the same way."""
     client = PrometheusClient(ClientConfig(url=url, timeout_seconds=120))
     meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=args.scrape))
-    windows = [
-        PodWindow(
-            t.namespace,
-            t.name,
-            t.uid,
-            datetime.fromtimestamp(t.start, UTC),
-            datetime.fromtimestamp(t.end, UTC),
-        )
-        for t in (*history, *due)
-    ]
+    windows = [metricgen.window(t) for t in (*history, *due)]
     measured = dict(await meter.measure_pods(windows))
     client.close()
     now = datetime.fromtimestamp(max(t.end for t in due), UTC) + timedelta(minutes=10)
@@ -538,16 +529,7 @@ def main() -> None:
     ordered = sorted(pods, key=lambda p: p.end)
     finished = ordered[-args.jobs :]
     history = ordered[-(args.jobs + args.families * args.family_runs) : -args.jobs]
-    targets = [
-        PodWindow(
-            p.namespace,
-            p.name,
-            p.uid,
-            datetime.fromtimestamp(p.start, UTC),
-            datetime.fromtimestamp(p.end, UTC),
-        )
-        for p in finished
-    ]
+    targets = [metricgen.window(p) for p in finished]
     print(f"gpus={args.gpus}")
     print(f"days={args.days:g}")
     print(f"scrape_seconds={args.scrape:g}")

@@ -19,8 +19,11 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
+
+from inno_notify.adapters.prometheus.batching import PodWindow
 
 Signal = Callable[[float], float]
 
@@ -67,6 +70,13 @@ class PodTrace:
     pod_cgroup_series: bool = True  # also write the pod-level cgroup (container="") as the kubelet does
     # Write this pod's samples only every so many seconds (background load that no test measures).
     coarse_scrape: float | None = None
+
+
+def window(p: PodTrace) -> PodWindow:
+    """The pod's window as the usage service asks the meter for it."""
+    return PodWindow(
+        p.namespace, p.name, p.uid, datetime.fromtimestamp(p.start, UTC), datetime.fromtimestamp(p.end, UTC)
+    )
 
 
 @dataclass

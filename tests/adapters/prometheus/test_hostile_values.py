@@ -11,17 +11,15 @@ A glitching dcgm-exporter reporting 10^305 MiB of framebuffer used turned into a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, UsageMeter
 from inno_notify.domain.parsing.storable import NAME_MAX_BYTES, TRUNCATION_MARK
 from tests.adapters.prometheus import metricgen, scenario
-from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace, PodTruth
+from tests.adapters.prometheus.metricgen import Container, Gpu, GpuUse, PodTrace, PodTruth, window
 from tests.adapters.prometheus.promserver import HAVE_PROMETHEUS, PrometheusServer, backfill
 from tests.adapters.prometheus.test_measure import check_against_truth
 
@@ -83,16 +81,7 @@ async def test_a_pods_nonsense_values_are_not_measured_and_the_others_are(
     client = PrometheusClient(ClientConfig(url=server.url, timeout_seconds=30))
     try:
         meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
-        windows = [
-            PodWindow(
-                p.namespace,
-                p.name,
-                p.uid,
-                datetime.fromtimestamp(p.start, UTC),
-                datetime.fromtimestamp(p.end, UTC),
-            )
-            for p in pods
-        ]
+        windows = [window(p) for p in pods]
         measured = await meter.measure_pods(windows)
     finally:
         client.close()
@@ -121,14 +110,7 @@ async def test_a_hostile_gpu_model_is_one_capped_line(
     try:
         meter = UsageMeter(client, MeterConfig(scrape_interval_seconds=scenario.SCRAPE))
         pod = pods[3]
-        window = PodWindow(
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            datetime.fromtimestamp(pod.start, UTC),
-            datetime.fromtimestamp(pod.end, UTC),
-        )
-        measured = await meter.measure_pods([window])
+        measured = await meter.measure_pods([window(pod)])
     finally:
         client.close()
     (gpu,) = measured[pod.uid].gpus

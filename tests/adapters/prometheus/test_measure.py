@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.errors import PrometheusUnavailable
 from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
@@ -33,7 +32,7 @@ from inno_notify.domain.model import (
 )
 from tests.adapters.prometheus import scenario
 from tests.adapters.prometheus.conftest import Loaded
-from tests.adapters.prometheus.metricgen import PodTrace, PodTruth
+from tests.adapters.prometheus.metricgen import PodTrace, PodTruth, window
 from tests.adapters.prometheus.promserver import PrometheusServer
 from tests.waiting import eventually
 
@@ -47,10 +46,6 @@ MIB = 1024 * 1024
 
 def dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
-
-
-def window(p: PodTrace) -> PodWindow:
-    return PodWindow(p.namespace, p.name, p.uid, dt(p.start), dt(p.end))
 
 
 def record(p: PodTrace) -> PodRecord:

@@ -24,8 +24,8 @@ from inno_notify.adapters.prometheus.series import DEFAULT_MAX_STEPS_PER_QUERY, 
 from inno_notify.domain.series import MAX_POINTS, PodPoints, grid_time, job_series
 from tests.adapters.prometheus import scenario
 from tests.adapters.prometheus.conftest import Loaded
-from tests.adapters.prometheus.metricgen import PodTruth
-from tests.adapters.prometheus.test_measure import dt, window
+from tests.adapters.prometheus.metricgen import PodTruth, window
+from tests.adapters.prometheus.test_measure import dt
 
 pytestmark = pytest.mark.prometheus
 
