@@ -338,6 +338,17 @@ async def counts(conn: asyncpg.Connection) -> tuple[int, int, int, int]:
     return row[0], row[1], row[2], row[3]
 
 
+async def finished_stored(conn: asyncpg.Connection, want: tuple[int, int], deadline: float) -> bool:
+    """Whether the database holds `want` (succeeded jobs, succeeded pods) by `deadline` (perf_counter)."""
+    while True:
+        _, _, jobs_now, pods_now = await counts(conn)
+        if jobs_now >= want[0] and pods_now >= want[1]:
+            return True
+        if time.perf_counter() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+
+
 class RssSampler:
     """VmRSS of a process every few ms, for the record next to VmHWM."""
 
@@ -441,14 +452,9 @@ async def run(args: argparse.Namespace) -> int:
                 await sim.stdin.drain()
                 churned = json.loads(await sim.stdout.readline())
                 want = (jobs_done + churned["jobs"], pods_done + churned["pods"])
-                while True:
-                    _, _, jobs_now, pods_now = await counts(conn)
-                    if jobs_now >= want[0] and pods_now >= want[1]:
-                        break
-                    if time.perf_counter() > churn_started + args.timeout:
-                        print("churn not applied in time", file=sys.stderr)
-                        return 1
-                    await asyncio.sleep(0.05)
+                if not await finished_stored(conn, want, churn_started + args.timeout):
+                    print("churn not applied in time", file=sys.stderr)
+                    return 1
                 elapsed = time.perf_counter() - churn_started
                 figures["churn_cpu_s"] = cpu_seconds(serve.pid) - figures["ready_cpu_s"]
                 figures["events"] = churned["events"]
@@ -485,14 +491,10 @@ async def run(args: argparse.Namespace) -> int:
                         return 1
                     await asyncio.sleep(0.2)
                 figures["restart_ready_s"] = time.perf_counter() - restarted
-                while True:  # and the jobs that finished while it was stopped stored as finished
-                    _, _, jobs_now, pods_now = await counts(conn)
-                    if jobs_now >= want[0] and pods_now >= want[1]:
-                        break
-                    if time.perf_counter() > restarted + args.timeout:
-                        print("restart: the changes made while stopped were not stored", file=sys.stderr)
-                        return 1
-                    await asyncio.sleep(0.05)
+                # And the jobs that finished while it was stopped stored as finished.
+                if not await finished_stored(conn, want, restarted + args.timeout):
+                    print("restart: the changes made while stopped were not stored", file=sys.stderr)
+                    return 1
                 figures["restart_applied_s"] = time.perf_counter() - restarted
                 figures["restart_parsed"], figures["restart_unchanged"] = taken
                 figures["restart_parsed_pct"] = 100.0 * taken[0] / listed
