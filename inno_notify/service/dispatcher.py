@@ -71,7 +71,6 @@ from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-HANDLED_KINDS = COMPOSED_KINDS
 # How long a flush of sent records waits for more sends to finish. Measured on the 2-core machine
 # under load (bench/dispatch.py): without it a flush took 3.6 messages, with 5 ms 6.7, and fewer
 # flushes mean fewer wake-ups of the database server; 5 ms is nothing next to a send.
@@ -203,7 +202,7 @@ class Dispatcher:
         # Claimed in proportion, so that a ramping round does not hold rows it will send slowly.
         batch = max(1, -(-self._batch_size * concurrency // self._concurrency))
         claim = await self._store.outbox.claim(
-            now, batch, self._lease, planner, kinds=HANDLED_KINDS, **self._scope()
+            now, batch, self._lease, planner, kinds=COMPOSED_KINDS, **self._scope()
         )
         if not claim.messages:
             return 0
@@ -438,7 +437,7 @@ class Dispatcher:
         return {"cluster": self._cluster, "shared_channels": frozenset(self._senders)}
 
     async def _idle_wait(self) -> float:
-        upcoming = await self._store.outbox.next_due(HANDLED_KINDS, **self._scope())
+        upcoming = await self._store.outbox.next_due(COMPOSED_KINDS, **self._scope())
         if upcoming is None:
             return self._poll
         # New rows may be enqueued by another process at any time, so never sleep past one poll.

@@ -311,7 +311,9 @@ async def sent_statements(conn: AsyncConnection) -> AsyncIterator[list[tuple[str
     driver.add_query_logger(logged)
     try:
         yield sent
-        await asyncio.sleep(0)  # asyncpg calls its query loggers soon after the query, not in it
+        # Not a wait on time: asyncpg hands each logged query to its loggers with loop.call_soon, so one
+        # turn of the loop runs every one already scheduled (FIFO) before the statements are counted.
+        await asyncio.sleep(0)
     finally:
         driver.remove_query_logger(logged)
 
