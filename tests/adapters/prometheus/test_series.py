@@ -321,7 +321,7 @@ async def test_figures_stand_when_the_series_cannot_be_had(cluster_prometheus: L
         await server.close()
 
 
-_GPU = ("ns", "pod", "0")
+_GPU: tuple[str, ...] = ("ns", "pod", "0")
 
 
 @pytest.mark.parametrize(
