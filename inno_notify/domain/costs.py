@@ -80,6 +80,36 @@ class Held:
     memory_gib_hours: float | None = None
 
 
+def job_held(
+    *,
+    gpu_model: str | None,
+    gpu_minutes: float | None,
+    idle_gpu_minutes: float | None,
+    cpu_cores: float | None,
+    memory_bytes: float | None,
+    parallelism: int | None,
+    runtime_seconds: float | None,
+) -> Held:
+    """What one job held: its GPU figures as measured, and its requests (per pod, times the pods
+    that run at once) over its runtime — what it kept others from using. A request the job did not
+    make holds nothing; an unknown runtime leaves the hours unknown."""
+    pods = parallelism if parallelism and parallelism > 0 else 1
+    hours = None if runtime_seconds is None else runtime_seconds / 3600.0
+
+    def reserved(per_pod: float | None, unit: float) -> float | None:
+        if not per_pod:
+            return 0.0
+        return None if hours is None else per_pod / unit * pods * hours
+
+    return Held(
+        gpu_model=gpu_model,
+        gpu_minutes=gpu_minutes,
+        idle_gpu_minutes=idle_gpu_minutes,
+        cpu_core_hours=reserved(cpu_cores, 1.0),
+        memory_gib_hours=reserved(memory_bytes, GIB),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Cost:
     """A cost in ``currency``: ``amount`` of everything held, ``idle`` of the idle GPU-hours alone
