@@ -90,7 +90,7 @@ async def finish(
     planned: list[Notification] = []
     for job in jobs:
         rows = plan_summary(
-            job, Directory(users, teams or {}), enabled, now, group_wait_seconds
+            job, Directory(dict(users), dict(teams or {})), enabled, now, group_wait_seconds
         ).notifications
         await stored.summarize(store, job.cluster, job.uid, rows)
         planned.extend(rows)
