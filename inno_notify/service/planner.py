@@ -83,14 +83,7 @@ class DirectoryPlanner:
         if job.parent_uid is not None:
             return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
         plan = plan_summary(
-            job,
-            directory.users,
-            directory.teams,
-            self.enabled_channels,
-            now,
-            self.group_wait_seconds,
-            self.allowed_email_domains,
-            email_off=directory.email_off,
+            job, directory, self.enabled_channels, now, self.group_wait_seconds, self.allowed_email_domains
         )
         for skipped in plan.skipped:
             if self._first_time((skipped.recipient, skipped.channel, skipped.reason)):
