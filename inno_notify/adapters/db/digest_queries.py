@@ -135,6 +135,15 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
     return sa.cast(sa.null(), type_)
 
 
+def _usage_figures() -> list[sa.Label[Any]]:
+    """The job's copies of its usage figures (jobs.save_usage), under the usage's names."""
+    return [
+        jobs.c.gpu_minutes_held.label("gpu_minutes"),
+        jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
+        jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+    ]
+
+
 def _fortnight(by_cluster: bool) -> sa.Subquery:
     """The GPU jobs of the week and the week before (`current` tells which), with what their totals
     need. Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
@@ -148,9 +157,7 @@ def _fortnight(by_cluster: bool) -> sa.Subquery:
             jobs.c.gpus_requested,
             jobs.c.memory_requested_bytes,
             jobs.c.memory_peak_bytes,
-            jobs.c.gpu_minutes_held.label("gpu_minutes"),
-            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
-            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+            *_usage_figures(),
         )
         .where(*_week_jobs(by_cluster, "previous_start"))
         .subquery("fortnight")
@@ -170,9 +177,7 @@ def _week_rows(by_cluster: bool) -> sa.CTE:
             jobs.c.finished_at,
             jobs.c.created_at,
             jobs.c.queued_until,
-            jobs.c.gpu_minutes_held.label("gpu_minutes"),
-            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
-            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+            *_usage_figures(),
             jobs.c.top_waste_gpu_minutes.label("top_waste"),
         )
         .where(*_week_jobs(by_cluster, "start"))
