@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut
 from inno_notify.adapters.db.sql import chunks, newest_run, upsert_rows
-from inno_notify.adapters.db.summary_claims import End, SummaryColumns
+from inno_notify.adapters.db.summary_claims import End, Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
@@ -280,20 +280,10 @@ class ClaimLost(FencedOut):
     claimer's writes are not stored."""
 
 
-async def claim_usage_due(
-    conn: AsyncConnection,
-    now: datetime,
-    limit: int,
-    lease_seconds: float,
-    token: str | None = None,
-    term: int | None = None,
-    cluster: str | None = None,
-) -> list[JobRecord]:
-    """Leases the due jobs (of `cluster`; None: every cluster) under `token` (due again after the
-    lease). A claimer with a `term` also takes, at once, jobs leased under a term no live lease
-    holds any more (leases.taken_over). A cluster's leader claims only its cluster's jobs: it
-    measures them with its cluster's Prometheus."""
-    claim = _SUMMARY.lease_due(_MEASURABLE, now, limit, lease_seconds, token, term, cluster)
+async def claim_usage_due(conn: AsyncConnection, lease: Lease) -> list[JobRecord]:
+    """Takes `lease` of the due jobs (due again after it; SummaryColumns.lease_due). A cluster's
+    leader claims only its cluster's jobs: it measures them with its cluster's Prometheus."""
+    claim = _SUMMARY.lease_due(_MEASURABLE, lease)
     result = await conn.execute(claim.values(usage_attempts=jobs.c.usage_attempts + 1))
     claimed = [codec.job_from_row(row) for row in result.mappings()]
     claimed.sort(key=lambda j: (codec.job_sort_at(j), j.cluster, j.uid))

@@ -26,7 +26,7 @@ from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
 from inno_notify.adapters.db.sql import chunks, dialect_insert, newest_run, upsert_rows
-from inno_notify.adapters.db.summary_claims import SummaryColumns
+from inno_notify.adapters.db.summary_claims import Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
 from inno_notify.domain.workflows import WorkflowKind, WorkflowPod, WorkflowRecord
@@ -287,21 +287,10 @@ class WorkflowClaim:
     workflows: tuple[WorkflowRecord, ...] = ()
 
 
-async def claim_due(
-    conn: AsyncConnection,
-    now: datetime,
-    limit: int,
-    lease_seconds: float,
-    token: str | None = None,
-    term: int | None = None,
-    cluster: str | None = None,
-) -> list[WorkflowRecord]:
-    """Leases the due workflows (of `cluster`; None: every cluster) under `token`, due again after
-    the lease. A claimer with a `term` also takes, at once, workflows leased under a term no live
-    lease holds any more (leases.taken_over), as job usage claims do."""
-    claim = _SUMMARY.lease_due(
-        [WorkflowState.AWAITING.value], now, limit, lease_seconds, token, term, cluster
-    )
+async def claim_due(conn: AsyncConnection, lease: Lease) -> list[WorkflowRecord]:
+    """Takes `lease` of the workflows whose summary is due (due again after it), as job usage
+    claims do (SummaryColumns.lease_due)."""
+    claim = _SUMMARY.lease_due([WorkflowState.AWAITING.value], lease)
     result = await conn.execute(claim)
     return [_WORKFLOWS.from_row(row) for row in result.mappings()]
 
