@@ -33,9 +33,9 @@ class Lease:
     now: datetime
     limit: int
     seconds: float
-    token: str | None = None
-    term: int | None = None
-    cluster: str | None = None
+    token: str | None
+    term: int | None
+    cluster: str | None
 
 
 @dataclass(frozen=True, slots=True)
