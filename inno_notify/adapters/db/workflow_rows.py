@@ -25,7 +25,7 @@ from inno_notify.adapters.db.codec import EPOCH
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import chunks, dialect_insert, newest_run, upsert_rows
+from inno_notify.adapters.db.sql import dialect_insert, newest_run, rows_in, upsert_rows
 from inno_notify.adapters.db.summary_claims import Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
@@ -102,13 +102,9 @@ class WorkflowTransaction:
         self._conn = conn
 
     async def get_workflows(self, cluster: str, uids: Sequence[str]) -> dict[str, WorkflowRecord]:
-        found: dict[str, WorkflowRecord] = {}
-        for chunk in chunks(list(dict.fromkeys(uids))):
-            rows = await self._conn.execute(
-                sa.select(workflows).where(workflows.c.cluster == cluster, workflows.c.uid.in_(chunk))
-            )
-            found.update({row["uid"]: _WORKFLOWS.from_row(row) for row in rows.mappings()})
-        return found
+        query = sa.select(workflows).where(workflows.c.cluster == cluster)
+        rows = await rows_in(self._conn, query, workflows.c.uid, uids)
+        return {row["uid"]: _WORKFLOWS.from_row(row) for row in rows}
 
     async def pods_of_workflows(self, cluster: str, uids: Sequence[str]) -> dict[str, list[WorkflowPod]]:
         return await pods_of_workflows(self._conn, cluster, uids)
@@ -205,14 +201,9 @@ async def pods_of_workflows(
     conn: AsyncConnection, cluster: str, uids: Sequence[str]
 ) -> dict[str, list[WorkflowPod]]:
     found: dict[str, list[WorkflowPod]] = {}
-    for chunk in chunks(list(dict.fromkeys(uids))):
-        rows = await conn.execute(
-            sa.select(workflow_pods).where(
-                workflow_pods.c.cluster == cluster, workflow_pods.c.workflow_uid.in_(chunk)
-            )
-        )
-        for row in rows.mappings():
-            found.setdefault(row["workflow_uid"], []).append(_PODS.from_row(row))
+    query = sa.select(workflow_pods).where(workflow_pods.c.cluster == cluster)
+    for row in await rows_in(conn, query, workflow_pods.c.workflow_uid, uids):
+        found.setdefault(row["workflow_uid"], []).append(_PODS.from_row(row))
     return found
 
 
