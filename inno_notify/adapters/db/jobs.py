@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut
-from inno_notify.adapters.db.sql import chunks, newest_run, rows_in, upsert_rows
+from inno_notify.adapters.db.sql import chunks, grouped_in, newest_run, rows_in, upsert_rows
 from inno_notify.adapters.db.summary_claims import End, Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
@@ -115,10 +115,8 @@ async def pods_of_jobs(
     conn: AsyncConnection, cluster: str, job_uids: Sequence[str]
 ) -> dict[str, list[PodRecord]]:
     """The pods of many jobs in one round trip per chunk, each list in creation order."""
-    found: dict[str, list[PodRecord]] = {}
     query = sa.select(pods).where(pods.c.cluster == cluster)
-    for row in await rows_in(conn, query, pods.c.job_uid, job_uids):
-        found.setdefault(row["job_uid"], []).append(codec.pod_from_row(row))
+    found = await grouped_in(conn, query, pods.c.job_uid, job_uids, codec.pod_from_row)
     for group in found.values():
         group.sort(key=lambda p: (p.created_at is None, p.created_at or codec.EPOCH, p.name, p.uid))
     return found
@@ -335,12 +333,9 @@ async def recommendations_of_jobs(
     conn: AsyncConnection, cluster: str, uids: Sequence[str]
 ) -> dict[str, list[Recommendation]]:
     """The stored advice of each of these jobs, in its order (jobs without advice are absent)."""
-    found: dict[str, list[Recommendation]] = {}
     r = recommendations.c
     query = sa.select(recommendations).where(r.cluster == cluster).order_by(r.job_uid, r.position)
-    for row in await rows_in(conn, query, r.job_uid, sorted(set(uids))):
-        found.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
-    return found
+    return await grouped_in(conn, query, r.job_uid, sorted(set(uids)), codec.recommendation_from_row)
 
 
 def usage_copies(figures: Usage, advice: Sequence[Recommendation] | None = None) -> dict[str, Any]:

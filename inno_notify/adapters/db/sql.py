@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -122,6 +122,20 @@ async def rows_in(
     found: list[sa.RowMapping] = []
     for chunk in chunks(list(dict.fromkeys(values))):
         found.extend((await conn.execute(query.where(column.in_(chunk)))).mappings())
+    return found
+
+
+async def grouped_in(
+    conn: AsyncConnection,
+    query: sa.Select[Any],
+    column: sa.Column[str],
+    values: Iterable[str],
+    decode: Callable[[sa.RowMapping], T],
+) -> dict[str, list[T]]:
+    """The rows of `rows_in`, decoded and grouped by their `column` value, each group in the order read."""
+    found: dict[str, list[T]] = {}
+    for row in await rows_in(conn, query, column, values):
+        found.setdefault(row[column.name], []).append(decode(row))
     return found
 
 

@@ -25,7 +25,7 @@ from inno_notify.adapters.db.codec import EPOCH
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import dialect_insert, newest_run, rows_in, upsert_rows
+from inno_notify.adapters.db.sql import dialect_insert, grouped_in, newest_run, rows_in, upsert_rows
 from inno_notify.adapters.db.summary_claims import Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
@@ -200,11 +200,8 @@ class WorkflowTransaction:
 async def pods_of_workflows(
     conn: AsyncConnection, cluster: str, uids: Sequence[str]
 ) -> dict[str, list[WorkflowPod]]:
-    found: dict[str, list[WorkflowPod]] = {}
     query = sa.select(workflow_pods).where(workflow_pods.c.cluster == cluster)
-    for row in await rows_in(conn, query, workflow_pods.c.workflow_uid, uids):
-        found.setdefault(row["workflow_uid"], []).append(_PODS.from_row(row))
-    return found
+    return await grouped_in(conn, query, workflow_pods.c.workflow_uid, uids, _PODS.from_row)
 
 
 async def _mark_ended(conn: AsyncConnection, cluster: str, ends: Sequence[TerminalWorkflow]) -> int:
