@@ -181,6 +181,16 @@ class BatchQueue(Generic[T]):
 
 
 @dataclass(slots=True)
+class Unit:
+    """One object of a batch, parsed: the smallest thing a failing write is split down to, and what
+    is set aside when the database refuses it. Each pipeline adds what it parsed the object into."""
+
+    kind: str
+    uid: str
+    obj: JsonObj
+
+
+@dataclass(slots=True)
 class Piece(Generic[U, R]):
     """Units written in one transaction, then what closes them (relists reconciled after them)."""
 
