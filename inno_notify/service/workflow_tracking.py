@@ -75,6 +75,7 @@ from inno_notify.service.batches import (
     PieceWriter,
     PipelineStats,
     Rejections,
+    Unit,
     refusal,
     summary_due,
     why_no_uid,
@@ -131,10 +132,7 @@ def is_workflow_pod(obj: object) -> bool:
 
 
 @dataclass(slots=True)
-class _Parsed:
-    kind: str
-    uid: str
-    obj: JsonObj
+class _Parsed(Unit):
     workflow: WorkflowRecord | None = None
     pod: WorkflowPod | None = None
     service: ServingRecord | None = None
