@@ -230,6 +230,14 @@ class UsageGroup(TypedDict):
     """Sum over memory_jobs of the per-pod request × parallelism."""
     memory_peak_bytes: int | None
     """Sum over memory_jobs of the per-pod peak × parallelism."""
+    cost: float | None
+    """What the group's measured jobs cost at `accounting.rates` (GPU-hours at each model's price,
+    plus requested cores and memory over the runtime where priced), summed over the jobs whose cost
+    is known; null without rates or when none is known (docs/budgets.md)."""
+    idle_cost: float | None
+    """The part of `cost` the idle GPU-minutes make."""
+    currency: str | None
+    """`accounting.rates.currency`; null without rates."""
 
 
 @with_config(CLOSED)

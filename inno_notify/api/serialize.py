@@ -245,8 +245,17 @@ def job_recommendation(item: JobRecommendation) -> resources.JobRecommendation:
     return {"id": item.id, "job": job, **advice}
 
 
+_PRICED = ("cost", "idle_cost", "currency")
+
+
 def usage_group(group: UsageGroup) -> resources.UsageGroup:
-    return {"group": group.key, **same_names(resources.UsageGroup, group.figures, skip=("group",))}
+    shown = same_names(resources.UsageGroup, group.figures, skip=("group", *_PRICED))
+    shown["group"] = group.key
+    cost = group.cost
+    shown["cost"] = None if cost is None else cost.amount
+    shown["idle_cost"] = None if cost is None else cost.idle
+    shown["currency"] = None if cost is None else cost.currency
+    return shown
 
 
 def notification(n: Notification) -> resources.Notification:

@@ -8,9 +8,11 @@ import io
 import pytest
 
 from inno_notify.adapters.db import Store
+from inno_notify.domain.costs import Rates
 from tests import stored
 from tests.adapters.db.records import job
 
+from .conftest import serve_api
 from .data import GIB, populate
 from .support import Api
 
@@ -135,6 +137,8 @@ async def test_usage_per_group(
     await populate(store)
     status, body = await api.get("/api/v1/usage", "viewer", params=query)
     assert status == 200
+    # Without accounting.rates no group has a cost (null, not 0).
+    assert all((g.pop("cost"), g.pop("idle_cost"), g.pop("currency")) == (None,) * 3 for g in body["groups"])
     assert [(g.pop("group"), g) for g in body["groups"]] == expected
     assert body["group_by"] == query.get("group_by", "team")
     assert body["computed_at"] == "2026-12-01T12:00:00Z"
@@ -160,6 +164,9 @@ async def test_csv_export_with_formula_cells_defused(api: Api, store: Store) -> 
         "memory_jobs",
         "memory_requested_bytes",
         "memory_peak_bytes",
+        "cost",
+        "idle_cost",
+        "currency",
     ]
     assert rows[1] == [
         "carol@example.com",
@@ -171,6 +178,9 @@ async def test_csv_export_with_formula_cells_defused(api: Api, store: Store) -> 
         "1",
         str(32 * GIB),
         str(20 * GIB),
+        "",
+        "",
+        "",
     ]
     by_owner = {r[0]: r for r in rows[1:]}
     assert by_owner['\'=HYPERLINK("http://evil")'][1] == "1"
@@ -226,3 +236,31 @@ async def test_results_are_cached_until_stale_then_recomputed(api: Api, store: S
     _, fresh = await api.get("/api/v1/usage")
     speech = next(g for g in fresh["groups"] if g["group"] == "speech")
     assert speech["jobs"] == 2
+
+
+async def test_a_groups_cost_sums_its_jobs_at_their_models_prices(store: Store) -> None:
+    """Priced at the A100 rate (the population's model) plus cores and memory over the runtime; the
+    JSON and the CSV agree."""
+    await populate(store)
+    rates = Rates(currency="EUR", gpu_hour={"*A100*": 1.6}, cpu_core_hour=0.02, memory_gib_hour=0.005)
+    async with serve_api(store, rates=rates) as api:
+        status, body = await api.get("/api/v1/usage", "viewer", params={"group_by": "owner"})
+        assert status == 200
+        groups = {g["group"]: g for g in body["groups"]}
+        # alice: job a only is measured (120 GPU-minutes, 30 idle; 2 pods × 8 cores and 16 GiB for
+        # 1 h): 3.2 + 0.32 + 0.16 = 3.68, idle 0.8. bob: job b, 60 GPU-minutes, 45 idle, 1 h.
+        alice, bob = groups["alice@example.com"], groups["bob@example.com"]
+        assert (alice["cost"], alice["idle_cost"], alice["currency"]) == (
+            pytest.approx(3.68),
+            pytest.approx(0.8),
+            "EUR",
+        )
+        assert bob["idle_cost"] == pytest.approx(45 / 60 * 1.6)
+        # Nobody's measured: no cost known, null (not 0).
+        assert (groups[None]["cost"], groups[None]["currency"]) == (None, "EUR")
+        status, text, _ = await api.call(
+            "GET", "/api/v1/usage", "viewer", params={"group_by": "owner"}, headers={"Accept": "text/csv"}
+        )
+        rows = {r[0]: r for r in csv.reader(io.StringIO(text))}
+        assert float(rows["alice@example.com"][-3]) == pytest.approx(3.68)
+        assert rows["alice@example.com"][-1] == "EUR"

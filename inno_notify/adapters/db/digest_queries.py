@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from inno_notify.adapters.db import adoption, nudge_ledger, queue_quotas, trend_queries
-from inno_notify.adapters.db.sql import fetch
+from inno_notify.adapters.db.sql import fetch, seconds_after
 from inno_notify.adapters.db.tables import (
     UTCDateTime,
     advice_adoption,
@@ -412,7 +412,7 @@ def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelec
         # day_1..day_6 are the local midnights inside the week; the week bounds the first and last.
         day = sa.case(*[(c.finished_at < _at(f"day_{index + 1}"), index) for index in range(6)], else_=6)
         # The week's queue waits (creation to the end of the wait), for its percentiles.
-        wait = _queue_seconds(dialect, c.queued_until, c.created_at)
+        wait = seconds_after(dialect, c.queued_until, c.created_at)
         waited = (c.queued_until.is_not(None), c.created_at.is_not(None))
         parts += [
             _part("person", {"current": sa.literal(1), "owner": c.owner, **_gpu_sums(c)}).group_by(c.owner),
@@ -582,20 +582,6 @@ async def team_totals(
         days = [start] * 7 + [end]
         agg = await _aggregate(conn, cluster, team, start, start, end, days, shape=Shape.TOTALS)
     return agg.week.totals
-
-
-def _queue_seconds(
-    dialect: str, until: sa.ColumnElement[datetime], created: sa.ColumnElement[datetime]
-) -> sa.ColumnElement[float]:
-    """Seconds from `created` to `until`; as JobRecord.queue_seconds, never negative (clock skew
-    between the objects' timestamps)."""
-    if dialect == "postgresql":
-        # Compared as instants, so that the exact (numeric) EXTRACT runs once per wait, not twice.
-        return sa.case(
-            (until < created, 0.0), else_=sa.cast(sa.extract("epoch", until - created), sa.Double())
-        )
-    seconds = (sa.func.julianday(until) - sa.func.julianday(created)) * 86400.0
-    return sa.case((seconds < 0, 0.0), else_=seconds)
 
 
 def _check_days(start: datetime, end: datetime, days: Sequence[datetime]) -> None:

@@ -204,3 +204,15 @@ async def fetch(conn: AsyncConnection, statement: Statement, params: Mapping[str
         await conn.invalidate(exc)
         raise
     return records
+
+
+def seconds_after(
+    dialect: str, until: sa.ColumnElement[datetime], since: sa.ColumnElement[datetime]
+) -> sa.ColumnElement[float]:
+    """Seconds from `since` to `until`, never negative (clock skew between two objects'
+    timestamps), as JobRecord.queue_seconds and runtime_seconds compute them."""
+    if dialect == "postgresql":
+        # Compared as instants, so that the exact (numeric) EXTRACT runs once per row, not twice.
+        return sa.case((until < since, 0.0), else_=sa.cast(sa.extract("epoch", until - since), sa.Double()))
+    seconds = (sa.func.julianday(until) - sa.func.julianday(since)) * 86400.0
+    return sa.case((seconds < 0, 0.0), else_=seconds)

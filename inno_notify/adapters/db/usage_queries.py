@@ -14,6 +14,8 @@ The figures of a group:
   job figures of CONTRACT.md §4 (GPU-equivalents × minutes held; the same weighted by measured
   utilization; the GPU-minutes of GPUs that stayed below the idle threshold). ``None`` when no job
   of the group had the figure measured.
+- ``cpu_core_hours``, ``memory_gib_hours``: over the measured jobs, requested cores and GiB of
+  memory × parallelism × runtime — what the cost of a group prices besides its GPU-hours.
 - ``memory_requested_bytes`` vs ``memory_peak_bytes``: over the jobs where both are known, the sum
   of the per-pod memory request × parallelism (what the job reserved with all its pods running at
   once) and the sum of the per-pod peak × parallelism (the largest pod's peak working set scaled the
@@ -33,8 +35,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import finished_in
+from inno_notify.adapters.db.sql import finished_in, seconds_after
 from inno_notify.adapters.db.tables import jobs
+from inno_notify.domain.costs import GIB, Cost, Held, Rates, cost_of
 
 AGGREGATION_WORK_MEM = "64MB"
 
@@ -61,6 +64,8 @@ class UsageFigures:
     memory_jobs: int = 0
     memory_requested_bytes: float | None = None
     memory_peak_bytes: float | None = None
+    cpu_core_hours: float | None = None
+    memory_gib_hours: float | None = None
 
     def __add__(self, other: UsageFigures) -> UsageFigures:
         """Both sets' figures: counts add up, and a sum known in either is known."""
@@ -73,10 +78,11 @@ _FIGURES = tuple(f.name for f in dataclasses.fields(UsageFigures))
 
 @dataclass(frozen=True, slots=True)
 class UsageGroup:
-    """One group's figures."""
+    """One group's figures, and their cost where accounting.rates price them."""
 
     key: str | None  # None: jobs with no resolvable owner / team
     figures: UsageFigures
+    cost: Cost | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,13 @@ class UsageCell:
     owner: str | None
     namespace: str
     figures: UsageFigures
+    gpu_model: str | None = None
+
+    def cost(self, rates: Rates) -> Cost | None:
+        """What the cell's measured jobs cost (their GPU model's price: cells are per model)."""
+        f = self.figures
+        held = Held(self.gpu_model, f.gpu_minutes, f.idle_gpu_minutes, f.cpu_core_hours, f.memory_gib_hours)
+        return cost_of(held, rates)
 
 
 def _float(value: object) -> float | None:
@@ -125,7 +138,14 @@ async def usage_cells(
     # REAL products: SQLite's integer sum() raises on overflow, and petabyte-scale sums are real.
     requested = sa.case((both_known, sa.cast(c.memory_requested_bytes, sa.Double) * parallelism))
     peak = sa.case((both_known, sa.cast(c.memory_peak_bytes, sa.Double) * parallelism))
-    keys = (c.team, c.owner, c.namespace)
+    # Requests held over the runtime, of the measured jobs (those the GPU figures are summed over).
+    hours = seconds_after(conn.dialect.name, c.finished_at, c.started_at) * parallelism / 3600.0
+    measured = c.gpu_minutes_held.is_not(None)
+    core_hours = sa.case((measured, sa.func.coalesce(c.cpu_requested_cores, 0.0) * hours))
+    gib_hours = sa.case(
+        (measured, sa.cast(sa.func.coalesce(c.memory_requested_bytes, 0), sa.Double) / float(GIB) * hours)
+    )
+    keys = (c.team, c.owner, c.namespace, c.gpu_model)
     query = (
         sa.select(
             *keys,
@@ -137,6 +157,8 @@ async def usage_cells(
             sa.func.count(sa.case((both_known, 1))).label("memory_jobs"),
             sa.func.sum(requested).label("memory_requested_bytes"),
             sa.func.sum(peak).label("memory_peak_bytes"),
+            sa.func.sum(core_hours).label("cpu_core_hours"),
+            sa.func.sum(gib_hours).label("memory_gib_hours"),
         )
         .where(c.finished_at.is_not(None), *finished_in(jobs, since, until, cluster))
         .group_by(*keys)
@@ -158,6 +180,7 @@ async def usage_cells(
             team=row.team,
             owner=row.owner,
             namespace=row.namespace,
+            gpu_model=row.gpu_model,
             figures=UsageFigures(
                 jobs=int(row.jobs),
                 measured_jobs=int(row.measured_jobs),
@@ -167,18 +190,31 @@ async def usage_cells(
                 memory_jobs=int(row.memory_jobs),
                 memory_requested_bytes=_float(row.memory_requested_bytes),
                 memory_peak_bytes=_float(row.memory_peak_bytes),
+                cpu_core_hours=_float(row.cpu_core_hours),
+                memory_gib_hours=_float(row.memory_gib_hours),
             ),
         )
         for row in result
     ]
 
 
-def group_cells(cells: Sequence[UsageCell], group_by: GroupBy) -> list[UsageGroup]:
-    """The cells summed per team, owner or namespace, most GPU-minutes first (then by key, None last)."""
+def group_cells(
+    cells: Sequence[UsageCell], group_by: GroupBy, rates: Rates | None = None
+) -> list[UsageGroup]:
+    """The cells summed per team, owner or namespace, most GPU-minutes first (then by key, None
+    last); with ``rates``, each group's cost: the sum over its cells whose cost is known (a cell of
+    a GPU model no price matches counts in the GPU-minutes, not in the cost), None where none is."""
     totals: dict[str | None, UsageFigures] = {}
+    costs: dict[str | None, tuple[float | None, float | None]] = {}
+    currency = rates.currency if rates is not None and rates.priced else None
     for cell in cells:
         key: str | None = getattr(cell, group_by.value)
         totals[key] = totals.get(key, _NONE) + cell.figures
+        if rates is not None and currency is not None:
+            cost = cell.cost(rates)
+            amount, idle = costs.get(key, (None, None))
+            if cost is not None:
+                costs[key] = (_add(amount, cost.amount), _add(idle, cost.idle))
     groups = [
         UsageGroup(
             key,
@@ -187,6 +223,7 @@ def group_cells(cells: Sequence[UsageCell], group_by: GroupBy) -> list[UsageGrou
                 memory_requested_bytes=_round(total.memory_requested_bytes),
                 memory_peak_bytes=_round(total.memory_peak_bytes),
             ),
+            None if currency is None else Cost(*costs.get(key, (None, None)), currency),
         )
         for key, total in totals.items()
     ]

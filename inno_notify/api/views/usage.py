@@ -80,7 +80,8 @@ async def usage(request: web.Request, given: UsageWindow) -> web.Response:
     report: UsageReport = cached.value
     body = report.bodies.get((group_by, media))
     if body is None:
-        rows = [serialize.usage_group(g) for g in group_cells(report.cells, group_by)]
+        groups = group_cells(report.cells, group_by, request.app[keys.RATES])
+        rows = [serialize.usage_group(g) for g in groups]
         if media == "text/csv":
             body = _csv(rows, group_by)
         else:
