@@ -32,6 +32,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
+from inno_notify.domain.costs import Held, Rates, cost_of
+
 MIN_ELAPSED = 0.1
 WARN_SHARE = 0.8
 Period = Literal["month", "week"]
@@ -179,3 +181,82 @@ def due_alerts(statuses: Iterable[BudgetStatus]) -> list[Alert]:
             due.append(AlertKind.FORECAST)
         alerts += [Alert(kind, status, alert_key(status, kind)) for kind in due]
     return alerts
+
+
+@dataclass(frozen=True, slots=True)
+class SpendCell:
+    """What a team's jobs of one GPU model that finished in one span held (the store sums them)."""
+
+    span: int
+    team: str
+    held: Held
+
+
+@dataclass(frozen=True, slots=True)
+class Spans:
+    """The windows a budget's status is summed over: this period so far (span 0) and, for each of
+    ``EARLIER`` periods before it, the part up to the same point of that period and the rest."""
+
+    now: datetime
+    current: tuple[datetime, datetime]
+    earlier: tuple[tuple[datetime, datetime, datetime], ...]  # (start, same point, end)
+
+    def windows(self) -> list[tuple[datetime, datetime]]:
+        """Span i's [start, end): 0 is this period so far, then (by the same point, rest) pairs."""
+        out = [(self.current[0], self.now)]
+        for start, cut, end in self.earlier:
+            out += [(start, cut), (cut, end)]
+        return out
+
+
+EARLIER = 3
+
+
+def spans_of(period: Period, now: datetime, zone: ZoneInfo, earlier: int = EARLIER) -> Spans:
+    start, end = period_bounds(period, now, zone)
+    elapsed = elapsed_share(start, end, now)
+    before = []
+    for back in range(1, earlier + 1):
+        b_start, b_end = period_bounds(period, now, zone, back)
+        before.append((b_start, b_start + (b_end - b_start) * elapsed, b_end))
+    return Spans(now, (start, end), tuple(before))
+
+
+def _amount(budget: Budget, held: Held, rates: Rates) -> float | None:
+    """What ``held`` counts against ``budget``: GPU-hours, or its cost (None: not priced)."""
+    if not budget.counts(held.gpu_model):
+        return 0.0
+    if budget.unit == "gpu_hours":
+        return None if held.gpu_minutes is None else held.gpu_minutes / 60.0
+    cost = cost_of(held, rates)
+    return None if cost is None else cost.amount
+
+
+def status_of(budget: Budget, spans: Spans, cells: Iterable[SpendCell], rates: Rates) -> BudgetStatus:
+    """The budget's spend so far and forecast from the team's cells. Cells whose spend is unknown
+    (unmeasured, a GPU model without a price) add nothing: the spend is what could be counted."""
+    sums = [0.0] * (1 + 2 * len(spans.earlier))
+    counted = uncounted = 0  # this period's cells
+    for cell in cells:
+        if cell.team != budget.team:
+            continue
+        amount = _amount(budget, cell.held, rates)
+        if amount is not None:
+            sums[cell.span] += amount
+        if cell.span == 0:
+            counted, uncounted = (counted + 1, uncounted) if amount is not None else (counted, uncounted + 1)
+    # Spend of which nothing could be counted is unknown, not 0.
+    spent = None if uncounted and not counted else sums[0]
+    earlier = [
+        EarlierPeriod(by_same_point=sums[1 + 2 * i], total=sums[1 + 2 * i] + sums[2 + 2 * i])
+        for i in range(len(spans.earlier))
+    ]
+    start, end = spans.current
+    return BudgetStatus(
+        budget=budget,
+        start=start,
+        end=end,
+        spent=spent,
+        forecast=None if spent is None else forecast(spent, elapsed_share(start, end, spans.now), earlier),
+        currency=rates.currency if budget.unit == "amount" else None,
+    )

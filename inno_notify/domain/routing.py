@@ -379,11 +379,13 @@ def plan_event(
     allowed_email_domains: Collection[str] = (),
     *,
     group_wait_seconds: float = 0.0,
+    leads_only: bool = False,
 ) -> RoutingPlan:
     """Routes a pipeline's message: to one person like an owner (directory channels; e-mail only
     for an address outside the directory), or to a team: its Slack channel where it has one and
-    Slack is configured, else each of its leads like an owner. Rows are due `group_wait_seconds`
-    after `now`, like summaries, so that events to one recipient meanwhile share one message."""
+    Slack is configured, else each of its leads like an owner (`leads_only`: the leads always, never
+    the channel — a budget alert is the leads' business). Rows are due `group_wait_seconds` after
+    `now`, like summaries, so that events to one recipient meanwhile share one message."""
     kind = NotificationKind.PIPELINE_EVENT
     due_at = now + timedelta(seconds=group_wait_seconds)
     users = _by_email(directory.users)
@@ -396,9 +398,12 @@ def plan_event(
         team = directory.teams.get(team_name or "")
         if team is None:
             return RoutingPlan((), silent_reason=f"no team {team_name!r}")
-        channel_rows = _team_channel_row(team, kind, subject, payload, enabled_channels, now, due_at, None)
-        if channel_rows:
-            return RoutingPlan(tuple(channel_rows))
+        if not leads_only:
+            channel_rows = _team_channel_row(
+                team, kind, subject, payload, enabled_channels, now, due_at, None
+            )
+            if channel_rows:
+                return RoutingPlan(tuple(channel_rows))
         people = list(team.leads)
         if not people:
             return RoutingPlan((), silent_reason=f"team {team.name} has no Slack channel and no leads")

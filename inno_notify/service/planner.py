@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import reprlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from datetime import datetime
 from functools import partial
 
 from inno_notify.adapters.db.directory_cache import CachedDirectory
 from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.model import JobRecord, Notification
-from inno_notify.domain.routing import Directory, plan_summary
+from inno_notify.domain.routing import Directory, RoutingPlan, plan_event, plan_summary
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,24 @@ class DirectoryPlanner:
         if job.parent_uid is not None:
             return []  # no directory read for a step: _plan says why
         return self._plan(await self._directory.current(), job, now)
+
+    async def to_leads(
+        self, team: str, subject: str, payload: Mapping[str, object], now: datetime
+    ) -> RoutingPlan:
+        """A message (a pipeline message's payload) to the leads of ``team`` on their channels, due
+        now, keyed by ``subject``: the same subject again plans the same rows, which the outbox
+        takes once."""
+        return plan_event(
+            None,
+            team,
+            subject,
+            payload,
+            await self._directory.current(),
+            self.enabled_channels,
+            now,
+            self.allowed_email_domains,
+            leads_only=True,
+        )
 
     async def for_round(self) -> Callable[[JobRecord, datetime], list[Notification]]:
         """Plans the summaries of a whole usage round against the directory as it stands now: one

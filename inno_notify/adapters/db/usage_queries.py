@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db.sql import finished_in, seconds_after
 from inno_notify.adapters.db.tables import jobs
+from inno_notify.domain.budgets import SpendCell
 from inno_notify.domain.costs import GIB, Cost, Held, Rates, cost_of
 
 AGGREGATION_WORK_MEM = "64MB"
@@ -138,13 +139,6 @@ async def usage_cells(
     # REAL products: SQLite's integer sum() raises on overflow, and petabyte-scale sums are real.
     requested = sa.case((both_known, sa.cast(c.memory_requested_bytes, sa.Double) * parallelism))
     peak = sa.case((both_known, sa.cast(c.memory_peak_bytes, sa.Double) * parallelism))
-    # Requests held over the runtime, of the measured jobs (those the GPU figures are summed over).
-    hours = seconds_after(conn.dialect.name, c.finished_at, c.started_at) * parallelism / 3600.0
-    measured = c.gpu_minutes_held.is_not(None)
-    core_hours = sa.case((measured, sa.func.coalesce(c.cpu_requested_cores, 0.0) * hours))
-    gib_hours = sa.case(
-        (measured, sa.cast(sa.func.coalesce(c.memory_requested_bytes, 0), sa.Double) / float(GIB) * hours)
-    )
     keys = (c.team, c.owner, c.namespace, c.gpu_model)
     query = (
         sa.select(
@@ -157,23 +151,12 @@ async def usage_cells(
             sa.func.count(sa.case((both_known, 1))).label("memory_jobs"),
             sa.func.sum(requested).label("memory_requested_bytes"),
             sa.func.sum(peak).label("memory_peak_bytes"),
-            sa.func.sum(core_hours).label("cpu_core_hours"),
-            sa.func.sum(gib_hours).label("memory_gib_hours"),
+            *_request_hours(conn.dialect.name),
         )
         .where(c.finished_at.is_not(None), *finished_in(jobs, since, until, cluster))
         .group_by(*keys)
     )
-    if conn.dialect.name == "postgresql":
-        # A pass over every finished job: its hash tables get more than the default 4 MB (a spill to
-        # disk otherwise), JIT would compile a plan that runs once, and parallel workers took as
-        # long as one process on a loaded machine while taking cores from the API's requests
-        # (docs/api.md). The settings end with the transaction.
-        for setting in (
-            f"work_mem = '{AGGREGATION_WORK_MEM}'",
-            "jit = off",
-            "max_parallel_workers_per_gather = 0",
-        ):
-            await conn.exec_driver_sql(f"SET LOCAL {setting}")
+    await _tune_for_aggregation(conn)
     result = await conn.execute(query)
     return [
         UsageCell(
@@ -195,6 +178,80 @@ async def usage_cells(
             ),
         )
         for row in result
+    ]
+
+
+def _request_hours(dialect: str) -> tuple[sa.Label[Any], sa.Label[Any]]:
+    """Sums of the requested cores and GiB of memory held over the runtime (× parallelism), of the
+    measured jobs (those the GPU figures are summed over): what rates price besides GPU-hours."""
+    c = jobs.c
+    parallelism = sa.func.coalesce(c.requested["parallelism"].as_integer(), 1)
+    hours = seconds_after(dialect, c.finished_at, c.started_at) * parallelism / 3600.0
+    measured = c.gpu_minutes_held.is_not(None)
+    core_hours = sa.case((measured, sa.func.coalesce(c.cpu_requested_cores, 0.0) * hours))
+    gib_hours = sa.case(
+        (measured, sa.cast(sa.func.coalesce(c.memory_requested_bytes, 0), sa.Double) / float(GIB) * hours)
+    )
+    return sa.func.sum(core_hours).label("cpu_core_hours"), sa.func.sum(gib_hours).label("memory_gib_hours")
+
+
+async def _tune_for_aggregation(conn: AsyncConnection) -> None:
+    if conn.dialect.name == "postgresql":
+        # A pass over every finished job: its hash tables get more than the default 4 MB (a spill to
+        # disk otherwise), JIT would compile a plan that runs once, and parallel workers took as
+        # long as one process on a loaded machine while taking cores from the API's requests
+        # (docs/api.md). The settings end with the transaction.
+        for setting in (
+            f"work_mem = '{AGGREGATION_WORK_MEM}'",
+            "jit = off",
+            "max_parallel_workers_per_gather = 0",
+        ):
+            await conn.exec_driver_sql(f"SET LOCAL {setting}")
+
+
+async def spend_cells(
+    conn: AsyncConnection,
+    teams: Collection[str],
+    windows: Sequence[tuple[datetime, datetime]],
+    cluster: str | None = None,
+) -> list[SpendCell]:
+    """What the jobs of ``teams`` that finished in each of ``windows`` (disjoint, [start, end))
+    held, per window, team and GPU model: what budgets are counted from, in one pass."""
+    if not teams or not windows:
+        return []
+    c = jobs.c
+    within = [sa.and_(c.finished_at >= start, c.finished_at < end) for start, end in windows]
+    span = sa.case(*((condition, i) for i, condition in enumerate(within)), else_=-1).label("span")
+    query = (
+        sa.select(
+            span,
+            c.team,
+            c.gpu_model,
+            sa.func.sum(c.gpu_minutes_held).label("gpu_minutes"),
+            sa.func.sum(c.gpu_minutes_idle).label("idle_gpu_minutes"),
+            *_request_hours(conn.dialect.name),
+        )
+        .where(
+            c.team.in_(sorted(teams)),
+            *finished_in(jobs, min(w[0] for w in windows), max(w[1] for w in windows), cluster),
+        )
+        .group_by(span, c.team, c.gpu_model)
+    )
+    await _tune_for_aggregation(conn)
+    return [
+        SpendCell(
+            span=int(row.span),
+            team=row.team,
+            held=Held(
+                row.gpu_model,
+                _float(row.gpu_minutes),
+                _float(row.idle_gpu_minutes),
+                _float(row.cpu_core_hours),
+                _float(row.memory_gib_hours),
+            ),
+        )
+        for row in await conn.execute(query)
+        if row.span >= 0
     ]
 
 

@@ -7,10 +7,12 @@ learns from, and the admin API's aggregations (usage cells, open recommendations
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from inno_notify.adapters.db import jobs, recommendation_queries, series, usage_queries
 from inno_notify.adapters.db.transactions import Repository, reads
+from inno_notify.domain.budgets import SpendCell
 from inno_notify.domain.model import JobRecord, Usage
 
 
@@ -46,6 +48,13 @@ class UsageRepository(Repository):
         (by team, owner or namespace) is a sum of these (usage_queries.group_cells)."""
         async with self.read() as conn:
             return await usage_queries.usage_cells(conn, since, until, cluster)
+
+    async def spend_cells(
+        self, teams: Collection[str], windows: Sequence[tuple[datetime, datetime]], cluster: str | None = None
+    ) -> list[SpendCell]:
+        """What the teams' jobs held per finished-in window and GPU model (budgets)."""
+        async with self.read() as conn:
+            return await usage_queries.spend_cells(conn, teams, windows, cluster)
 
     # Open recommendations, largest waste first, and the next page's cursor.
     open_recommendations = reads(recommendation_queries.open_recommendations)
