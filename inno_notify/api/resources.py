@@ -31,6 +31,7 @@ from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only 
 
 from inno_notify.adapters.db.usage_queries import GroupBy
 from inno_notify.api.params import EMAIL_PATTERN, SAFE_PATTERN
+from inno_notify.domain.chat_commands import MAX_MUTE_HOURS
 from inno_notify.domain.links import LINKS_MAX, TITLE_MAX_CHARS, URL_MAX_CHARS
 from inno_notify.domain.model import (
     Channel,
@@ -44,7 +45,6 @@ from inno_notify.domain.model import (
     Unit,
 )
 from inno_notify.domain.preferences import Via
-from inno_notify.domain.telegram_commands import MAX_MUTE_HOURS
 from inno_notify.domain.trends import TrendGroup
 
 # Every resource is closed (additionalProperties: false) and describes itself from its docstrings.
