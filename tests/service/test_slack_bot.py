@@ -138,7 +138,9 @@ async def socket(store: Store, slack_api: tuple[FakeSlack, str]) -> AsyncIterato
         DirectoryUser("alice@example.com", "Alice", channels=("email", "slack"))
     )
     clock = FakeClock()
-    settings = SlackSettings(token=SLACK_TOKEN, api_url=api_url, app_token=APP_TOKEN)  # type: ignore[arg-type]
+    settings = SlackSettings.model_validate(
+        {"token": SLACK_TOKEN, "api_url": api_url, "app_token": APP_TOKEN}
+    )
     bot = SlackBot.build(settings, "UTC", store, clock)
     assert bot is not None and bot.signing_secret is None
     ((name, component),) = bot.leader_components()

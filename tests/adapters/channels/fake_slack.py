@@ -143,8 +143,8 @@ class FakeSlack:
         await self.sockets[-1].send_json(body)
         return envelope
 
-    async def wait_ack(self, envelope: str, timeout: float = 10) -> dict[str, Any]:
-        await asyncio.wait_for(self._acked.setdefault(envelope, asyncio.Event()).wait(), timeout)
+    async def wait_ack(self, envelope: str) -> dict[str, Any]:
+        await asyncio.wait_for(self._acked.setdefault(envelope, asyncio.Event()).wait(), 10)
         return self.acks[envelope]
 
     def calls_to(self, method: str) -> list[Call]:
