@@ -127,7 +127,8 @@ class FakeSlack:
         return ws
 
     async def wait_connected(self) -> None:
-        await asyncio.wait_for(self._connected.wait(), 10)
+        # A whole service may be starting (migrations, the first term): a generous bound.
+        await asyncio.wait_for(self._connected.wait(), 30)
 
     async def send_envelope(self, kind: str, payload: Mapping[str, Any]) -> str:
         """Sends one envelope to the connected client; its envelope_id."""
