@@ -360,10 +360,11 @@ class Preference(TypedDict):
 
     value: int | list[Channel] | PersonNotify | datetime | bool | None
     via: Via
-    """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}; email: the
-    person, through the one-click unsubscribe link of an e-mail."""
+    """telegram: the person, in their linked chat; slack: the person, from Slack (/inno, a DM, the
+    app's Home tab); api: PUT /api/v1/users/{email}; email: the person, through the one-click
+    unsubscribe link of an e-mail."""
     by: str | None
-    """The chat id, or the API token's name (null for email)."""
+    """The chat id, the Slack member id, or the API token's name (null for email)."""
     at: datetime
 
 
