@@ -17,7 +17,7 @@ surface's own module's (domain.telegram_commands, domain.slack_commands).
 
 Everything a person writes is data for a template that escapes it (bot_replies), never markup.
 Pure: the caller passes the person (with preferences applied) and `now`, and gets a `Decision` to
-carry out in one transaction (service.chat_commands).
+carry out in one transaction (service.self_service).
 """
 
 from __future__ import annotations

@@ -164,9 +164,7 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         )
         if term.bot is not None:
             resources.push_async_callback(term.bot.aclose)
-        term.slack = SlackBot.build(
-            settings.channels.slack, settings.digest.timezone, store, utc_now, telemetry
-        )
+        term.slack = SlackBot.build(settings.channels.slack, settings.digest.timezone, store, utc_now)
         if term.slack is not None:
             resources.push_async_callback(term.slack.aclose)
         await seed_directory(store, settings)

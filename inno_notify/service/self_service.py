@@ -61,8 +61,10 @@ def reply_row(
     """The outbox row of an answer on `channel` to the chat `address` names."""
     if channel is Channel.TELEGRAM:
         recipient = f"telegram:{address.telegram_chat_id}"
-    else:
+    elif channel is Channel.SLACK:
         recipient = f"slack:{address.slack_user_id}"
+    else:
+        raise ValueError(f"no chat commands on {channel.value}")
     return Notification(
         dedup_key=key,
         kind=NotificationKind.BOT_REPLY,

@@ -38,7 +38,6 @@ from inno_notify.domain.preferences import Origin, Via
 from inno_notify.domain.slack_commands import SlackRequest, SlackRequestKind, decide, user_of_slack
 from inno_notify.service.self_service import carry_out, mutes_of, reply_row
 from inno_notify.settings import SlackSettings, secret_value
-from inno_notify.telemetry import Telemetry
 
 __all__ = ["SlackBot", "SlackHandler", "SlackWorkspace", "reply_key"]
 
@@ -74,13 +73,11 @@ class SlackHandler:
         clock: Clock,
         *,
         timezone: str = "UTC",
-        telemetry: Telemetry | None = None,
     ) -> None:
         self._store = store
         self._workspace = workspace
         self._clock = clock
         self._timezone = timezone
-        self._telemetry = telemetry
 
     async def handle(self, kind: str, payload: Mapping[str, Any], *, fenced: bool) -> None:
         """Handles the payload of a request of `kind` (an envelope type); raises what the store
@@ -182,9 +179,7 @@ class SlackBot:
     verifies requests with.
     """
 
-    def __init__(
-        self, slack: SlackSettings, timezone: str, store: Store, clock: Clock, telemetry: Telemetry | None
-    ) -> None:
+    def __init__(self, slack: SlackSettings, timezone: str, store: Store, clock: Clock) -> None:
         token = secret_value(slack.token)
         assert token
         self._token = token
@@ -192,7 +187,7 @@ class SlackBot:
         self._app_token = secret_value(slack.app_token)
         self.signing_secret = secret_value(slack.signing_secret)
         self._workspace = SlackSender(token, slack.api_url)
-        self.handler = SlackHandler(store, self._workspace, clock, timezone=timezone, telemetry=telemetry)
+        self.handler = SlackHandler(store, self._workspace, clock, timezone=timezone)
 
     @classmethod
     def build(
@@ -201,11 +196,10 @@ class SlackBot:
         timezone: str,
         store: Store,
         clock: Clock,
-        telemetry: Telemetry | None = None,
     ) -> SlackBot | None:
         """The app (`channels.slack`; replies dated in the digest's `timezone`), or None when
         self-service on Slack is off."""
-        return cls(slack, timezone, store, clock, telemetry) if self_service_enabled(slack) else None
+        return cls(slack, timezone, store, clock) if self_service_enabled(slack) else None
 
     def leader_components(self) -> list[tuple[str, Component]]:
         if not self._app_token:
