@@ -78,7 +78,7 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import ChartDrawer, JobCharts
 from inno_notify.service.message_composer import MessageParts
@@ -172,7 +172,9 @@ async def seed(store: Store, first: int, count: int, due: list[datetime], now: d
     for i, record in enumerate(jobs):
         # Only the owner's entry: routing indexes the whole directory per call.
         owner = {record.owner: users[record.owner]} if record.owner else {}
-        for row in plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications:
+        for row in plan_summary(
+            record, Directory(owner, {}), frozenset({"telegram", "slack"}), now, 0.0
+        ).notifications:
             rows.append(replace(row, due_at=due[i], next_attempt_at=due[i]))
     for start in range(0, count, 1000):
         async with store.jobs.ingest_transaction() as tx:
@@ -236,7 +238,9 @@ async def seed_with_series(
         summaries = []
         for (record, series), chart in zip(batch, charts, strict=True):
             owner = {record.owner: users[record.owner]} if record.owner else {}
-            rows = plan_summary(record, owner, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
+            rows = plan_summary(
+                record, Directory(owner, {}), frozenset({"telegram", "slack"}), now, 0.0
+            ).notifications
             summaries.append(JobSummary(record.uid, usage, [], rows, usage_series=series, chart=chart))
         await store.jobs.complete_summaries(CLUSTER, summaries)
         drawing += drawn - began

@@ -6,6 +6,7 @@ with what this module renders.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import json
 import types
@@ -78,7 +79,7 @@ def _type_name(annotation: Any) -> str:
         return _type_name(args[0])
     if origin is tuple:
         return f"list of {_type_name(args[0])}"
-    if origin is dict:
+    if origin in (dict, collections.abc.Mapping):
         return f"map {_type_name(args[0])} → {_type_name(args[1])}"
     if annotation is SecretStr:
         return "secret string"
@@ -113,6 +114,15 @@ def _model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _dataclass_of_list(annotation: Any) -> type[Any] | None:
+    """The item class of a `tuple[SomeDataclass, ...]` setting (a list in YAML), else None."""
+    if typing.get_origin(annotation) is tuple:
+        inner = typing.get_args(annotation)[0]
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+            return inner
+    return None
+
+
 def _dataclass_rows(cls: type[Any], prefix: str) -> list[str]:
     """A section that is a domain dataclass: its attribute docstrings are the descriptions (pydantic
     reads them into the settings' JSON schema; the domain itself cannot depend on pydantic)."""
@@ -121,7 +131,12 @@ def _dataclass_rows(cls: type[Any], prefix: str) -> list[str]:
     rows = []
     for item in dataclasses.fields(cls):
         description = " ".join(properties[item.name].get("description", "").split())
-        default = f"`{json.dumps(item.default, ensure_ascii=False)}`"
+        if item.default is not dataclasses.MISSING:
+            default = f"`{json.dumps(item.default, ensure_ascii=False)}`"
+        elif item.default_factory is not dataclasses.MISSING:
+            default = f"`{json.dumps(item.default_factory(), ensure_ascii=False)}`"
+        else:
+            default = "required"
         rows.append(f"| `{prefix}{item.name}` | {_type_name(hints[item.name])} | {default} | {description} |")
     return rows
 
@@ -138,6 +153,9 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
             rows.extend(_rows(nested, f"{key}."))
         elif isinstance(info.annotation, type) and dataclasses.is_dataclass(info.annotation):
             rows.extend(_dataclass_rows(info.annotation, f"{key}."))
+        elif (listed := _dataclass_of_list(info.annotation)) is not None:
+            rows.append(f"| `{key}` | list of mappings | `[]` | {info.description or ''} |")
+            rows.extend(_dataclass_rows(listed, f"{key}[]."))
         else:
             rows.append(
                 f"| `{key}` | {_type_name(info.annotation)} | {_default(info)} | {info.description or ''} |"

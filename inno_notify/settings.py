@@ -36,6 +36,8 @@ from pydantic import (
     model_validator,
 )
 
+from inno_notify.domain.budgets import Budget
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.rightsizing import RightsizingPolicy
 
 ENV_PREFIX = "INNO_NOTIFY_"
@@ -180,6 +182,8 @@ class AccountingSettings(_Section):
         description="Extended resource name -> GPU-equivalents per unit, e.g. "
         '"nvidia.com/mig-1g.10gb": 0.142857 or "nvidia.com/gpu.shared": 0.25.',
     )
+    # The domain's own dataclass, like `rightsizing`: its attribute docstrings are the descriptions.
+    rates: Rates = Field(default_factory=Rates)
 
 
 class NotifySettings(_Section):
@@ -761,6 +765,13 @@ class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     accounting: AccountingSettings = Field(default_factory=AccountingSettings)
+    budgets: tuple[Budget, ...] = Field(
+        (),
+        description="Per team, a period (month or week, in digest.timezone) and an amount of GPU-hours "
+        "(`gpu_hours`) or money (`amount`, in accounting.rates.currency), optionally for one GPU model "
+        '(`gpu_model`, a glob like "*H100*"): the team\'s leads get an alert when the forecast for '
+        "the period's end passes it and at 80 % and 100 % of actual spend (docs/budgets.md).",
+    )
     # The domain's own dataclass: pydantic validates its fields and runs its __post_init__ (which
     # checks relations such as warning <= critical); its attribute docstrings are the descriptions.
     rightsizing: RightsizingPolicy = Field(default_factory=RightsizingPolicy)
@@ -826,6 +837,16 @@ class Settings(_Section):
             password = read_secret_file(self.database_password_file, "database_password_file")
             url = _with_password(url, password.get_secret_value())
         object.__setattr__(self, "database_url", url)
+        return self
+
+    @model_validator(mode="after")
+    def _budgets_of_known_teams(self) -> Settings:
+        teams = {team.name for team in self.directory.teams}
+        for i, budget in enumerate(self.budgets):
+            if budget.team not in teams:
+                raise ValueError(f"budgets[{i}].team: no directory team is named {budget.team!r}")
+            if budget.amount is not None and not self.accounting.rates.priced:
+                raise ValueError(f"budgets[{i}].amount: a money budget needs accounting.rates")
         return self
 
 

@@ -34,6 +34,7 @@ from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middlewar
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.throttle import RecentAccepts
 from inno_notify.api.views import slack, telegram, usage
+from inno_notify.domain.costs import Rates
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
 
@@ -120,6 +121,7 @@ def create_app(
     telegram_webhook: keys.TelegramWebhook | None = None,
     slack_requests: keys.SlackRequests | None = None,
     trends_timezone: str = "UTC",
+    rates: Rates | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -147,7 +149,7 @@ def create_app(
     /slack/commands and /slack/interactive alike: Slack's signature instead of a token
     (views/slack.py).
     `trends_timezone` is the zone GET /api/v1/trends counts weeks in (the runtime passes
-    digest.timezone).
+    digest.timezone). `rates` (`accounting.rates`) price the jobs and usage groups it serves.
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -183,6 +185,7 @@ def create_app(
     app[keys.WORKFLOW_PAGES] = workflow_pages
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
     app[keys.TRENDS_TIMEZONE] = trends_timezone
+    app[keys.RATES] = rates or Rates()
     app[keys.DIGEST_CACHE] = ResultCache(
         monotonic,
         clock,

@@ -17,6 +17,7 @@ from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.resources import ProvidedDigest
 from inno_notify.api.throttle import RecentAccepts
+from inno_notify.domain.costs import Rates
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
@@ -71,6 +72,7 @@ USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
 DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 # The zone trends count weeks in (digest.timezone), so a team's newest week is its digest's.
 TRENDS_TIMEZONE = web.AppKey("trends_timezone", str)
+RATES = web.AppKey("rates", Rates)
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)

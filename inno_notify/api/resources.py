@@ -150,6 +150,17 @@ class JobReplica(TypedDict):
 
 
 @with_config(CLOSED)
+class Cost(TypedDict):
+    amount: float | None
+    """What the run held, at `accounting.rates`: its GPU-hours at its GPU model's price, plus its
+    core and memory requests over its runtime where those are priced. Null where something it held
+    was not measured or has no price (never 0 for that)."""
+    idle: float | None
+    """The part of `amount` its idle GPU-minutes cost."""
+    currency: str
+
+
+@with_config(CLOSED)
 class Job(TypedDict):
     uid: str
     cluster: str
@@ -184,6 +195,8 @@ class Job(TypedDict):
     """What Kueue said about the job; null when Kueue does not manage it."""
     replicas: list[JobReplica]
     """A multi-pod run's replica roles; empty for a Job or a pod."""
+    cost: Cost | None
+    """null until measured, and when `accounting.rates` sets no price (docs/budgets.md)."""
 
 
 NextCursor = Annotated[

@@ -21,6 +21,8 @@ from inno_notify.adapters.db.pipeline_events import EventRecord
 from inno_notify.adapters.db.recommendation_queries import JobRecommendation
 from inno_notify.adapters.db.usage_queries import UsageGroup
 from inno_notify.api import resources
+from inno_notify.domain import costs
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
@@ -55,7 +57,7 @@ def recommendation(rec: Recommendation) -> resources.Recommendation:
     return same_names(resources.Recommendation, rec)
 
 
-def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resources.Job:
+def job_row(row: Sequence[Any], recs: list[resources.Recommendation], rates: Rates) -> resources.Job:
     """The Job resource from a row of the store's job page (job_details.PAGE_COLUMNS) and its
     recommendations (job_details.RECOMMENDATION_FIELDS each, the keys of resources.Recommendation),
     without building domain records: on the list endpoint that cost most of a page's CPU
@@ -95,8 +97,13 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         replicas,
         usage_replicas,
         gpu_model,
+        idle_gpu_minutes,
+        parallelism,
         _recommendations,
     ) = row
+    # JobRecord.runtime_seconds, on the row's values.
+    ran = started_at is not None and finished_at is not None
+    runtime = max(0.0, (finished_at - started_at).total_seconds()) if ran else None
     return {
         "uid": uid,
         "cluster": cluster,
@@ -115,13 +122,11 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         "created_at": created_at,
         "started_at": started_at,
         "finished_at": finished_at,
-        # JobRecord.queue_seconds and runtime_seconds, on the row's values.
+        # JobRecord.queue_seconds, on the row's values.
         "queue_seconds": None
         if created_at is None or queued_until is None
         else max(0.0, (queued_until - created_at).total_seconds()),
-        "runtime_seconds": None
-        if started_at is None or finished_at is None
-        else max(0.0, (finished_at - started_at).total_seconds()),
+        "runtime_seconds": runtime,
         "requested": {"gpus": gpus, "cpu_cores": cpu_cores, "memory_bytes": memory_bytes},
         "usage": None
         if usage_uid is None
@@ -139,7 +144,28 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation]) -> resourc
         # Most runs have neither (a plain Job): no call for them on the list's hottest loop.
         "kueue": job_kueue(kueue) if kueue else None,
         "replicas": job_replicas(replicas, usage_replicas) if replicas or usage_replicas else [],
+        "cost": None
+        if usage_uid is None or not rates.priced
+        else cost(
+            costs.job_held(
+                gpu_model=gpu_model,
+                gpu_minutes=gpu_minutes,
+                idle_gpu_minutes=idle_gpu_minutes,
+                cpu_cores=cpu_cores,
+                memory_bytes=memory_bytes,
+                parallelism=parallelism,
+                runtime_seconds=runtime,
+            ),
+            rates,
+        ),
     }
+
+
+def cost(held: costs.Held, rates: Rates) -> resources.Cost | None:
+    priced = costs.cost_of(held, rates)
+    if priced is None:
+        return None
+    return {"amount": priced.amount, "idle": priced.idle, "currency": priced.currency}
 
 
 def _kind_name(stored: str) -> KindName:

@@ -97,8 +97,10 @@ class WasteRow:
 
 
 @dataclass(frozen=True, slots=True)
-class NudgedPodRow:
-    """A pod of the team nudged about idle GPUs in the week, with what its nudges saw (see above)."""
+class NudgedPod:
+    """A pod nudged about idle GPUs, as the digest names it: what a nudge about it and the week's
+    row of all its nudges both carry. Its fields come first in both (the nudge ledger stores an
+    entry as a plain array of its fields in order)."""
 
     cluster: str
     pod_uid: str
@@ -106,20 +108,20 @@ class NudgedPodRow:
     pod: str
     kind: str
     owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NudgedPodRow(NudgedPod):
+    """A pod of the team nudged about idle GPUs in the week, with what its nudges saw (see above)."""
+
     nudges: int
     idle_gpu_hours: float
 
 
 @dataclass(frozen=True, slots=True)
-class NudgeEntry:
+class NudgeEntry(NudgedPod):
     """One idle nudge about one pod, as kept for its team's digest (times in Unix seconds)."""
 
-    cluster: str
-    pod_uid: str
-    namespace: str
-    pod: str
-    kind: str
-    owner: str | None
     observed_at: float
     idle_since: float
     idle_gpu_equivalents: float

@@ -40,6 +40,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import NamedTuple
 
 from inno_notify.domain.addresses import email_refusal, is_single_address
@@ -112,21 +113,18 @@ def summary_dedup_key(cluster: str, uid: str, channel: str, recipient: str) -> s
 
 def plan_summary(
     job: JobRecord,
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
+    directory: Directory,
     enabled_channels: frozenset[str],
     now: datetime,
     group_wait_seconds: float,
     allowed_email_domains: Collection[str] = (),
-    *,
-    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
-    """Routes a finished job's summary. `users` is keyed by e-mail (matched case-insensitively).
+    """Routes a finished job's summary. Users are matched by e-mail case-insensitively.
 
     Each row is due `group_wait_seconds` after `now`, so that summaries arriving meanwhile for
     the same recipient and channel can join it in one message (the dispatcher decides that).
     E-mail goes only to single plain addresses within `allowed_email_domains` (empty: any), and to
-    nobody in `email_off` (Directory.email_off: every caller passes it, tests/domain checks so).
+    nobody in `directory.email_off`.
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the job asks for no notification (notify: never)")
@@ -136,39 +134,27 @@ def plan_summary(
         return RoutingPlan((), silent_reason="a workspace gets nudges while it runs, no summary")
     if job.notify is NotifyMode.FAILURE and job.status is not JobStatus.FAILED:
         return RoutingPlan((), silent_reason=f"notify: failure and the job {job.status.value}")
-    due_at = now + timedelta(seconds=group_wait_seconds)
-
-    def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
-        return Notification(
-            dedup_key=summary_dedup_key(job.cluster, job.uid, channel, recipient),
-            kind=NotificationKind.JOB_SUMMARY,
-            channel=Channel(channel),
-            recipient=recipient,
-            due_at=due_at,
-            created_at=now,
-            cluster=job.cluster,
-            job_uid=job.uid,
-            group_key=job.group_key,
-            address=address,
-        )
-
-    failed = job.status is JobStatus.FAILED
-    return _route(
-        job, users, teams, enabled_channels, allowed_email_domains, row, failed=failed, email_off=email_off
+    row = _row_maker(
+        NotificationKind.JOB_SUMMARY,
+        partial(summary_dedup_key, job.cluster, job.uid),
+        now,
+        now + timedelta(seconds=group_wait_seconds),
+        cluster=job.cluster,
+        job_uid=job.uid,
+        group_key=job.group_key,
     )
+    failed = job.status is JobStatus.FAILED
+    return _route(job, directory, enabled_channels, allowed_email_domains, row, failed=failed)
 
 
 def plan_nudge(
     job: JobRecord,
     finding: IdleFinding,
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
+    directory: Directory,
     enabled_channels: frozenset[str],
     now: datetime,
     repeat_hours: float,
     allowed_email_domains: Collection[str] = (),
-    *,
-    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes an idle nudge about one of `job`'s pods like a summary: to the owner (or the team's
     leads where the team takes unowned work) on the same channels, due at once.
@@ -179,25 +165,16 @@ def plan_nudge(
     """
     if job.notify is NotifyMode.NEVER:
         return RoutingPlan((), silent_reason="the workload asks for no notification (notify: never)")
-    nudge = finding_to_payload(finding)
-
-    def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
-        return Notification(
-            dedup_key=nudge_dedup_key(job.cluster, finding.pod_uid, now, repeat_hours, channel, recipient),
-            kind=NotificationKind.IDLE_NUDGE,
-            channel=Channel(channel),
-            recipient=recipient,
-            due_at=now,
-            created_at=now,
-            cluster=job.cluster,
-            job_uid=finding.pod_uid,
-            address=address,
-            payload={PAYLOAD_KEY: nudge},
-        )
-
-    return _route(
-        job, users, teams, enabled_channels, allowed_email_domains, row, nudge=True, email_off=email_off
+    row = _row_maker(
+        NotificationKind.IDLE_NUDGE,
+        partial(nudge_dedup_key, job.cluster, finding.pod_uid, now, repeat_hours),
+        now,
+        now,
+        cluster=job.cluster,
+        job_uid=finding.pod_uid,
+        payload={PAYLOAD_KEY: finding_to_payload(finding)},
     )
+    return _route(job, directory, enabled_channels, allowed_email_domains, row, nudge=True)
 
 
 def bundle_nudges(rows: Sequence[Notification], now: datetime, repeat_hours: float) -> list[Notification]:
@@ -236,34 +213,32 @@ RowMaker = Callable[[str, str, RecipientAddress], Notification]
 
 def _route(
     job: JobRecord,
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
+    directory: Directory,
     enabled_channels: frozenset[str],
     allowed_email_domains: Collection[str],
     make_row: RowMaker,
     *,
     failed: bool | None = None,
     nudge: bool = False,
-    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """The rows for `job`'s recipients (its owner, else its team's leads) on their channels.
 
     `failed`: whether the message is about a run that failed, for a person's failures-only
     preference (None: it is about no ended run, a nudge, and the preference does not apply)."""
-    directory = _by_email(users)
-    recipients, silent = _recipients(job.owner, _team_of(job.team, job.namespace, teams), directory)
+    users = _by_email(directory.users)
+    recipients, silent = _recipients(job.owner, _team_of(job.team, job.namespace, directory.teams), users)
     if silent is not None:
         return RoutingPlan((), silent_reason=silent)
     notifications, skipped = _route_people(
         recipients,
         job.channels,
-        directory,
+        users,
         enabled_channels,
         allowed_email_domains,
         make_row,
         failed=failed,
         nudge=nudge,
-        email_off=email_off,
+        email_off=directory.email_off,
     )
     return _plan(notifications, skipped)
 
@@ -360,14 +335,12 @@ def plan_message(
     kind: NotificationKind,
     subject: str,
     payload: Mapping[str, object],
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
+    directory: Directory,
     enabled_channels: frozenset[str],
     now: datetime,
     *,
     cluster: str | None = None,
     allowed_email_domains: Collection[str] = (),
-    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes a message like a job summary (owner, else the team's leads where the team asks for
     unowned summaries; the same notify modes and channel rules), plus the team's Slack channel
@@ -377,18 +350,18 @@ def plan_message(
         return RoutingPlan((), silent_reason="it asks for no notification (notify: never)")
     if audience.notify is NotifyMode.FAILURE and not audience.failed:
         return RoutingPlan((), silent_reason="notify: failure and it did not fail")
-    directory = _by_email(users)
-    team = _team_of(audience.team, audience.namespace, teams)
-    recipients, silent = _recipients(audience.owner, team, directory)
+    users = _by_email(directory.users)
+    team = _team_of(audience.team, audience.namespace, directory.teams)
+    recipients, silent = _recipients(audience.owner, team, users)
     notifications, skipped = _route_people(
         recipients,
         audience.channels,
-        directory,
+        users,
         enabled_channels,
         allowed_email_domains,
         _message_row(kind, subject, payload, now, now, cluster),
         failed=audience.failed if kind is NotificationKind.WORKFLOW_SUMMARY else None,
-        email_off=email_off,
+        email_off=directory.email_off,
     )
     if audience.team_channel and team is not None:
         notifications += _team_channel_row(team, kind, subject, payload, enabled_channels, now, now, cluster)
@@ -400,14 +373,12 @@ def plan_event(
     team_name: str | None,
     subject: str,
     payload: Mapping[str, object],
-    users: Mapping[str, DirectoryUser],
-    teams: Mapping[str, Team],
+    directory: Directory,
     enabled_channels: frozenset[str],
     now: datetime,
     allowed_email_domains: Collection[str] = (),
     *,
     group_wait_seconds: float = 0.0,
-    email_off: Collection[str] = frozenset(),
 ) -> RoutingPlan:
     """Routes a pipeline's message: to one person like an owner (directory channels; e-mail only
     for an address outside the directory), or to a team: its Slack channel where it has one and
@@ -415,14 +386,14 @@ def plan_event(
     after `now`, like summaries, so that events to one recipient meanwhile share one message."""
     kind = NotificationKind.PIPELINE_EVENT
     due_at = now + timedelta(seconds=group_wait_seconds)
-    directory = _by_email(users)
+    users = _by_email(directory.users)
     if to is not None:
         address = to.strip()
-        if not (address.lower() in directory or is_single_address(address)):
+        if not (address.lower() in users or is_single_address(address)):
             return RoutingPlan((), silent_reason="the address is not one plain e-mail address")
         people = [address]
     else:
-        team = teams.get(team_name or "")
+        team = directory.teams.get(team_name or "")
         if team is None:
             return RoutingPlan((), silent_reason=f"no team {team_name!r}")
         channel_rows = _team_channel_row(team, kind, subject, payload, enabled_channels, now, due_at, None)
@@ -434,11 +405,11 @@ def plan_event(
     notifications, skipped = _route_people(
         people,
         None,
-        directory,
+        users,
         enabled_channels,
         allowed_email_domains,
         _message_row(kind, subject, payload, now, due_at, None),
-        email_off=email_off,
+        email_off=directory.email_off,
     )
     return _plan(notifications, skipped)
 
@@ -497,18 +468,38 @@ def _message_row(
     cluster: str | None,
 ) -> RowMaker:
     """How a row of a message about `subject` is made: `payload` to the recipient's address."""
+    return _row_maker(
+        kind, partial(message_dedup_key, subject, kind), now, due_at, cluster=cluster, payload=payload
+    )
+
+
+def _row_maker(
+    kind: NotificationKind,
+    dedup_key: Callable[[str, str], str],
+    now: datetime,
+    due_at: datetime,
+    *,
+    cluster: str | None,
+    job_uid: str | None = None,
+    group_key: str | None = None,
+    payload: Mapping[str, object] | None = None,
+) -> RowMaker:
+    """How every row is made (a summary's, a nudge's, a message's): to (channel, recipient) at the
+    recipient's address, keyed by `dedup_key(channel, recipient)`, carrying a copy of `payload`."""
 
     def row(channel: str, recipient: str, address: RecipientAddress) -> Notification:
         return Notification(
-            dedup_key=message_dedup_key(subject, kind, channel, recipient),
+            dedup_key=dedup_key(channel, recipient),
             kind=kind,
             channel=Channel(channel),
             recipient=recipient,
             due_at=due_at,
             created_at=now,
             cluster=cluster,
+            job_uid=job_uid,
+            group_key=group_key,
             address=address,
-            payload=dict(payload),
+            payload=dict(payload or {}),
         )
 
     return row

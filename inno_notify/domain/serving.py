@@ -13,27 +13,34 @@ Pure: records in, decisions out; time is passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from inno_notify.domain.model import Link, NotifyMode
 
-__all__ = ["TRAINED_BY_KEY", "ServingNotice", "ServingRecord", "TrainedBy", "announce", "trained_by_ref"]
+__all__ = [
+    "TRAINED_BY_KEY",
+    "ServedModel",
+    "ServingNotice",
+    "ServingRecord",
+    "TrainedBy",
+    "announce",
+    "trained_by_ref",
+]
 
 TRAINED_BY_KEY = "inno-notify/trained-by"
 
 
-@dataclass(frozen=True, slots=True)
-class ServingRecord:
-    """An InferenceService as far as its announcement needs it."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServedModel:
+    """A served model, where it answers and what it runs on: what an InferenceService's record and
+    the message announcing it both carry (the message copies it from the record, ServingNotice.of)."""
 
     cluster: str
     uid: str
     namespace: str
     name: str
-    ready: bool = False
     ready_at: datetime | None = None
-    revision: str | None = None
     url: str | None = None
     mode: str | None = None
     model_format: str | None = None
@@ -42,13 +49,21 @@ class ServingRecord:
     gpus: float = 0.0
     min_replicas: int | None = None
     max_replicas: int | None = None
+    links: tuple[Link, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingRecord(ServedModel):
+    """An InferenceService as far as its announcement needs it."""
+
+    ready: bool = False
+    revision: str | None = None
     owner: str | None = None
     team: str | None = None
     notify: NotifyMode = NotifyMode.ALWAYS
     channels: tuple[str, ...] | None = None
     # The `inno-notify/trained-by` annotation as written (see trained_by_ref).
     trained_by: str | None = None
-    links: tuple[Link, ...] = ()
 
 
 def announce(record: ServingRecord, announced: str | None, known: bool, horizon: datetime) -> bool | None:
@@ -89,43 +104,15 @@ def trained_by_ref(value: str | None) -> tuple[str | None, str] | None:
     return (kind or None, name)
 
 
-@dataclass(frozen=True, slots=True)
-class ServingNotice:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingNotice(ServedModel):
     """The "model is serving" message: the model, where it answers, what it runs on, and what
     trained it."""
 
-    cluster: str
-    uid: str
-    namespace: str
-    name: str
     revision: str
-    url: str | None = None
-    mode: str | None = None
-    model_format: str | None = None
-    storage_uri: str | None = None
-    gpus: float = 0.0
-    min_replicas: int | None = None
-    max_replicas: int | None = None
-    ready_at: datetime | None = None
     trained_by: TrainedBy | None = None
-    links: tuple[Link, ...] = ()
 
     @classmethod
     def of(cls, record: ServingRecord, trained_by: TrainedBy | None) -> ServingNotice:
-        return cls(
-            cluster=record.cluster,
-            uid=record.uid,
-            namespace=record.namespace,
-            name=record.name,
-            revision=record.revision or "",
-            url=record.url,
-            mode=record.mode,
-            model_format=record.model_format,
-            storage_uri=record.storage_uri,
-            gpus=record.gpus,
-            min_replicas=record.min_replicas,
-            max_replicas=record.max_replicas,
-            ready_at=record.ready_at,
-            trained_by=trained_by,
-            links=record.links,
-        )
+        model = {f.name: getattr(record, f.name) for f in fields(ServedModel)}
+        return cls(**model, revision=record.revision or "", trained_by=trained_by)

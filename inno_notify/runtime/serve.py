@@ -92,6 +92,7 @@ def api_component(
             telegram_webhook=telegram_webhook,
             slack_requests=slack_requests,
             trends_timezone=settings.digest.timezone,
+            rates=settings.accounting.rates,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)

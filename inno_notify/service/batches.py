@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,7 +36,7 @@ from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.model import RejectedObject
 from inno_notify.domain.parsing import ParseError, SetAside, identity
 from inno_notify.domain.parsing.fields import BAD_KEY, MISSING_FIELD
-from inno_notify.service.planner import shown
+from inno_notify.service.planner import FirstTimes, shown
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,16 @@ class BatchQueue(Generic[T]):
 
 
 @dataclass(slots=True)
+class Unit:
+    """One object of a batch, parsed: the smallest thing a failing write is split down to, and what
+    is set aside when the database refuses it. Each pipeline adds what it parsed the object into."""
+
+    kind: str
+    uid: str
+    obj: JsonObj
+
+
+@dataclass(slots=True)
 class Piece(Generic[U, R]):
     """Units written in one transaction, then what closes them (relists reconciled after them)."""
 
@@ -304,9 +314,8 @@ class Rejections:
         self.telemetry = telemetry
         self.pending: list[RejectedObject] = []
         self.values = 0
-        # (kind, uid, what) already logged, oldest first; bounded, since uids are the cluster's.
-        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._logged_max = logged_max
+        # (kind, uid, what) already logged; bounded, since uids are the cluster's.
+        self._first_time = FirstTimes(logged_max)
         self._backoff = backoff or write_backoff(10.0)
         self._sleep = sleep
 
@@ -314,7 +323,7 @@ class Rejections:
         """Sets aside the object `obj` of `kind` (uid "" when it has none usable)."""
         _, namespace, name = identity(obj)
         self.count(kind, reason)
-        if self.first_time(kind, uid or f"{namespace}/{name}", reason):
+        if self._first_time((kind, uid or f"{namespace}/{name}", reason)):
             log.warning(
                 "set aside %s uid=%s namespace=%s name=%s: %s (%s)",
                 kind,
@@ -331,22 +340,12 @@ class Rejections:
         self.values += 1
         if self.telemetry is not None:
             self.telemetry.rejected_values.labels(kind, note.field, note.reason).inc()
-        if self.first_time(kind, uid, f"{note.field}:{note.reason}"):
+        if self._first_time((kind, uid, f"{note.field}:{note.reason}")):
             log.warning("%s uid=%s: %s dropped (%s)", kind, shown(uid), note.field, note.reason)
 
     def count(self, kind: str, reason: str) -> None:
         if self.telemetry is not None:
             self.telemetry.rejected_objects.labels(kind, reason).inc()
-
-    def first_time(self, kind: str, uid: str, what: str) -> bool:
-        key = (kind, uid, what)
-        if key in self._logged:
-            self._logged.move_to_end(key)
-            return False
-        self._logged[key] = None
-        if len(self._logged) > self._logged_max:
-            self._logged.popitem(last=False)
-        return True
 
     def parse(
         self,

@@ -65,6 +65,7 @@ from inno_notify.service.batches import (
     PipelineStats,
     Rejections,
     Sleep,
+    Unit,
     refusal,
     summary_due,
     why_no_uid,
@@ -178,12 +179,7 @@ class _Batch:
 
 
 @dataclass(slots=True)
-class _Unit:
-    """One object of a batch, parsed: the smallest thing a failing write is split down to."""
-
-    kind: str
-    uid: str
-    obj: JsonObj
+class _Unit(Unit):
     job: JobRecord | None = None
     pod: PodRecord | None = None
     kueue: tuple[str, KueueInfo] | None = None

@@ -201,7 +201,7 @@ class LiveCheck:
             return LiveRound(pods=len(running), recently_nudged=recently, opted_out=opted_out)
         # An opt-in action (docs/nudges.md) would take `found` here; routing only reports.
         # Read each round (every few minutes): edits made through the API apply at once.
-        users, teams, email_off = await self.store.directory.snapshot()
+        directory = await self.store.directory.snapshot()
         rows: list[Notification] = []
         ledger: dict[str, list[tuple[str, NudgeEntry]]] = {}
         nudged: list[str] = []
@@ -210,13 +210,11 @@ class LiveCheck:
             plan = plan_nudge(
                 job,
                 finding,
-                users,
-                teams,
+                directory,
                 self.enabled_channels,
                 now,
                 options.repeat_hours,
                 options.allowed_email_domains,
-                email_off=email_off,
             )
             if plan.notifications:
                 rows.extend(plan.notifications)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import reprlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable
 from datetime import datetime
 from functools import partial
 
@@ -38,6 +38,26 @@ def shown(value: object) -> str:
     return _SHOWN.repr(value)
 
 
+class FirstTimes:
+    """What was already logged, the `limit` most recently seen keys only: keys come from what
+    cluster users write, so a stream of distinct ones must not grow it without bound (a key that
+    fell out counts as new again)."""
+
+    def __init__(self, limit: int) -> None:
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()
+        self._limit = limit
+
+    def __call__(self, key: Hashable) -> bool:
+        """True the first time `key` is seen since it last fell out."""
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self._limit:
+            self._seen.popitem(last=False)
+        return True
+
+
 class DirectoryPlanner:
     def __init__(
         self,
@@ -55,8 +75,7 @@ class DirectoryPlanner:
         self.clock = clock
         self.allowed_email_domains = tuple(allowed_email_domains)
         self._directory = CachedDirectory(store.directory)
-        self._logged: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._logged_limit = max(1, logged_once_limit)
+        self._first_time = FirstTimes(max(1, logged_once_limit))
 
     @property
     def loads(self) -> int:
@@ -83,14 +102,7 @@ class DirectoryPlanner:
         if job.parent_uid is not None:
             return []  # a step of a workload (a workflow's GPU step): its figures are in that summary
         plan = plan_summary(
-            job,
-            directory.users,
-            directory.teams,
-            self.enabled_channels,
-            now,
-            self.group_wait_seconds,
-            self.allowed_email_domains,
-            email_off=directory.email_off,
+            job, directory, self.enabled_channels, now, self.group_wait_seconds, self.allowed_email_domains
         )
         for skipped in plan.skipped:
             if self._first_time((skipped.recipient, skipped.channel, skipped.reason)):
@@ -103,13 +115,3 @@ class DirectoryPlanner:
         if plan.silent_reason:
             log.debug("job %s gets no summary: %s", shown(f"{job.namespace}/{job.name}"), plan.silent_reason)
         return list(plan.notifications)
-
-    def _first_time(self, key: tuple[str, str, str]) -> bool:
-        """True the first time `key` is seen since it last fell out of the bounded set."""
-        if key in self._logged:
-            self._logged.move_to_end(key)
-            return False
-        self._logged[key] = None
-        if len(self._logged) > self._logged_limit:
-            self._logged.popitem(last=False)
-        return True

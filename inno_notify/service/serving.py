@@ -105,7 +105,6 @@ class ServingAnnouncer:
     async def _plan(self, record: ServingRecord, now: datetime) -> list[Notification]:
         trained_by, trainer = await self._trained_by(record)
         notice = ServingNotice.of(record, trained_by)
-        users, teams, email_off = await self.directory()
         plan = plan_message(
             Audience(
                 namespace=record.namespace,
@@ -118,13 +117,11 @@ class ServingAnnouncer:
             NotificationKind.MODEL_SERVING,
             f"{record.cluster}/{record.uid}/{record.revision}",
             {MESSAGE_KEY: encode_serving(notice)},
-            users,
-            teams,
+            await self.directory(),
             self.enabled_channels,
             now,
             cluster=record.cluster,
             allowed_email_domains=self.allowed_email_domains,
-            email_off=email_off,
         )
         if plan.silent_reason:
             log.info(

@@ -75,6 +75,7 @@ from inno_notify.service.batches import (
     PieceWriter,
     PipelineStats,
     Rejections,
+    Unit,
     refusal,
     summary_due,
     why_no_uid,
@@ -131,10 +132,7 @@ def is_workflow_pod(obj: object) -> bool:
 
 
 @dataclass(slots=True)
-class _Parsed:
-    kind: str
-    uid: str
-    obj: JsonObj
+class _Parsed(Unit):
     workflow: WorkflowRecord | None = None
     pod: WorkflowPod | None = None
     service: ServingRecord | None = None
@@ -504,9 +502,11 @@ class WorkflowSummarizer:
             await self.store.workflows.reschedule_workflow(cluster, workflow.uid, later, claim=claim)
             return 0
         summary = summarize_workflow(workflow, pods, figures, steps_shown=self.options.steps_shown)
-        users, teams, email_off = await self.directory()
+        directory = await self.directory()
         owner = resolve_owner(
-            workflow, users.values(), (figures[p.uid][0].owner for p in gpu_pods if p.uid in figures)
+            workflow,
+            directory.users.values(),
+            (figures[p.uid][0].owner for p in gpu_pods if p.uid in figures),
         )
         plan = plan_message(
             Audience(
@@ -520,13 +520,11 @@ class WorkflowSummarizer:
             NotificationKind.WORKFLOW_SUMMARY,
             f"{cluster}/{workflow.uid}",
             {MESSAGE_KEY: encode_workflow(summary)},
-            users,
-            teams,
+            directory,
             self.enabled_channels,
             now,
             cluster=cluster,
             allowed_email_domains=self.allowed_email_domains,
-            email_off=email_off,
         )
         if plan.silent_reason:
             log.info(

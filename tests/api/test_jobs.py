@@ -9,15 +9,18 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.accounting import compute_usage
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.model import ContainerRecord, GpuUsage, JobRecord, PodRecord, TerminatedState
 from inno_notify.domain.parsing.storable import NAME_MAX_BYTES, TRUNCATION_MARK, label_name
 from tests import stored
 from tests.adapters.db.records import T0
 
+from .conftest import serve_api
 from .data import EVIDENCE, GIB, GPU_MODEL, populate
 from .support import Api
 
 JOB_FIELDS = {
+    "cost",
     "uid",
     "cluster",
     "namespace",
@@ -138,6 +141,8 @@ async def test_job_resource_has_the_contract_fields(api: Api, store: Store) -> N
         {"figure": "gpu_model", "reason": "prometheus_unavailable"},
     ]
     assert (a["gpu_model"], c["gpu_model"]) == (GPU_MODEL, None)
+    # No accounting.rates: no cost (null, not 0).
+    assert a["cost"] is None and c["cost"] is None
     assert c["recommendations"] == []
 
 
@@ -261,3 +266,23 @@ async def test_gpu_model_on_mixed_and_hostile_gpus(api: Api, store: Store) -> No
     }
     status, page = await api.get("/api/v1/jobs", params={"team": "face", "owner": "bob@example.com"})
     assert status == 200 and [j["gpu_model"] for j in page["items"]] == [model]
+
+
+async def test_a_job_costs_its_gpu_hours_at_its_models_price_plus_its_requests_over_its_runtime(
+    store: Store,
+) -> None:
+    await populate(store)
+    rates = Rates(currency="EUR", gpu_hour={"*A100*": 1.6}, cpu_core_hour=0.02, memory_gib_hour=0.005)
+    async with serve_api(store, rates=rates) as api:
+        status, body = await api.get("/api/v1/jobs", params={"team": "face", "owner": "alice@example.com"})
+        assert status == 200
+        c, a = body["items"]
+        # a: 120 GPU-minutes of an A100 at 1.6/h = 3.2; 2 pods × 8 cores × 1 h × 0.02 = 0.32;
+        # 2 pods × 16 GiB × 1 h × 0.005 = 0.16. Its 30 idle GPU-minutes: 0.8.
+        assert a["cost"]["amount"] == pytest.approx(3.68)
+        assert a["cost"]["idle"] == pytest.approx(0.8)
+        assert a["cost"]["currency"] == "EUR"
+        # c: GPU-minutes not measured, so its cost is unknown, not the CPU part alone.
+        assert c["cost"] == {"amount": None, "idle": None, "currency": "EUR"}
+        status, one = await api.get(f"/api/v1/jobs/{a['namespace']}/{a['name']}")
+        assert status == 200 and one["cost"] == a["cost"]

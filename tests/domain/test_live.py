@@ -32,7 +32,7 @@ from inno_notify.domain.model import (
     Team,
     WorkloadKind,
 )
-from inno_notify.domain.routing import plan_nudge
+from inno_notify.domain.routing import Directory, plan_nudge
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -238,7 +238,7 @@ def finding_for(record: JobRecord) -> IdleFinding:
 )
 def test_plan_nudge(changes: dict[str, Any], recipients: set[tuple[str, str]]) -> None:
     record = job(**changes)
-    plan = plan_nudge(record, finding_for(record), USERS, TEAMS, ALL, NOW, 24.0)
+    plan = plan_nudge(record, finding_for(record), Directory(USERS, TEAMS), ALL, NOW, 24.0)
     assert {(n.channel.value, n.recipient) for n in plan.notifications} == recipients
     for row in plan.notifications:
         assert row.kind is NotificationKind.IDLE_NUDGE
@@ -250,7 +250,7 @@ def test_plan_nudge(changes: dict[str, Any], recipients: set[tuple[str, str]]) -
 
 def test_plan_nudge_keeps_the_addresses_and_the_allowed_domains() -> None:
     record = job()
-    plan = plan_nudge(record, finding_for(record), USERS, TEAMS, ALL, NOW, 24.0, ("corp.example",))
+    plan = plan_nudge(record, finding_for(record), Directory(USERS, TEAMS), ALL, NOW, 24.0, ("corp.example",))
     assert [n.channel for n in plan.notifications] == [Channel.TELEGRAM]
     assert plan.notifications[0].address.telegram_chat_id == 7
     assert any(s.channel == "email" for s in plan.skipped)
@@ -260,6 +260,8 @@ def test_a_stopped_workspace_gets_no_summary() -> None:
     from inno_notify.domain.routing import plan_summary
 
     stopped = job(kind=WorkloadKind.WORKSPACE, status=JobStatus.DELETED)
-    plan = plan_summary(stopped, USERS, TEAMS, ALL, NOW, 30.0)
+    plan = plan_summary(stopped, Directory(USERS, TEAMS), ALL, NOW, 30.0)
     assert plan.notifications == () and plan.silent_reason is not None and "workspace" in plan.silent_reason
-    assert plan_summary(replace(stopped, kind=WorkloadKind.POD), USERS, TEAMS, ALL, NOW, 30.0).notifications
+    assert plan_summary(
+        replace(stopped, kind=WorkloadKind.POD), Directory(USERS, TEAMS), ALL, NOW, 30.0
+    ).notifications

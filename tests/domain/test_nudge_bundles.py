@@ -14,7 +14,7 @@ import pytest
 
 from inno_notify.domain.live import NUDGE_PODS_LISTED, IdleFinding, IdleGpu, findings_from_payload
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, WorkloadKind
-from inno_notify.domain.routing import NUDGES_OFF, bundle_nudges, plan_nudge
+from inno_notify.domain.routing import NUDGES_OFF, Directory, bundle_nudges, plan_nudge
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 VICTIM = "victim@example.com"
@@ -61,7 +61,7 @@ def plan(findings: list[IdleFinding], user: DirectoryUser) -> list[Notification]
     for f in findings:
         rows.extend(
             plan_nudge(
-                job(f), f, {user.email: user}, {}, frozenset({"email", "slack"}), NOW, 24
+                job(f), f, Directory({user.email: user}, {}), frozenset({"email", "slack"}), NOW, 24
             ).notifications
         )
     return rows
@@ -88,7 +88,9 @@ def test_one_message_per_channel_lists_the_pods(pods: int) -> None:
 def test_a_person_who_turned_nudges_off_gets_no_row() -> None:
     user = DirectoryUser(VICTIM, channels=("email",), nudges=False)
     f = finding(1)
-    result = plan_nudge(job(f), f, {VICTIM: user}, {}, frozenset({"email"}), NOW, 24)
+    result = plan_nudge(job(f), f, Directory({VICTIM: user}, {}), frozenset({"email"}), NOW, 24)
     assert result.notifications == () and [s.reason for s in result.skipped] == [NUDGES_OFF]
     other = replace(f, owner="someone@example.com")
-    assert plan_nudge(job(other), other, {VICTIM: user}, {}, frozenset({"email"}), NOW, 24).notifications
+    assert plan_nudge(
+        job(other), other, Directory({VICTIM: user}, {}), frozenset({"email"}), NOW, 24
+    ).notifications

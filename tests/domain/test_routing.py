@@ -17,7 +17,7 @@ from inno_notify.domain.model import (
     RecipientAddress,
     Team,
 )
-from inno_notify.domain.routing import plan_summary, summary_dedup_key
+from inno_notify.domain.routing import Directory, plan_summary, summary_dedup_key
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ALL = frozenset({"telegram", "slack", "email"})
@@ -130,7 +130,7 @@ CASES: list[tuple[str, dict[str, object], frozenset[str], set[tuple[str, str]]]]
 def test_who_gets_the_summary(
     changes: dict[str, object], enabled: frozenset[str], expected: set[tuple[str, str]]
 ) -> None:
-    rows = plan_summary(job(**changes), USERS, TEAMS, enabled, NOW, 30.0).notifications
+    rows = plan_summary(job(**changes), Directory(USERS, TEAMS), enabled, NOW, 30.0).notifications
 
     assert {(n.recipient, n.channel.value) for n in rows} == expected
     assert len(rows) == len(expected)
@@ -138,7 +138,7 @@ def test_who_gets_the_summary(
 
 def test_rows_carry_the_dedup_key_due_time_group_and_addresses() -> None:
     record = job(group_key="sweep-7", channels=("telegram", "slack"))
-    rows = plan_summary(record, USERS, TEAMS, ALL, NOW, 30.0).notifications
+    rows = plan_summary(record, Directory(USERS, TEAMS), ALL, NOW, 30.0).notifications
 
     by_channel = {n.channel: n for n in rows}
     tg = by_channel[Channel.TELEGRAM]
@@ -153,19 +153,21 @@ def test_rows_carry_the_dedup_key_due_time_group_and_addresses() -> None:
 
 
 def test_routing_twice_gives_the_same_keys() -> None:
-    first = plan_summary(job(), USERS, TEAMS, ALL, NOW, 30.0).notifications
-    again = plan_summary(job(), USERS, TEAMS, ALL, NOW + timedelta(hours=1), 30.0).notifications
+    first = plan_summary(job(), Directory(USERS, TEAMS), ALL, NOW, 30.0).notifications
+    again = plan_summary(job(), Directory(USERS, TEAMS), ALL, NOW + timedelta(hours=1), 30.0).notifications
     assert [n.dedup_key for n in first] == [n.dedup_key for n in again]
 
 
 def test_a_lead_who_is_also_listed_twice_gets_one_row_per_channel() -> None:
     teams = {"face": replace(TEAMS["face"], leads=("lead@example.com", "LEAD@example.com"))}
-    rows = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0).notifications
+    rows = plan_summary(job(owner=None), Directory(USERS, teams), ALL, NOW, 30.0).notifications
     assert [(n.recipient, n.channel.value) for n in rows] == [("lead@example.com", "slack")]
 
 
 def test_skips_and_silence_come_with_reasons() -> None:
-    plan = plan_summary(job(owner="bob@example.com"), USERS, TEAMS, frozenset({"telegram"}), NOW, 30.0)
+    plan = plan_summary(
+        job(owner="bob@example.com"), Directory(USERS, TEAMS), frozenset({"telegram"}), NOW, 30.0
+    )
     assert plan.notifications == ()
     assert {(s.recipient, s.channel, s.reason) for s in plan.skipped} == {
         ("bob@example.com", "telegram", "no telegram chat id in the directory"),
@@ -173,15 +175,15 @@ def test_skips_and_silence_come_with_reasons() -> None:
     }
     assert plan.silent_reason == "no channel left to send on"
 
-    never = plan_summary(job(notify=NotifyMode.NEVER), USERS, TEAMS, ALL, NOW, 30.0)
+    never = plan_summary(job(notify=NotifyMode.NEVER), Directory(USERS, TEAMS), ALL, NOW, 30.0)
     assert never.silent_reason is not None and "never" in never.silent_reason
 
-    quiet = plan_summary(job(owner=None, team="quiet"), USERS, TEAMS, ALL, NOW, 30.0)
+    quiet = plan_summary(job(owner=None, team="quiet"), Directory(USERS, TEAMS), ALL, NOW, 30.0)
     assert quiet.silent_reason is not None and "quiet" in quiet.silent_reason
 
 
 def test_unknown_channel_in_the_annotation_is_skipped() -> None:
-    plan = plan_summary(job(channels=("pager", "email")), USERS, TEAMS, ALL, NOW, 30.0)
+    plan = plan_summary(job(channels=("pager", "email")), Directory(USERS, TEAMS), ALL, NOW, 30.0)
     assert [(n.channel.value) for n in plan.notifications] == ["email"]
     assert [(s.channel, s.reason) for s in plan.skipped] == [("pager", "unknown channel")]
 
@@ -214,20 +216,20 @@ HOSTILE_OWNERS: list[tuple[str, str, tuple[str, ...], set[tuple[str, str]]]] = [
 def test_an_owner_gets_e_mail_only_at_one_plain_address_in_an_allowed_domain(
     owner: str, allowed: tuple[str, ...], expected: set[tuple[str, str]]
 ) -> None:
-    rows = plan_summary(job(owner=owner), USERS, TEAMS, ALL, NOW, 30.0, allowed).notifications
+    rows = plan_summary(job(owner=owner), Directory(USERS, TEAMS), ALL, NOW, 30.0, allowed).notifications
 
     assert {(n.recipient, n.channel.value) for n in rows} == expected
 
 
 def test_allowed_domains_keep_directory_users_other_channels_and_say_why() -> None:
     teams = {"face": replace(TEAMS["face"], leads=("lead@example.com", "ext@partner.example"))}
-    plan = plan_summary(job(), USERS, teams, ALL, NOW, 30.0, ("corp.example",))
+    plan = plan_summary(job(), Directory(USERS, teams), ALL, NOW, 30.0, ("corp.example",))
 
     assert {(n.recipient, n.channel.value) for n in plan.notifications} == {("alice@example.com", "slack")}
     assert [(s.recipient, s.channel, s.reason) for s in plan.skipped] == [
         ("alice@example.com", "email", "e-mail domain not allowed (notify.allowed_email_domains)")
     ]
-    leads = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0, ("example.com",))
+    leads = plan_summary(job(owner=None), Directory(USERS, teams), ALL, NOW, 30.0, ("example.com",))
     assert {(n.recipient, n.channel.value) for n in leads.notifications} == {("lead@example.com", "slack")}
     assert [(s.recipient, s.reason) for s in leads.skipped] == [
         ("ext@partner.example", "e-mail domain not allowed (notify.allowed_email_domains)")
@@ -236,7 +238,7 @@ def test_allowed_domains_keep_directory_users_other_channels_and_say_why() -> No
 
 def test_a_lead_listed_as_an_address_list_gets_no_e_mail() -> None:
     teams = {"face": replace(TEAMS["face"], leads=("a@example.com,b@example.com",))}
-    plan = plan_summary(job(owner=None), USERS, teams, ALL, NOW, 30.0)
+    plan = plan_summary(job(owner=None), Directory(USERS, teams), ALL, NOW, 30.0)
 
     assert plan.notifications == ()
     assert plan.skipped[0].reason.startswith("not a single e-mail address")

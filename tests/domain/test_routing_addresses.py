@@ -19,6 +19,7 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.routing import (
     Audience,
+    Directory,
     RoutingPlan,
     plan_event,
     plan_message,
@@ -54,21 +55,25 @@ Plan = Callable[[str], RoutingPlan]
 
 
 def summary(owner: str) -> RoutingPlan:
-    return plan_summary(job(owner=owner, status=JobStatus.FAILED), USERS, TEAMS, ALL, NOW, 30.0)
+    return plan_summary(job(owner=owner, status=JobStatus.FAILED), Directory(USERS, TEAMS), ALL, NOW, 30.0)
 
 
 def nudge(owner: str) -> RoutingPlan:
     record = job(owner=owner, status=JobStatus.RUNNING)
-    return plan_nudge(record, replace(finding_for(record), owner=owner), USERS, TEAMS, ALL, NOW, 24.0)
+    return plan_nudge(
+        record, replace(finding_for(record), owner=owner), Directory(USERS, TEAMS), ALL, NOW, 24.0
+    )
 
 
 def message(owner: str) -> RoutingPlan:
     audience = Audience(namespace="face-research", owner=owner, team="face")
-    return plan_message(audience, NotificationKind.WORKFLOW_SUMMARY, "c/wf", CONTENT, USERS, TEAMS, ALL, NOW)
+    return plan_message(
+        audience, NotificationKind.WORKFLOW_SUMMARY, "c/wf", CONTENT, Directory(USERS, TEAMS), ALL, NOW
+    )
 
 
 def event(owner: str) -> RoutingPlan:
-    return plan_event(owner, None, "event/k", CONTENT, USERS, TEAMS, ALL, NOW)
+    return plan_event(owner, None, "event/k", CONTENT, Directory(USERS, TEAMS), ALL, NOW)
 
 
 # (plan, recipient, {channel: the row's address}: one row per channel the recipient gets)
@@ -108,12 +113,11 @@ def test_each_row_carries_its_recipient_s_typed_address(
             NotificationKind.MODEL_SERVING,
             "c/model",
             CONTENT,
-            USERS,
-            ALL_TEAMS,
+            Directory(USERS, ALL_TEAMS),
             ALL,
             NOW,
         ),
-        lambda: plan_event(None, "nlp", "event/k", CONTENT, USERS, ALL_TEAMS, ALL, NOW),
+        lambda: plan_event(None, "nlp", "event/k", CONTENT, Directory(USERS, ALL_TEAMS), ALL, NOW),
     ],
     ids=["message", "event"],
 )

@@ -9,7 +9,14 @@ from dataclasses import replace
 import pytest
 
 from inno_notify.domain.model import NotificationKind, NotifyMode, RecipientAddress, Team
-from inno_notify.domain.routing import Audience, RoutingPlan, message_dedup_key, plan_event, plan_message
+from inno_notify.domain.routing import (
+    Audience,
+    Directory,
+    RoutingPlan,
+    message_dedup_key,
+    plan_event,
+    plan_message,
+)
 
 from .test_routing import ALL, NOW, TEAMS, USERS
 
@@ -86,8 +93,7 @@ def test_plan_message(
         NotificationKind.WORKFLOW_SUMMARY,
         "c/wf-1",
         {"message": {"x": 1}},
-        USERS,
-        {**TEAMS, **teams},
+        Directory(USERS, {**TEAMS, **teams}),
         enabled,
         NOW,
         cluster="c",
@@ -108,22 +114,24 @@ def test_plan_message(
 
 
 def test_plan_event_to_a_person() -> None:
-    plan = plan_event("alice@example.com", None, "event/k1", {}, USERS, TEAMS, ALL, NOW)
+    plan = plan_event("alice@example.com", None, "event/k1", {}, Directory(USERS, TEAMS), ALL, NOW)
     assert pairs(plan) == {("alice@example.com", "slack"), ("alice@example.com", "email")}
     assert all(n.kind is NotificationKind.PIPELINE_EVENT for n in plan.notifications)
-    outside = plan_event("zed@example.org", None, "event/k2", {}, USERS, TEAMS, ALL, NOW)
+    outside = plan_event("zed@example.org", None, "event/k2", {}, Directory(USERS, TEAMS), ALL, NOW)
     assert pairs(outside) == {("zed@example.org", "email")}
-    refused = plan_event("a@x.example,b@y.example", None, "event/k3", {}, USERS, TEAMS, ALL, NOW)
+    refused = plan_event("a@x.example,b@y.example", None, "event/k3", {}, Directory(USERS, TEAMS), ALL, NOW)
     assert refused.notifications == () and refused.silent_reason
 
 
 def test_plan_event_to_a_team() -> None:
     teams = {**TEAMS, "face": replace(TEAMS["face"], slack_channel="#face-gpu")}
-    assert pairs(plan_event(None, "face", "event/k", {}, USERS, teams, ALL, NOW)) == {("#face-gpu", "slack")}
+    assert pairs(plan_event(None, "face", "event/k", {}, Directory(USERS, teams), ALL, NOW)) == {
+        ("#face-gpu", "slack")
+    }
     # Without a channel (or without Slack), the leads, each on their own channels.
-    leads = plan_event(None, "face", "event/k", {}, USERS, TEAMS, ALL, NOW)
+    leads = plan_event(None, "face", "event/k", {}, Directory(USERS, TEAMS), ALL, NOW)
     assert pairs(leads) == {("lead@example.com", "slack"), ("extlead@example.com", "email")}
-    no_slack = plan_event(None, "face", "event/k", {}, USERS, teams, frozenset({"email"}), NOW)
+    no_slack = plan_event(None, "face", "event/k", {}, Directory(USERS, teams), frozenset({"email"}), NOW)
     assert pairs(no_slack) == {("extlead@example.com", "email")}
-    unknown = plan_event(None, "nope", "event/k", {}, USERS, TEAMS, ALL, NOW)
+    unknown = plan_event(None, "nope", "event/k", {}, Directory(USERS, TEAMS), ALL, NOW)
     assert unknown.notifications == () and unknown.silent_reason == "no team 'nope'"

@@ -13,6 +13,7 @@ from inno_notify.domain.routing import (
     FAILURES_ONLY,
     NO_CHANNELS,
     Audience,
+    Directory,
     Skipped,
     plan_event,
     plan_message,
@@ -32,7 +33,7 @@ FAILURES = {**USERS, "alice@example.com": replace(USERS["alice@example.com"], no
 def test_a_person_who_asked_for_failures_only_gets_only_failed_jobs(
     status: JobStatus, channels: set[str]
 ) -> None:
-    plan = plan_summary(job(status=status), FAILURES, TEAMS, ALL, NOW, 30.0)
+    plan = plan_summary(job(status=status), Directory(FAILURES, TEAMS), ALL, NOW, 30.0)
     assert {n.channel.value for n in plan.notifications} == channels
     if not channels:
         assert plan.skipped == (Skipped("alice@example.com", "*", FAILURES_ONLY),)
@@ -40,12 +41,20 @@ def test_a_person_who_asked_for_failures_only_gets_only_failed_jobs(
 
 def test_failures_only_applies_to_workflows_but_not_to_pipeline_messages() -> None:
     face = Audience(namespace="face-research", owner="alice@example.com", team="face")
-    ok = plan_message(face, NotificationKind.WORKFLOW_SUMMARY, "wf", {}, FAILURES, TEAMS, ALL, NOW)
+    ok = plan_message(face, NotificationKind.WORKFLOW_SUMMARY, "wf", {}, Directory(FAILURES, TEAMS), ALL, NOW)
     failed = plan_message(
-        replace(face, failed=True), NotificationKind.WORKFLOW_SUMMARY, "wf", {}, FAILURES, TEAMS, ALL, NOW
+        replace(face, failed=True),
+        NotificationKind.WORKFLOW_SUMMARY,
+        "wf",
+        {},
+        Directory(FAILURES, TEAMS),
+        ALL,
+        NOW,
     )
-    serving = plan_message(face, NotificationKind.MODEL_SERVING, "m", {}, FAILURES, TEAMS, ALL, NOW)
-    event = plan_event("alice@example.com", None, "e", {}, FAILURES, TEAMS, ALL, NOW)
+    serving = plan_message(
+        face, NotificationKind.MODEL_SERVING, "m", {}, Directory(FAILURES, TEAMS), ALL, NOW
+    )
+    event = plan_event("alice@example.com", None, "e", {}, Directory(FAILURES, TEAMS), ALL, NOW)
     assert (len(ok.notifications), len(failed.notifications)) == (0, 2)
     assert len(serving.notifications) == 2 and len(event.notifications) == 2
 
@@ -59,10 +68,10 @@ def test_failures_only_applies_to_workflows_but_not_to_pipeline_messages() -> No
     ],
 )
 def test_rows_to_a_directory_user_without_a_chat_offer_the_link(user: DirectoryUser, linkable: bool) -> None:
-    plan = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0)
+    plan = plan_summary(job(), Directory({user.email: user}, TEAMS), ALL, NOW, 30.0)
     assert [n.address.telegram_link_epoch is not None for n in plan.notifications] == [linkable]
     # Someone outside the directory is no one the bot could link.
-    outsider = plan_summary(job(owner="zed@example.org"), {}, TEAMS, ALL, NOW, 30.0)
+    outsider = plan_summary(job(owner="zed@example.org"), Directory({}, TEAMS), ALL, NOW, 30.0)
     assert [n.address.telegram_link_epoch for n in outsider.notifications] == [None]
 
 
@@ -91,14 +100,14 @@ def test_failures_only_leaves_idle_nudges_alone() -> None:
         window_minutes=60.0,
     )
     running = job(status=JobStatus.RUNNING)
-    plan = plan_nudge(running, finding, FAILURES, TEAMS, ALL, NOW, 24.0)
+    plan = plan_nudge(running, finding, Directory(FAILURES, TEAMS), ALL, NOW, 24.0)
     assert {n.channel.value for n in plan.notifications} == {"slack", "email"}
 
 
 @pytest.mark.parametrize("epoch", [0, 3])
 def test_the_offered_link_is_of_the_person_s_current_link_generation(epoch: int) -> None:
     user = DirectoryUser("alice@example.com", channels=("email",), link_epoch=epoch)
-    (row,) = plan_summary(job(), {user.email: user}, TEAMS, ALL, NOW, 30.0).notifications
+    (row,) = plan_summary(job(), Directory({user.email: user}, TEAMS), ALL, NOW, 30.0).notifications
     assert row.address.telegram_link_epoch == epoch
 
 
@@ -109,5 +118,5 @@ def test_a_person_with_no_channel_left_gets_nothing_whatever_the_job_says(
     """`/stop all`: a job's channels annotation, which anyone naming the person can write, does not
     bring a channel back."""
     user = DirectoryUser("alice@example.com", slack_user_id="U1", channels=())
-    plan = plan_summary(job(channels=annotation), {user.email: user}, TEAMS, ALL, NOW, 30.0)
+    plan = plan_summary(job(channels=annotation), Directory({user.email: user}, TEAMS), ALL, NOW, 30.0)
     assert plan.notifications == () and plan.skipped == (Skipped("alice@example.com", "*", NO_CHANNELS),)

@@ -14,6 +14,7 @@ from inno_notify.domain.model import DirectoryUser, NotificationKind, Team
 from inno_notify.domain.routing import (
     UNSUBSCRIBED,
     Audience,
+    Directory,
     RoutingPlan,
     Skipped,
     plan_event,
@@ -37,25 +38,31 @@ Planner = Callable[[str | None, tuple[str, ...] | None, Collection[str]], Routin
 
 
 def summary(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
-    return plan_summary(job(owner=owner, channels=channels), USERS, TEAMS, ALL, NOW, 30.0, email_off=off)
+    return plan_summary(
+        job(owner=owner, channels=channels), Directory(USERS, TEAMS, frozenset(off)), ALL, NOW, 30.0
+    )
 
 
 def nudge(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
     record = job(owner=owner, channels=channels)
-    return plan_nudge(record, finding(1, owner or ""), USERS, TEAMS, ALL, NOW, 24.0, email_off=off)
+    return plan_nudge(
+        record, finding(1, owner or ""), Directory(USERS, TEAMS, frozenset(off)), ALL, NOW, 24.0
+    )
 
 
 def message(kind: NotificationKind) -> Planner:
     def plan(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
         audience = Audience("face-research", owner=owner, team="face", channels=channels, failed=True)
-        return plan_message(audience, kind, "s", {}, USERS, TEAMS, ALL, NOW, email_off=off)
+        return plan_message(audience, kind, "s", {}, Directory(USERS, TEAMS, frozenset(off)), ALL, NOW)
 
     return plan
 
 
 def event(owner: str | None, channels: tuple[str, ...] | None, off: Collection[str]) -> RoutingPlan:
     # A pipeline names a person (its own channels) or, without one, a team (its leads).
-    return plan_event(owner, None if owner else "face", "e", {}, USERS, TEAMS, ALL, NOW, email_off=off)
+    return plan_event(
+        owner, None if owner else "face", "e", {}, Directory(USERS, TEAMS, frozenset(off)), ALL, NOW
+    )
 
 
 PLANNERS = {
@@ -132,7 +139,9 @@ def test_turning_e_mail_off_changes_no_other_row() -> None:
 # --- every caller passes who turned e-mail off ------------------------------------------------------
 
 PACKAGE = Path(__file__).resolve().parents[2] / "inno_notify"
-ROUTED = {"plan_summary", "plan_nudge", "plan_message", "plan_event", "plan_digest", "plan_cluster_digest"}
+# The job, nudge, message and event planners take the whole routing.Directory, `email_off` with it;
+# the digest planners take it on its own.
+ROUTED = {"plan_digest", "plan_cluster_digest"}
 
 
 def calls_without_email_off() -> list[str]:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Requested, Team
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from tests import stored
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -89,7 +89,9 @@ async def finish(
     await stored.upsert_jobs(store, jobs)
     planned: list[Notification] = []
     for job in jobs:
-        rows = plan_summary(job, users, teams or {}, enabled, now, group_wait_seconds).notifications
+        rows = plan_summary(
+            job, Directory(dict(users), dict(teams or {})), enabled, now, group_wait_seconds
+        ).notifications
         await stored.summarize(store, job.cluster, job.uid, rows)
         planned.extend(rows)
     return planned

@@ -21,7 +21,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from tests import stored
 from tests.adapters.channels import fake_telegram
 from tests.adapters.channels.fake_telegram import FakeTelegram
@@ -83,7 +83,7 @@ async def test_sigkill_loses_nothing_and_duplicates_at_most_one_per_kill(
         rows = [
             n
             for job in jobs
-            for n in plan_summary(job, users, {}, frozenset({"telegram"}), now, 0.0).notifications
+            for n in plan_summary(job, Directory(users, {}), frozenset({"telegram"}), now, 0.0).notifications
         ]
         assert await store.outbox.enqueue(rows) == SUMMARIES
 

@@ -15,7 +15,7 @@ import pytest
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Team
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.message_composer import message_key
 from inno_notify.service.ratelimit import UNLIMITED, ChannelLimits
@@ -281,7 +281,7 @@ async def test_rows_without_a_sender_or_a_job_fail_with_a_reason(
 ) -> None:
     await finish(store, [finished_job("a1", channels=("telegram",))], USERS, T0, group_wait_seconds=0)
     orphan = plan_summary(
-        finished_job("ghost", owner="bob@example.com"), USERS, {}, frozenset({"telegram"}), T0, 0
+        finished_job("ghost", owner="bob@example.com"), Directory(USERS, {}), frozenset({"telegram"}), T0, 0
     ).notifications
     await store.outbox.enqueue(orphan)
     d = dispatcher(store, {"email": senders["email"]}, clock)

@@ -14,7 +14,7 @@ from inno_notify.domain.bot_replies import Reply, ReplyKind
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, RecipientAddress, Team
-from inno_notify.domain.routing import plan_event
+from inno_notify.domain.routing import Directory, plan_event
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import UpdateHandler
@@ -52,7 +52,9 @@ class RecordingSender:
 async def test_each_sender_gets_the_address_routing_planned(store: Store) -> None:
     summaries = await finish(store, [finished_job("a1")], USERS, T0, group_wait_seconds=0)
     pipeline = {MESSAGE_KEY: encode_pipeline(PipelineMessage(key="k1", title="deployed"))}
-    team_post = plan_event(None, "nlp", "event/k1", pipeline, USERS, {"nlp": NLP}, frozenset({"slack"}), T0)
+    team_post = plan_event(
+        None, "nlp", "event/k1", pipeline, Directory(USERS, {"nlp": NLP}), frozenset({"slack"}), T0
+    )
     reply = UpdateHandler._reply_row("telegram/bot/update/1", GROUP_CHAT, Reply(ReplyKind.HELP), T0)
     assert await store.outbox.enqueue([*team_post.notifications, reply]) == 2
     senders = {channel.value: RecordingSender() for channel in Channel}

@@ -12,7 +12,7 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.live import IdlePolicy, find_idle
 from inno_notify.domain.model import DeliveryStatus, JobStatus, PodRecord, WorkloadKind
-from inno_notify.domain.routing import plan_nudge
+from inno_notify.domain.routing import Directory, plan_nudge
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
 from tests.domain.test_live import gpu
@@ -43,7 +43,7 @@ def nudge_rows(pod_name: str, now=T0):
     assert finding is not None
     return list(
         plan_nudge(
-            job, finding, USERS, {}, frozenset({"telegram", "slack", "email"}), now, 24.0
+            job, finding, Directory(USERS, {}), frozenset({"telegram", "slack", "email"}), now, 24.0
         ).notifications
     )
 

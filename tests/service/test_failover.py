@@ -24,7 +24,7 @@ import pytest
 
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DeliveryStatus, DirectoryUser, Notification
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import JOBS, PODS
 from inno_notify.sim.objects import (
@@ -95,7 +95,9 @@ async def enqueue_due(store: Store, first: int, count: int) -> set[Recipient]:
     rows: list[Notification] = [
         n
         for job in jobs
-        for n in plan_summary(job, users, {}, frozenset({"telegram", "slack"}), now, 0.0).notifications
+        for n in plan_summary(
+            job, Directory(users, {}), frozenset({"telegram", "slack"}), now, 0.0
+        ).notifications
     ]
     assert await store.outbox.enqueue(rows) == count
     return {recipient_of(user) for user in users.values()}

@@ -40,7 +40,7 @@ from inno_notify.domain.model import (
     Usage,
     UsageSeries,
 )
-from inno_notify.domain.routing import plan_summary
+from inno_notify.domain.routing import Directory, plan_summary
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import ChartDrawer, JobCharts, usable_cores
 from inno_notify.service.message_composer import MessageParts
@@ -92,7 +92,7 @@ async def summarize(
     chart: bytes | None = None,
 ) -> None:
     await stored.upsert_jobs(store, [job])
-    rows = plan_summary(job, {ALICE.email: ALICE}, {}, ALL_CHANNELS, now, 30.0).notifications
+    rows = plan_summary(job, Directory({ALICE.email: ALICE}, {}), ALL_CHANNELS, now, 30.0).notifications
     usage = Usage(gpu_minutes=120.0, used_gpu_minutes=48.0, gpus_idle=1, gpu_util_mean_percent=40.0)
     await store.jobs.complete_summary(
         job.cluster, job.uid, usage, [], rows, usage_series=with_series, chart=chart

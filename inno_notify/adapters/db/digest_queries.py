@@ -135,6 +135,15 @@ def _null(type_: Any) -> sa.ColumnElement[Any]:
     return sa.cast(sa.null(), type_)
 
 
+def _usage_figures() -> list[sa.Label[Any]]:
+    """The job's copies of its usage figures (jobs.save_usage), under the usage's names."""
+    return [
+        jobs.c.gpu_minutes_held.label("gpu_minutes"),
+        jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
+        jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+    ]
+
+
 def _fortnight(by_cluster: bool) -> sa.Subquery:
     """The GPU jobs of the week and the week before (`current` tells which), with what their totals
     need. Every jobs column read here is in the (team, finished_at) index (INCLUDE on Postgres), the
@@ -148,9 +157,7 @@ def _fortnight(by_cluster: bool) -> sa.Subquery:
             jobs.c.gpus_requested,
             jobs.c.memory_requested_bytes,
             jobs.c.memory_peak_bytes,
-            jobs.c.gpu_minutes_held.label("gpu_minutes"),
-            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
-            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+            *_usage_figures(),
         )
         .where(*_week_jobs(by_cluster, "previous_start"))
         .subquery("fortnight")
@@ -170,9 +177,7 @@ def _week_rows(by_cluster: bool) -> sa.CTE:
             jobs.c.finished_at,
             jobs.c.created_at,
             jobs.c.queued_until,
-            jobs.c.gpu_minutes_held.label("gpu_minutes"),
-            jobs.c.gpu_minutes_used.label("used_gpu_minutes"),
-            jobs.c.gpu_minutes_idle.label("idle_gpu_minutes"),
+            *_usage_figures(),
             jobs.c.top_waste_gpu_minutes.label("top_waste"),
         )
         .where(*_week_jobs(by_cluster, "start"))
@@ -445,15 +450,9 @@ def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelec
 
 @dataclass(frozen=True, slots=True)
 class _Aggregated:
-    current: TeamTotals
+    # The week's rows (its totals alone when it had no GPU job), without the week before's totals.
+    week: DigestRows
     previous: TeamTotals
-    people: tuple[PersonRow, ...] = ()
-    daily: tuple[DailyRow, ...] = ()
-    top_waste: tuple[WasteRow, ...] = ()
-    queue_p50: float | None = None
-    queue_p95: float | None = None
-    # SQLite, which has no percentile function: the queue waits themselves.
-    queue_seconds: tuple[float, ...] | None = None
     # Shape.DIGEST's parts.
     trend: tuple[TrendRow, ...] = ()
     adoption: tuple[AdoptionPerson, ...] = ()
@@ -552,15 +551,21 @@ async def _aggregate(
         else:  # the team's namespaces
             listed = orjson.loads(row["value"] or "null")
             namespaces = tuple(listed) if isinstance(listed, list) else ()
+    week = DigestRows(totals[1])
+    if week.totals.jobs:
+        week = DigestRows(
+            totals[1],
+            tuple(people),
+            tuple(daily),
+            tuple(waste),
+            None if p50 is None else float(p50),
+            None if p95 is None else float(p95),
+            # SQLite, which has no percentile function: the queue waits themselves.
+            None if conn.dialect.name == "postgresql" else tuple(sorted(queue)),
+        )
     return _Aggregated(
-        totals[1],
+        week,
         totals[0],
-        tuple(people),
-        tuple(daily),
-        tuple(waste),
-        None if p50 is None else float(p50),
-        None if p95 is None else float(p95),
-        None if conn.dialect.name == "postgresql" else tuple(sorted(queue)),
         tuple(trend),
         tuple(AdoptionPerson(g.owner, g.tally) for g in adoption.tally_groups(judged)),
         tuple(nudge_values),
@@ -575,7 +580,8 @@ async def team_totals(
     """The team's sums over the GPU jobs that finished in [start, end) (no local days needed)."""
     async with _connection(source) as conn:
         days = [start] * 7 + [end]
-        return (await _aggregate(conn, cluster, team, start, start, end, days, shape=Shape.TOTALS)).current
+        agg = await _aggregate(conn, cluster, team, start, start, end, days, shape=Shape.TOTALS)
+    return agg.week.totals
 
 
 def _queue_seconds(
@@ -590,21 +596,6 @@ def _queue_seconds(
         )
     seconds = (sa.func.julianday(until) - sa.func.julianday(created)) * 86400.0
     return sa.case((seconds < 0, 0.0), else_=seconds)
-
-
-def _rows(agg: _Aggregated, previous: TeamTotals | None) -> DigestRows:
-    if agg.current.jobs == 0:
-        return DigestRows(agg.current, previous=previous)
-    return DigestRows(
-        totals=agg.current,
-        people=agg.people,
-        daily=agg.daily,
-        top_waste=agg.top_waste,
-        queue_p50_seconds=agg.queue_p50,
-        queue_p95_seconds=agg.queue_p95,
-        queue_seconds_sorted=agg.queue_seconds,
-        previous=previous,
-    )
 
 
 def _check_days(start: datetime, end: datetime, days: Sequence[datetime]) -> None:
@@ -627,7 +618,7 @@ async def team_week(
     _check_days(start, end, days)
     async with _connection(source) as conn:
         agg = await _aggregate(conn, cluster, team, previous_start or start, start, end, days)
-    return _rows(agg, agg.previous if previous_start is not None else None)
+    return replace(agg.week, previous=agg.previous if previous_start is not None else None)
 
 
 async def load_digest(
@@ -667,7 +658,7 @@ async def load_digest(
     # last three instants are previous_start, start and end); a week without GPU jobs has no row.
     last_two = [
         trend_queries.trend_row(team, _EARLIER_WEEKS + i, *_trend_figures(t))
-        for i, t in enumerate((agg.previous, agg.current))
+        for i, t in enumerate((agg.previous, agg.week.totals))
         if t.jobs
     ]
     (trend,) = build_series(
@@ -681,7 +672,7 @@ async def load_digest(
     if quota_gpus is None:
         quota_gpus = trend.quota_gpus
     rows = replace(
-        _rows(agg, agg.previous), nudged=nudged_pod_rows(entries, start, end), adoption=agg.adoption
+        agg.week, previous=agg.previous, nudged=nudged_pod_rows(entries, start, end), adoption=agg.adoption
     )
     return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points)
 

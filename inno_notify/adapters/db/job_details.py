@@ -85,6 +85,8 @@ PAGE_COLUMNS = (
     jobs.c.replicas,
     usage.c.detail["replicas"].label("usage_replicas"),
     jobs.c.gpu_model,
+    usage.c.idle_gpu_minutes,
+    jobs.c.requested["parallelism"].as_integer().label("parallelism"),
 )
 # A recommendation as the job resource embeds it: field -> column (amounts hold the two figures).
 RECOMMENDATION_FIELDS: dict[str, sa.ColumnElement[Any]] = {

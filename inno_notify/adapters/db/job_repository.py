@@ -19,6 +19,7 @@ from inno_notify.adapters.db import adoption as adoption_queries
 from inno_notify.adapters.db import job_details, job_page, jobs, outbox, rejected, series, usage_round
 from inno_notify.adapters.db.job_details import JobPage
 from inno_notify.adapters.db.jobs import JobFilter, SummaryState, TerminalMark, UsageClaim
+from inno_notify.adapters.db.summary_claims import Lease
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
 from inno_notify.adapters.db.usage_round import JobSummary, RoundReads, RunsAsked
 from inno_notify.domain.adoption import Adoption
@@ -156,7 +157,7 @@ class JobRepository(Repository):
         With `cluster`, only that cluster's jobs. Pass the token to the writes that settle the
         jobs (`claim=`)."""
         async with self._claim_write() as (conn, token, term):
-            claimed = await jobs.claim_usage_due(conn, now, limit, lease_seconds, token, term, cluster)
+            claimed = await jobs.claim_usage_due(conn, Lease(now, limit, lease_seconds, token, term, cluster))
         return UsageClaim(token, term, tuple(claimed))
 
     async def reschedule_usage(

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import codec
 from inno_notify.adapters.db.leases import FencedOut
-from inno_notify.adapters.db.sql import chunks, newest_run, upsert_rows
-from inno_notify.adapters.db.summary_claims import End, SummaryColumns
+from inno_notify.adapters.db.sql import chunks, grouped_in, newest_run, rows_in, upsert_rows
+from inno_notify.adapters.db.summary_claims import End, Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, pods, recommendations, usage, workload_links
 from inno_notify.domain.kinds import LINK_DEPTH
 from inno_notify.domain.model import JobRecord, JobStatus, PodRecord, Recommendation, Usage
@@ -92,12 +92,8 @@ async def stored_versions(conn: AsyncConnection, cluster: str) -> dict[str, str]
 
 
 async def get_jobs(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, JobRecord]:
-    found: dict[str, JobRecord] = {}
-    for chunk in chunks(list(dict.fromkeys(uids))):
-        result = await conn.execute(sa.select(jobs).where(jobs.c.cluster == cluster, jobs.c.uid.in_(chunk)))
-        for row in result.mappings():
-            found[row["uid"]] = codec.job_from_row(row)
-    return found
+    rows = await rows_in(conn, sa.select(jobs).where(jobs.c.cluster == cluster), jobs.c.uid, uids)
+    return {row["uid"]: codec.job_from_row(row) for row in rows}
 
 
 async def find_job(
@@ -119,14 +115,8 @@ async def pods_of_jobs(
     conn: AsyncConnection, cluster: str, job_uids: Sequence[str]
 ) -> dict[str, list[PodRecord]]:
     """The pods of many jobs in one round trip per chunk, each list in creation order."""
-    found: dict[str, list[PodRecord]] = {}
-    for chunk in chunks(list(dict.fromkeys(job_uids))):
-        result = await conn.execute(
-            sa.select(pods).where(pods.c.cluster == cluster, pods.c.job_uid.in_(chunk))
-        )
-        for row in result.mappings():
-            pod = codec.pod_from_row(row)
-            found.setdefault(row["job_uid"], []).append(pod)
+    query = sa.select(pods).where(pods.c.cluster == cluster)
+    found = await grouped_in(conn, query, pods.c.job_uid, job_uids, codec.pod_from_row)
     for group in found.values():
         group.sort(key=lambda p: (p.created_at is None, p.created_at or codec.EPOCH, p.name, p.uid))
     return found
@@ -134,13 +124,9 @@ async def pods_of_jobs(
 
 async def job_uids_of_pods(conn: AsyncConnection, cluster: str, pod_uids: Sequence[str]) -> dict[str, str]:
     """pod uid -> job uid for the stored pods among `pod_uids` (events name pods, not jobs)."""
-    found: dict[str, str] = {}
-    for chunk in chunks(list(dict.fromkeys(pod_uids))):
-        result = await conn.execute(
-            sa.select(pods.c.uid, pods.c.job_uid).where(pods.c.cluster == cluster, pods.c.uid.in_(chunk))
-        )
-        found.update({row.uid: row.job_uid for row in result if row.job_uid})
-    return found
+    query = sa.select(pods.c.uid, pods.c.job_uid).where(pods.c.cluster == cluster)
+    rows = await rows_in(conn, query, pods.c.uid, pod_uids)
+    return {row["uid"]: row["job_uid"] for row in rows if row["job_uid"]}
 
 
 async def save_links(conn: AsyncConnection, cluster: str, links: Mapping[str, str], now: datetime) -> None:
@@ -158,17 +144,13 @@ async def runs_of(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> d
     """uid -> the run it belongs to, for those of `uids` that are links (followed to the top)."""
     tops: dict[str, str] = {}
     frontier = {uid: uid for uid in dict.fromkeys(uids)}  # linked uid -> the uid asked about
+    links = workload_links.c
+    query = sa.select(links.uid, links.parent_uid).where(links.cluster == cluster)
     for _ in range(LINK_DEPTH):
         if not frontier:
             break
-        parents: dict[str, str] = {}
-        for chunk in chunks(list(frontier)):
-            result = await conn.execute(
-                sa.select(workload_links.c.uid, workload_links.c.parent_uid).where(
-                    workload_links.c.cluster == cluster, workload_links.c.uid.in_(chunk)
-                )
-            )
-            parents.update({row.uid: row.parent_uid for row in result})
+        rows = await rows_in(conn, query, links.uid, frontier)
+        parents = {row["uid"]: row["parent_uid"] for row in rows}
         # A cycle (hand-written owner references) ends with the depth.
         frontier = {parent: frontier[child] for child, parent in parents.items()}
         tops.update({asked: parent for parent, asked in frontier.items()})
@@ -280,20 +262,10 @@ class ClaimLost(FencedOut):
     claimer's writes are not stored."""
 
 
-async def claim_usage_due(
-    conn: AsyncConnection,
-    now: datetime,
-    limit: int,
-    lease_seconds: float,
-    token: str | None = None,
-    term: int | None = None,
-    cluster: str | None = None,
-) -> list[JobRecord]:
-    """Leases the due jobs (of `cluster`; None: every cluster) under `token` (due again after the
-    lease). A claimer with a `term` also takes, at once, jobs leased under a term no live lease
-    holds any more (leases.taken_over). A cluster's leader claims only its cluster's jobs: it
-    measures them with its cluster's Prometheus."""
-    claim = _SUMMARY.lease_due(_MEASURABLE, now, limit, lease_seconds, token, term, cluster)
+async def claim_usage_due(conn: AsyncConnection, lease: Lease) -> list[JobRecord]:
+    """Takes `lease` of the due jobs (due again after it; SummaryColumns.lease_due). A cluster's
+    leader claims only its cluster's jobs: it measures them with its cluster's Prometheus."""
+    claim = _SUMMARY.lease_due(_MEASURABLE, lease)
     result = await conn.execute(claim.values(usage_attempts=jobs.c.usage_attempts + 1))
     claimed = [codec.job_from_row(row) for row in result.mappings()]
     claimed.sort(key=lambda j: (codec.job_sort_at(j), j.cluster, j.uid))
@@ -352,31 +324,18 @@ async def set_summary_state(
 
 
 async def summary_states(conn: AsyncConnection, cluster: str, uids: Sequence[str]) -> dict[str, SummaryState]:
-    found: dict[str, SummaryState] = {}
-    for chunk in chunks(list(dict.fromkeys(uids))):
-        result = await conn.execute(
-            sa.select(jobs.c.uid, jobs.c.summary_state).where(
-                jobs.c.cluster == cluster, jobs.c.uid.in_(chunk)
-            )
-        )
-        found.update({row.uid: SummaryState(row.summary_state) for row in result})
-    return found
+    query = sa.select(jobs.c.uid, jobs.c.summary_state).where(jobs.c.cluster == cluster)
+    rows = await rows_in(conn, query, jobs.c.uid, uids)
+    return {row["uid"]: SummaryState(row["summary_state"]) for row in rows}
 
 
 async def recommendations_of_jobs(
     conn: AsyncConnection, cluster: str, uids: Sequence[str]
 ) -> dict[str, list[Recommendation]]:
     """The stored advice of each of these jobs, in its order (jobs without advice are absent)."""
-    found: dict[str, list[Recommendation]] = {}
-    for chunk in chunks(sorted(set(uids))):
-        result = await conn.execute(
-            sa.select(recommendations)
-            .where(recommendations.c.cluster == cluster, recommendations.c.job_uid.in_(chunk))
-            .order_by(recommendations.c.job_uid, recommendations.c.position)
-        )
-        for row in result.mappings():
-            found.setdefault(row["job_uid"], []).append(codec.recommendation_from_row(row))
-    return found
+    r = recommendations.c
+    query = sa.select(recommendations).where(r.cluster == cluster).order_by(r.job_uid, r.position)
+    return await grouped_in(conn, query, r.job_uid, sorted(set(uids)), codec.recommendation_from_row)
 
 
 def usage_copies(figures: Usage, advice: Sequence[Recommendation] | None = None) -> dict[str, Any]:

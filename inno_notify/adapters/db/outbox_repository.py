@@ -50,7 +50,7 @@ from inno_notify.adapters.db import codec, preferences
 from inno_notify.adapters.db import outbox as outbox_queries
 from inno_notify.adapters.db.jobs import get_jobs, recommendations_of_jobs
 from inno_notify.adapters.db.leases import taken_over
-from inno_notify.adapters.db.sql import chunks
+from inno_notify.adapters.db.sql import chunks, rows_in
 from inno_notify.adapters.db.tables import outbox, usage
 from inno_notify.adapters.db.transactions import Repository
 from inno_notify.domain.delivery import BatchPlan, hold_muted
@@ -424,13 +424,9 @@ async def load_summaries(
     found: dict[tuple[str, str], Summary] = {}
     for cluster, uids in by_cluster.items():
         records = await get_jobs(conn, cluster, uids)
-        figures: dict[str, Usage] = {}
-        for chunk in chunks(list(records)):
-            rows = await conn.execute(
-                sa.select(usage).where(usage.c.cluster == cluster, usage.c.job_uid.in_(chunk))
-            )
-            for row in rows.mappings():
-                figures[row["job_uid"]] = codec.usage_from_row(row)
+        query = sa.select(usage).where(usage.c.cluster == cluster)
+        rows = await rows_in(conn, query, usage.c.job_uid, records)
+        figures = {row["job_uid"]: codec.usage_from_row(row) for row in rows}
         advice = await recommendations_of_jobs(conn, cluster, list(records))
         for uid, record in records.items():
             found[(cluster, uid)] = (record, figures.get(uid), advice.get(uid, []))

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from inno_notify.adapters.db.sql import chunks, dialect_insert, upsert_rows
+from inno_notify.adapters.db.sql import dialect_insert, rows_in, upsert_rows
 from inno_notify.adapters.db.tables import checkpoints, outbox, user_preferences
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import DeliveryStatus, NotifyMode
@@ -203,18 +203,13 @@ async def mutes_of(conn: AsyncConnection, recipients: Collection[str], now: date
     """The mutes still running of those recipients (lower-case e-mail → the mute)."""
     found: dict[str, Mute] = {}
     emails = sorted({r.strip().lower() for r in recipients if "@" in r})
-    for chunk in chunks(emails):
-        rows = await conn.execute(
-            sa.select(
-                user_preferences.c.email, user_preferences.c.muted_until, user_preferences.c.muted_channels
-            ).where(
-                user_preferences.c.muted_until > now,
-                sa.func.lower(user_preferences.c.email).in_(list(chunk)),
-            )
+    p = user_preferences.c
+    query = sa.select(p.email, p.muted_until, p.muted_channels).where(p.muted_until > now)
+    for row in await rows_in(conn, query, sa.func.lower(p.email), emails):
+        channels = _mute_scope(row["muted_channels"])
+        found[row["email"].lower()] = Mute(
+            row["muted_until"], None if channels is None else frozenset(channels)
         )
-        for email, until, scope in rows:
-            channels = _mute_scope(scope)
-            found[email.lower()] = Mute(until, None if channels is None else frozenset(channels))
     return found
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -112,6 +112,31 @@ def finished_in(
 def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+async def rows_in(
+    conn: AsyncConnection, query: sa.Select[Any], column: sa.ColumnElement[Any], values: Iterable[Any]
+) -> list[sa.RowMapping]:
+    """The rows of `query` whose `column` is one of `values` (each asked for once), one round trip
+    per chunk of them."""
+    found: list[sa.RowMapping] = []
+    for chunk in chunks(list(dict.fromkeys(values))):
+        found.extend((await conn.execute(query.where(column.in_(chunk)))).mappings())
+    return found
+
+
+async def grouped_in(
+    conn: AsyncConnection,
+    query: sa.Select[Any],
+    column: sa.Column[str],
+    values: Iterable[str],
+    decode: Callable[[sa.RowMapping], T],
+) -> dict[str, list[T]]:
+    """The rows of `rows_in`, decoded and grouped by their `column` value, each group in the order read."""
+    found: dict[str, list[T]] = {}
+    for row in await rows_in(conn, query, column, values):
+        found.setdefault(row[column.name], []).append(decode(row))
+    return found
 
 
 def encode_cursor(values: Sequence[str | int]) -> str:

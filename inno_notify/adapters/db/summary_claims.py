@@ -26,6 +26,19 @@ End = tuple[datetime, str, datetime | None]
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """What one claim leases: up to `limit` rows due by `now` (of `cluster`; None: every cluster),
+    for `seconds`, under `token` and the claimer's leadership `term` (None: no election)."""
+
+    now: datetime
+    limit: int
+    seconds: float
+    token: str | None
+    term: int | None
+    cluster: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryColumns:
     """A table keyed by (cluster, uid) with its summary bookkeeping columns."""
 
@@ -66,39 +79,35 @@ class SummaryColumns:
         )
         return len(fresh)
 
-    def lease_due(
-        self,
-        waiting: Sequence[str],
-        now: datetime,
-        limit: int,
-        lease_seconds: float,
-        token: str | None,
-        term: int | None,
-        cluster: str | None,
-    ) -> sa.Update:
-        """The UPDATE … RETURNING that leases up to `limit` rows in a `waiting` summary state whose
-        due time has come (of `cluster`; None: every cluster), oldest due first, under `token` and
-        `term`, due again after the lease. A claimer with a `term` also takes, at once, rows leased
-        under a term no live lease holds any more (leases.taken_over)."""
+    def lease_due(self, waiting: Sequence[str], lease: Lease) -> sa.Update:
+        """The UPDATE … RETURNING that takes `lease` of the rows in a `waiting` summary state whose
+        due time has come, oldest due first, due again after the lease. A claimer with a term also
+        takes, at once, rows leased under a term no live lease holds any more (leases.taken_over)."""
         t = self.table.c
-        claimable = self.due <= now
-        if term is not None:
-            claimable = sa.or_(claimable, taken_over(self.token, self.term, term))
+        claimable = self.due <= lease.now
+        if lease.term is not None:
+            claimable = sa.or_(claimable, taken_over(self.token, self.term, lease.term))
         due = (
             sa.select(t.cluster, t.uid)
             .where(
                 t.summary_state.in_(list(waiting)),
                 claimable,
-                *([] if cluster is None else [t.cluster == cluster]),
+                *([] if lease.cluster is None else [t.cluster == lease.cluster]),
             )
             .order_by(self.due, t.cluster, t.uid)
-            .limit(limit)
+            .limit(lease.limit)
             .with_for_update(skip_locked=True)  # SQLite has no row locks; its one writer serialises claims
         )
         return (
             sa.update(self.table)
             .where(sa.tuple_(t.cluster, t.uid).in_(due))
-            .values({self.due: now + timedelta(seconds=lease_seconds), self.token: token, self.term: term})
+            .values(
+                {
+                    self.due: lease.now + timedelta(seconds=lease.seconds),
+                    self.token: lease.token,
+                    self.term: lease.term,
+                }
+            )
             .returning(*self.table.c)
         )
 

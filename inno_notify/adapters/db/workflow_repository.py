@@ -13,6 +13,7 @@ from datetime import datetime
 
 from inno_notify.adapters.db import workflow_rows
 from inno_notify.adapters.db.outbox_repository import Summary
+from inno_notify.adapters.db.summary_claims import Lease
 from inno_notify.adapters.db.transactions import DEFAULT_USAGE_LEASE_SECONDS, Repository
 from inno_notify.adapters.db.workflow_rows import (
     TerminalWorkflow,
@@ -57,7 +58,8 @@ class WorkflowRepository(Repository):
         claim token and the leader's term; a leader also takes at once the workflows leased in a
         term that ended. Pass the token to the writes that settle them (`claim=`)."""
         async with self._claim_write() as (conn, token, term):
-            claimed = await workflow_rows.claim_due(conn, now, limit, lease_seconds, token, term, cluster)
+            lease = Lease(now, limit, lease_seconds, token, term, cluster)
+            claimed = await workflow_rows.claim_due(conn, lease)
         return WorkflowClaim(token, term, tuple(claimed))
 
     async def claim_workflows_due(

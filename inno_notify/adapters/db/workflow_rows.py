@@ -25,8 +25,8 @@ from inno_notify.adapters.db.codec import EPOCH
 from inno_notify.adapters.db.jobs import ClaimLost, summary_states
 from inno_notify.adapters.db.json_codec import RowCodec
 from inno_notify.adapters.db.outbox_repository import Summary, load_summaries
-from inno_notify.adapters.db.sql import chunks, dialect_insert, newest_run, upsert_rows
-from inno_notify.adapters.db.summary_claims import SummaryColumns
+from inno_notify.adapters.db.sql import dialect_insert, grouped_in, newest_run, rows_in, upsert_rows
+from inno_notify.adapters.db.summary_claims import Lease, SummaryColumns
 from inno_notify.adapters.db.tables import jobs, served_models, workflow_pods, workflows
 from inno_notify.domain.model import Notification
 from inno_notify.domain.workflows import WorkflowKind, WorkflowPod, WorkflowRecord
@@ -102,13 +102,9 @@ class WorkflowTransaction:
         self._conn = conn
 
     async def get_workflows(self, cluster: str, uids: Sequence[str]) -> dict[str, WorkflowRecord]:
-        found: dict[str, WorkflowRecord] = {}
-        for chunk in chunks(list(dict.fromkeys(uids))):
-            rows = await self._conn.execute(
-                sa.select(workflows).where(workflows.c.cluster == cluster, workflows.c.uid.in_(chunk))
-            )
-            found.update({row["uid"]: _WORKFLOWS.from_row(row) for row in rows.mappings()})
-        return found
+        query = sa.select(workflows).where(workflows.c.cluster == cluster)
+        rows = await rows_in(self._conn, query, workflows.c.uid, uids)
+        return {row["uid"]: _WORKFLOWS.from_row(row) for row in rows}
 
     async def pods_of_workflows(self, cluster: str, uids: Sequence[str]) -> dict[str, list[WorkflowPod]]:
         return await pods_of_workflows(self._conn, cluster, uids)
@@ -204,16 +200,8 @@ class WorkflowTransaction:
 async def pods_of_workflows(
     conn: AsyncConnection, cluster: str, uids: Sequence[str]
 ) -> dict[str, list[WorkflowPod]]:
-    found: dict[str, list[WorkflowPod]] = {}
-    for chunk in chunks(list(dict.fromkeys(uids))):
-        rows = await conn.execute(
-            sa.select(workflow_pods).where(
-                workflow_pods.c.cluster == cluster, workflow_pods.c.workflow_uid.in_(chunk)
-            )
-        )
-        for row in rows.mappings():
-            found.setdefault(row["workflow_uid"], []).append(_PODS.from_row(row))
-    return found
+    query = sa.select(workflow_pods).where(workflow_pods.c.cluster == cluster)
+    return await grouped_in(conn, query, workflow_pods.c.workflow_uid, uids, _PODS.from_row)
 
 
 async def _mark_ended(conn: AsyncConnection, cluster: str, ends: Sequence[TerminalWorkflow]) -> int:
@@ -287,21 +275,10 @@ class WorkflowClaim:
     workflows: tuple[WorkflowRecord, ...] = ()
 
 
-async def claim_due(
-    conn: AsyncConnection,
-    now: datetime,
-    limit: int,
-    lease_seconds: float,
-    token: str | None = None,
-    term: int | None = None,
-    cluster: str | None = None,
-) -> list[WorkflowRecord]:
-    """Leases the due workflows (of `cluster`; None: every cluster) under `token`, due again after
-    the lease. A claimer with a `term` also takes, at once, workflows leased under a term no live
-    lease holds any more (leases.taken_over), as job usage claims do."""
-    claim = _SUMMARY.lease_due(
-        [WorkflowState.AWAITING.value], now, limit, lease_seconds, token, term, cluster
-    )
+async def claim_due(conn: AsyncConnection, lease: Lease) -> list[WorkflowRecord]:
+    """Takes `lease` of the workflows whose summary is due (due again after it), as job usage
+    claims do (SummaryColumns.lease_due)."""
+    claim = _SUMMARY.lease_due([WorkflowState.AWAITING.value], lease)
     result = await conn.execute(claim)
     return [_WORKFLOWS.from_row(row) for row in result.mappings()]
 

@@ -316,22 +316,26 @@ def _per_class(classes: Classes, branch: Callable[[int, str, str], str]) -> str:
     )
 
 
-def series_gpu_util(sel: DcgmSelector, classes: Classes) -> str:
-    """Per GPU series and step, the mean utilization in percent over the step: GR_ENGINE_ACTIVE
-    where the GPU reports it (the better measure, and the only one on MIG instances), else GPU_UTIL.
-    The ``or on`` the GPU's labels lets GR_ENGINE_ACTIVE stand for the whole GPU at a step where any
-    of its series has it."""
-    prof = _per_class(
+def series_gpu_prof(sel: DcgmSelector, classes: Classes) -> str:
+    """Per GPU series and step, the mean GR_ENGINE_ACTIVE in percent over the step: the better
+    measure of utilization, and the only one on MIG instances. Where a GPU has it at a step, it
+    stands for the GPU's GPU_UTIL there (``series`` prefers it). Asked apart from ``series_gpu_util``
+    rather than as ``prof or on(…) util``: in a range query the ``or`` matches label signatures at
+    every step, which costs Prometheus several times the reading of the samples."""
+    return _per_class(
         classes,
         lambda step, pods, ns: (
             f"avg_over_time({sel.selector(GR_ENGINE_ACTIVE, pods, ns)}{_step_range(step)}) * 100"
         ),
     )
-    util = _per_class(
+
+
+def series_gpu_util(sel: DcgmSelector, classes: Classes) -> str:
+    """Per GPU series and step, the mean GPU_UTIL in percent over the step."""
+    return _per_class(
         classes,
         lambda step, pods, ns: f"avg_over_time({sel.selector(GPU_UTIL, pods, ns)}{_step_range(step)})",
     )
-    return f"({prof}) or on({sel.group_by()}) ({util})"
 
 
 def series_gpu_memory(sel: DcgmSelector, classes: Classes) -> str:

@@ -10,7 +10,8 @@ bucket), in one range query per metric whatever the number of jobs:
   class shows only on its own grid. The pods are cut into spans only where a query would exceed
   ``max_steps_per_query`` steps (Prometheus refuses more than 11,000 points per series), then into
   chunks by query size (``batching.chunk_groups``, as the instant queries).
-- The metrics: GPU utilization (mean over each step) and GPU memory (peak in each step) per GPU, RAM
+- The metrics: GPU utilization (mean over each step; GR_ENGINE_ACTIVE where the GPU has it at that
+  step, else GPU_UTIL, asked as two queries and chosen here) and GPU memory (peak in each step) per GPU, RAM
   per pod (the sum over its container series of each one's peak in the step, with the pod UID from
   cAdvisor's cgroup path so that a reused pod name is not mixed in).
 
@@ -115,6 +116,7 @@ class SeriesSampler:
         self.last_queries_by_kind = Counter()
         steps = dict(steps) if steps is not None else self.steps(pods)
         builders: dict[str, _Build] = {
+            "series_prof": lambda classes: q.series_gpu_prof(dcgm, classes),
             "series_util": lambda classes: q.series_gpu_util(dcgm, classes),
             "series_fb": lambda classes: q.series_gpu_memory(dcgm, classes),
             "series_mem": lambda classes: q.series_pod_memory(self._cadvisor, classes),
@@ -182,6 +184,7 @@ class SeriesSampler:
         # one row each, normally; several (two scrapes of one exporter, a restarted container) are
         # combined point by point as the figures' aggregations would.
         gpu_util: dict[str, dict[tuple[str, ...], _Gpu]] = defaultdict(dict)
+        gpu_prof: dict[str, dict[tuple[str, ...], _Gpu]] = defaultdict(dict)
         gpu_memory: dict[str, dict[tuple[str, ...], _Gpu]] = defaultdict(dict)
         memory: dict[str, dict[str, list[dict[int, float]]]] = defaultdict(dict)
         scrape = self._scrape
@@ -208,11 +211,14 @@ class SeriesSampler:
                 pod = by_name.get((labels.get(ns_label, ""), labels.get(pod_label, "")))
                 if pod is None:
                     continue
-                unit = 1.0 if query.kind == "series_util" else MIB
-                points = _points(row, pod, steps[pod.uid], scrape, unit)
+                unit = MIB if query.kind == "series_fb" else 1.0
+                # A GR_ENGINE_ACTIVE point without a value still hides GPU_UTIL at its time, as the
+                # figures' ``or`` would: its NaN is dropped only once the two are merged.
+                prof = query.kind == "series_prof"
+                points = _points(row, pod, steps[pod.uid], scrape, unit, keep_nonfinite=prof)
                 if points is None:
                     continue
-                into = (gpu_util if query.kind == "series_util" else gpu_memory)[pod.uid]
+                into = {"series_util": gpu_util, "series_prof": gpu_prof}.get(query.kind, gpu_memory)[pod.uid]
                 group = tuple(str(labels.get(name, "")) for name in gpu_labels)
                 if group not in into:
                     into[group] = _Gpu(q.gpu_name(q.gpu_key(labels, hosts)))
@@ -222,7 +228,7 @@ class SeriesSampler:
                 pod_uid=pod.uid,
                 pod_name=pod.pod,
                 step_seconds=steps[pod.uid],
-                gpu_util=_by_gpu(gpu_util.get(pod.uid, {}), _mean),
+                gpu_util=_by_gpu(gpu_util.get(pod.uid, {}), _mean, preferred=gpu_prof.get(pod.uid, {})),
                 gpu_memory=_by_gpu(gpu_memory.get(pod.uid, {}), max),
                 memory=_merged((_combine(rows, sum) for _, rows in sorted(memory.get(pod.uid, {}).items()))),
             )
@@ -239,10 +245,12 @@ def _pod_uid(cgroup: object) -> str:
     return match.group(1).replace("_", "-") if match else ""
 
 
-def _points(row: Sample, pod: PodWindow, step: int, scrape: float, unit: float) -> dict[int, float] | None:
-    """The row's finite points (times ``unit``) whose step overlaps the pod's held time (plus one
-    scrape for its last sample); None for a row with a malformed point (a proxy's rewrite, a bug):
-    none of its points is trusted.
+def _points(
+    row: Sample, pod: PodWindow, step: int, scrape: float, unit: float, *, keep_nonfinite: bool = False
+) -> dict[int, float] | None:
+    """The row's finite points (times ``unit``; NaN and ±Inf too with ``keep_nonfinite``) whose step
+    overlaps the pod's held time (plus one scrape for its last sample); None for a row with a
+    malformed point (a proxy's rewrite, a bug): none of its points is trusted.
 
     Runs for every point of a round (hundreds of thousands): one comprehension, no per-point try."""
     values = row.get("values")
@@ -259,9 +267,13 @@ def _points(row: Sample, pod: PodWindow, step: int, scrape: float, unit: float) 
         return None
     if unit != 1.0:
         kept = {t: v * unit for t, v in kept.items()}
-    if not math.isfinite(sum(kept.values())):  # rarely: NaN or ±Inf (no measurement), or a huge sum
-        kept = {t: v for t, v in kept.items() if math.isfinite(v)}
+    if not keep_nonfinite and not math.isfinite(sum(kept.values())):
+        kept = _finite(kept)  # rarely: NaN or ±Inf (no measurement), or a huge sum
     return kept
+
+
+def _finite(points: dict[int, float]) -> dict[int, float]:
+    return {t: v for t, v in points.items() if math.isfinite(v)}
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -278,8 +290,7 @@ def _combine(
     for row in rows:
         for t, value in row.items():
             at[t].append(value)
-    combined = {t: combine(values) for t, values in at.items()}
-    return {t: v for t, v in combined.items() if math.isfinite(v)}
+    return _finite({t: combine(values) for t, values in at.items()})
 
 
 def _merged(parts: Iterable[dict[int, float]]) -> dict[int, float]:
@@ -290,14 +301,25 @@ def _merged(parts: Iterable[dict[int, float]]) -> dict[int, float]:
 
 
 def _by_gpu(
-    groups: Mapping[tuple[str, ...], _Gpu], combine: Callable[[Sequence[float]], float]
+    groups: Mapping[tuple[str, ...], _Gpu],
+    combine: Callable[[Sequence[float]], float],
+    preferred: Mapping[tuple[str, ...], _Gpu] | None = None,
 ) -> dict[str, dict[int, float]]:
-    """Each GPU's points under its name (``queries.gpu_name``). Label sets that give one name but
-    differ in a descriptive label (model, MIG profile) are merged, the later in label order winning
-    at a time both have."""
+    """Each GPU's points under its name (``queries.gpu_name``); at a time where the same label set
+    has a ``preferred`` point (GR_ENGINE_ACTIVE over GPU_UTIL), that one. Label sets that give one
+    name but differ in a descriptive label (model, MIG profile) are merged, the later in label order
+    winning at a time both have."""
+    preferred = preferred or {}
     by_name: dict[str, dict[int, float]] = {}
-    for _, gpu in sorted(groups.items(), key=lambda item: item[0]):
-        points = _combine(gpu.rows, combine)
+    for key in sorted(groups.keys() | preferred.keys()):
+        gpu = preferred.get(key) or groups[key]
+        points = _combine(groups[key].rows, combine) if key in groups else {}
+        if key in preferred:
+            # Any point of the preferred rows, a NaN too, hides the other rows' at its time.
+            rows = preferred[key].rows
+            hidden = {t for row in rows for t in row}
+            points = {t: v for t, v in points.items() if t not in hidden}
+            points.update(_combine([_finite(row) for row in rows], combine))
         if points:
             by_name.setdefault(gpu.name, {}).update(points)
     return by_name

@@ -172,13 +172,11 @@ async def post_event(request: web.Request, given: EventPost) -> web.Response:
             # The token's name is part of the outbox key, as it is of the event's (quoted: no "/").
             f"event/{quote(principal.name, safe='')}/{key}",
             {MESSAGE_KEY: encode_pipeline(message)},
-            directory.users,
-            directory.teams,
+            directory,
             routing.channels,
             now,
             routing.allowed_email_domains,
             group_wait_seconds=routing.group_wait_seconds,
-            email_off=directory.email_off,
         )
         if not plan.notifications:
             reasons = [plan.silent_reason] if plan.silent_reason else []

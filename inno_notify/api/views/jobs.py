@@ -20,6 +20,7 @@ from inno_notify.api import keys, resources, serialize
 from inno_notify.api.errors import not_found
 from inno_notify.api.params import DEFAULT_LIMIT, Cursor, Later, Limit, Text, Time
 from inno_notify.api.views.respond import json
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.model import JobStatus, KindName
 
 
@@ -57,10 +58,10 @@ class JobName:
     ] = None
 
 
-def _items(page: JobPage) -> list[resources.Job]:
+def _items(page: JobPage, rates: Rates) -> list[resources.Job]:
     # The store's recommendation dicts carry resources.Recommendation's keys (RECOMMENDATION_FIELDS).
     recommendations = cast("Sequence[list[resources.Recommendation]]", page.recommendations)
-    return [serialize.job_row(row, recs) for row, recs in zip(page.rows, recommendations, strict=True)]
+    return [serialize.job_row(row, recs, rates) for row, recs in zip(page.rows, recommendations, strict=True)]
 
 
 async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
@@ -75,7 +76,7 @@ async def list_jobs(request: web.Request, given: JobFilters) -> web.Response:
         kinds=None if given.kind is None else given.kind.stored,
     )
     page = await request.app[keys.STORE].jobs.job_page(filters, given.limit, given.cursor)
-    return json(resources.JobPage(items=_items(page), next_cursor=page.next_cursor))
+    return json(resources.JobPage(items=_items(page, request.app[keys.RATES]), next_cursor=page.next_cursor))
 
 
 async def get_job(request: web.Request, given: JobName) -> web.Response:
@@ -85,5 +86,5 @@ async def get_job(request: web.Request, given: JobName) -> web.Response:
     if not page.rows:
         which = f" with uid {given.uid}" if given.uid else ""
         raise not_found(f"no job {given.namespace}/{given.name}{which}", code="job_not_found")
-    (resource,) = _items(page)
+    (resource,) = _items(page, request.app[keys.RATES])
     return json(resource)

@@ -8,6 +8,7 @@ stored and drawn) within that rounding.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
@@ -17,6 +18,7 @@ from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
 from inno_notify.adapters.prometheus import queries as q
+from inno_notify.adapters.prometheus import series as series_module
 from inno_notify.adapters.prometheus.batching import PodWindow
 from inno_notify.adapters.prometheus.client import ClientConfig, PrometheusClient
 from inno_notify.adapters.prometheus.measure import MeterConfig, PodMeasurement, UsageMeter
@@ -184,7 +186,7 @@ async def test_one_range_query_per_metric_serves_every_step_class(cluster_promet
         classes = len(set(meter.series_steps(pods).values()))
         series = {k: n for k, n in meter.last_queries_by_kind.items() if k.startswith("series_")}
         assert classes > 2
-        assert series == {"series_util": 1, "series_fb": 1, "series_mem": 1}
+        assert series == {"series_prof": 1, "series_util": 1, "series_fb": 1, "series_mem": 1}
     finally:
         client.close()
 
@@ -216,7 +218,7 @@ def _jobs(cluster: scenario.Cluster) -> dict[str, list[PodWindow]]:
     [
         MeterConfig(scrape_interval_seconds=scenario.SCRAPE),
         # Queries cut into chunks: the branches of one query hold parts of the classes.
-        MeterConfig(scrape_interval_seconds=scenario.SCRAPE, max_body_bytes=1500),
+        MeterConfig(scrape_interval_seconds=scenario.SCRAPE, max_body_bytes=900),
     ],
     ids=["one-query-per-metric", "small-chunks"],
 )
@@ -233,8 +235,9 @@ async def test_a_round_gives_each_job_the_series_it_gets_measured_alone(
         everyone = [w for pods in jobs.values() for w in pods]
         batched = await round_meter.measure_pods(everyone)
         assert len(set(round_meter.series_steps(everyone).values())) > 2
-        chunks = round_meter.last_queries_by_kind["series_util"]
-        assert chunks > 1 if config.max_body_bytes < 2000 else chunks == 1
+        # Four range queries (prof, util, fb, mem), some of them cut into chunks by the small budget.
+        chunks = sum(n for kind, n in round_meter.last_queries_by_kind.items() if kind.startswith("series_"))
+        assert chunks > 4 if config.max_body_bytes < 2000 else chunks == 4
         alone_meter = UsageMeter(client, config)
         for job, pods in jobs.items():
             alone = await alone_meter.measure_pods(pods)
@@ -316,3 +319,28 @@ async def test_figures_stand_when_the_series_cannot_be_had(cluster_prometheus: L
     finally:
         client.close()
         await server.close()
+
+
+_GPU: tuple[str, ...] = ("ns", "pod", "0")
+
+
+@pytest.mark.parametrize(
+    ("util_rows", "prof_rows", "want"),
+    [
+        ([{60: 10.0, 120: 20.0}], [], {60: 10.0, 120: 20.0}),
+        ([], [{60: 90.0}], {60: 90.0}),
+        # GR_ENGINE_ACTIVE stands for the GPU where it has a point, GPU_UTIL elsewhere.
+        ([{60: 10.0, 120: 20.0}], [{120: 80.0, 180: 70.0}], {60: 10.0, 120: 80.0, 180: 70.0}),
+        # A NaN GR_ENGINE_ACTIVE point hides GPU_UTIL at its time and is no point itself ...
+        ([{60: 10.0, 120: 20.0}], [{120: math.nan}], {60: 10.0}),
+        # ... and two GR_ENGINE_ACTIVE rows average where they have finite points.
+        ([{60: 10.0}], [{60: 80.0}, {60: 60.0}, {60: math.nan}], {60: 70.0}),
+    ],
+    ids=["util-only", "prof-only", "prof-where-present", "nan-prof-hides-util", "prof-rows-averaged"],
+)
+def test_gr_engine_active_is_preferred_per_gpu_and_time(
+    util_rows: list[dict[int, float]], prof_rows: list[dict[int, float]], want: dict[int, float]
+) -> None:
+    util = {_GPU: series_module._Gpu("gpu-0", list(util_rows))} if util_rows else {}
+    prof = {_GPU: series_module._Gpu("gpu-0", list(prof_rows))} if prof_rows else {}
+    assert series_module._by_gpu(util, series_module._mean, preferred=prof) == {"gpu-0": want}
