@@ -17,7 +17,15 @@ import pytest
 
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.db import Store
-from inno_notify.domain.model import DirectoryUser, NotificationKind, NotifyMode
+from inno_notify.domain.model import (
+    DirectoryUser,
+    NotificationKind,
+    NotifyMode,
+    Recommendation,
+    RecommendationKind,
+    Severity,
+    Unit,
+)
 from inno_notify.domain.preferences import Via
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.ratelimit import UNLIMITED
@@ -27,7 +35,7 @@ from tests import stored
 from tests.adapters.channels.conftest import SLACK_TOKEN
 from tests.adapters.channels.fake_slack import FakeSlack
 
-from .support import FakeClock, all_rows, finished_job, renderer
+from .support import T0, FakeClock, all_rows, finished_job, renderer
 
 APP_TOKEN = "xapp-1-A0TEST-socket"
 TEAM = "T0RESEARCH"
@@ -256,12 +264,32 @@ async def test_the_home_tab_shows_runs_advice_and_buttons_that_change_preference
     s = socket
     await stored.upsert_jobs(
         s.store,
-        [finished_job(f"b{i}", owner="bob@example.com", name=f"train-<b{i}>") for i in range(12)],
+        [
+            finished_job(
+                f"b{i}",
+                owner="bob@example.com",
+                name=f"train-<b{i}>",
+                finished_at=T0 - timedelta(minutes=30 - i),
+            )
+            for i in range(12)
+        ],
     )
+    advice = Recommendation(
+        RecommendationKind.GPU_COUNT,
+        Severity.WARNING,
+        4,
+        2,
+        Unit.GPUS,
+        "Request 2 GPUs instead of 4 <!channel>",
+        waste_gpu_minutes=120.0,
+    )
+    await stored.save_recommendations(s.store, "default", "b11", [advice])
     await s.open_home(BOB, "Ev0300")
     home = s.fake.homes[BOB]
     text = str(home)
-    assert text.count("train-&lt;b") == 10  # the last 10 runs, escaped
+    # The 10 newest runs (b2 … b11, not b0 and b1), and the advice of b11, escaped.
+    assert text.count("train-&lt;b") == 11 and "train-&lt;b1&gt;" not in text
+    assert "Request 2 GPUs instead of 4 &lt;!channel&gt;" in text and "<!channel>" not in text
     buttons = [e["action_id"] for b in home["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert "inno_nudges_off" in buttons and "inno_failures" in buttons
 
