@@ -350,6 +350,20 @@ class SlackSettings(_Section):
         None, description="File holding the Slack token."
     )
     api_url: str = Field("https://slack.com/api/", description="Web API base, as slack-sdk's base_url.")
+    app_token: SecretStr | None = Field(
+        None,
+        description="App-level token xapp-… (scope connections:write; secret). Set: the leader holds a Socket Mode connection (an outbound WebSocket, no public endpoint) and answers /inno, DMs to the app and its Home tab (docs/selfservice.md). Needs `token` too.",
+    )
+    app_token_file: Annotated[str | None, Fills("app_token")] = Field(
+        None, description="File holding the Slack app-level token."
+    )
+    signing_secret: SecretStr | None = Field(
+        None,
+        description="The app's signing secret (secret). Set: the API answers Slack's requests over HTTP at POST /slack/events, /slack/commands and /slack/interactive, each signature checked (a wrong or over 5 minutes old one is refused with 401). Needs `token` too.",
+    )
+    signing_secret_file: Annotated[str | None, Fills("signing_secret")] = Field(
+        None, description="File holding the Slack signing secret."
+    )
 
 
 class EmailSettings(_Section):

@@ -140,6 +140,8 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
         ("telegram", "webhook_secret_file", "webhook_secret", "hook_secret-1"),
         ("telegram", "link_secret_file", "link_secret", "a-long-link-signing-secret"),
         ("slack", "token_file", "token", "xoxb-very-secret"),
+        ("slack", "app_token_file", "app_token", "xapp-1-very-secret"),
+        ("slack", "signing_secret_file", "signing_secret", "8f742231b10e8888abcd99yyyzzz85a5"),
         ("email", "password_file", "password", "smtp-secret"),
     ],
 )
@@ -173,7 +175,7 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             if name.endswith("_file") and keys.get(target) == SecretStr | None:
                 assert [m for m in info.metadata if isinstance(m, Fills)] == [Fills(target)], name
                 marked += 1
-    assert marked == 5
+    assert marked == 7
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.throttle import RecentAccepts
-from inno_notify.api.views import telegram, usage
+from inno_notify.api.views import slack, telegram, usage
 from inno_notify.domain.costs import Rates
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
@@ -119,6 +119,7 @@ def create_app(
     workflow_pages: keys.JobPageProvider | None = None,
     link_key: bytes | None = None,
     telegram_webhook: keys.TelegramWebhook | None = None,
+    slack_requests: keys.SlackRequests | None = None,
     trends_timezone: str = "UTC",
     rates: Rates | None = None,
 ) -> web.Application:
@@ -144,6 +145,9 @@ def create_app(
     `telegram_webhook`, when the bot takes its updates by webhook, routes POST /telegram/webhook,
     which takes Telegram's secret header instead of a token (views/telegram.py); it is Telegram's
     interface, not a resource of this API, so it is no row of routes.ENDPOINTS.
+    `slack_requests`, when the Slack app is answered over HTTP, routes POST /slack/events,
+    /slack/commands and /slack/interactive alike: Slack's signature instead of a token
+    (views/slack.py).
     `trends_timezone` is the zone GET /api/v1/trends counts weeks in (the runtime passes
     digest.timezone). `rates` (`accounting.rates`) price the jobs and usage groups it serves.
 
@@ -162,7 +166,9 @@ def create_app(
             deadline_middleware(handler_timeout_seconds),
             auth_middleware(
                 tokens,
-                routes.open_paths() | (telegram.OPEN_PATHS if telegram_webhook is not None else frozenset()),
+                routes.open_paths()
+                | (telegram.OPEN_PATHS if telegram_webhook is not None else frozenset())
+                | (slack.OPEN_PATHS if slack_requests is not None else frozenset()),
                 routes.roles_of(),
                 routes.only_named(),
                 SignedPages(link_key, clock, routes.signed_subject()),
@@ -203,6 +209,9 @@ def create_app(
     if telegram_webhook is not None:
         app[keys.TELEGRAM_WEBHOOK] = telegram_webhook
         app.router.add_post(telegram.WEBHOOK_PATH, telegram.telegram_webhook)
+    if slack_requests is not None:
+        app[keys.SLACK_REQUESTS] = slack_requests
+        slack.add_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         if warm_usage:

@@ -49,6 +49,16 @@ class TelegramWebhook:
     handle: Callable[[Mapping[str, object]], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class SlackRequests:
+    """The Slack app's requests over HTTP (`channels.slack.signing_secret`): the secret their
+    signatures are made with, and the service's handler of one verified payload (service.slack_bot,
+    given by the runtime), called with its kind (`events_api`, `slash_commands`, `interactive`)."""
+
+    signing_secret: str
+    handle: Callable[[str, Mapping[str, object]], Awaitable[None]]
+
+
 STORE = web.AppKey("store", Store)
 TOKENS = web.AppKey("tokens", TokenTable)
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
@@ -73,3 +83,4 @@ DIRECTORY = web.AppKey("directory", CachedDirectory)
 # Event posts past the cheap refusals, at most this many at once (EVENT_WRITERS_LIMIT in app.py).
 EVENT_WRITERS = web.AppKey("event_writers", asyncio.Semaphore)
 TELEGRAM_WEBHOOK = web.AppKey("telegram_webhook", TelegramWebhook)
+SLACK_REQUESTS = web.AppKey("slack_requests", SlackRequests)

@@ -31,6 +31,7 @@ from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only 
 
 from inno_notify.adapters.db.usage_queries import GroupBy
 from inno_notify.api.params import EMAIL_PATTERN, SAFE_PATTERN
+from inno_notify.domain.chat_commands import MAX_MUTE_HOURS
 from inno_notify.domain.links import LINKS_MAX, TITLE_MAX_CHARS, URL_MAX_CHARS
 from inno_notify.domain.model import (
     Channel,
@@ -44,7 +45,6 @@ from inno_notify.domain.model import (
     Unit,
 )
 from inno_notify.domain.preferences import Via
-from inno_notify.domain.telegram_commands import MAX_MUTE_HOURS
 from inno_notify.domain.trends import TrendGroup
 
 # Every resource is closed (additionalProperties: false) and describes itself from its docstrings.
@@ -381,10 +381,11 @@ class Preference(TypedDict):
 
     value: int | list[Channel] | PersonNotify | datetime | bool | None
     via: Via
-    """telegram: the person, in their linked chat; api: PUT /api/v1/users/{email}; email: the
-    person, through the one-click unsubscribe link of an e-mail."""
+    """telegram: the person, in their linked chat; slack: the person, from Slack (/inno, a DM, the
+    app's Home tab); api: PUT /api/v1/users/{email}; email: the person, through the one-click
+    unsubscribe link of an e-mail."""
     by: str | None
-    """The chat id, or the API token's name (null for email)."""
+    """The chat id, the Slack member id, or the API token's name (null for email)."""
     at: datetime
 
 

@@ -22,6 +22,9 @@ from inno_notify.domain.telegram_linking import LinkRefusal
 __all__ = [
     "MESSAGE_KEY",
     "NAME_MAX_CHARS",
+    "HomeAdvice",
+    "HomeRun",
+    "HomeSnapshot",
     "Reply",
     "ReplyKind",
     "RunningJob",
@@ -35,6 +38,9 @@ NAME_MAX_CHARS = 64
 WORD_MAX_CHARS = 32
 # Running jobs listed by /status at most (then "and N more").
 STATUS_JOBS_MAX = 10
+# Runs and pieces of open advice a Slack App Home tab shows at most.
+HOME_RUNS_MAX = 10
+HOME_ADVICE_MAX = 5
 
 
 class ReplyKind(enum.StrEnum):
@@ -102,6 +108,43 @@ class Reply:
     # mute of every channel.
     everywhere: bool = False
     # The zone times are shown in (the installation's digest.timezone).
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class HomeRun:
+    """One of the person's latest runs, as their Slack App Home tab lists it."""
+
+    namespace: str
+    name: str
+    status: str
+    finished_at: datetime | None
+    gpu_hours_held: float | None
+    gpu_hours_used: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class HomeAdvice:
+    """Open advice (domain.rightsizing) for the next run of one of the person's jobs."""
+
+    namespace: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class HomeSnapshot:
+    """What a person's Slack App Home tab shows: their latest runs (newest first), open advice,
+    and their preferences as they stand (the directory entry with their own changes)."""
+
+    person: str
+    runs: tuple[HomeRun, ...]
+    advice: tuple[HomeAdvice, ...]
+    channels: tuple[str, ...]
+    failures_only: bool
+    nudges: bool
+    muted_until: datetime | None = None
+    muted_everywhere: bool = False
     timezone: str = "UTC"
 
 

@@ -2,7 +2,8 @@
 
 The directory (the YAML file, or an admin through the API) says who a person is and where their
 summaries go. A person may change some of that themselves, from their Telegram chat (issue 19):
-link a chat, unlink it, ask for failed jobs only, mute for a while. Those changes are kept apart
+link a chat, unlink it, ask for failed jobs only, mute for a while; and from Slack (Via.SLACK)
+with the same commands (domain.chat_commands). Those changes are kept apart
 from the directory entry, which the service re-seeds from the YAML file at every start, and
 override it for that person. Each field a person (or an admin) set records where the change came
 from (`Origin`): the API shows it next to the value.
@@ -46,6 +47,7 @@ __all__ = [
     "Preferences",
     "Via",
     "apply_preferences",
+    "leave_channel",
     "link_chat",
     "mute",
     "stop_all",
@@ -66,6 +68,7 @@ class Via(enum.StrEnum):
     TELEGRAM = "telegram"  # the person, in their linked chat
     API = "api"  # PUT /api/v1/users/{email}, by the token named in `Origin.by`
     EMAIL = "email"  # the person, through the one-click unsubscribe link of an e-mail (no `by`)
+    SLACK = "slack"  # the person, from Slack (`by`: their Slack user id; docs/selfservice.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,15 @@ def unlink_chat(user: DirectoryUser) -> dict[str, Any]:
     as the last resort, so that unlinking never silences someone by accident)."""
     channels = tuple(c for c in user.channels if c != Channel.TELEGRAM.value) or (Channel.EMAIL.value,)
     return {"telegram_chat_id": None, "channels": channels}
+
+
+def leave_channel(user: DirectoryUser, channel: Channel) -> dict[str, Any]:
+    """The changes of `stop` from a chat on `channel`: that channel off their channels (e-mail stays
+    as the last resort); Telegram's chat is unlinked with it (unlink_chat)."""
+    if channel is Channel.TELEGRAM:
+        return unlink_chat(user)
+    channels = tuple(c for c in user.channels if c != channel.value) or (Channel.EMAIL.value,)
+    return {"channels": channels}
 
 
 def stop_all() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from inno_notify.adapters.db.leases import UNFENCED, LeaseFence, LeaseRepository
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
-from inno_notify.api.keys import EventRouting, TelegramWebhook
+from inno_notify.api.keys import EventRouting, SlackRequests, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.memory import malloc_trim, return_freed_memory
 from inno_notify.runtime.builders import (
@@ -44,6 +44,7 @@ from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity
 from inno_notify.service.single_instance import single_instance
+from inno_notify.service.slack_bot import SlackBot
 from inno_notify.service.stopping import StopSignal
 from inno_notify.service.telegram_updates import TelegramBot
 from inno_notify.service.telemetry_sampler import telemetry_component
@@ -58,6 +59,7 @@ def api_component(
     telemetry: Telemetry,
     readiness: Callable[[], Mapping[str, bool]],
     telegram_webhook: TelegramWebhook | None = None,
+    slack_requests: SlackRequests | None = None,
 ) -> Component | None:
     """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
     if not api_enabled(settings.api):
@@ -88,6 +90,7 @@ def api_component(
                 settings.notify.group_wait_seconds,
             ),
             telegram_webhook=telegram_webhook,
+            slack_requests=slack_requests,
             trends_timezone=settings.digest.timezone,
             rates=settings.accounting.rates,
         )
@@ -162,6 +165,9 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         )
         if term.bot is not None:
             resources.push_async_callback(term.bot.aclose)
+        term.slack = SlackBot.build(settings.channels.slack, settings.digest.timezone, store, utc_now)
+        if term.slack is not None:
+            resources.push_async_callback(term.slack.aclose)
         await seed_directory(store, settings)
         term.senders = build_senders(settings)
         for sender in term.senders.values():
@@ -186,7 +192,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         hook = (
             TelegramWebhook(bot.secret, bot.webhook) if bot and bot.secret and bot.mode == "webhook" else None
         )
-        http = api_component(settings, telemetry, term.readiness, hook)
+        slack = term.slack
+        slack_http = (
+            SlackRequests(slack.signing_secret, slack.http) if slack and slack.signing_secret else None
+        )
+        http = api_component(settings, telemetry, term.readiness, hook, slack_http)
         if http is not None:
             components.append(("api", http))
         # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.

@@ -1,5 +1,6 @@
 """One leader term: what the leader runs (watchers and ingestion, usage, dispatch, digests, live
-checks, the Telegram bot's updates), built afresh for each term and ended with it.
+checks, the Telegram bot's updates, the Slack app's Socket Mode), built afresh for each term and
+ended with it.
 
 A `LeaderTerm` is handed the resources that outlive terms (the store, the meter, the senders, the
 Kubernetes client, the bot); `run(stop)` builds the term's pipeline, runs its components until
@@ -20,6 +21,7 @@ from inno_notify.adapters.kube import ClusterWatcher
 from inno_notify.memory import collect_garbage
 from inno_notify.runtime.builders import Component, digest_component, live_component, utc_now
 from inno_notify.runtime.pipeline import build_pipeline, cluster_watcher, watch_component
+from inno_notify.service.slack_bot import SlackBot
 from inno_notify.service.telegram_updates import TelegramBot
 from inno_notify.service.telemetry_sampler import telemetry_component
 from inno_notify.service.usage import UsageSource
@@ -55,6 +57,8 @@ class LeaderTerm:
     senders: Mapping[str, Sender] = field(default_factory=dict)
     kube: Any = None
     bot: TelegramBot | None = None
+    # The Slack app's self-service (its Socket Mode connection is leader work).
+    slack: SlackBot | None = None
     _current: list[_Running] = field(default_factory=list)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -78,6 +82,7 @@ class LeaderTerm:
             ("live", live_component(settings, store, frozenset(senders), utc_now, self.telemetry))
         )
         components += self.bot.leader_components() if self.bot is not None else []
+        components += self.slack.leader_components() if self.slack is not None else []
         if watcher is not None:
             components.append(("watch", watch_component(watcher)))
             components.append(

@@ -2,7 +2,8 @@
 answers planned; and the "Get these on Telegram" link that summaries offer.
 
 Each update is handled in one transaction of the store (adapters/db/telegram_bot.py): the decision
-is domain.telegram_commands', the answer an outbox row the dispatcher sends (so it is retried and
+is domain.telegram_commands' (the commands every chat shares, domain.chat_commands), carried out
+like every chat's (service.self_service), the answer an outbox row the dispatcher sends (so it is retried and
 rate-limited like any message), and, when polling, the stored offset moves past the update in the
 same commit. A restart therefore polls from the first update not handled; an update is never
 handled twice, nor lost between handling and the offset.
@@ -28,7 +29,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,11 +38,11 @@ from inno_notify.adapters.channels.telegram_updates import IncomingUpdate, Teleg
 from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.db.telegram_bot import BotTransaction
-from inno_notify.domain.bot_replies import Reply, encode_reply
-from inno_notify.domain.delivery import Mute
+from inno_notify.domain.bot_replies import Reply
+from inno_notify.domain.chat_commands import Decision
 from inno_notify.domain.model import Channel, Notification, NotificationKind, RecipientAddress
 from inno_notify.domain.preferences import Origin, Via
-from inno_notify.domain.telegram_commands import Decision, decide, user_of_chat
+from inno_notify.domain.telegram_commands import decide, user_of_chat
 from inno_notify.domain.telegram_linking import (
     MAX_EPOCH,
     deep_link,
@@ -50,8 +51,8 @@ from inno_notify.domain.telegram_linking import (
     link_allowed,
     mint,
 )
-from inno_notify.domain.weeks import week_bounds, week_of
 from inno_notify.service.pausing import pause
+from inno_notify.service.self_service import carry_out, mutes_of, reply_row
 from inno_notify.settings import TelegramSettings, secret_value
 from inno_notify.telemetry import Telemetry
 
@@ -169,23 +170,22 @@ class UpdateHandler:
                 users = await tx.users()
                 linked = user_of_chat(users, message.chat_id)
                 prefs = await tx.preferences(linked.email) if linked is not None else None
-                mutes = {}
-                if prefs is not None and prefs.muted_until is not None:
-                    scope = None if prefs.muted_channels is None else frozenset(prefs.muted_channels)
-                    mutes[prefs.email] = Mute(prefs.muted_until, scope)
-                decision = decide(message, users, now, self._key, self._timezone, muted_until=mutes)
+                decision = decide(message, users, now, self._key, self._timezone, muted_until=mutes_of(prefs))
                 reply, changes = decision.reply, decision.changes
                 told: tuple[int, Reply] | None = None
                 if decision.grant is not None and decision.link_to is not None:
                     reply, changes, told = await self._link(tx, decision, message.chat_id, now)
                 origin = Origin(Via.TELEGRAM, now, str(message.chat_id))
-                for email, change in changes.items():
-                    await tx.change_preferences(
-                        email, change, origin, now, new_link=email == decision.link_to
-                    )
-                if reply is not None and decision.status_of is not None:
-                    week_start = week_bounds(week_of(now, self._timezone), self._timezone)[0]
-                    reply = replace(reply, status=await tx.owner_status(decision.status_of, week_start, now))
+                reply = await carry_out(
+                    tx,
+                    reply,
+                    changes,
+                    origin,
+                    now,
+                    self._timezone,
+                    status_of=decision.status_of,
+                    new_link=decision.link_to,
+                )
                 rows = []
                 if reply is not None:
                     rows.append(self._reply_row(key, message.chat_id, reply, now))
@@ -238,16 +238,7 @@ class UpdateHandler:
 
     @staticmethod
     def _reply_row(key: str, chat_id: int, reply: Reply, now: datetime) -> Notification:
-        return Notification(
-            dedup_key=key,
-            kind=NotificationKind.BOT_REPLY,
-            channel=Channel.TELEGRAM,
-            recipient=f"telegram:{chat_id}",
-            due_at=now,
-            created_at=now,
-            address=RecipientAddress(telegram_chat_id=chat_id),
-            payload={"message": encode_reply(reply)},
-        )
+        return reply_row(key, Channel.TELEGRAM, RecipientAddress(telegram_chat_id=chat_id), reply, now)
 
 
 class UpdatePoller:

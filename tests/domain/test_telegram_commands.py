@@ -7,17 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inno_notify.domain.bot_replies import Reply, ReplyKind, decode_reply, encode_reply
+from inno_notify.domain.chat_commands import Command, CommandName, parse_hours, parse_mute, read_command
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import DirectoryUser, NotifyMode
-from inno_notify.domain.telegram_commands import (
-    Command,
-    CommandName,
-    IncomingMessage,
-    decide,
-    parse_hours,
-    parse_mute,
-    read_command,
-)
+from inno_notify.domain.telegram_commands import IncomingMessage, decide
 from inno_notify.domain.telegram_linking import LinkRefusal, derive_key, mint
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -65,6 +65,8 @@ JOB_SUMMARY = "job_summary"
 GROUP_SUMMARY = "group_summary"
 BOT_REPLY = NotificationKind.BOT_REPLY.value
 IDLE_NUDGE = NotificationKind.IDLE_NUDGE.value
+# The chats a person gives commands in (domain.chat_commands), each with a `bot_reply` template.
+REPLY_CHANNELS = (Channel.TELEGRAM, Channel.SLACK)
 # Messages whose content travels in the outbox row (domain.messages, domain.live), one template set
 # each.
 PAYLOAD_KINDS = (
@@ -177,8 +179,9 @@ class Renderer:
                 for kind in (JOB_SUMMARY, GROUP_SUMMARY, *PAYLOAD_KINDS):
                     for name in self._names(channel, kind):
                         self._templates.get(name)
-            for name in self._names(Channel.TELEGRAM, BOT_REPLY):
-                self._templates.get(name)
+            for channel in REPLY_CHANNELS:
+                for name in self._names(channel, BOT_REPLY):
+                    self._templates.get(name)
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
 
@@ -268,11 +271,11 @@ class Renderer:
             raise ValueError(f"{kind.value} messages are not grouped")
         return self.render_pipelines(channel, [decode_pipeline(p) for p in payloads])
 
-    def render_reply(self, reply: Reply) -> TelegramMessage:
-        """The bot's answer in a Telegram chat."""
-        message = self._render(Channel.TELEGRAM, BOT_REPLY, {"r": BotReplyView.of(reply)}, ())
-        assert isinstance(message, TelegramMessage)
-        return message
+    def render_reply(self, reply: Reply, channel: Channel = Channel.TELEGRAM) -> RenderedMessage:
+        """The answer to a person's chat command on `channel` (a Telegram chat, the Slack app)."""
+        if channel not in REPLY_CHANNELS:
+            raise ValueError(f"a bot reply goes to {', '.join(c.value for c in REPLY_CHANNELS)} only")
+        return self._render(channel, BOT_REPLY, {"r": BotReplyView.of(reply)}, ())
 
     def render_payload(
         self,
@@ -285,9 +288,7 @@ class Renderer:
         """A message of one of the PAYLOAD_KINDS (or a bot reply) from its outbox payload;
         ValueError when the payload is not one (no later attempt can render it)."""
         if kind is NotificationKind.BOT_REPLY:
-            if Channel(channel) is not Channel.TELEGRAM:
-                raise ValueError("a bot reply goes to Telegram only")
-            return self.render_reply(decode_reply(payload))
+            return self.render_reply(decode_reply(payload), Channel(channel))
         if kind is NotificationKind.WORKFLOW_SUMMARY:
             return self.render_workflow(channel, decode_workflow(payload), telegram_link=telegram_link)
         if kind is NotificationKind.MODEL_SERVING:

@@ -1,9 +1,9 @@
-"""The view model of the bot's answers in a Telegram chat (domain.bot_replies).
+"""The view model of the answers to chat commands, on Telegram and Slack (domain.bot_replies).
 
-Like views.py for a job: every time and figure already spelt for humans, so that the template
-(`telegram/bot_reply.html.j2`, overridable) needs no arithmetic. Strings are NOT escaped here: the
-template's environment escapes each one, which is what keeps a first name like `<b>` or `&amp;`
-from changing a reply.
+Like views.py for a job: every time and figure already spelt for humans, so that the templates
+(`telegram/bot_reply.html.j2`, `slack/bot_reply.mrkdwn.j2`, overridable) need no arithmetic.
+Strings are NOT escaped here: the template's environment escapes each one, which is what keeps a
+first name like `<b>` or `&amp;` from changing a reply.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from inno_notify.adapters.channels import figures
 from inno_notify.domain.bot_replies import Reply, StatusFigures
 from inno_notify.domain.telegram_linking import LinkRefusal
 
-__all__ = ["BotReplyView", "StatusView"]
+__all__ = ["BotReplyView", "StatusView", "channel_names", "when"]
 
 _REFUSAL_TEXT = {
     LinkRefusal.FORGED: "it is not one of our links (perhaps it was copied incompletely).",
@@ -73,7 +73,7 @@ class BotReplyView:
             unknown=reply.unknown,
             failures_only=reply.failures_only,
             muted_until=_when(reply.muted_until, zone) if reply.muted_until is not None else None,
-            channels=", ".join(_CHANNEL_NAMES.get(c, c) for c in reply.channels),
+            channels=channel_names(reply.channels),
             status=None if reply.status is None else _status(reply.status, zone),
             everywhere=reply.everywhere,
         )
@@ -103,6 +103,16 @@ def _status(status: StatusFigures, zone: tzinfo) -> StatusView:
         gpu_hours_used=_hours(status.gpu_hours_used),
         measured_note=note,
     )
+
+
+def channel_names(channels: tuple[str, ...]) -> str:
+    """ "e-mail, Slack": channels as a person reads them."""
+    return ", ".join(_CHANNEL_NAMES.get(c, c) for c in channels)
+
+
+def when(moment: datetime, timezone: str) -> str:
+    """A moment as the bot says it, in the zone named `timezone` (UTC when it is no zone)."""
+    return _when(moment, _zone(timezone))
 
 
 def _hours(value: float | None) -> str:

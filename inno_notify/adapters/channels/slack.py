@@ -155,6 +155,27 @@ class SlackSender(SentLookup):
         self._user_ids[email.lower()] = user["id"]
         return str(user["id"])
 
+    async def email_of(self, user_id: str) -> str | None:
+        """The e-mail Slack's profile of `user_id` holds (`users.info`, scope `users:read.email`),
+        or None (no such user, a bot, no e-mail); cached like `user_id` both ways."""
+        for cached, known in self._user_ids.items():
+            if known == user_id:
+                return cached
+        response = await self._call("users_info", user=user_id)
+        user = response.get("user")
+        if not isinstance(user, Mapping) or user.get("is_bot") or user.get("deleted"):
+            return None
+        profile = user.get("profile")
+        email = profile.get("email") if isinstance(profile, Mapping) else None
+        if not isinstance(email, str) or "@" not in email:
+            return None
+        self._user_ids[email.lower()] = user_id
+        return email.lower()
+
+    async def publish_home(self, user_id: str, view: Mapping[str, Any]) -> None:
+        """Shows `view` as the person's App Home tab (`views.publish`)."""
+        await self._call("views_publish", user_id=user_id, view=dict(view))
+
     async def check(self) -> str:
         """`auth.test`: the workspace and bot the token belongs to (for `inno-notify check`)."""
         response = await self._call("auth_test")

@@ -1,4 +1,5 @@
-"""The reads and writes of one Telegram update, in one transaction (service.telegram_updates).
+"""The reads and writes of one chat request (a Telegram update, a Slack command), in one
+transaction (service.telegram_updates, service.slack_bot, service.self_service).
 
 Handling an update changes preferences, records a linking token as used, plans the bot's answer
 as an outbox row and, when polling, moves the stored update offset past it: all of it commits
@@ -19,9 +20,18 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inno_notify.adapters.db import directory, outbox, preferences
+from inno_notify.adapters.db.recommendation_queries import open_recommendations
 from inno_notify.adapters.db.sql import dialect_insert, upsert
 from inno_notify.adapters.db.tables import checkpoints, jobs, telegram_link_uses, usage
-from inno_notify.domain.bot_replies import STATUS_JOBS_MAX, RunningJob, StatusFigures
+from inno_notify.domain.bot_replies import (
+    HOME_ADVICE_MAX,
+    HOME_RUNS_MAX,
+    STATUS_JOBS_MAX,
+    HomeAdvice,
+    HomeRun,
+    RunningJob,
+    StatusFigures,
+)
 from inno_notify.domain.model import DirectoryUser, JobStatus, Notification
 from inno_notify.domain.preferences import Origin, Preferences
 
@@ -145,3 +155,36 @@ class BotTransaction:
             gpu_hours_held=None if held is None else float(held) / 60.0,
             gpu_hours_used=None if used is None else float(used) / 60.0,
         )
+
+    async def recent_runs(self, email: str, limit: int = HOME_RUNS_MAX) -> tuple[HomeRun, ...]:
+        """The person's latest runs, newest first (steps of a workflow are runs of their own)."""
+        owner = sa.func.lower(jobs.c.owner) == email.strip().lower()
+        rows = await self._conn.execute(
+            sa.select(
+                jobs.c.namespace,
+                jobs.c.name,
+                jobs.c.status,
+                jobs.c.finished_at,
+                jobs.c.gpu_minutes_held,
+                jobs.c.gpu_minutes_used,
+            )
+            .where(owner)
+            .order_by(jobs.c.sort_at.desc(), jobs.c.uid)
+            .limit(limit)
+        )
+        return tuple(
+            HomeRun(
+                namespace=r.namespace,
+                name=r.name,
+                status=r.status,
+                finished_at=r.finished_at,
+                gpu_hours_held=None if r.gpu_minutes_held is None else float(r.gpu_minutes_held) / 60.0,
+                gpu_hours_used=None if r.gpu_minutes_used is None else float(r.gpu_minutes_used) / 60.0,
+            )
+            for r in rows
+        )
+
+    async def open_advice(self, email: str, limit: int = HOME_ADVICE_MAX) -> tuple[HomeAdvice, ...]:
+        """Open advice for the person's jobs (recommendation_queries), largest waste first."""
+        found, _ = await open_recommendations(self._conn, owner=email, limit=limit)
+        return tuple(HomeAdvice(r.namespace, r.name, r.recommendation.message) for r in found)

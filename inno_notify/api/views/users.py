@@ -23,9 +23,9 @@ from inno_notify.api.errors import bad_request, not_found
 from inno_notify.api.params import DEFAULT_LIMIT, Body, Cursor, Email, Limit
 from inno_notify.api.resources import PreferencesBody, UserBody
 from inno_notify.api.views.respond import json
+from inno_notify.domain.chat_commands import MAX_MUTE_HOURS
 from inno_notify.domain.model import DirectoryUser, NotifyMode
 from inno_notify.domain.preferences import Origin, Via
-from inno_notify.domain.telegram_commands import MAX_MUTE_HOURS
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,21 @@
 Methods are `POST|GET /api/{method}` with the bot token as `Authorization: Bearer`; answers are
 HTTP 200 with `{"ok": false, "error": "..."}` for API errors, and HTTP 429 with a `Retry-After`
 header when rate limited, as the real Web API does. The real slack-sdk client is pointed at it.
+
+Socket Mode as Slack speaks it: `apps.connections.open` with the app-level token (`app_token`)
+hands out a `ws://` URL of this server; a client that connects gets `{"type": "hello"}`, then the
+envelopes a test sends (`send_envelope`: `{"type", "envelope_id", "payload",
+"accepts_response_payload"}`); what the client sends back with an `envelope_id` is an ack
+(`acks`, and `wait_ack`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,9 +75,18 @@ class FakeSlack:
     # every post accepted.
     accepted: list[tuple[str, str, float]] = field(default_factory=list)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # Socket Mode: the app-level token apps.connections.open takes, the open sockets, the acks.
+    app_token: str | None = None
+    sockets: list[web.WebSocketResponse] = field(default_factory=list)
+    acks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _acked: dict[str, asyncio.Event] = field(default_factory=dict)
+    _connected: asyncio.Event = field(default_factory=asyncio.Event)
+    # user id -> the last view views.publish showed them (their App Home tab).
+    homes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/socket", self._socket)
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_post("/upload/{file_id}", self._upload)
         return app
@@ -91,6 +108,45 @@ class FakeSlack:
             for c in self.calls
             if c.method == "chat.postMessage" and id(c) not in refused
         ]
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "fake"}})
+        self._connected.set()
+        async for message in ws:
+            if message.type is not web.WSMsgType.TEXT:
+                continue
+            data = json.loads(message.data)
+            envelope = data.get("envelope_id") if isinstance(data, dict) else None
+            if isinstance(envelope, str):
+                self.acks[envelope] = data
+                self._acked.setdefault(envelope, asyncio.Event()).set()
+        self.sockets.remove(ws)
+        return ws
+
+    async def wait_connected(self) -> None:
+        # A whole service may be starting (migrations, the first term): a generous bound.
+        await asyncio.wait_for(self._connected.wait(), 30)
+
+    async def send_envelope(self, kind: str, payload: Mapping[str, Any]) -> str:
+        """Sends one envelope to the connected client; its envelope_id."""
+        await self.wait_connected()
+        envelope = str(uuid.uuid4())
+        self._acked.setdefault(envelope, asyncio.Event())
+        body = {
+            "type": kind,
+            "envelope_id": envelope,
+            "payload": dict(payload),
+            "accepts_response_payload": kind != "events_api",
+        }
+        await self.sockets[-1].send_json(body)
+        return envelope
+
+    async def wait_ack(self, envelope: str) -> dict[str, Any]:
+        await asyncio.wait_for(self._acked.setdefault(envelope, asyncio.Event()).wait(), 10)
+        return self.acks[envelope]
 
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -115,11 +171,18 @@ class FakeSlack:
             return web.json_response(answer.body, status=answer.status, headers=answer.headers)
         if token is None:
             return _error("not_authed")
+        if call.method == "apps.connections.open":
+            if self.app_token is None or token != self.app_token:
+                return _error("invalid_auth")
+            ws_url = self.base_url.replace("http://", "ws://", 1) + "/socket"
+            return web.json_response({"ok": True, "url": ws_url})
         if token != self.token:
             return _error("invalid_auth")
         handler = {
             "auth.test": self._auth_test,
             "users.lookupByEmail": self._lookup,
+            "users.info": self._info,
+            "views.publish": self._publish,
             "conversations.open": self._open,
             "chat.postMessage": self._post,
             "conversations.history": self._history,
@@ -138,6 +201,26 @@ class FakeSlack:
         if user_id is None:
             return _error("users_not_found")
         return web.json_response({"ok": True, "user": {"id": user_id, "profile": {"email": params["email"]}}})
+
+    def _info(self, params: Mapping[str, Any]) -> web.Response:
+        user_id = str(params.get("user", ""))
+        emails = [email for email, known in self.users.items() if known == user_id]
+        if not emails:
+            return _error("user_not_found")
+        profile = {"email": emails[0], "display_name": "someone"}
+        return web.json_response({"ok": True, "user": {"id": user_id, "is_bot": False, "profile": profile}})
+
+    def _publish(self, params: Mapping[str, Any]) -> web.Response:
+        view = params.get("view")
+        if isinstance(view, str):  # form-encoded calls carry it as a JSON string
+            view = json.loads(view)
+        user_id = str(params.get("user_id", ""))
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return _error("invalid_arguments")
+        if user_id not in self.users.values():
+            return _error("user_not_found")
+        self.homes[user_id] = view
+        return web.json_response({"ok": True, "view": {"id": "V1", **view}})
 
     def _open(self, params: Mapping[str, Any]) -> web.Response:
         user = str(params.get("users", ""))

@@ -103,8 +103,38 @@ def test_every_answer_escapes_what_a_person_wrote(kind: ReplyKind, name: str) ->
     assert "49" not in message.html
 
 
-def test_a_bot_reply_renders_for_telegram_only() -> None:
-    with pytest.raises(ValueError, match="Telegram only"):
+SLACK_HOSTILE = [
+    "<!channel>",
+    "<@U0BOSS>",
+    "*bold* _it_ `code`",
+    "@here",
+    "<https://evil.example|x>",
+    "{{ 7*7 }}",
+]
+
+
+@pytest.mark.parametrize("kind", list(ReplyKind))
+@pytest.mark.parametrize("name", SLACK_HOSTILE)
+def test_every_slack_answer_escapes_what_a_person_or_the_cluster_wrote(kind: ReplyKind, name: str) -> None:
+    status = StatusFigures(
+        week_start=NOW - timedelta(days=2),
+        taken_at=NOW,
+        running=(RunningJob("ns", name, NOW - timedelta(minutes=5), 1.0),),
+        running_total=1,
+    )
+    reply = Reply(kind, person=name, until=NOW, unknown=name, channels=("email",), status=status)
+    message = RENDERER.render_payload(
+        Channel.SLACK, NotificationKind.BOT_REPLY, {"message": encode_reply(reply)}
+    )
+    assert isinstance(message, SlackMessage) and message.blocks
+    text = "\n".join(block["text"]["text"] for block in message.blocks if block["type"] == "section")
+    assert "<!channel>" not in text and "<@U0BOSS>" not in text and "<https://evil" not in text
+    assert "@here" not in text and "49" not in text
+    assert all(block["text"].get("verbatim") for block in message.blocks if block["type"] == "section")
+
+
+def test_a_bot_reply_renders_for_telegram_and_slack_only() -> None:
+    with pytest.raises(ValueError, match="telegram, slack only"):
         RENDERER.render_payload(
             Channel.EMAIL, NotificationKind.BOT_REPLY, {"message": encode_reply(Reply(ReplyKind.HELP))}
         )
