@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -83,6 +84,8 @@ def _type_name(annotation: Any) -> str:
         return f"map {_type_name(args[0])} → {_type_name(args[1])}"
     if annotation is SecretStr:
         return "secret string"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " \\| ".join(json.dumps(member.value) for member in annotation)
     if isinstance(annotation, type):
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
             annotation.__name__, annotation.__name__

@@ -122,6 +122,7 @@ def create_app(
     slack_requests: keys.SlackRequests | None = None,
     trends_timezone: str = "UTC",
     rates: Rates | None = None,
+    budgets: keys.BudgetProvider | None = None,
 ) -> web.Application:
     """The REST API application.
 
@@ -149,7 +150,8 @@ def create_app(
     /slack/commands and /slack/interactive alike: Slack's signature instead of a token
     (views/slack.py).
     `trends_timezone` is the zone GET /api/v1/trends counts weeks in (the runtime passes
-    digest.timezone). `rates` (`accounting.rates`) price the jobs and usage groups it serves.
+    digest.timezone). `rates` (`accounting.rates`) price the jobs and usage groups it serves;
+    `budgets` (service.budgets) reports what GET /api/v1/budgets answers (None: no budgets).
 
     Raises ApiConfigError when no tokens are configured.
     """
@@ -186,6 +188,7 @@ def create_app(
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
     app[keys.TRENDS_TIMEZONE] = trends_timezone
     app[keys.RATES] = rates or Rates()
+    app[keys.BUDGETS] = budgets
     app[keys.DIGEST_CACHE] = ResultCache(
         monotonic,
         clock,

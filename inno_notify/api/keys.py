@@ -17,6 +17,7 @@ from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.resources import ProvidedDigest
 from inno_notify.api.throttle import RecentAccepts
+from inno_notify.domain.budgets import BudgetReport, Period
 from inno_notify.domain.costs import Rates
 from inno_notify.telemetry import Telemetry
 
@@ -24,6 +25,8 @@ from inno_notify.telemetry import Telemetry
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
 DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
+# (team or None, period or None) -> those budgets as they stand (service.budgets.Budgets.reports).
+BudgetProvider = Callable[[str | None, Period | None], Awaitable[list[BudgetReport]]]
 # (namespace, name, uid or None for the newest run) -> the run's page, or None when there is no such
 # run (the runtime passes service.job_pages' job_page_provider and workflow_page_provider).
 JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
@@ -73,6 +76,7 @@ DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 # The zone trends count weeks in (digest.timezone), so a team's newest week is its digest's.
 TRENDS_TIMEZONE = web.AppKey("trends_timezone", str)
 RATES = web.AppKey("rates", Rates)
+BUDGETS: web.AppKey[BudgetProvider | None] = web.AppKey("budgets")
 OPENAPI = web.AppKey("openapi", bytes)
 USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)

@@ -31,6 +31,7 @@ from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only 
 
 from inno_notify.adapters.db.usage_queries import GroupBy
 from inno_notify.api.params import EMAIL_PATTERN, SAFE_PATTERN
+from inno_notify.domain.budgets import Period
 from inno_notify.domain.chat_commands import MAX_MUTE_HOURS
 from inno_notify.domain.links import LINKS_MAX, TITLE_MAX_CHARS, URL_MAX_CHARS
 from inno_notify.domain.model import (
@@ -248,6 +249,49 @@ class UsageReport(TypedDict):
     computed_at: datetime
     """When these figures were computed (cached ≤ 30 s)."""
     groups: list[UsageGroup]
+
+
+# --- budgets --------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class ModelSpend(TypedDict):
+    gpu_model: str | None
+    """As dcgm-exporter names it; null for jobs whose model was not measured."""
+    gpu_hours: float | None
+    cost: float | None
+    """At `accounting.rates`; null where no price applies."""
+
+
+@with_config(CLOSED)
+class Budget(TypedDict):
+    team: str
+    period: Period
+    gpu_model: str | None
+    """The glob of GPU models the budget counts; null: every model."""
+    unit: Literal["gpu_hours", "amount"]
+    """What `budget`, `spent` and `forecast` count: GPU-hours, or money in `currency`."""
+    currency: str | None
+    start: datetime
+    """This period's start (local midnight in digest.timezone)."""
+    end: datetime
+    budget: float
+    spent: float | None
+    """So far, over the jobs that finished this period and whose spend could be counted; null where
+    none could (a money budget of jobs no price applies to)."""
+    share: float | None
+    """`spent` / `budget`."""
+    forecast: float | None
+    """Spend at the period's end from the earlier periods' shape (docs/budgets.md); null in the
+    period's first tenth."""
+    by_model: list[ModelSpend]
+    """This period's GPU-hours and cost per GPU model."""
+
+
+@with_config(CLOSED)
+class BudgetList(TypedDict):
+    items: list[Budget]
+    computed_at: datetime
 
 
 # --- recommendations across jobs --------------------------------------------------------------

@@ -21,6 +21,7 @@ from inno_notify.api.errors import Error
 from inno_notify.api.params import Inputs, Nothing
 from inno_notify.api.views import (
     adoption,
+    budgets,
     digests,
     docs,
     events,
@@ -288,6 +289,21 @@ ENDPOINTS = (
             )
         },
         "GPU-minutes, used and idle GPU-minutes, memory requested vs peak, per group",
+        "usage",
+    ),
+    Endpoint(
+        "GET",
+        f"{BASE}/budgets",
+        budgets.budgets,
+        budgets.BudgetQuery,
+        {
+            200: Reply(
+                "Every configured budget of the filter (Accept: text/csv for CSV, a row per GPU model).",
+                resources.BudgetList,
+                media=("text/csv",),
+            )
+        },
+        "Spend so far, forecast to the period's end and budget, by GPU model",
         "usage",
     ),
     Endpoint(

@@ -36,7 +36,11 @@ from inno_notify.domain.costs import Held, Rates, cost_of
 
 MIN_ELAPSED = 0.1
 WARN_SHARE = 0.8
-Period = Literal["month", "week"]
+
+
+class Period(enum.StrEnum):
+    MONTH = "month"
+    WEEK = "week"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,7 @@ class Budget:
     team: str
     """The directory team (`directory.teams[].name`) whose jobs count."""
 
-    period: Period = "month"
+    period: Period = Period.MONTH
     """month or week, starting at local midnight in `digest.timezone` (weeks on Monday)."""
 
     gpu_hours: float | None = None
@@ -92,7 +96,7 @@ class Budget:
 def period_bounds(period: Period, at: datetime, zone: ZoneInfo, back: int = 0) -> tuple[datetime, datetime]:
     """The [start, end) of the period holding ``at`` (aware), or of the ``back``-th one before it."""
     local = at.astimezone(zone)
-    if period == "week":
+    if period == Period.WEEK:
         monday = (local - timedelta(days=local.weekday())).date() - timedelta(weeks=back)
         start = datetime(monday.year, monday.month, monday.day, tzinfo=zone)
         end_day = monday + timedelta(weeks=1)
@@ -151,6 +155,23 @@ class BudgetStatus:
     @property
     def share(self) -> float | None:
         return None if self.spent is None else self.spent / self.budget.allowance
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpend:
+    """This period's GPU-hours and cost of one GPU model, for a budget's team."""
+
+    gpu_model: str | None
+    gpu_hours: float | None
+    cost: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReport:
+    """A budget as the API shows it: its status and this period's spend by GPU model."""
+
+    status: BudgetStatus
+    by_model: tuple[ModelSpend, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,7 @@ from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.options import derive
 from inno_notify.runtime.builders import Clock, Component, build_chart_drawer, build_charts, build_dispatcher
 from inno_notify.runtime.configuration import parse_config
+from inno_notify.service.budgets import Budgets
 from inno_notify.service.dispatcher import Dispatcher
 from inno_notify.service.ingest import IngestOptions, Ingestor
 from inno_notify.service.kueue_queues import QueueTracker
@@ -100,6 +102,7 @@ def build_pipeline(
         drawer,
     )
     charts = build_charts(settings, store, drawer)
+    budgets = Budgets(store, settings.budgets, settings.accounting.rates, settings.digest.timezone, clock)
     dispatcher = build_dispatcher(settings, store, senders, clock, min(1.0, poll_seconds), telemetry, charts)
 
     async def run_ingestor(stop: asyncio.Event) -> None:
@@ -128,6 +131,7 @@ def build_pipeline(
             ("usage", collector.run),
             ("dispatch", dispatcher.run),
             ("charts", drawer.run),
+            *([("budgets", functools.partial(budgets.run, planner))] if settings.budgets else []),
             *workflows.components,
         ],
         workflows=workflows,

@@ -40,6 +40,7 @@ from inno_notify.runtime.builders import (
 )
 from inno_notify.runtime.configuration import seed_directory
 from inno_notify.runtime.term import LeaderTerm
+from inno_notify.service.budgets import Budgets
 from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity
@@ -93,6 +94,11 @@ def api_component(
             slack_requests=slack_requests,
             trends_timezone=settings.digest.timezone,
             rates=settings.accounting.rates,
+            budgets=Budgets(
+                api_store, settings.budgets, settings.accounting.rates, settings.digest.timezone, utc_now
+            ).reports
+            if settings.budgets
+            else None,
         )
     except ApiConfigError as exc:
         log.error('api: not started: %s (set api.tokens, or api.listen: "" to turn it off)', exc)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -22,7 +21,9 @@ from inno_notify.domain.budgets import (
     Alert,
     AlertKind,
     Budget,
+    BudgetReport,
     BudgetStatus,
+    ModelSpend,
     Period,
     SpendCell,
     due_alerts,
@@ -39,21 +40,6 @@ log = logging.getLogger("inno_notify.budgets")
 
 CHECK_EVERY_SECONDS = 300.0
 SENDER = "inno-notify budgets"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpend:
-    """This period's GPU-hours and cost of one GPU model, for a budget's team."""
-
-    gpu_model: str | None
-    gpu_hours: float | None
-    cost: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetReport:
-    status: BudgetStatus
-    by_model: tuple[ModelSpend, ...]
 
 
 class Budgets:
@@ -144,7 +130,9 @@ def _amount(status: BudgetStatus, value: float) -> str:
 
 def _period_name(status: BudgetStatus) -> str:
     start = status.start
-    return start.strftime("%B %Y") if status.budget.period == "month" else f"the week of {start:%d %b %Y}"
+    if status.budget.period is Period.MONTH:
+        return start.strftime("%B %Y")
+    return f"the week of {start:%d %b %Y}"
 
 
 def title(alert: Alert) -> str:

@@ -114,7 +114,7 @@ def test_forecast(
 
 def _status(spent: float | None, forecast_: float | None, gpu_hours: float = 1000.0) -> BudgetStatus:
     return BudgetStatus(
-        Budget("face", "month", gpu_hours=gpu_hours),
+        Budget("face", Period.MONTH, gpu_hours=gpu_hours),
         datetime(2026, 12, 1, tzinfo=UTC),
         datetime(2027, 1, 1, tzinfo=UTC),
         spent,
@@ -144,7 +144,7 @@ def test_an_alert_key_names_team_budget_period_and_kind_so_a_period_sends_each_o
     (alert,) = due_alerts([_status(850.0, None)])
     assert alert.key == "budget:face/month:2026-12-01:spent_80"
     model = BudgetStatus(
-        Budget("face", "week", amount=10.0, gpu_model="*H100*"),
+        Budget("face", Period.WEEK, amount=10.0, gpu_model="*H100*"),
         datetime(2026, 11, 30, tzinfo=UTC),
         datetime(2026, 12, 7, tzinfo=UTC),
         9.0,

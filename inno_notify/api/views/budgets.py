@@ -1,0 +1,86 @@
+"""GET /api/v1/budgets: each configured budget as it stands — spend so far, forecast, by GPU model.
+
+The figures come from service.budgets (the same the leads' alerts are made of): one store pass over
+the teams' jobs of this period and the three before it. JSON, or CSV with one row per budget and
+GPU model (a budget with no spend yet has one row with empty model columns).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Annotated
+
+from aiohttp import web
+from pydantic import Field
+
+from inno_notify.api import keys, resources
+from inno_notify.api.errors import ApiError
+from inno_notify.api.negotiate import preferred
+from inno_notify.api.params import Text
+from inno_notify.api.serialize import dumps
+from inno_notify.api.views.usage import csv_cell
+from inno_notify.domain.budgets import BudgetReport, Period
+
+FORMATS = ("application/json", "text/csv")
+_BUDGET_COLUMNS = tuple(c for c in resources.Budget.__annotations__ if c != "by_model")
+_MODEL_COLUMNS = tuple(resources.ModelSpend.__annotations__)
+CSV_COLUMNS = (*_BUDGET_COLUMNS, *(f"model_{c}" if c != "gpu_model" else "model" for c in _MODEL_COLUMNS))
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetQuery:
+    team: Annotated[Text | None, Field(description="Only this team's budgets.")] = None
+    period: Annotated[Period | None, Field(description="Only monthly or only weekly budgets.")] = None
+
+
+def budget_resource(report: BudgetReport) -> resources.Budget:
+    status, budget = report.status, report.status.budget
+    return {
+        "team": budget.team,
+        "period": budget.period,
+        "gpu_model": budget.gpu_model,
+        "unit": budget.unit,
+        "currency": status.currency,
+        "start": status.start,
+        "end": status.end,
+        "budget": budget.allowance,
+        "spent": status.spent,
+        "share": status.share,
+        "forecast": status.forecast,
+        "by_model": [
+            {"gpu_model": m.gpu_model, "gpu_hours": m.gpu_hours, "cost": m.cost} for m in report.by_model
+        ],
+    }
+
+
+async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
+    media = preferred(request.headers.get("Accept"), FORMATS)
+    if media is None:
+        raise ApiError(406, "not_acceptable", f"budgets are available as {' or '.join(FORMATS)}")
+    provider = request.app[keys.BUDGETS]
+    reports = [] if provider is None else await provider(given.team, given.period)
+    items = [budget_resource(r) for r in reports]
+    if media == "text/csv":
+        return web.Response(
+            body=_csv(items),
+            content_type="text/csv",
+            charset="utf-8",
+            headers={"Content-Disposition": 'attachment; filename="budgets.csv"'},
+        )
+    document = resources.BudgetList(items=items, computed_at=request.app[keys.CLOCK]())
+    return web.Response(body=dumps(document), content_type="application/json")
+
+
+def _csv(items: list[resources.Budget]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for item in items:
+        head = [csv_cell(item[c]) for c in _BUDGET_COLUMNS]  # type: ignore[literal-required]
+        models: list[resources.ModelSpend | None] = [*item["by_model"]] or [None]
+        for model in models:
+            tail = ["" if model is None else csv_cell(model[c]) for c in _MODEL_COLUMNS]  # type: ignore[literal-required]
+            writer.writerow([*head, *tail])
+    return out.getvalue().encode()
