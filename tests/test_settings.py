@@ -141,6 +141,7 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
         ("telegram", "link_secret_file", "link_secret", "a-long-link-signing-secret"),
         ("slack", "token_file", "token", "xoxb-very-secret"),
         ("email", "password_file", "password", "smtp-secret"),
+        ("webhook", "secret_file", "secret", "webhook-signing-secret"),
     ],
 )
 def test_every_secret_file_fills_its_secret(
@@ -173,7 +174,7 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             if name.endswith("_file") and keys.get(target) == SecretStr | None:
                 assert [m for m in info.metadata if isinstance(m, Fills)] == [Fills(target)], name
                 marked += 1
-    assert marked == 5
+    assert marked == 6
 
 
 @pytest.mark.parametrize(
@@ -199,6 +200,12 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             "channels.email.list_unsubscribe",
         ),
         ("channels: {email: {list_unsubscribe: 'javascript:x'}}\n", {}, "channels.email.list_unsubscribe"),
+        (
+            "channels: {webhook: {url: 'https://hook.example.org/'}}\n",
+            {},
+            "channels.webhook: webhook url needs a secret",
+        ),
+        ("channels: {webhook: {url: 'hook.example.org', secret: s}}\n", {}, "channels.webhook.url"),
         ("- a list\n", {}, "the top level must be a mapping"),
         ("prometheus: {url: [\n", {}, "invalid YAML at line"),
         (

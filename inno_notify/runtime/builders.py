@@ -19,6 +19,7 @@ from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
+from inno_notify.adapters.channels.webhook import WebhookSender
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import KubeConfigError, load_api_client
@@ -55,6 +56,7 @@ def configured_channels(settings: Settings) -> frozenset[str]:
         "telegram": bool(secret_value(channels.telegram.token)),
         "slack": bool(secret_value(channels.slack.token)),
         "email": bool(channels.email.host),
+        "webhook": bool(channels.webhook.url and secret_value(channels.webhook.secret)),
     }
     return frozenset(name for name, on in configured.items() if on)
 
@@ -82,6 +84,9 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             list_unsubscribe=email.list_unsubscribe,
             allowed_domains=settings.notify.allowed_email_domains,
         )
+    webhook_secret = secret_value(channels.webhook.secret)
+    if channels.webhook.url and webhook_secret:
+        senders["webhook"] = WebhookSender(channels.webhook.url, webhook_secret)
     return senders
 
 

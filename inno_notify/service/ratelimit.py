@@ -34,6 +34,8 @@ DEFAULT_LIMITS: Mapping[str, ChannelLimits] = {
     "telegram": ChannelLimits(per_recipient_per_second=1.0, overall_per_second=25.0),
     "slack": ChannelLimits(per_recipient_per_second=1.0),
     "email": ChannelLimits(max_concurrency=4),
+    # One receiver of everything, not a provider with published limits: a few posts at a time.
+    "webhook": ChannelLimits(max_concurrency=4),
 }
 UNLIMITED: Mapping[str, ChannelLimits] = {}
 

@@ -15,6 +15,7 @@ Each channel's markup has its own environment:
   divider, at most 50 blocks, and the first paragraph is the `text` fallback. Every text object is
   `verbatim`, so Slack does not turn words of a value into mentions or links (markup.py).
 - E-mail plain text and subjects: no escaping (nothing interprets them).
+- The webhook: the e-mail's subject and plain text, and the context's views as JSON (webhook_views).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from inno_notify.adapters.channels.message_views import PipelineView, ServingVie
 from inno_notify.adapters.channels.nudge_views import NudgeListView, NudgeView
 from inno_notify.adapters.channels.reply_views import BotReplyView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
+from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.bot_replies import Reply, decode_reply
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
@@ -78,9 +80,11 @@ GROUP_RECOMMENDATIONS = 3
 GROUP_PAGES_SHOWN = 10
 
 _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
-    Channel.TELEGRAM: ("{kind}.html.j2",),
-    Channel.SLACK: ("{kind}.mrkdwn.j2",),
-    Channel.EMAIL: ("{kind}.subject.j2", "{kind}.txt.j2", "{kind}.html.j2"),
+    Channel.TELEGRAM: ("telegram/{kind}.html.j2",),
+    Channel.SLACK: ("slack/{kind}.mrkdwn.j2",),
+    Channel.EMAIL: ("email/{kind}.subject.j2", "email/{kind}.txt.j2", "email/{kind}.html.j2"),
+    # The webhook's title and text are the e-mail's subject and plain text (webhook_views).
+    Channel.WEBHOOK: ("email/{kind}.subject.j2", "email/{kind}.txt.j2"),
 }
 
 
@@ -332,6 +336,8 @@ class Renderer:
             return TelegramMessage(truncate_html(parts[0].strip()), images=tuple(images))
         if channel is Channel.SLACK:
             return replace(slack_message(parts[0]), images=tuple(images))
+        if channel is Channel.WEBHOOK:
+            return webhook_message(kind, parts[0], parts[1], context)
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=tuple(images)
@@ -339,7 +345,7 @@ class Renderer:
 
     @staticmethod
     def _names(channel: Channel, kind: str) -> list[str]:
-        return [f"{channel.value}/{pattern.format(kind=kind)}" for pattern in _TEMPLATE_FILES[channel]]
+        return [pattern.format(kind=kind) for pattern in _TEMPLATE_FILES[channel]]
 
 
 def slack_message(mrkdwn: str) -> SlackMessage:
