@@ -142,6 +142,7 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
         ("slack", "token_file", "token", "xoxb-very-secret"),
         ("email", "password_file", "password", "smtp-secret"),
         ("webhook", "secret_file", "secret", "webhook-signing-secret"),
+        ("mattermost", "token_file", "token", "mm-bot-token"),
     ],
 )
 def test_every_secret_file_fills_its_secret(
@@ -174,7 +175,7 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             if name.endswith("_file") and keys.get(target) == SecretStr | None:
                 assert [m for m in info.metadata if isinstance(m, Fills)] == [Fills(target)], name
                 marked += 1
-    assert marked == 6
+    assert marked == 7
 
 
 @pytest.mark.parametrize(
@@ -206,6 +207,12 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             "channels.webhook: webhook url needs a secret",
         ),
         ("channels: {webhook: {url: 'hook.example.org', secret: s}}\n", {}, "channels.webhook.url"),
+        (
+            "channels: {mattermost: {url: 'https://mm.example.org'}}\n",
+            {},
+            "channels.mattermost: mattermost url needs",
+        ),
+        ("directory: {users: [{email: a@x, channels: [webhook]}]}\n", {}, "directory.users.0.channels.0"),
         ("- a list\n", {}, "the top level must be a mapping"),
         ("prometheus: {url: [\n", {}, "invalid YAML at line"),
         (

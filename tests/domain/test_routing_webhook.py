@@ -133,3 +133,17 @@ def test_a_team_channel_post_is_copied_to_the_webhook() -> None:
     assert ("#face-gpu", "slack") in pairs(plan) and ("#face-gpu", "webhook") in pairs(plan)
     event = plan_event(None, "face", "event/1", {}, USERS, teams, WITH_WEBHOOK, NOW)
     assert pairs(event) == {("#face-gpu", "slack"), ("#face-gpu", "webhook")}
+
+
+def test_a_person_who_reads_mattermost_gets_it_there() -> None:
+    person = DirectoryUser("alice@example.com", channels=("mattermost",))
+    directory = users(a=person)
+    assert pairs(plan_summary(job(), directory, TEAMS, WITH_WEBHOOK | {"mattermost"}, NOW, 30)) == {
+        ("alice@example.com", "mattermost"),
+        ("alice@example.com", "webhook"),
+    }
+    unconfigured = plan_summary(job(), directory, TEAMS, ALL, NOW, 30)
+    assert unconfigured.notifications == ()
+    assert [(s.channel, s.reason) for s in unconfigured.skipped] == [
+        ("mattermost", "channel not configured in the service")
+    ]

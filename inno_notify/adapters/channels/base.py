@@ -20,6 +20,8 @@ SLACK_MAX_BLOCKS = 50
 SLACK_MAX_SECTION_CHARS = 3000
 # Slack truncates a too-long `text` itself, but 40,000 is the documented ceiling; keep well below.
 SLACK_MAX_TEXT_CHARS = 3000
+# Mattermost's default MaxPostSize (runes); a longer post is refused with 400.
+MATTERMOST_MAX_CHARS = 16383
 
 _REDACTED = "[redacted]"
 
@@ -119,6 +121,13 @@ class MailMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class MattermostMessage:
+    """A Mattermost post's `message`: Markdown, values escaped, at most MATTERMOST_MAX_CHARS long."""
+
+    markdown: str
+
+
+@dataclass(frozen=True, slots=True)
 class WebLink:
     """A link a message carries, for the webhook's `links`: what it opens (`rel`: page, logs,
     grafana, team_page, or link for one its owner annotated), its label and its URL."""
@@ -145,7 +154,7 @@ class WebhookMessage:
     recipient: str | None = None
 
 
-RenderedMessage = TelegramMessage | SlackMessage | MailMessage | WebhookMessage
+RenderedMessage = TelegramMessage | SlackMessage | MailMessage | WebhookMessage | MattermostMessage
 
 
 class Sender(Protocol):

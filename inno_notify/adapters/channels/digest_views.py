@@ -32,7 +32,7 @@ from inno_notify.adapters.channels.digest_figures import (
     trend_text,
 )
 from inno_notify.adapters.channels.markup import truncate_html
-from inno_notify.adapters.channels.render import Templates, slack_message, template_errors
+from inno_notify.adapters.channels.render import Templates, mattermost_message, slack_message, template_errors
 from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.adoption import AdoptionTally
 from inno_notify.domain.cluster_digest import ClusterDigest
@@ -276,6 +276,7 @@ _FILES: dict[Channel, tuple[str, ...]] = {
     Channel.SLACK: ("slack/digest.mrkdwn.j2",),
     Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
     Channel.WEBHOOK: ("email/digest.subject.j2", "email/digest.txt.j2"),
+    Channel.MATTERMOST: ("mattermost/digest.md.j2",),
 }
 WEB_PAGE = "web/digest.html.j2"
 # What a RenderError of the digest's templates starts with.
@@ -332,6 +333,8 @@ class DigestRenderer:
             return TelegramMessage(truncate_html(parts[0].strip()))
         if channel is Channel.SLACK:
             return replace(slack_message(parts[0]), images=images)
+        if channel is Channel.MATTERMOST:
+            return mattermost_message(parts[0])
         if channel is Channel.WEBHOOK:
             # The digest's own JSON (the API's), with its figures as numbers, not its view's text.
             return webhook_message(

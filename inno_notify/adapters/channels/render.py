@@ -15,6 +15,9 @@ Each channel's markup has its own environment:
   divider, at most 50 blocks, and the first paragraph is the `text` fallback. Every text object is
   `verbatim`, so Slack does not turn words of a value into mentions or links (markup.py).
 - E-mail plain text and subjects: no escaping (nothing interprets them).
+- Mattermost Markdown: Slack's templates (each `mattermost/{kind}.md.j2` includes its Slack twin,
+  so a deployment can override either), rendered with Markdown's escaping (`escape_markdown`) and
+  `[label](url)` links, their `*bold*` made `**bold**` (markup.mrkdwn_to_markdown).
 - The webhook: the e-mail's subject and plain text, and the context's views as JSON (webhook_views).
 """
 
@@ -32,12 +35,14 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from inno_notify.adapters.channels.base import (
+    MATTERMOST_MAX_CHARS,
     SLACK_MAX_BLOCKS,
     SLACK_MAX_SECTION_CHARS,
     SLACK_MAX_TEXT_CHARS,
     ChannelError,
     InlineImage,
     MailMessage,
+    MattermostMessage,
     RenderedMessage,
     SlackMessage,
     TelegramMessage,
@@ -45,8 +50,12 @@ from inno_notify.adapters.channels.base import (
 from inno_notify.adapters.channels.markup import (
     TRUNCATION_MARKER,
     cut_mrkdwn,
+    cut_text,
+    escape_markdown,
     escape_mrkdwn,
+    markdown_link,
     mrkdwn_link,
+    mrkdwn_to_markdown,
     truncate_html,
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
@@ -83,6 +92,8 @@ _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
     Channel.TELEGRAM: ("telegram/{kind}.html.j2",),
     Channel.SLACK: ("slack/{kind}.mrkdwn.j2",),
     Channel.EMAIL: ("email/{kind}.subject.j2", "email/{kind}.txt.j2", "email/{kind}.html.j2"),
+    # Slack's templates, included by these and rendered as Markdown (Templates, markup.py).
+    Channel.MATTERMOST: ("mattermost/{kind}.md.j2",),
     # The webhook's title and text are the e-mail's subject and plain text (webhook_views).
     Channel.WEBHOOK: ("email/{kind}.subject.j2", "email/{kind}.txt.j2"),
 }
@@ -127,11 +138,16 @@ class Templates:
         self._text = _environment(loader, autoescape=False)
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
         self._mrkdwn.filters["link"] = mrkdwn_link
+        # Mattermost: Slack's templates with Markdown's escaping and links (markup.escape_markdown).
+        self._markdown = _environment(loader, autoescape=False, finalize=escape_markdown)
+        self._markdown.filters["link"] = markdown_link
 
     def get(self, name: str) -> jinja2.Template:
         """Template `name`, compiled; raises jinja2.TemplateError when it is missing or broken."""
         environment = (
-            self._mrkdwn
+            self._markdown
+            if name.startswith("mattermost/")
+            else self._mrkdwn
             if name.startswith("slack/")
             else self._html
             if name.endswith(".html.j2")
@@ -338,6 +354,8 @@ class Renderer:
             return replace(slack_message(parts[0]), images=tuple(images))
         if channel is Channel.WEBHOOK:
             return webhook_message(kind, parts[0], parts[1], context)
+        if channel is Channel.MATTERMOST:
+            return mattermost_message(parts[0])
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=tuple(images)
@@ -346,6 +364,12 @@ class Renderer:
     @staticmethod
     def _names(channel: Channel, kind: str) -> list[str]:
         return [pattern.format(kind=kind) for pattern in _TEMPLATE_FILES[channel]]
+
+
+def mattermost_message(rendered: str) -> MattermostMessage:
+    """A Mattermost post from a Slack template rendered as Markdown: its bold made Markdown's, cut
+    to the longest post Mattermost takes."""
+    return MattermostMessage(cut_text(mrkdwn_to_markdown(rendered.strip()), MATTERMOST_MAX_CHARS))
 
 
 def slack_message(mrkdwn: str) -> SlackMessage:
