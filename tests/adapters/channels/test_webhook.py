@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from inno_notify.adapters.channels.base import MailMessage, Recipient, WebhookMessage, WebLink
+from inno_notify.adapters.channels.base import ChannelError, MailMessage, Recipient, WebhookMessage, WebLink
 from inno_notify.adapters.channels.webhook import SCHEMA, WebhookSender, body, signature
 from tests.adapters.channels import fake_webhook
 from tests.adapters.channels.fake_webhook import FakeReceiver, verify
@@ -138,12 +138,12 @@ async def test_an_unreachable_receiver_is_retryable_and_its_url_and_secret_never
     url = "http://127.0.0.1:9/hook?token=receiver-token"
     webhook = WebhookSender(url, SECRET, timeout=5)
     try:
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(ChannelError) as raised:
             await webhook.send(ALICE, MESSAGE)
     finally:
         await webhook.aclose()
     error = raised.value
-    assert getattr(error, "retryable", None) is True
+    assert error.retryable is True
     assert "receiver-token" not in str(error) and SECRET not in str(error)
     assert "receiver-token" not in repr(webhook)
 
