@@ -391,13 +391,55 @@ class EmailSettings(_Section):
         return self
 
 
+class MattermostSettings(_Section):
+    url: WebUrl | None = Field(
+        None,
+        description="The Mattermost server's base URL (e.g. https://mattermost.example.org; the service calls {url}/api/v4/…); null disables Mattermost.",
+    )
+    token: SecretStr | None = Field(
+        None, description="The bot account's access token (secret); the bot DMs each person, found by e-mail."
+    )
+    token_file: Annotated[str | None, Fills("token")] = Field(
+        None, description="File holding the Mattermost bot token."
+    )
+
+    @model_validator(mode="after")
+    def _with_token(self) -> MattermostSettings:
+        if self.url is not None and not secret_value(self.token):
+            raise ValueError("mattermost url needs the bot's token (or token_file)")
+        return self
+
+
+class WebhookSettings(_Section):
+    url: WebUrl | None = Field(
+        None,
+        description="Where every message is POSTed as signed JSON (schema inno-notify.message/v1, docs/channels.md): one copy per message and recipient, beside the recipient's own channels; null disables the webhook.",
+    )
+    secret: SecretStr | None = Field(
+        None,
+        description='Key of the X-Inno-Notify-Signature header: HMAC-SHA256 over "<unix seconds>.<body>" (secret; 32+ random characters advised).',
+    )
+    secret_file: Annotated[str | None, Fills("secret")] = Field(
+        None, description="File holding the webhook secret."
+    )
+
+    @model_validator(mode="after")
+    def _signed(self) -> WebhookSettings:
+        # An unsigned webhook would let anyone who finds the receiver's URL post as us.
+        if self.url is not None and not secret_value(self.secret):
+            raise ValueError("webhook url needs a secret (or secret_file): every request is signed")
+        return self
+
+
 class ChannelsSettings(_Section):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)  # type: ignore[arg-type]
     slack: SlackSettings = Field(default_factory=SlackSettings)  # type: ignore[arg-type]
     email: EmailSettings = Field(default_factory=EmailSettings)  # type: ignore[arg-type]
+    mattermost: MattermostSettings = Field(default_factory=MattermostSettings)  # type: ignore[arg-type]
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)  # type: ignore[arg-type]
 
 
-ChannelName = Literal["telegram", "slack", "email"]
+ChannelName = Literal["telegram", "slack", "email", "mattermost"]
 
 
 class UserEntry(_Section):

@@ -143,6 +143,8 @@ def test_secret_files_are_read_and_never_printed(tmp_path: Path) -> None:
         ("slack", "app_token_file", "app_token", "xapp-1-very-secret"),
         ("slack", "signing_secret_file", "signing_secret", "8f742231b10e8888abcd99yyyzzz85a5"),
         ("email", "password_file", "password", "smtp-secret"),
+        ("webhook", "secret_file", "secret", "webhook-signing-secret"),
+        ("mattermost", "token_file", "token", "mm-bot-token"),
     ],
 )
 def test_every_secret_file_fills_its_secret(
@@ -201,6 +203,18 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             "channels.email.list_unsubscribe",
         ),
         ("channels: {email: {list_unsubscribe: 'javascript:x'}}\n", {}, "channels.email.list_unsubscribe"),
+        (
+            "channels: {webhook: {url: 'https://hook.example.org/'}}\n",
+            {},
+            "channels.webhook: webhook url needs a secret",
+        ),
+        ("channels: {webhook: {url: 'hook.example.org', secret: s}}\n", {}, "channels.webhook.url"),
+        (
+            "channels: {mattermost: {url: 'https://mm.example.org'}}\n",
+            {},
+            "channels.mattermost: mattermost url needs",
+        ),
+        ("directory: {users: [{email: a@x, channels: [webhook]}]}\n", {}, "directory.users.0.channels.0"),
         ("- a list\n", {}, "the top level must be a mapping"),
         ("prometheus: {url: [\n", {}, "invalid YAML at line"),
         (

@@ -123,6 +123,11 @@ class Channel(enum.StrEnum):
     TELEGRAM = "telegram"
     SLACK = "slack"
     EMAIL = "email"
+    # Direct messages from a Mattermost bot (REST API v4), found by the person's e-mail.
+    MATTERMOST = "mattermost"
+    # The service's one webhook (`channels.webhook`): a copy of every message, as signed JSON. Not a
+    # channel a person chooses: routing adds it beside each recipient's own (domain.routing).
+    WEBHOOK = "webhook"
 
 
 class NotificationKind(enum.StrEnum):

@@ -29,6 +29,12 @@ Rules (CONTRACT.md §3, issue 6):
   list, a display name or a group is no resolvable owner. E-mail goes only to such an address,
   and, when `notify.allowed_email_domains` lists domains, only within them; the other channels
   of the same recipient are not affected.
+- The service's webhook (`channels.webhook`), when configured, gets one more row per recipient
+  and message, beside the recipient's own channels, whatever they are and whether or not any of
+  them is configured (a cluster may bridge everything through the webhook alone), and a copy of a
+  team channel's post. It follows the person's own choices (failures only, nudges off, nothing at
+  all after `/stop all`), not the channels a job's annotation names: nobody chooses it, so a
+  person or an annotation naming it is skipped with a reason.
 - A person who unsubscribed from e-mail (`email_off`: the one-click link every e-mail carries, or
   the API; in the directory or not) gets no e-mail row, whatever a job's annotation asks; their
   other channels are routed as before.
@@ -70,6 +76,7 @@ FAILURES_ONLY = "the recipient asked for failed jobs only"
 NO_CHANNELS = "the recipient has no channel (stopped all)"
 NUDGES_OFF = "the recipient turned nudges off"
 UNSUBSCRIBED = "the recipient unsubscribed from e-mail"
+WEBHOOK_NOT_CHOSEN = "the webhook gets a copy of every message; it is not a channel to choose"
 
 
 class Directory(NamedTuple):
@@ -461,6 +468,8 @@ def _route_people(
                 skipped.append(Skipped(recipient, channel, reason))
                 continue
             notifications.append(make_row(channel, recipient, _address_of(user)))
+        if Channel.WEBHOOK.value in enabled and (user is None or user.channels):
+            notifications.append(make_row(Channel.WEBHOOK.value, recipient, _address_of(user)))
     return notifications, skipped
 
 
@@ -523,7 +532,9 @@ def _team_channel_row(
     if not team.slack_channel or Channel.SLACK.value not in enabled:
         return []
     row = _message_row(kind, subject, payload, now, due_at, cluster)
-    return [row(Channel.SLACK.value, team.slack_channel, RecipientAddress(slack_channel=team.slack_channel))]
+    address = RecipientAddress(slack_channel=team.slack_channel)
+    channels = [Channel.SLACK.value, *([Channel.WEBHOOK.value] if Channel.WEBHOOK.value in enabled else [])]
+    return [row(channel, team.slack_channel, address) for channel in channels]
 
 
 def _wanted_channels(
@@ -533,7 +544,9 @@ def _wanted_channels(
     address outside the directory) with None if it gets a row, else the reason it does not."""
     if user is None:
         for name in wanted if wanted is not None else (Channel.EMAIL.value,):
-            if name != Channel.EMAIL.value:
+            if name == Channel.WEBHOOK.value:
+                yield name, WEBHOOK_NOT_CHOSEN
+            elif name != Channel.EMAIL.value:
                 yield name, "recipient is not in the directory: e-mail only"
             elif name not in enabled:
                 yield name, "channel not configured in the service"
@@ -546,7 +559,9 @@ def _wanted_channels(
         yield "*", NO_CHANNELS
         return
     for name in wanted if wanted is not None else user.channels:
-        if name not in KNOWN_CHANNELS:
+        if name == Channel.WEBHOOK.value:
+            yield name, WEBHOOK_NOT_CHOSEN
+        elif name not in KNOWN_CHANNELS:
             yield name, "unknown channel"
         elif name not in enabled:
             yield name, "channel not configured in the service"

@@ -15,10 +15,12 @@ from typing import Any
 from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.email import EmailSender
+from inno_notify.adapters.channels.mattermost import MattermostSender
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
 from inno_notify.adapters.channels.telegram import TelegramSender
+from inno_notify.adapters.channels.webhook import WebhookSender
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.kube import KubeConfigError, load_api_client
@@ -55,6 +57,8 @@ def configured_channels(settings: Settings) -> frozenset[str]:
         "telegram": bool(secret_value(channels.telegram.token)),
         "slack": bool(secret_value(channels.slack.token)),
         "email": bool(channels.email.host),
+        "mattermost": bool(channels.mattermost.url and secret_value(channels.mattermost.token)),
+        "webhook": bool(channels.webhook.url and secret_value(channels.webhook.secret)),
     }
     return frozenset(name for name, on in configured.items() if on)
 
@@ -82,6 +86,12 @@ def build_senders(settings: Settings) -> dict[str, Sender]:
             list_unsubscribe=email.list_unsubscribe,
             allowed_domains=settings.notify.allowed_email_domains,
         )
+    mattermost_token = secret_value(channels.mattermost.token)
+    if channels.mattermost.url and mattermost_token:
+        senders["mattermost"] = MattermostSender(channels.mattermost.url, mattermost_token)
+    webhook_secret = secret_value(channels.webhook.secret)
+    if channels.webhook.url and webhook_secret:
+        senders["webhook"] = WebhookSender(channels.webhook.url, webhook_secret)
     return senders
 
 

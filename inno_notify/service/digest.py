@@ -125,9 +125,10 @@ def plan_digest(
     email_off: Collection[str] = frozenset(),
 ) -> list[Notification]:
     """The outbox rows of one team's digest: each lead on each of the team's digest channels the
-    service has configured (Telegram only for leads with a chat id; e-mail not to a lead who
-    unsubscribed from it, `email_off`), and the team's Slack channel instead of Slack DMs where one
-    is set."""
+    service has configured (Telegram only for leads with a chat id, Mattermost by e-mail; e-mail
+    not to a lead who unsubscribed from it, `email_off`), and the team's Slack channel instead of
+    Slack DMs where one is set; with the webhook configured, a copy to it per lead (the admins'
+    cluster digest goes by e-mail only)."""
     rows: list[Notification] = []
     payload = {"team": team.name, "week": week, "timezone": tz}
 
@@ -146,7 +147,7 @@ def plan_digest(
         )
 
     for name in dict.fromkeys(team.digest_channels):
-        if name not in channels or name not in {c.value for c in Channel}:
+        if name not in channels or name not in {c.value for c in Channel} or name == Channel.WEBHOOK.value:
             continue
         channel = Channel(name)
         if channel is Channel.SLACK and team.slack_channel:
@@ -162,8 +163,16 @@ def plan_digest(
             elif channel is Channel.SLACK:
                 slack_user_id = (user.slack_user_id or None) if user else None
                 add(channel, lead, RecipientAddress(name=name_, slack_user_id=slack_user_id))
+            elif channel is Channel.MATTERMOST:
+                # Found by e-mail when sent (adapters.channels.mattermost).
+                add(channel, lead, RecipientAddress(name=name_))
             elif user is not None and user.telegram_chat_id is not None:
                 add(channel, lead, RecipientAddress(name=name_, telegram_chat_id=user.telegram_chat_id))
+    if Channel.WEBHOOK.value in channels and team.digest_channels:
+        # The webhook's copy: one per lead, whichever of the team's channels are configured.
+        for lead in dict.fromkeys(lead.lower() for lead in team.leads):
+            user = users.get(lead)
+            add(Channel.WEBHOOK, lead, RecipientAddress(name=(user.name or None) if user else None))
     return rows
 
 

@@ -14,7 +14,8 @@ An e-mail or Slack summary to a directory user without a Telegram chat carries t
 connects one, minted as it is rendered (`telegram_link`, service.telegram_updates.LinkOffer).
 Every message carries a key derived from its rows (the same on every retry): e-mail sends it as
 the Message-ID (a resend after a crash collapses in mail clients), Slack as the post's metadata
-(a later claim can find the post, dispatcher._arrived_before). Every e-mail also carries its
+(a later claim can find the post, dispatcher._arrived_before), the webhook in its
+X-Inno-Notify-Key header with the row's recipient in its body. Every e-mail also carries its
 recipient's signed one-click unsubscribe link (`unsubscribe`, domain.page_links), which the
 e-mail sender puts in its List-Unsubscribe headers.
 """
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from inno_notify.adapters.channels.base import MailMessage, RenderedMessage, SlackMessage
+from inno_notify.adapters.channels.base import MailMessage, RenderedMessage, SlackMessage, WebhookMessage
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
@@ -155,6 +156,8 @@ class RoundComposer:
             )
         if isinstance(message, SlackMessage):
             return replace(message, key=message_key(rows), rows=tuple(row_ids(rows)))
+        if isinstance(message, WebhookMessage):
+            return replace(message, key=message_key(rows), recipient=rows[0].recipient)
         return message
 
     async def _render(self, rows: Sequence[Notification]) -> RenderedMessage:

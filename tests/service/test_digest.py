@@ -217,3 +217,21 @@ async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> Non
     assert len(mail.images) == 1 and mail.images[0].png.startswith(b"\x89PNG")
     post = await messages.render(next(r for r in rows if r.channel is Channel.SLACK))
     assert isinstance(post, SlackMessage) and "alice@example.com" in str(post.blocks)
+
+
+def test_mattermost_digests_go_to_each_lead_by_email_and_the_webhook_gets_a_copy_each() -> None:
+    team = Team(
+        "face", leads=("Lead@example.com", "ext@example.org"), digest_channels=("mattermost", "email")
+    )
+    users = {"lead@example.com": DirectoryUser("lead@example.com", "Lead", telegram_chat_id=7)}
+    now = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    rows = plan_digest(
+        team, "2026-W48", "UTC", due_at=now, now=now, users=users, channels={"mattermost", "webhook"}
+    )
+    assert sorted((r.channel.value, r.recipient, r.address.telegram_chat_id) for r in rows) == [
+        ("mattermost", "ext@example.org", None),
+        ("mattermost", "lead@example.com", None),
+        ("webhook", "ext@example.org", None),
+        ("webhook", "lead@example.com", None),
+    ]
+    assert len({r.dedup_key for r in rows}) == 4

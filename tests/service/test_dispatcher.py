@@ -127,7 +127,7 @@ async def test_a_sweep_of_200_jobs_is_one_message_per_channel(
     assert "200" in smtp.received[0].message["Subject"]
     rows = await all_rows(store)
     assert len(rows) == 600 and {r.status for r in rows} == {DeliveryStatus.SENT}
-    for channel in Channel:
+    for channel in (Channel.TELEGRAM, Channel.SLACK, Channel.EMAIL):
         ids = {r.provider_message_id for r in rows if r.channel is channel}
         assert len(ids) == 1, channel
         assert {r.job_uid for r in rows if r.channel is channel} == set(uids)

@@ -20,6 +20,8 @@ SLACK_MAX_BLOCKS = 50
 SLACK_MAX_SECTION_CHARS = 3000
 # Slack truncates a too-long `text` itself, but 40,000 is the documented ceiling; keep well below.
 SLACK_MAX_TEXT_CHARS = 3000
+# Mattermost's default MaxPostSize (runes); a longer post is refused with 400.
+MATTERMOST_MAX_CHARS = 16383
 
 _REDACTED = "[redacted]"
 
@@ -118,7 +120,41 @@ class MailMessage:
     unsubscribe_url: str | None = None
 
 
-RenderedMessage = TelegramMessage | SlackMessage | MailMessage
+@dataclass(frozen=True, slots=True)
+class MattermostMessage:
+    """A Mattermost post's `message`: Markdown, values escaped, at most MATTERMOST_MAX_CHARS long."""
+
+    markdown: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebLink:
+    """A link a message carries, for the webhook's `links`: what it opens (`rel`: page, logs,
+    grafana, team_page, or link for one its owner annotated), its label and its URL."""
+
+    rel: str
+    title: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookMessage:
+    """A message for the webhook (adapters.channels.webhook), before its envelope is added: its kind
+    (the template set it was rendered with), the e-mail's subject and plain text without its footer,
+    its links, and `data`: the views it was rendered from, as JSON (one object per view name)."""
+
+    kind: str
+    title: str
+    text: str
+    links: tuple[WebLink, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    # Stamped by the dispatcher's composer like MailMessage.key: the message's stable key (the
+    # X-Inno-Notify-Key header) and the outbox row's recipient (an e-mail, or "#face-gpu").
+    key: str | None = None
+    recipient: str | None = None
+
+
+RenderedMessage = TelegramMessage | SlackMessage | MailMessage | WebhookMessage | MattermostMessage
 
 
 class Sender(Protocol):
@@ -148,3 +184,26 @@ class SentLookup(Protocol):
 def wrong_message(channel: str, message: object) -> TypeError:
     """A dispatcher bug (a message rendered for another channel), not a delivery failure."""
     return TypeError(f"{channel} cannot send a {type(message).__name__}")
+
+
+def http_failure(what: str, status: int, retry_after: float | None = None) -> ChannelError:
+    """An HTTP answer that is no success, for channels that speak plain HTTP (webhook, Mattermost):
+    429 is rate limiting (with the provider's wait), 408 and 5xx are worth another try, every other
+    status (a 3xx not followed, a 4xx) says the request itself is wrong and is permanent."""
+    if status == 429:
+        return ChannelError(f"{what}: HTTP 429 rate limited", retryable=True, retry_after=retry_after)
+    if status == 408 or status >= 500:
+        return ChannelError(f"{what}: HTTP {status}", retryable=True, retry_after=retry_after)
+    return ChannelError(f"{what}: HTTP {status}", retryable=False)
+
+
+def seconds_header(value: str | None) -> float | None:
+    """A header that gives a wait in seconds (Retry-After's delta-seconds, X-Ratelimit-Reset), or
+    None when absent or not a number a wait can be (negative, not finite, over a day)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds <= 86400 else None

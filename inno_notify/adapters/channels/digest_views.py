@@ -32,7 +32,8 @@ from inno_notify.adapters.channels.digest_figures import (
     trend_text,
 )
 from inno_notify.adapters.channels.markup import truncate_html
-from inno_notify.adapters.channels.render import Templates, slack_message, template_errors
+from inno_notify.adapters.channels.render import Templates, mattermost_message, slack_message, template_errors
+from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.adoption import AdoptionTally
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
@@ -274,6 +275,8 @@ _FILES: dict[Channel, tuple[str, ...]] = {
     Channel.TELEGRAM: ("telegram/digest.html.j2",),
     Channel.SLACK: ("slack/digest.mrkdwn.j2",),
     Channel.EMAIL: ("email/digest.subject.j2", "email/digest.txt.j2", "email/digest.html.j2"),
+    Channel.WEBHOOK: ("email/digest.subject.j2", "email/digest.txt.j2"),
+    Channel.MATTERMOST: ("mattermost/digest.md.j2",),
 }
 WEB_PAGE = "web/digest.html.j2"
 # What a RenderError of the digest's templates starts with.
@@ -330,6 +333,13 @@ class DigestRenderer:
             return TelegramMessage(truncate_html(parts[0].strip()))
         if channel is Channel.SLACK:
             return replace(slack_message(parts[0]), images=images)
+        if channel is Channel.MATTERMOST:
+            return mattermost_message(parts[0])
+        if channel is Channel.WEBHOOK:
+            # The digest's own JSON (the API's), with its figures as numbers, not its view's text.
+            return webhook_message(
+                "digest", parts[0], parts[1], context, data={"digest": digest_to_dict(digest)}
+            )
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=images

@@ -1,4 +1,5 @@
-"""Escaping and cutting for the two markups whose rules Jinja does not know: Telegram HTML, Slack mrkdwn.
+"""Escaping and cutting for the markups whose rules Jinja does not know: Telegram HTML, Slack mrkdwn,
+Mattermost Markdown.
 
 Telegram HTML is escaped by Jinja's autoescape; what is left is cutting a message to 4096
 characters without splitting a tag or an entity and without leaving a tag open (Telegram rejects
@@ -13,6 +14,14 @@ words (`@channel`, `@here`, `@everyone`, `@someone`) are what Slack parses in te
 are not `verbatim` and in the notification `text`: every text object we send is verbatim
 (render.slack_message), and a zero-width space after an `@` that starts a word keeps a value's
 `@here` from being read as one anyway. An `@` inside a word (an e-mail address) is left alone.
+
+Mattermost renders Markdown (CommonMark with its own additions) and shows no raw HTML.
+`escape_markdown` backslash-escapes the characters that form inline markup (emphasis, code, links,
+images, strike, tables, headings) and a line start that would begin a list or a quote; `@` that
+starts a word gets the zero-width space as in Slack (Mattermost notifies `@channel`, `@all`,
+`@here` and `@user`), and so does a word-initial `~` (a channel link). Mattermost messages are
+rendered from Slack's templates (render.py): `mrkdwn_to_markdown` turns their `*bold*` into
+`**bold**`; values never hold an unescaped `*`, so every pair it finds is the template's own.
 """
 
 from __future__ import annotations
@@ -122,3 +131,63 @@ def cut_mrkdwn(text: str, limit: int = SLACK_MAX_SECTION_CHARS) -> list[str]:
     if current or not pieces:
         pieces.append(current)
     return pieces
+
+
+class Markdown(str):
+    """Text that is already Mattermost Markdown (a link we built); `escape_markdown` passes it through."""
+
+    __slots__ = ()
+
+
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]()#|<>!{}])")
+# A line start that would make a list item, a quote, a rule or a heading underline.
+_MARKDOWN_LINE_START = re.compile(r"^(\s*)(>|[-+](?=\s|$)|\d+(?=[.)](?:\s|$))|=+(?=\s*$))", re.MULTILINE)
+# Mattermost reads a mention after any non-word character (`x-@here` too): only an `@` that follows
+# a letter or digit (an e-mail address) is left alone; likewise `~` (a channel link).
+_MARKDOWN_AT = re.compile(r"(?<!\w)@")
+_WORD_INITIAL_TILDE = re.compile(r"(?<!\w)~")
+# A Slack `*bold*` of a template: not escaped, not part of `**`, no line break inside.
+_MRKDWN_BOLD = re.compile(r"(?<![\\*])\*(?=\S)((?:\\.|[^*\\\n])*?(?:\\.|[^\s*\\]))\*(?!\*)")
+
+
+def escape_markdown(value: object) -> str:
+    """Makes any value print literally in Mattermost Markdown, mentioning nobody."""
+    if isinstance(value, Markdown):
+        return value
+    text = _MARKDOWN_INLINE.sub(r"\\\1", str(value))
+    text = _MARKDOWN_LINE_START.sub(_escape_line_start, text)
+    text = _MARKDOWN_AT.sub("@" + ZWSP, text)
+    return _WORD_INITIAL_TILDE.sub("~" + ZWSP, text)
+
+
+def _escape_line_start(match: re.Match[str]) -> str:
+    indent, marker = match.group(1), match.group(2)
+    # "1." and "1)" start an ordered list: the punctuation after the digits is escaped.
+    return f"{indent}{marker}\\" if marker[0].isdigit() else f"{indent}\\{marker}"
+
+
+def markdown_link(url: str, label: object) -> Markdown:
+    """`[label](url)` with the label escaped and the URL unable to end the link early."""
+    safe_url = (
+        url.replace(" ", "%20")
+        .replace("(", "%28")
+        .replace(")", "%29")
+        .replace("<", "%3C")
+        .replace(">", "%3E")
+    )
+    return Markdown(f"[{escape_markdown(label)}]({safe_url})")
+
+
+def mrkdwn_to_markdown(text: str) -> str:
+    """A Slack template's `*bold*` as Markdown's `**bold**` (values are escaped, so untouched)."""
+    return _MRKDWN_BOLD.sub(r"**\1**", text)
+
+
+def cut_text(text: str, limit: int, marker: str = TRUNCATION_MARKER) -> str:
+    """`text` cut at a line end to at most `limit` characters with `marker`, if it is longer."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - len(marker)]
+    if "\n" in head:
+        head = head[: head.rindex("\n")]
+    return head.rstrip() + marker

@@ -15,6 +15,10 @@ Each channel's markup has its own environment:
   divider, at most 50 blocks, and the first paragraph is the `text` fallback. Every text object is
   `verbatim`, so Slack does not turn words of a value into mentions or links (markup.py).
 - E-mail plain text and subjects: no escaping (nothing interprets them).
+- Mattermost Markdown: Slack's templates (each `mattermost/{kind}.md.j2` includes its Slack twin,
+  so a deployment can override either), rendered with Markdown's escaping (`escape_markdown`) and
+  `[label](url)` links, their `*bold*` made `**bold**` (markup.mrkdwn_to_markdown).
+- The webhook: the e-mail's subject and plain text, and the context's views as JSON (webhook_views).
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from inno_notify.adapters.channels.base import (
+    MATTERMOST_MAX_CHARS,
     SLACK_MAX_BLOCKS,
     SLACK_MAX_SECTION_CHARS,
     SLACK_MAX_TEXT_CHARS,
     ChannelError,
     InlineImage,
     MailMessage,
+    MattermostMessage,
     RenderedMessage,
     SlackMessage,
     TelegramMessage,
@@ -44,14 +50,19 @@ from inno_notify.adapters.channels.base import (
 from inno_notify.adapters.channels.markup import (
     TRUNCATION_MARKER,
     cut_mrkdwn,
+    cut_text,
+    escape_markdown,
     escape_mrkdwn,
+    markdown_link,
     mrkdwn_link,
+    mrkdwn_to_markdown,
     truncate_html,
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
 from inno_notify.adapters.channels.nudge_views import NudgeListView, NudgeView
 from inno_notify.adapters.channels.reply_views import BotReplyView
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
+from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.bot_replies import Reply, decode_reply
 from inno_notify.domain.messages import PipelineMessage, decode_pipeline, decode_serving, decode_workflow
 from inno_notify.domain.model import Channel, NotificationKind
@@ -80,9 +91,13 @@ GROUP_RECOMMENDATIONS = 3
 GROUP_PAGES_SHOWN = 10
 
 _TEMPLATE_FILES: dict[Channel, tuple[str, ...]] = {
-    Channel.TELEGRAM: ("{kind}.html.j2",),
-    Channel.SLACK: ("{kind}.mrkdwn.j2",),
-    Channel.EMAIL: ("{kind}.subject.j2", "{kind}.txt.j2", "{kind}.html.j2"),
+    Channel.TELEGRAM: ("telegram/{kind}.html.j2",),
+    Channel.SLACK: ("slack/{kind}.mrkdwn.j2",),
+    Channel.EMAIL: ("email/{kind}.subject.j2", "email/{kind}.txt.j2", "email/{kind}.html.j2"),
+    # Slack's templates, included by these and rendered as Markdown (Templates, markup.py).
+    Channel.MATTERMOST: ("mattermost/{kind}.md.j2",),
+    # The webhook's title and text are the e-mail's subject and plain text (webhook_views).
+    Channel.WEBHOOK: ("email/{kind}.subject.j2", "email/{kind}.txt.j2"),
 }
 
 
@@ -125,11 +140,16 @@ class Templates:
         self._text = _environment(loader, autoescape=False)
         self._mrkdwn = _environment(loader, autoescape=False, finalize=escape_mrkdwn)
         self._mrkdwn.filters["link"] = mrkdwn_link
+        # Mattermost: Slack's templates with Markdown's escaping and links (markup.escape_markdown).
+        self._markdown = _environment(loader, autoescape=False, finalize=escape_markdown)
+        self._markdown.filters["link"] = markdown_link
 
     def get(self, name: str) -> jinja2.Template:
         """Template `name`, compiled; raises jinja2.TemplateError when it is missing or broken."""
         environment = (
-            self._mrkdwn
+            self._markdown
+            if name.startswith("mattermost/")
+            else self._mrkdwn
             if name.startswith("slack/")
             else self._html
             if name.endswith(".html.j2")
@@ -333,6 +353,10 @@ class Renderer:
             return TelegramMessage(truncate_html(parts[0].strip()), images=tuple(images))
         if channel is Channel.SLACK:
             return replace(slack_message(parts[0]), images=tuple(images))
+        if channel is Channel.WEBHOOK:
+            return webhook_message(kind, parts[0], parts[1], context)
+        if channel is Channel.MATTERMOST:
+            return mattermost_message(parts[0])
         subject, text, html = parts
         return MailMessage(
             subject=" ".join(subject.split()), text=text.strip() + "\n", html=html, images=tuple(images)
@@ -340,7 +364,13 @@ class Renderer:
 
     @staticmethod
     def _names(channel: Channel, kind: str) -> list[str]:
-        return [f"{channel.value}/{pattern.format(kind=kind)}" for pattern in _TEMPLATE_FILES[channel]]
+        return [pattern.format(kind=kind) for pattern in _TEMPLATE_FILES[channel]]
+
+
+def mattermost_message(rendered: str) -> MattermostMessage:
+    """A Mattermost post from a Slack template rendered as Markdown: its bold made Markdown's, cut
+    to the longest post Mattermost takes."""
+    return MattermostMessage(cut_text(mrkdwn_to_markdown(rendered.strip()), MATTERMOST_MAX_CHARS))
 
 
 def slack_message(mrkdwn: str) -> SlackMessage:

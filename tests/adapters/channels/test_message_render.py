@@ -6,13 +6,21 @@ cannot add markup."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.base import MailMessage, Recipient, SlackMessage, TelegramMessage
+from inno_notify.adapters.channels.base import (
+    MailMessage,
+    MattermostMessage,
+    Recipient,
+    SlackMessage,
+    TelegramMessage,
+    WebhookMessage,
+)
 from inno_notify.adapters.channels.message_views import ServingView, WorkflowView
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
@@ -173,11 +181,21 @@ def test_every_kind_renders_on_every_channel(channel: Channel) -> None:
             body = message.html
         elif isinstance(message, SlackMessage):
             body = message.text + " ".join(str(b) for b in message.blocks)
+        elif isinstance(message, MattermostMessage | WebhookMessage):
+            body = shown(message)
         else:
             assert isinstance(message, MailMessage)
             body = message.subject + message.text + message.html
         for piece in must:
             assert piece in body.replace("&amp;", "&"), (channel, piece)
+
+
+def shown(message: MattermostMessage | WebhookMessage) -> str:
+    """What a Mattermost reader sees (Markdown's backslash escapes gone), or the webhook's title,
+    text and links."""
+    if isinstance(message, MattermostMessage):
+        return re.sub(r"\\(.)", r"\1", message.markdown)
+    return " ".join([message.title, message.text, *(f"{link.title} {link.url}" for link in message.links)])
 
 
 def test_a_payload_that_is_not_one_raises_value_error() -> None:
@@ -241,6 +259,8 @@ def test_a_job_summary_shows_its_mlflow_link(channel: Channel) -> None:
         body = message.html
     elif isinstance(message, SlackMessage):
         body = " ".join(str(b) for b in message.blocks)
+    elif isinstance(message, MattermostMessage | WebhookMessage):
+        body = shown(message)
     else:
         assert isinstance(message, MailMessage)
         body = message.text + message.html
