@@ -26,6 +26,7 @@ from inno_notify.api.views import (
     events,
     health,
     jobs,
+    me,
     notifications,
     pages,
     recommendations,
@@ -36,6 +37,8 @@ from inno_notify.api.views import (
 )
 from inno_notify.domain.page_links import (
     JOB_PAGE,
+    ME_PAGE,
+    ME_PATH,
     TEAM_PAGE,
     UNSUBSCRIBE_PAGE,
     UNSUBSCRIBE_PATH,
@@ -246,6 +249,57 @@ UNSUBSCRIBE = (
         signed=UNSUBSCRIBE_PAGE,
     ),
 )
+# The personal page (views/me.py): the signed link a message carried, or a reader's token to look
+# (read-only). Its forms post with the link and a CSRF token; no token posts (a browser's form sends
+# none, and an admin changes preferences through PUT /api/v1/users/{email}).
+ME_POST_ROLES: frozenset[Role] = frozenset()
+ME = (
+    Endpoint(
+        "GET",
+        ME_PATH,
+        me.me_page,
+        me.MeLink,
+        {
+            200: Reply(
+                "The person's page: their runs of the last 30 days with GPU-hours and advice, the nudges "
+                "about workloads that still run, their preferences and (for the signed link) the forms "
+                "that change them; it changes nothing.",
+                media=("text/html",),
+            ),
+            **_PAGE_REPLIES,
+        },
+        "A person's own page",
+        "pages",
+        roles=PAGE_ROLES,
+        signed=ME_PAGE,
+    ),
+    Endpoint(
+        "POST",
+        ME_PATH,
+        me.change,
+        me.MePost,
+        {
+            200: Reply("The page again, the change made (origin page) and said.", media=("text/html",)),
+            400: Reply(
+                "invalid_parameter, or invalid_body: not one of the page's forms.",
+                Error,
+                media=("text/html",),
+            ),
+            401: _PAGE_REPLIES[401],
+            403: Reply(
+                "invalid_csrf: the form's token is missing or not this link's; forbidden: any API token "
+                "(the forms take the signed link only). Nothing changed.",
+                Error,
+                media=("text/html",),
+            ),
+            413: Reply("payload_too_large: a body over 64 KiB.", Error, media=("text/html",)),
+        },
+        "Change one of one's own preferences from the personal page",
+        "pages",
+        roles=ME_POST_ROLES,
+        signed=ME_PAGE,
+    ),
+)
 ENDPOINTS = (
     *PROBES,
     Endpoint(
@@ -435,6 +489,7 @@ ENDPOINTS = (
     ),
     *PAGES,
     *UNSUBSCRIBE,
+    *ME,
 )
 
 
@@ -444,6 +499,7 @@ SIGNED_VALUES: dict[str, tuple[str, ...]] = {
     WORKFLOW_PAGE: ("namespace", "name", "uid"),
     TEAM_PAGE: ("team", "week"),
     UNSUBSCRIBE_PAGE: ("email",),
+    ME_PAGE: ("email",),
 }
 
 

@@ -66,6 +66,7 @@ class Via(enum.StrEnum):
     TELEGRAM = "telegram"  # the person, in their linked chat
     API = "api"  # PUT /api/v1/users/{email}, by the token named in `Origin.by`
     EMAIL = "email"  # the person, through the one-click unsubscribe link of an e-mail (no `by`)
+    PAGE = "page"  # the person, through a form of their personal page (GET /me), opened by its link
 
 
 @dataclass(frozen=True, slots=True)
