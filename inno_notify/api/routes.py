@@ -250,9 +250,9 @@ UNSUBSCRIBE = (
     ),
 )
 # The personal page (views/me.py): the signed link a message carried, or a reader's token to look
-# (read-only). Its forms post with the link and a CSRF token; no token posts (a browser's form sends
-# none, and an admin changes preferences through PUT /api/v1/users/{email}).
-ME_POST_ROLES: frozenset[Role] = frozenset()
+# (read-only: a browser's form sends no token). Its forms post with the link and a CSRF token; of
+# the tokens, only an admin's posts for someone (recorded as the API's), as with the unsubscribe.
+ME_POST_ROLES: frozenset[Role] = frozenset({"admin"})
 ME = (
     Endpoint(
         "GET",
@@ -287,8 +287,8 @@ ME = (
             ),
             401: _PAGE_REPLIES[401],
             403: Reply(
-                "invalid_csrf: the form's token is missing or not this link's; forbidden: any API token "
-                "(the forms take the signed link only). Nothing changed.",
+                "invalid_csrf: the form's token is missing or not this link's; forbidden: a token other "
+                "than an admin's. Nothing changed.",
                 Error,
                 media=("text/html",),
             ),

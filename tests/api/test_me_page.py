@@ -232,13 +232,20 @@ async def test_a_post_with_a_changed_link_is_401_and_changes_nothing(api: Api, s
     assert await store.directory.get_preferences(ALICE.email) is None
 
 
-@pytest.mark.parametrize("role", ["admin", "viewer", "pipeline"])
-async def test_no_token_posts(api: Api, store: Store, role: str) -> None:
-    status, _, _ = await post(
-        api, f"/me?email={ALICE.email}", {"csrf": "x", "change": "emails", "value": "off"}, role
-    )
+@pytest.mark.parametrize("role", ["viewer", "pipeline"])
+async def test_no_other_token_posts(api: Api, store: Store, role: str) -> None:
+    form = {"change": "emails", "value": "off"}
+    status, _, _ = await post(api, f"/me?email={ALICE.email}", form, role)
     assert status == 403
     assert await store.directory.get_preferences(ALICE.email) is None
+
+
+async def test_an_admins_token_posts_for_someone_as_the_api(api: Api, store: Store) -> None:
+    form = {"change": "emails", "value": "off"}
+    status, _, _ = await post(api, f"/me?email={ALICE.email}", form, "admin")
+    assert status == 200
+    prefs = await store.directory.get_preferences(ALICE.email)
+    assert prefs is not None and prefs.origins == {"emails": Origin(Via.API, NOW, "ops")}
 
 
 @pytest.mark.parametrize(

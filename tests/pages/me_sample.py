@@ -18,10 +18,13 @@ from inno_notify.domain.model import (
     JobStatus,
     Notification,
     NotificationKind,
+    NotifyMode,
     RecipientAddress,
     Requested,
     Usage,
 )
+from inno_notify.domain.personal_page import PersonalPage, PersonalRun
+from inno_notify.domain.preferences import Origin, Preferences, Via
 from tests import stored
 from tests.pages import sample
 
@@ -139,3 +142,71 @@ async def store_person(store: Store, now: datetime = NOW) -> None:
         payload=findings_to_payload([_finding(now - timedelta(minutes=20))]),
     )
     await store.outbox.enqueue([nudge])
+
+
+def page(now: datetime = NOW) -> PersonalPage:
+    """The page's data as the store reads it after `store_person`, without a store (the browser test
+    and the screenshots); with a mute and "failed runs only" set on the page, to show them."""
+    failed, usage = sample.job(), sample.usage()
+    return PersonalPage(
+        email=ALICE.email,
+        now=now,
+        user=ALICE,
+        preferences=Preferences(
+            ALICE.email,
+            notify=NotifyMode.FAILURE,
+            muted_until=now + timedelta(hours=8),
+            origins={"notify": Origin(Via.PAGE, now), "muted_until": Origin(Via.TELEGRAM, now, "123")},
+        ),
+        runs=(
+            PersonalRun(
+                "default",
+                RUNNING_UID,
+                "face-research",
+                "finetune-vit",
+                "job",
+                "running",
+                None,
+                now - timedelta(hours=4),
+                None,
+                2.0,
+                None,
+                None,
+                (),
+            ),
+            PersonalRun(
+                "default",
+                FOLLOWED_UID,
+                "face-research",
+                "train-resnet-8",
+                "job",
+                "succeeded",
+                None,
+                failed.finished_at,
+                (failed.finished_at or now) + timedelta(hours=3, minutes=30),
+                2.0,
+                300.0,
+                246.0,
+                (),
+                "followed",
+                1.5,
+            ),
+            PersonalRun(
+                "default",
+                failed.uid,
+                failed.namespace,
+                failed.name,
+                "job",
+                "failed",
+                failed.reason,
+                failed.created_at,
+                failed.finished_at,
+                4.0,
+                usage.gpu_minutes,
+                usage.used_gpu_minutes,
+                tuple(r.message for r in sample.recommendations()),
+            ),
+        ),
+        more_runs=False,
+        nudges=(_finding(now - timedelta(minutes=20)),),
+    )

@@ -213,6 +213,8 @@ def names_its_page(url: str, html: str) -> str | None:
         wanted = [unquote(path.split("/")[3]), *query.get("uid", [])]
     elif path.startswith("/teams/"):
         wanted = [f"GPU digest — {unquote(path.split('/')[2])}, {query['week'][0]}"]
+    elif path == "/me":
+        wanted = [*query["email"], "Runs", "Your settings"]
     else:
         return f"no page kind known for {path}"
     missing = [w for w in wanted if w not in text]
@@ -293,7 +295,10 @@ async def test_every_link_in_every_message_of_the_demo_opens_its_page(
     assert {urlsplit(link.url).hostname for link in outside} == set(OUTSIDE)
     # Every message kind that carries a page link was played and carried one.
     paths = {urlsplit(link.url).path.split("/")[1] for link in ours}
-    assert paths == {"jobs", "teams", "workflows"}
+    assert paths == {"jobs", "teams", "workflows", "me"}
+    assert any(urlsplit(link.url).path == "/me" and "nudge" in link.origin.lower() for link in ours) or any(
+        urlsplit(link.url).path == "/me" for link in ours
+    ), "no message linked its recipient's own page"
     assert any("jobs finished" in link.origin for link in ours), "no grouped summary linked its jobs"
     assert any("PyTorchJob" in link.origin for link in ours), "the PyTorchJob's summary linked no page"
     workflow_links = [link for link in ours if urlsplit(link.url).path.startswith("/workflows/")]

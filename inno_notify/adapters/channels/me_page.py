@@ -50,6 +50,7 @@ class RunRow:
     kind: str
     status: str
     failed: bool
+    running: bool
     when: str
     gpu_hours: str
     advice: tuple[str, ...]
@@ -123,6 +124,7 @@ def _run_row(run: PersonalRun, links: PageLinks, now: datetime) -> RunRow:
         kind=run.kind,
         status=status,
         failed=run.status == JobStatus.FAILED.value,
+        running=run.finished_at is None,
         when=_time(run.finished_at or run.created_at),
         gpu_hours=gpu,
         advice=run.advice,

@@ -9,7 +9,9 @@ Telegram bot and the API (domain.preferences), recorded as from `Via.PAGE`; it n
 the CSRF token the page put in its forms (domain.page_links.form_token: an HMAC over the address and
 the link's signature with the links' key), so that no other site can post for the person: it can
 send the link, if it has it, but it cannot read the page to learn the token. A missing or wrong
-token is 403 and changes nothing.
+token is 403 and changes nothing. An admin's token may post a form without link or CSRF token (a
+bearer token is nothing a browser sends by itself); the change is then the API's, by the token's
+name, as with the one-click unsubscribe.
 """
 
 from __future__ import annotations
@@ -96,19 +98,33 @@ async def me_page(request: web.Request, given: MeLink) -> web.Response:
 async def change(request: web.Request, given: MePost) -> web.Response:
     """One form's change, then the page again saying what changed."""
     key = request.app[keys.LINK_KEY]
-    # Only the signed link reaches here (the row lets no token post): the auth middleware checked it.
-    if key is None or given.sig is None or not form_token_valid(key, given.email, given.sig, given.body.csrf):
+    principal = request.get(PRINCIPAL)
+    now = request.app[keys.CLOCK]()
+    if principal is not None:  # an admin's token (the row lets no other post)
+        origin = Origin(Via.API, now, principal.name)
+    elif (
+        key is not None
+        and given.sig is not None
+        and form_token_valid(key, given.email, given.sig, given.body.csrf)
+    ):
+        origin = Origin(Via.PAGE, now)  # the link, checked by the auth middleware, and its form
+    else:
         raise ApiError(403, "invalid_csrf", "the form's token is missing or not this page's: reload the page")
     form = given.body
     what = PageChange(form.change)
     ticked = tuple(c for c in PAGE_CHANNELS if getattr(form, f"channel_{c}", None) == "on")
-    now = request.app[keys.CLOCK]()
     try:
         changes = changes_of(what, form.value, ticked, now)
     except ValueError as exc:
         raise bad_request(str(exc), code="invalid_body") from None
     await request.app[keys.STORE].directory.change_preferences(
-        given.email, now, changes=changes, origin=Origin(Via.PAGE, now)
+        given.email, now, changes=changes, origin=origin
     )
-    log.info("personal page of %s: %s changed (%s)", given.email, ", ".join(sorted(changes)), what.value)
+    log.info(
+        "personal page of %s: %s changed (%s, via %s)",
+        given.email,
+        ", ".join(sorted(changes)),
+        what.value,
+        origin.via,
+    )
     return await _render(request, _opening(request, given, _SAVED[what]))
