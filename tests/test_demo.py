@@ -163,8 +163,8 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     # The personal page of the researcher with the most runs: their runs, none of anyone else's.
     assert result.personal_page is not None and result.personal_page.exists()
     me = result.personal_page.read_text(encoding="utf-8")
-    owners = Counter(sim.person.email for sim in workload.jobs)
-    owner = owners.most_common(1)[0][0]
+    runs_of = Counter(sim.person.email for sim in workload.jobs)
+    owner = runs_of.most_common(1)[0][0]
     assert owner in me and "Your settings" in me
     mine = {sim.spec.name for sim in workload.jobs if sim.person.email == owner}
     others = {sim.spec.name for sim in workload.jobs if sim.person.email != owner} - mine

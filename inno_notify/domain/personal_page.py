@@ -117,7 +117,7 @@ def changes_of(
             raise ValueError("notify: always or failure")
         return {"notify": NotifyMode(value)}
     if change is PageChange.MUTE:
-        if value not in MUTE_CHOICES:
+        if value is None or value not in MUTE_CHOICES:
             raise ValueError(f"mute: one of {', '.join(MUTE_CHOICES)}")
         return mute(now + timedelta(hours=MUTE_CHOICES[value]), None)
     if change is PageChange.UNMUTE:

@@ -66,10 +66,8 @@ def _finding(observed: datetime) -> IdleFinding:
 async def store_person(store: Store, now: datetime = NOW) -> None:
     """Alice's month, and a run of Bob's (see the module docstring)."""
     await store.directory.upsert_user(ALICE)
-    failed = await sample.store_job(store)
+    failed = replace(await sample.store_job(store), family="face-research/train-resnet")
     assert failed.finished_at is not None
-    family = "face-research/train-resnet"
-    failed = replace(failed, family=family)
     await stored.upsert_jobs(store, [failed])
     # The next run of the family took the advice: 2 GPUs, 80 GiB.
     start = failed.finished_at + timedelta(hours=1)
