@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from html import unescape
 from typing import Any
@@ -21,10 +22,11 @@ import pytest
 from inno_notify.adapters.channels.me_page import PersonalPageRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.api.views.pages import FORM_PAGE_HEADERS, PAGE_HEADERS
-from inno_notify.domain.model import NotifyMode
+from inno_notify.domain.model import JobStatus, NotifyMode
 from inno_notify.domain.page_links import PageLinks, form_token
 from inno_notify.domain.preferences import Origin, Via
 from inno_notify.service.me_pages import me_page_provider
+from tests import stored
 from tests.pages import me_sample
 from tests.pages.me_sample import ALICE, BOB
 
@@ -267,3 +269,13 @@ async def test_a_form_the_page_does_not_offer_is_400_and_changes_nothing(
     status, _, _ = await post(api, path, {"csrf": token, **form})
     assert status == 400
     assert await store.directory.get_preferences(ALICE.email) is None
+
+
+async def test_a_nudge_is_open_while_its_workload_runs(api: Api, store: Store) -> None:
+    _, page, _ = await get(api, link())
+    assert 'id="nudge-1"' in page
+    running = await stored.get_job(store, "default", me_sample.RUNNING_UID)
+    assert running is not None
+    await stored.upsert_jobs(store, [replace(running, status=JobStatus.SUCCEEDED, finished_at=NOW)])
+    _, page, _ = await get(api, link())
+    assert 'id="nudge-1"' not in page and "None: no workload of yours" in page
