@@ -37,10 +37,11 @@ from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_cli
 from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.domain.model import DeliveryStatus, JobStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
+from inno_notify.domain.personal_page import PERSONAL_DAYS, PageOpening
 from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
 from inno_notify.runtime import build_digest_renderer, build_pipeline
-from inno_notify.runtime.builders import live_options
+from inno_notify.runtime.builders import build_me_page_renderer, live_options, page_links
 from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live_check import LiveCheck
@@ -77,6 +78,8 @@ class DemoResult:
     workflow_summaries: int
     # team -> (the digest as text, the file of its HTML page)
     digests: dict[str, tuple[str, Path]]
+    # The personal page (GET /me) of the researcher with the most runs, as a file.
+    personal_page: Path | None = None
 
 
 def demo_settings(workload: Workload, database_url: str, links_secret_file: Path | None = None) -> Settings:
@@ -214,6 +217,7 @@ async def run_demo(
     sent = await _sent(store)
     pipeline_kinds = (NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING)
     digests = await _digests(store, workload, out, build_digest_renderer(settings))
+    personal = await _personal_page(store, workload, out, settings)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
     nudges = tuple(
@@ -232,6 +236,7 @@ async def run_demo(
         seconds=asyncio.get_running_loop().time() - began,
         digests=digests,
         workflow_summaries=sum(1 for n in sent if n.kind in pipeline_kinds),
+        personal_page=personal,
     )
     _report(console, result)
     return result
@@ -250,6 +255,24 @@ async def _digests(
         await asyncio.to_thread(page.write_text, render_digest(digest, "html", renderer), "utf-8")
         found[team.name] = (render_digest(digest, "text", renderer), page)
     return found
+
+
+async def _personal_page(store: Store, workload: Workload, out: Path, settings: Settings) -> Path | None:
+    """The personal page (GET /me) of the researcher with the most runs, at the simulated week's end,
+    written to `out`: what their messages' footer link opens (read-only here: a file posts nowhere;
+    its links to run pages expire with a link made then, as the served page's do)."""
+    owners = Counter(job.person.email for job in workload.jobs)
+    if not owners:
+        return None
+    email = owners.most_common(1)[0][0]
+    now = workload.end
+    page = await store.personal.page(email, now - timedelta(days=PERSONAL_DAYS), now)
+    links = page_links(settings)
+    opening = PageOpening(email, expires=links.expiry(now) if links.key else None)
+    html = build_me_page_renderer(settings).html(page, opening)
+    path = out / f"me-{email.split('@')[0]}.html"
+    await asyncio.to_thread(path.write_text, html, "utf-8")
+    return path
 
 
 async def _progress(
@@ -360,5 +383,7 @@ def _report(console: Console, result: DemoResult) -> None:
         console.rule(f"[bold]weekly digest · {team}[/]")
         console.print(Text(text.strip()))
         console.print(f"Page: {page}")
+    if result.personal_page is not None:
+        console.print(f"A researcher's own page (the footer link of every message): {result.personal_page}")
     console.print(f"E-mails (.eml and .html): {result.out / 'mail'}")
     console.print(f"Database: {result.database_url}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email
 import io
+from collections import Counter
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import default
@@ -158,3 +159,14 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
             assert "Idle GPUs in running pods and workspaces" in text
             assert workspace.person.email in text.split("Idle GPUs in running pods")[1]
         assert page.exists() and "<html" in page.read_text(encoding="utf-8").lower()
+
+    # The personal page of the researcher with the most runs: their runs, none of anyone else's.
+    assert result.personal_page is not None and result.personal_page.exists()
+    me = result.personal_page.read_text(encoding="utf-8")
+    runs_of = Counter(sim.person.email for sim in workload.jobs)
+    owner = runs_of.most_common(1)[0][0]
+    assert owner in me and "Your settings" in me
+    mine = {sim.spec.name for sim in workload.jobs if sim.person.email == owner}
+    others = {sim.spec.name for sim in workload.jobs if sim.person.email != owner} - mine
+    assert all(f"/{name}</a>" in me for name in mine), mine
+    assert not any(f"/{name}</a>" in me for name in others), others

@@ -117,6 +117,7 @@ def create_app(
     event_routing: keys.EventRouting | None = None,
     job_pages: keys.JobPageProvider | None = None,
     workflow_pages: keys.JobPageProvider | None = None,
+    me_pages: keys.MePageProvider | None = None,
     link_key: bytes | None = None,
     telegram_webhook: keys.TelegramWebhook | None = None,
     slack_requests: keys.SlackRequests | None = None,
@@ -140,9 +141,10 @@ def create_app(
     directory (the runtime passes the configured channels and the group wait; default: every
     channel, no wait); `settings.events` limits them.
     `job_pages` and `workflow_pages` render the run pages (GET /jobs/…, /workflows/…; the team pages
-    come from `digest_provider`);
+    come from `digest_provider`); `me_pages` renders the personal page (GET /me);
     `link_key` is the key the links in messages are signed with (`links.secret_file`): a request
-    for a page with a link it signed needs no token (auth.SignedPages).
+    for a page with a link it signed needs no token (auth.SignedPages), and the personal page's
+    forms carry CSRF tokens made with it.
     `telegram_webhook`, when the bot takes its updates by webhook, routes POST /telegram/webhook,
     which takes Telegram's secret header instead of a token (views/telegram.py); it is Telegram's
     interface, not a resource of this API, so it is no row of routes.ENDPOINTS.
@@ -185,6 +187,8 @@ def create_app(
     app[keys.DIGESTS] = digest_provider
     app[keys.JOB_PAGES] = job_pages
     app[keys.WORKFLOW_PAGES] = workflow_pages
+    app[keys.ME_PAGES] = me_pages
+    app[keys.LINK_KEY] = link_key
     app[keys.USAGE_CACHE] = ResultCache(monotonic, clock, usage_fresh_seconds, USAGE_MAX_STALE_SECONDS)
     app[keys.TRENDS_TIMEZONE] = trends_timezone
     app[keys.RATES] = rates or Rates()

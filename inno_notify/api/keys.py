@@ -19,6 +19,7 @@ from inno_notify.api.resources import ProvidedDigest
 from inno_notify.api.throttle import RecentAccepts
 from inno_notify.domain.budgets import BudgetReport, Period
 from inno_notify.domain.costs import Rates
+from inno_notify.domain.personal_page import PageOpening
 from inno_notify.telemetry import Telemetry
 
 # (team, ISO week like "2026-W48" or None for the last complete week) -> the digest, or None when
@@ -30,6 +31,8 @@ BudgetProvider = Callable[[str | None, Period | None], Awaitable[list[BudgetRepo
 # (namespace, name, uid or None for the newest run) -> the run's page, or None when there is no such
 # run (the runtime passes service.job_pages' job_page_provider and workflow_page_provider).
 JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
+# How the personal page was opened -> the page (the runtime passes service.me_pages' provider).
+MePageProvider = Callable[[PageOpening], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,10 @@ TELEMETRY = web.AppKey("telemetry", Telemetry)
 DIGESTS: web.AppKey[DigestProvider | None] = web.AppKey("digests")
 JOB_PAGES: web.AppKey[JobPageProvider | None] = web.AppKey("job_pages")
 WORKFLOW_PAGES: web.AppKey[JobPageProvider | None] = web.AppKey("workflow_pages")
+ME_PAGES: web.AppKey[MePageProvider | None] = web.AppKey("me_pages")
+# The key the links in messages are signed with (links.secret_file), for the personal page's CSRF
+# tokens (domain.page_links.form_token); None: no links, no forms.
+LINK_KEY: web.AppKey[bytes | None] = web.AppKey("link_key")
 USAGE_CACHE = web.AppKey("usage_cache", ResultCache)
 DIGEST_CACHE = web.AppKey("digest_cache", ResultCache)
 # The zone trends count weeks in (digest.timezone), so a team's newest week is its digest's.

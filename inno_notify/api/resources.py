@@ -427,9 +427,9 @@ class Preference(TypedDict):
     via: Via
     """telegram: the person, in their linked chat; slack: the person, from Slack (/inno, a DM, the
     app's Home tab); api: PUT /api/v1/users/{email}; email: the person, through the one-click
-    unsubscribe link of an e-mail."""
+    unsubscribe link of an e-mail; page: the person, through a form of their personal page (GET /me)."""
     by: str | None
-    """The chat id, the Slack member id, or the API token's name (null for email)."""
+    """The chat id, the Slack member id, or the API token's name (null for email and page)."""
     at: datetime
 
 
@@ -514,6 +514,28 @@ class OneClickBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     list_unsubscribe: Literal["One-Click"] = Field(alias="List-Unsubscribe")
+
+
+class PersonalPageForm(BaseModel):
+    """One form of the personal page (GET /me): its CSRF token and the one change it asks for."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    csrf: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{0,128}$",
+        description="The page's form token: base64url HMAC-SHA256 over the address and the link's "
+        "signature (missing or wrong: 403, nothing changed).",
+    )
+    change: Literal["notify", "mute", "unmute", "nudges", "emails", "channels"]
+    value: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9]{1,16}$",
+        description="notify: always or failure; mute: 1h, 8h, 1d, 3d or 7d; nudges, emails: on or off.",
+    )
+    channel_email: Literal["on"] | None = None
+    channel_slack: Literal["on"] | None = None
+    channel_telegram: Literal["on"] | None = None
 
 
 # --- pipeline events (POST /api/v1/events) ----------------------------------------------------

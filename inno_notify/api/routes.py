@@ -27,6 +27,7 @@ from inno_notify.api.views import (
     events,
     health,
     jobs,
+    me,
     notifications,
     pages,
     recommendations,
@@ -37,6 +38,8 @@ from inno_notify.api.views import (
 )
 from inno_notify.domain.page_links import (
     JOB_PAGE,
+    ME_PAGE,
+    ME_PATH,
     TEAM_PAGE,
     UNSUBSCRIBE_PAGE,
     UNSUBSCRIBE_PATH,
@@ -247,6 +250,57 @@ UNSUBSCRIBE = (
         signed=UNSUBSCRIBE_PAGE,
     ),
 )
+# The personal page (views/me.py): the signed link a message carried, or a reader's token to look
+# (read-only: a browser's form sends no token). Its forms post with the link and a CSRF token; of
+# the tokens, only an admin's posts for someone (recorded as the API's), as with the unsubscribe.
+ME_POST_ROLES: frozenset[Role] = frozenset({"admin"})
+ME = (
+    Endpoint(
+        "GET",
+        ME_PATH,
+        me.me_page,
+        me.MeLink,
+        {
+            200: Reply(
+                "The person's page: their runs of the last 30 days with GPU-hours and advice, the nudges "
+                "about workloads that still run, their preferences and (for the signed link) the forms "
+                "that change them; it changes nothing.",
+                media=("text/html",),
+            ),
+            **_PAGE_REPLIES,
+        },
+        "A person's own page",
+        "pages",
+        roles=PAGE_ROLES,
+        signed=ME_PAGE,
+    ),
+    Endpoint(
+        "POST",
+        ME_PATH,
+        me.change,
+        me.MePost,
+        {
+            200: Reply("The page again, the change made (origin page) and said.", media=("text/html",)),
+            400: Reply(
+                "invalid_parameter, or invalid_body: not one of the page's forms.",
+                Error,
+                media=("text/html",),
+            ),
+            401: _PAGE_REPLIES[401],
+            403: Reply(
+                "invalid_csrf: the form's token is missing or not this link's; forbidden: a token other "
+                "than an admin's. Nothing changed.",
+                Error,
+                media=("text/html",),
+            ),
+            413: Reply("payload_too_large: a body over 64 KiB.", Error, media=("text/html",)),
+        },
+        "Change one of one's own preferences from the personal page",
+        "pages",
+        roles=ME_POST_ROLES,
+        signed=ME_PAGE,
+    ),
+)
 ENDPOINTS = (
     *PROBES,
     Endpoint(
@@ -451,6 +505,7 @@ ENDPOINTS = (
     ),
     *PAGES,
     *UNSUBSCRIBE,
+    *ME,
 )
 
 
@@ -460,6 +515,7 @@ SIGNED_VALUES: dict[str, tuple[str, ...]] = {
     WORKFLOW_PAGE: ("namespace", "name", "uid"),
     TEAM_PAGE: ("team", "week"),
     UNSUBSCRIBE_PAGE: ("email",),
+    ME_PAGE: ("email",),
 }
 
 

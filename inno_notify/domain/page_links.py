@@ -15,6 +15,13 @@ Unsubscribe button on a months-old message must still work, and the link can do 
 turn e-mail off for the address it was sent to. Unsigned it would be useless (the provider's POST
 carries no token), so without a key there is none.
 
+The personal page `{public_url}/me?email=…&exp=…&sig=…` (kind `me`, signed over the address) lives
+as long as the job pages' links; every message to a person carries it. Its forms post back to the
+same link with a CSRF token (`form_token`): an HMAC, with the same key, over the address and the
+link's signature, so a form made for one link is good for that link only, and no other site can
+make one (it cannot see the page). A page that links further (the personal page to its runs' pages)
+signs those links to expire when its own link does (`PageLinks.until`), never later.
+
 Pure: the time is passed in, the key is given (settings read it from `links.secret_file`).
 """
 
@@ -39,6 +46,9 @@ TEAM_PAGE = "team"
 UNSUBSCRIBE_PAGE = "unsubscribe"
 UNSUBSCRIBE_PATH = "/unsubscribe"
 UNSUBSCRIBE_TTL_SECONDS = 365 * 86400.0
+ME_PAGE = "me"
+ME_PATH = "/me"
+FORM_TOKEN_PARAM = "csrf"
 
 
 class LinkVerdict(enum.StrEnum):
@@ -74,6 +84,22 @@ def verify(
     return LinkVerdict.VALID
 
 
+def form_token(key: bytes, email: str, sig: str) -> str:
+    """The CSRF token of the personal page's forms opened with the link signed `sig` for `email`:
+    base64url of HMAC-SHA256 over ["me-form", email, sig] (a message no link signature is made of)."""
+    message = json.dumps(["me-form", email, sig], ensure_ascii=True, separators=(",", ":")).encode()
+    digest = hmac.new(key, message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def form_token_valid(key: bytes, email: str, sig: str, token: str | None) -> bool:
+    """Whether `token` is the form token of that link (compared in constant time)."""
+    if not token:
+        return False
+    expected = form_token(key, email, sig).encode("ascii")
+    return hmac.compare_digest(expected, token.encode("utf-8", "surrogateescape"))
+
+
 @dataclass(frozen=True, slots=True)
 class PageLinks:
     """Builds the page links a message carries. Without `public_url` there are none; without a
@@ -104,6 +130,21 @@ class PageLinks:
         ttl = max(self.ttl_seconds, UNSUBSCRIBE_TTL_SECONDS)
         return self._link(UNSUBSCRIBE_PATH, UNSUBSCRIBE_PAGE, [email], {"email": email}, now, ttl)
 
+    def me(self, email: str, now: datetime) -> str | None:
+        """The personal page of `email` (None without a key: unsigned, only a token would open it,
+        and a person has none)."""
+        if not self.key:
+            return None
+        return self._link(ME_PATH, ME_PAGE, [email], {"email": email}, now)
+
+    def until(self, expires: int | None) -> PageLinks:
+        """These links made to expire at `expires` (unix seconds) whatever their lifetime: the links
+        a page opened with a link that expires then may carry. None: the page was opened with a
+        token; its links are plain (a token opens them)."""
+        if expires is None:
+            return PageLinks(self.public_url)
+        return _FixedExpiry(self.public_url, self.key, self.ttl_seconds, expires)
+
     def expiry(self, now: datetime, ttl_seconds: float | None = None) -> int:
         """When a link made at `now` stops opening its page (unix seconds, rounded up)."""
         return math.ceil(now.timestamp() + (self.ttl_seconds if ttl_seconds is None else ttl_seconds))
@@ -128,3 +169,13 @@ class PageLinks:
                 SIGNATURE_PARAM: signature(self.key, page, values, expires),
             }
         return f"{base}{path}?{urlencode(query, quote_via=quote)}"
+
+
+@dataclass(frozen=True, slots=True)
+class _FixedExpiry(PageLinks):
+    """Links that all expire at one moment (PageLinks.until)."""
+
+    expires: int = 0
+
+    def expiry(self, now: datetime, ttl_seconds: float | None = None) -> int:
+        return self.expires

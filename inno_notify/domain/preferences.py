@@ -69,6 +69,7 @@ class Via(enum.StrEnum):
     API = "api"  # PUT /api/v1/users/{email}, by the token named in `Origin.by`
     EMAIL = "email"  # the person, through the one-click unsubscribe link of an e-mail (no `by`)
     SLACK = "slack"  # the person, from Slack (`by`: their Slack user id; docs/selfservice.md)
+    PAGE = "page"  # the person, through a form of their personal page (GET /me), opened by its link
 
 
 @dataclass(frozen=True, slots=True)

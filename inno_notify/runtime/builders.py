@@ -16,6 +16,7 @@ from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.channels.mattermost import MattermostSender
+from inno_notify.adapters.channels.me_page import PersonalPageRenderer
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.slack import SlackSender
@@ -122,6 +123,10 @@ def build_job_page_renderer(settings: Settings) -> JobPageRenderer:
     )
 
 
+def build_me_page_renderer(settings: Settings) -> PersonalPageRenderer:
+    return PersonalPageRenderer(page_links(settings), _template_dir(settings))
+
+
 def build_digest_renderer(settings: Settings) -> DigestRenderer:
     return DigestRenderer(_template_dir(settings), links=page_links(settings), clock=utc_now)
 
@@ -143,6 +148,7 @@ def build_dispatcher(
         charts=charts or build_charts(settings, store),
         telegram_link=link_offer(settings.channels.telegram),
         unsubscribe=page_links(settings).unsubscribe,
+        personal_page=page_links(settings).me,
     )
     return Dispatcher(
         store, senders, build_renderer(settings), options, clock=clock, telemetry=telemetry, parts=parts

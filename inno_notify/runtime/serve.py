@@ -29,6 +29,7 @@ from inno_notify.memory import malloc_trim, return_freed_memory
 from inno_notify.runtime.builders import (
     Component,
     build_job_page_renderer,
+    build_me_page_renderer,
     build_senders,
     configured_channels,
     election_enabled,
@@ -44,6 +45,7 @@ from inno_notify.service.budgets import Budgets
 from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity
+from inno_notify.service.me_pages import me_page_provider
 from inno_notify.service.single_instance import single_instance
 from inno_notify.service.slack_bot import SlackBot
 from inno_notify.service.stopping import StopSignal
@@ -82,6 +84,7 @@ def api_component(
             ),
             job_pages=job_page_provider(api_store, pages),
             workflow_pages=workflow_page_provider(api_store, pages),
+            me_pages=me_page_provider(api_store, build_me_page_renderer(settings), utc_now),
             link_key=settings.links.key,
             close_store=True,
             warm_usage=True,

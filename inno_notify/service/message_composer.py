@@ -17,7 +17,9 @@ the Message-ID (a resend after a crash collapses in mail clients), Slack as the 
 (a later claim can find the post, dispatcher._arrived_before), the webhook in its
 X-Inno-Notify-Key header with the row's recipient in its body. Every e-mail also carries its
 recipient's signed one-click unsubscribe link (`unsubscribe`, domain.page_links), which the
-e-mail sender puts in its List-Unsubscribe headers.
+e-mail sender puts in its List-Unsubscribe headers. And every message to a person (a recipient that
+is an address) ends with the link to their own page (`personal_page`, domain.page_links, GET /me),
+added by the renderer's one footer line (Renderer.with_personal_page) whatever the kind.
 """
 
 from __future__ import annotations
@@ -60,13 +62,15 @@ class UnusableRow(Exception):
 class MessageParts:
     """What messages are rendered with besides the summaries' renderer: the digests' renderer
     (None: the built-in templates), the jobs' charts (service.job_charts; None: text only), the
-    Telegram link offer a message may carry and the unsubscribe link of an e-mail's recipient
-    (PageLinks.unsubscribe; None: none)."""
+    Telegram link offer a message may carry, the unsubscribe link of an e-mail's recipient
+    (PageLinks.unsubscribe; None: none) and the link to a recipient's own page (PageLinks.me; None:
+    none)."""
 
     digest_renderer: DigestRenderer | None = None
     charts: JobCharts | None = None
     telegram_link: Callable[[Notification, datetime], str | None] | None = None
     unsubscribe: Callable[[str, datetime], str | None] | None = None
+    personal_page: Callable[[str, datetime], str | None] | None = None
 
 
 def row_ids(rows: Sequence[Notification]) -> list[int]:
@@ -103,6 +107,7 @@ class MessageComposer:
         self._charts = parts.charts
         self._telegram_link = parts.telegram_link
         self._unsubscribe = parts.unsubscribe
+        self._personal_page = parts.personal_page
         self._clock = clock
         self._digest_cluster = digest_cluster
 
@@ -118,6 +123,12 @@ class MessageComposer:
     def unsubscribe_for(self, row: Notification) -> str | None:
         """The one-click unsubscribe link of the e-mail `row` is for."""
         return self._unsubscribe(row.recipient, self._clock()) if self._unsubscribe is not None else None
+
+    def personal_page_for(self, row: Notification) -> str | None:
+        """The link to the own page of the person `row` is for (None for a team's channel)."""
+        if self._personal_page is None or "@" not in row.recipient:
+            return None
+        return self._personal_page(row.recipient.strip(), self._clock())
 
     def payload_message(self, rows: Sequence[Notification]) -> RenderedMessage:
         """A message whose content travels in its rows (PAYLOAD_KINDS)."""
@@ -150,6 +161,9 @@ class RoundComposer:
 
     async def compose(self, rows: Sequence[Notification]) -> RenderedMessage:
         message = await self._render(rows)
+        personal_page = self._composer.personal_page_for(rows[0])
+        if personal_page is not None:
+            message = self._composer.renderer.with_personal_page(message, personal_page)
         if isinstance(message, MailMessage):
             return replace(
                 message, key=message_key(rows), unsubscribe_url=self._composer.unsubscribe_for(rows[0])

@@ -13,6 +13,7 @@ from inno_notify.domain.routing import (
     NO_CHANNELS,
     WEBHOOK_NOT_CHOSEN,
     Audience,
+    Directory,
     RoutingPlan,
     plan_event,
     plan_message,
@@ -110,7 +111,7 @@ def test_summary_rows_with_the_webhook(
     enabled: frozenset[str],
     expected: set[tuple[str, str]],
 ) -> None:
-    plan = plan_summary(job(**changes), directory, TEAMS, enabled, NOW, 30)
+    plan = plan_summary(job(**changes), Directory(directory, TEAMS), enabled, NOW, 30)
     assert pairs(plan) == expected, case
     # One row per recipient, keyed apart from their other channels.
     keys = [n.dedup_key for n in plan.notifications]
@@ -119,30 +120,33 @@ def test_summary_rows_with_the_webhook(
 
 def test_naming_the_webhook_chooses_nothing() -> None:
     person = DirectoryUser("alice@example.com", channels=("webhook", "email"))
-    plan = plan_summary(job(channels=("webhook",)), users(a=person), TEAMS, WITH_WEBHOOK, NOW, 30)
+    plan = plan_summary(job(channels=("webhook",)), Directory(users(a=person), TEAMS), WITH_WEBHOOK, NOW, 30)
     assert pairs(plan) == {("alice@example.com", "webhook")}
     assert [(s.channel, s.reason) for s in plan.skipped] == [("webhook", WEBHOOK_NOT_CHOSEN)]
-    stopped = plan_summary(job(), users(a=replace(person, channels=())), TEAMS, WITH_WEBHOOK, NOW, 30)
+    nobody = Directory(users(a=replace(person, channels=())), TEAMS)
+    stopped = plan_summary(job(), nobody, WITH_WEBHOOK, NOW, 30)
     assert [s.reason for s in stopped.skipped] == [NO_CHANNELS]
 
 
 def test_a_team_channel_post_is_copied_to_the_webhook() -> None:
     teams = {"face": replace(TEAMS["face"], slack_channel="#face-gpu")}
     audience = Audience(namespace="face-research", owner="alice@example.com", team="face", team_channel=True)
-    plan = plan_message(audience, NotificationKind.MODEL_SERVING, "m/1", {}, USERS, teams, WITH_WEBHOOK, NOW)
+    directory = Directory(USERS, teams)
+    plan = plan_message(audience, NotificationKind.MODEL_SERVING, "m/1", {}, directory, WITH_WEBHOOK, NOW)
     assert ("#face-gpu", "slack") in pairs(plan) and ("#face-gpu", "webhook") in pairs(plan)
-    event = plan_event(None, "face", "event/1", {}, USERS, teams, WITH_WEBHOOK, NOW)
+    event = plan_event(None, "face", "event/1", {}, Directory(USERS, teams), WITH_WEBHOOK, NOW)
     assert pairs(event) == {("#face-gpu", "slack"), ("#face-gpu", "webhook")}
 
 
 def test_a_person_who_reads_mattermost_gets_it_there() -> None:
     person = DirectoryUser("alice@example.com", channels=("mattermost",))
     directory = users(a=person)
-    assert pairs(plan_summary(job(), directory, TEAMS, WITH_WEBHOOK | {"mattermost"}, NOW, 30)) == {
+    enabled = WITH_WEBHOOK | {"mattermost"}
+    assert pairs(plan_summary(job(), Directory(directory, TEAMS), enabled, NOW, 30)) == {
         ("alice@example.com", "mattermost"),
         ("alice@example.com", "webhook"),
     }
-    unconfigured = plan_summary(job(), directory, TEAMS, ALL, NOW, 30)
+    unconfigured = plan_summary(job(), Directory(directory, TEAMS), ALL, NOW, 30)
     assert unconfigured.notifications == ()
     assert [(s.channel, s.reason) for s in unconfigured.skipped] == [
         ("mattermost", "channel not configured in the service")

@@ -9,7 +9,8 @@ link of all of it (e-mails' text and HTML parts, Telegram's HTML, Slack's mrkdwn
 the demo prints) is collected; the ones under `links.public_url` are opened in Chromium (over the
 DevTools protocol, which reports each document's status) against the service's own API component
 (runtime.api_component, what `serve` runs) on the demo's database with the demo's key, and must
-answer 200 with a page naming their run or team. A link to any other host is a system the demo does
+answer 200 with a page naming their run, team or person (every message's footer links its
+recipient's own page, /me). A link to any other host is a system the demo does
 not run: it must be one of OUTSIDE, with the reason it is not followed, so a new kind of outside
 link fails here until someone names it.
 """
@@ -213,6 +214,8 @@ def names_its_page(url: str, html: str) -> str | None:
         wanted = [unquote(path.split("/")[3]), *query.get("uid", [])]
     elif path.startswith("/teams/"):
         wanted = [f"GPU digest — {unquote(path.split('/')[2])}, {query['week'][0]}"]
+    elif path == "/me":
+        wanted = [*query["email"], "Runs", "Your settings"]
     else:
         return f"no page kind known for {path}"
     missing = [w for w in wanted if w not in text]
@@ -293,7 +296,12 @@ async def test_every_link_in_every_message_of_the_demo_opens_its_page(
     assert {urlsplit(link.url).hostname for link in outside} == set(OUTSIDE)
     # Every message kind that carries a page link was played and carried one.
     paths = {urlsplit(link.url).path.split("/")[1] for link in ours}
-    assert paths == {"jobs", "teams", "workflows"}
+    assert paths == {"jobs", "teams", "workflows", "me"}
+    # Every channel's messages end with the link to their recipient's own page.
+    for channel in Channel:
+        assert any(
+            urlsplit(link.url).path == "/me" and link.origin.startswith(f"{channel.value} ") for link in ours
+        ), f"no {channel.value} message linked its recipient's own page"
     assert any("jobs finished" in link.origin for link in ours), "no grouped summary linked its jobs"
     assert any("PyTorchJob" in link.origin for link in ours), "the PyTorchJob's summary linked no page"
     workflow_links = [link for link in ours if urlsplit(link.url).path.startswith("/workflows/")]

@@ -20,7 +20,7 @@ from inno_notify.domain.live import IdleFinding, IdleGpu
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Link, NotificationKind, Team
-from inno_notify.domain.routing import plan_event, plan_nudge
+from inno_notify.domain.routing import Directory, plan_event, plan_nudge
 from inno_notify.service.digest import DigestScheduler
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.message_composer import message_key
@@ -80,8 +80,7 @@ async def test_every_kind_arrives_once_signed_with_its_key(
                 PipelineMessage(key="deploy-1", title="Model deployed", text="v2 is live")
             )
         },
-        USERS,
-        {},
+        Directory(USERS, {}),
         ENABLED,
         T0,
     )
@@ -109,8 +108,7 @@ async def test_every_kind_arrives_once_signed_with_its_key(
             observed_at=T0,
             window_minutes=60.0,
         ),
-        USERS,
-        {},
+        Directory(USERS, {}),
         ENABLED,
         T0,
         repeat_hours=24,

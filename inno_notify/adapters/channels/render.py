@@ -39,6 +39,7 @@ from inno_notify.adapters.channels.base import (
     SLACK_MAX_BLOCKS,
     SLACK_MAX_SECTION_CHARS,
     SLACK_MAX_TEXT_CHARS,
+    TELEGRAM_MAX_CHARS,
     ChannelError,
     InlineImage,
     MailMessage,
@@ -46,6 +47,8 @@ from inno_notify.adapters.channels.base import (
     RenderedMessage,
     SlackMessage,
     TelegramMessage,
+    WebhookMessage,
+    WebLink,
 )
 from inno_notify.adapters.channels.markup import (
     TRUNCATION_MARKER,
@@ -87,6 +90,8 @@ PAYLOAD_KINDS = (
     IDLE_NUDGE,
 )
 GROUP_RECOMMENDATIONS = 3
+# The footer line of every message to a person, linking their own page (`with_personal_page`).
+PERSONAL_PAGE = "_personal_page"
 # Job pages a grouped summary links by name (the HTML e-mail links every job in its table).
 GROUP_PAGES_SHOWN = 10
 
@@ -201,6 +206,9 @@ class Renderer:
                         self._templates.get(name)
             for channel in REPLY_CHANNELS:
                 for name in self._names(channel, BOT_REPLY):
+                    self._templates.get(name)
+            for channel in (Channel.TELEGRAM, Channel.SLACK, Channel.EMAIL, Channel.MATTERMOST):
+                for name in self._names(channel, PERSONAL_PAGE)[-2:]:
                     self._templates.get(name)
         except jinja2.TemplateError as exc:
             raise RenderError(_describe(exc)) from None
@@ -318,6 +326,39 @@ class Renderer:
         if kind is NotificationKind.IDLE_NUDGE:
             return self.render_nudge(channel, NudgeListView.from_payload(payload))
         raise ValueError(f"{kind.value} messages are not rendered from their payload")
+
+    def with_personal_page(self, message: RenderedMessage, url: str) -> RenderedMessage:
+        """`message` with the footer line that links its recipient's own page (GET /me): the one
+        place that line is made, for every kind of message, from `{channel}/_personal_page.*.j2`."""
+        context = {"url": url}
+        try:
+            if isinstance(message, TelegramMessage):
+                (footer,) = self._templates.render(self._names(Channel.TELEGRAM, PERSONAL_PAGE), context)
+                footer = footer.strip()
+                body = truncate_html(message.html, TELEGRAM_MAX_CHARS - len(footer) - 2)
+                return replace(message, html=f"{body}\n\n{footer}")
+            if isinstance(message, SlackMessage):
+                (footer,) = self._templates.render(self._names(Channel.SLACK, PERSONAL_PAGE), context)
+                block = {
+                    "type": "context",
+                    "elements": [{"type": "mrkdwn", "text": footer.strip(), "verbatim": True}],
+                }
+                blocks = message.blocks[: SLACK_MAX_BLOCKS - 1]
+                return replace(message, blocks=(*blocks, block))
+            if isinstance(message, MattermostMessage):
+                (footer,) = self._templates.render(self._names(Channel.MATTERMOST, PERSONAL_PAGE), context)
+                footer = mrkdwn_to_markdown(footer.strip())
+                body = cut_text(message.markdown, MATTERMOST_MAX_CHARS - len(footer) - 2)
+                return replace(message, markdown=f"{body}\n\n{footer}")
+            if isinstance(message, WebhookMessage):
+                page = WebLink("personal_page", "Your runs and notification settings", url)
+                return replace(message, links=(*message.links, page))
+            text, html = self._templates.render(self._names(Channel.EMAIL, PERSONAL_PAGE)[1:], context)
+        except jinja2.TemplateError as exc:
+            raise RenderError(_describe(exc)) from None
+        end = message.html.lower().rfind("</body>")
+        html = message.html + html if end < 0 else message.html[:end] + html + message.html[end:]
+        return replace(message, text=f"{message.text.rstrip()}\n\n{text.strip()}\n", html=html)
 
     def log_url(self, view: SummaryView) -> str | None:
         """The job's log link from `notify.log_url_template`; None without one or if not http(s)."""

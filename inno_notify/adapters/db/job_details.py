@@ -411,7 +411,7 @@ async def _workflow_rows(conn: AsyncConnection, rows: Sequence[Row]) -> list[Row
     totals: dict[JobKey, Row] = {}
     statement = _step_totals_statement(conn.dialect.name)
     keys = [(row[CLUSTER], row[UID]) for row in rows if row[KIND] == WORKFLOW]
-    for cluster, uids in _by_cluster(keys).items():
+    for cluster, uids in by_cluster(keys).items():
         for chunk in chunks(uids):
             for total in await fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}):
                 totals[(cluster, total[0])] = total
@@ -437,7 +437,7 @@ async def job_rows(conn: AsyncConnection, keys: Sequence[JobKey]) -> JobPage:
     """The rows of the given jobs (those that are stored; in no particular order) with their advice."""
     rows: list[Row] = []
     statement = _keys_statement(conn.dialect.name)
-    for cluster, uids in _by_cluster(keys).items():
+    for cluster, uids in by_cluster(keys).items():
         for chunk in chunks(uids):
             rows.extend(await fetch(conn, statement, {"cluster": cluster, "uids": list(chunk)}))
     return JobPage(rows, await _recommendation_rows(conn, rows), None)
@@ -448,7 +448,7 @@ async def _recommendation_rows(conn: AsyncConnection, rows: Sequence[Row]) -> li
         return [row[RECOMMENDATIONS] or [] for row in rows]
     found: dict[JobKey, list[RecommendationItem]] = {}
     names = list(RECOMMENDATION_FIELDS)
-    for cluster, uids in _by_cluster([(row[CLUSTER], row[UID]) for row in rows]).items():
+    for cluster, uids in by_cluster([(row[CLUSTER], row[UID]) for row in rows]).items():
         for chunk in chunks(uids):
             result = await conn.execute(
                 _recommendations_statement(), {"cluster": cluster, "uids": list(chunk)}
@@ -458,7 +458,7 @@ async def _recommendation_rows(conn: AsyncConnection, rows: Sequence[Row]) -> li
     return [found.get((row[CLUSTER], row[UID]), []) for row in rows]
 
 
-def _by_cluster(keys: Sequence[JobKey]) -> dict[str, list[str]]:
+def by_cluster(keys: Sequence[JobKey]) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = defaultdict(list)
     for cluster, uid in dict.fromkeys(keys):
         grouped[cluster].append(uid)

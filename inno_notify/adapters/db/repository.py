@@ -37,6 +37,7 @@ from inno_notify.adapters.db.jobs import JobFilter, RecordNotFound, SummaryState
 from inno_notify.adapters.db.leases import UNFENCED, Fence
 from inno_notify.adapters.db.live_repository import LiveRepository
 from inno_notify.adapters.db.outbox_repository import OutboxRepository
+from inno_notify.adapters.db.personal_page import PersonalPageRepository
 from inno_notify.adapters.db.pipeline_events import EventRecord, EventRepository
 from inno_notify.adapters.db.queue_quotas import QueueRepository
 from inno_notify.adapters.db.telegram_bot import BotTransaction
@@ -83,6 +84,7 @@ class Store:
         self.adoption = AdoptionRepository(engine, fence)
         self.trends = TrendRepository(engine)
         self.queues = QueueRepository(engine, fence)
+        self.personal = PersonalPageRepository(engine, fence)
 
     @classmethod
     def from_url(
