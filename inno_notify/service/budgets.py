@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from inno_notify.adapters.channels import figures
@@ -153,5 +153,6 @@ def text(alert: Alert) -> str:
     ]
     if status.forecast is not None:
         forecast = _amount(status, status.forecast)
-        lines.append(f"Forecast for the period's end ({status.end:%d %b}): {forecast}.")
+        last_day = status.end - timedelta(seconds=1)
+        lines.append(f"Forecast for the period's end ({last_day:%d %b}): {forecast}.")
     return "\n".join(lines)

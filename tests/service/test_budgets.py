@@ -96,7 +96,10 @@ async def test_a_team_crossing_80_then_its_forecast_100_gets_one_alert_each_to_i
     rows, _ = await scene.outbox.list_notifications(limit=100)
     forecast = next(decode_pipeline(n.payload) for n in rows if "forecast" in n.dedup_key)
     assert forecast.title == "Budget: face is on course to pass its budget for December 2026"
-    assert forecast.text is not None and "91 GPU-hours of 100 GPU-hours (91 %)" in forecast.text
+    assert forecast.text == (
+        "Spent so far: 91 GPU-hours of 100 GPU-hours (91 %).\n"
+        "Forecast for the period's end (31 Dec): 101.1 GPU-hours."
+    )
 
 
 async def test_money_and_model_budgets_count_their_models_at_their_prices(scene: Store) -> None:
