@@ -16,6 +16,7 @@ OPERATIONS = [
     ("GET", "/api/v1/jobs"),
     ("GET", "/api/v1/jobs/face-research/train"),
     ("GET", "/api/v1/usage"),
+    ("GET", "/api/v1/budgets"),
     ("GET", "/api/v1/trends"),
     ("GET", "/api/v1/adoption"),
     ("GET", "/api/v1/recommendations"),

@@ -216,7 +216,8 @@ async def test_a_chunked_body_is_read_whole_and_bounded(
 
 async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api) -> None:
     """The list above is complete: every route of the app but POST /events and the pages (403 to a
-    pipeline token too, tests/api/test_pages.py, test_workflow_pages.py and test_unsubscribe.py) is
+    pipeline token too, tests/api/test_pages.py, test_workflow_pages.py, test_unsubscribe.py and
+    test_me_page.py) is
     in it."""
     routed = {
         (route.method, route.resource.canonical)
@@ -239,6 +240,8 @@ async def test_every_routed_operation_is_forbidden_to_a_pipeline_token(api: Api)
         ("GET", "/teams/{team}"),
         ("GET", "/unsubscribe"),
         ("POST", "/unsubscribe"),
+        ("GET", "/me"),
+        ("POST", "/me"),
     }
     for operation in routed - open_paths - pages:
         assert shapes.get(operation, operation) in listed, operation

@@ -297,8 +297,9 @@ async def test_every_link_in_every_message_of_the_demo_opens_its_page(
     # Every message kind that carries a page link was played and carried one.
     paths = {urlsplit(link.url).path.split("/")[1] for link in ours}
     assert paths == {"jobs", "teams", "workflows", "me"}
-    # Every channel's messages end with the link to their recipient's own page.
-    for channel in Channel:
+    # Every channel the demo sends on (Telegram, Slack, e-mail) ends its messages with the link to
+    # their recipient's own page.
+    for channel in (Channel.TELEGRAM, Channel.SLACK, Channel.EMAIL):
         assert any(
             urlsplit(link.url).path == "/me" and link.origin.startswith(f"{channel.value} ") for link in ours
         ), f"no {channel.value} message linked its recipient's own page"
