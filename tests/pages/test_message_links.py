@@ -40,10 +40,12 @@ from rich.console import Console
 
 from inno_notify.adapters.channels.base import (
     MailMessage,
+    MattermostMessage,
     Recipient,
     RenderedMessage,
     SlackMessage,
     TelegramMessage,
+    WebhookMessage,
 )
 from inno_notify.adapters.db import Store
 from inno_notify.demo import PUBLIC_URL, DemoResult, demo_settings, run_demo
@@ -150,6 +152,13 @@ class Keeper:
                 mrkdwn = json.dumps([message.text, *message.blocks])
                 for url in dict.fromkeys(URL.findall(mrkdwn)):
                     yield Link(slack_unescaped(url), f"{origin} {message.text!r}")
+            elif isinstance(message, MattermostMessage):
+                first = message.markdown.splitlines()[0]
+                urls = dict.fromkeys(URL.findall(message.markdown))
+                yield from (Link(u, f"{origin} {first!r}") for u in urls)
+            elif isinstance(message, WebhookMessage):
+                title = message.title
+                yield from (Link(link.url, f"{origin} {title!r} ({link.rel})") for link in message.links)
 
 
 async def sent_again(settings: Settings, result: DemoResult) -> list[Link]:
