@@ -10,7 +10,10 @@ so a slow server cannot slow the load down and hide its own queueing). Two phase
 - ``GET /api/v1/jobs?team=…&since=<now - 7 d>`` (team rotating), first page of 50 with usage and
   recommendations embedded;
 - ``GET /api/v1/usage?group_by=owner`` (aggregation over every finished job; cached ≤ 30 s and
-  refreshed in the background, so ``usage_cold_ms`` also reports one uncached computation).
+  refreshed in the background, so ``usage_cold_ms`` also reports one uncached computation), priced
+  at ``RATES`` (three GPU models);
+- ``GET /api/v1/budgets?team=…`` (team rotating; each of the 20 teams has a monthly GPU-hour and a
+  weekly money budget; cached per team ≤ 60 s, ``budgets_cold_ms`` reports one uncached team).
 
 The app is built as a deployment builds it: its own store without pre-ping (`create_api_store`)
 and the usage report warmed at start; the load starts once the warm-up is done
@@ -22,7 +25,8 @@ CPython's, the jobs phase ran 263 collections, 0.3 ms of CPU per request and pau
 phase the collections that ran and the time they took (``*_gc_collections``, ``*_gc_ms``,
 ``*_gc_max_ms``; ``--gc-defaults`` keeps CPython's thresholds, to compare). ``--profile FILE``
 writes a cProfile of the server process during the jobs phase. ``--drop`` drops the database at
-the end. Targets (issue 8): jobs_p99_ms ≤ 50, usage_p99_ms ≤ 300; issue 32: both ≤ 10.
+the end. Targets (issue 8): jobs_p99_ms ≤ 50, usage_p99_ms ≤ 300; issue 32: both ≤ 10; issue 34:
+budgets_p99_ms ≤ 50.
 
     .venv/bin/python bench/api.py [--jobs 1000000 --rate 200 --seconds 20 --reuse --profile F --drop
                                    --gc-defaults]
@@ -54,7 +58,10 @@ from sqlalchemy.engine import make_url
 from inno_notify.adapters.db import migrate
 from inno_notify.api import keys
 from inno_notify.api.app import create_api_store, create_app
+from inno_notify.domain.budgets import Budget, Period
+from inno_notify.domain.costs import Rates
 from inno_notify.gc_tuning import tune_for_ingest
+from inno_notify.service.budgets import Budgets
 from inno_notify.settings import ApiSettings, ApiToken
 
 ADMIN_URL = os.environ.get(
@@ -66,13 +73,22 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 TEAMS = 20
 OWNERS = 500
 NAMESPACES = 40
+RATES = Rates(currency="EUR", gpu_hour={"*H100*": 2.5, "*A100*": 1.6, "*": 0.9})
+BUDGETS = tuple(
+    budget
+    for t in range(TEAMS)
+    for budget in (
+        Budget(f"team-{t:02d}", Period.MONTH, gpu_hours=20_000.0),
+        Budget(f"team-{t:02d}", Period.WEEK, amount=10_000.0),
+    )
+)
 
 FILL_JOBS = """
 INSERT INTO jobs (cluster, uid, namespace, name, kind, status, owner, team, notify, family,
   created_at, started_at, finished_at, first_scheduled_at, sort_at, exit_code, exit_reason,
   gpus_requested, cpu_requested_cores, memory_requested_bytes, requested, labels, event_counts,
   terminal_recorded_at, summary_state, usage_attempts,
-  gpu_minutes_held, gpu_minutes_used, gpu_minutes_idle, memory_peak_bytes, top_waste_gpu_minutes)
+  gpu_minutes_held, gpu_minutes_used, gpu_minutes_idle, memory_peak_bytes, top_waste_gpu_minutes, gpu_model)
 SELECT 'default', 'uid-' || i, 'ns-' || (i % $2), 'job-' || i, 'job',
   CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'succeeded' END,
   'user' || ((i * 7) % $3) || '@example.com', 'team-' || lpad((i % $4)::text, 2, '0'), 'always',
@@ -89,7 +105,9 @@ SELECT 'default', 'uid-' || i, 'ns-' || (i % $2), 'job-' || i, 'job',
   CASE WHEN i % 10 <> 9 THEN g * 60 END, CASE WHEN i % 10 <> 9 THEN g * 60 * (i % 100) / 100.0 END,
   CASE WHEN i % 10 <> 9 THEN CASE WHEN i % 100 < 5 THEN 60 ELSE 0 END END,
   CASE WHEN i % 10 <> 9 THEN 4294967296 + (i % 13)::bigint * 1073741824 END,
-  CASE WHEN i % 5 = 0 THEN (i % 240)::float8 END
+  CASE WHEN i % 5 = 0 THEN (i % 240)::float8 END,
+  CASE WHEN i % 10 <> 9
+    THEN (ARRAY['NVIDIA H100 80GB HBM3', 'NVIDIA A100-SXM4-80GB', 'NVIDIA L40S'])[1 + i % 3] END
 FROM (SELECT i, $1::timestamptz - i * (interval '365 days' / $5) AS fin, (1 << (i % 4))::float8 AS g
       FROM generate_series(1, $5) AS i) AS s
 """
@@ -252,7 +270,13 @@ async def bench(args: argparse.Namespace) -> None:
     await store.usage.usage_cells()
     print(f"usage_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
 
-    app = create_app(store, settings, close_store=True, warm_usage=True)
+    # The budgets' clock: ten days before the fill's newest finish, so the month has spend.
+    budgets = Budgets(store, BUDGETS, RATES, "UTC", lambda: NOW - timedelta(days=10))
+    started = time.perf_counter()
+    await budgets.reports("team-00")
+    print(f"budgets_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
+
+    app = create_app(store, settings, close_store=True, warm_usage=True, rates=RATES, budgets=budgets.reports)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -266,6 +290,7 @@ async def bench(args: argparse.Namespace) -> None:
         phases = {
             "jobs": [f"/api/v1/jobs?team=team-{t:02d}&since={since}" for t in range(TEAMS)],
             "usage": ["/api/v1/usage?group_by=owner"],
+            "budgets": [f"/api/v1/budgets?team=team-{t:02d}" for t in range(TEAMS)],
         }
         for name, paths in phases.items():
             print(f"{name}_load_before={_load()}", flush=True)

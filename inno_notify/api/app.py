@@ -193,6 +193,10 @@ def create_app(
     app[keys.TRENDS_TIMEZONE] = trends_timezone
     app[keys.RATES] = rates or Rates()
     app[keys.BUDGETS] = budgets
+    # A budget's figures move as its team's jobs finish: the digest's freshness suits them.
+    app[keys.BUDGET_CACHE] = ResultCache(
+        monotonic, clock, digest_fresh_seconds, DIGEST_MAX_STALE_SECONDS, max_keys=DIGEST_MAX_KEYS
+    )
     app[keys.DIGEST_CACHE] = ResultCache(
         monotonic,
         clock,

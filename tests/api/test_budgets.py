@@ -86,3 +86,21 @@ async def test_budgets_as_json_and_csv(store: Store) -> None:
 async def test_without_budgets_the_list_is_empty(api: Api) -> None:
     status, body = await api.get("/api/v1/budgets", "viewer")
     assert status == 200 and body["items"] == []
+
+
+async def test_budgets_are_cached_like_a_digest(store: Store) -> None:
+    provider = Budgets(store, BUDGETS, RATES, "UTC", lambda: NOW).reports
+    async with serve_api(store, budgets=provider, clock=lambda: NOW) as api:
+        _, first = await api.get("/api/v1/budgets", "viewer", params={"team": "speech"})
+        finished = NOW - timedelta(hours=2)
+        await stored.upsert_jobs(
+            store, [job("s1", team="speech", started_at=finished - timedelta(hours=1), finished_at=finished)]
+        )
+        await stored.save_usage(store, "default", "s1", Usage(gpu_model="NVIDIA H100", gpu_minutes=120.0))
+        api.monotonic[0] += 59
+        _, cached = await api.get("/api/v1/budgets", "viewer", params={"team": "speech"})
+        assert cached == first and cached["items"][0]["spent"] == 0.0
+        # Past max-stale, callers wait for a fresh computation.
+        api.monotonic[0] += 300
+        _, fresh = await api.get("/api/v1/budgets", "viewer", params={"team": "speech"})
+        assert fresh["items"][0]["spent"] == 2.0

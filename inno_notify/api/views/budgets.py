@@ -1,7 +1,8 @@
 """GET /api/v1/budgets: each configured budget as it stands — spend so far, forecast, by GPU model.
 
 The figures come from service.budgets (the same the leads' alerts are made of): one store pass over
-the teams' jobs of this period and the three before it. JSON, or CSV with one row per budget and
+the teams' jobs of this period and the three before it, cached per (team, period) like a digest
+(fresh for a minute, then refreshed in the background). JSON, or CSV with one row per budget and
 GPU model (a budget with no spend yet has one row with empty model columns).
 """
 
@@ -60,7 +61,13 @@ async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
     if media is None:
         raise ApiError(406, "not_acceptable", f"budgets are available as {' or '.join(FORMATS)}")
     provider = request.app[keys.BUDGETS]
-    reports = [] if provider is None else await provider(given.team, given.period)
+    reports: list[BudgetReport] = []
+    computed_at = request.app[keys.CLOCK]()
+    if provider is not None:
+        team, period = given.team, given.period
+        cache = request.app[keys.BUDGET_CACHE]
+        cached = await cache.get((team, period), lambda: provider(team, period))
+        reports, computed_at = cached.value, cached.computed_at
     items = [budget_resource(r) for r in reports]
     if media == "text/csv":
         return web.Response(
@@ -69,7 +76,7 @@ async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
             charset="utf-8",
             headers={"Content-Disposition": 'attachment; filename="budgets.csv"'},
         )
-    document = resources.BudgetList(items=items, computed_at=request.app[keys.CLOCK]())
+    document = resources.BudgetList(items=items, computed_at=computed_at)
     return web.Response(body=dumps(document), content_type="application/json")
 
 
