@@ -19,7 +19,7 @@ import pytest
 from inno_notify.adapters.channels.email import EmailSender
 from inno_notify.adapters.db import Store
 from inno_notify.api.views.pages import FORM_PAGE_HEADERS, PAGE_HEADERS
-from inno_notify.domain.model import DirectoryUser, JobStatus
+from inno_notify.domain.model import DirectoryUser, JobStatus, Notification
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.preferences import Origin, Via
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
@@ -315,3 +315,28 @@ async def test_posting_an_e_mailed_link_stops_the_next_summary_s_e_mail(
     clock[0] += timedelta(minutes=5)
     assert await summarize("j2") == {"slack"}  # Slack as before, no e-mail
     await email.aclose()
+
+
+async def test_e_mail_still_waiting_when_the_link_is_posted_is_not_sent(api: Api, store: Store) -> None:
+    """Queued before the click (a grouped summary waiting for its group): the e-mail is dropped with
+    its reason, the same summary's Slack message still goes."""
+    planner = DirectoryPlanner(store, frozenset({"email", "slack"}), 600.0, lambda: NOW)
+    job = finished_job("waiting", status=JobStatus.FAILED)
+    rows = await planner(job, NOW)
+    await stored.upsert_jobs(store, [job])
+    await stored.summarize(store, job.cluster, job.uid, rows)
+
+    assert (await post(api, link(ALICE.email)))[0] == 200
+
+    outcome = {
+        n.channel.value: (n.status.value, n.last_error) for n in await notifications_of(store, job.uid)
+    }
+    assert outcome == {
+        "email": ("failed", "not sent: the recipient turned e-mail off"),
+        "slack": ("pending", None),
+    }
+
+
+async def notifications_of(store: Store, job_uid: str) -> list[Notification]:
+    rows, _ = await store.outbox.list_notifications(limit=100)
+    return [n for n in rows if n.job_uid == job_uid]

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inno_notify.adapters.db.sql import dialect_insert, rows_in, upsert_rows
 from inno_notify.adapters.db.tables import checkpoints, outbox, user_preferences
 from inno_notify.domain.delivery import Mute
-from inno_notify.domain.model import DeliveryStatus, NotifyMode
+from inno_notify.domain.model import Channel, DeliveryStatus, NotifyMode
 from inno_notify.domain.preferences import PREFERENCE_FIELDS, Origin, Preferences
 
 log = logging.getLogger(__name__)
@@ -152,6 +152,8 @@ async def change_preferences(
     await save_preferences(conn, after, now)
     if before.muted_until is not None and before.muted_until != after.muted_until:
         await release_held(conn, email, before.muted_until, now)
+    if after.email_off and not before.email_off:
+        await drop_waiting_email(conn, email, now)
     await bump_directory_version(conn)
     return after
 
@@ -228,6 +230,26 @@ async def hold(conn: AsyncConnection, held: Sequence[tuple[int, datetime]]) -> N
         ),
         [{"b_id": id, "b_until": until} for id, until in held],
     )
+
+
+EMAIL_TURNED_OFF = "not sent: the recipient turned e-mail off"
+
+
+async def drop_waiting_email(conn: AsyncConnection, email: str, now: datetime) -> int:
+    """Marks the person's e-mail that still waits (pending, not being sent right now) failed, with
+    why: once they turn e-mail off, nothing more reaches their mailbox — a message queued before
+    the click included. An admin may retry one (POST /api/v1/notifications/{id}/retry)."""
+    result = await conn.execute(
+        sa.update(outbox)
+        .where(
+            sa.func.lower(outbox.c.recipient) == email.strip().lower(),
+            outbox.c.channel == Channel.EMAIL.value,
+            outbox.c.status == _PENDING,
+            outbox.c.claim_token.is_(None),
+        )
+        .values(status=DeliveryStatus.FAILED.value, failed_at=now, last_error=EMAIL_TURNED_OFF)
+    )
+    return int(result.rowcount)
 
 
 async def release_held(conn: AsyncConnection, email: str, until: datetime, now: datetime) -> int:
