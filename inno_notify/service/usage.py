@@ -196,7 +196,7 @@ class UsageCollector:
         a `wake`. A failed round (the database went away, a bug surfaced) released its claims, or
         releases them next time, so waiting and trying again loses nothing."""
         await rounds(
-            self._round,
+            self._next_round,
             stop,
             log=log,
             what="usage round",
@@ -205,7 +205,8 @@ class UsageCollector:
             wake=self._wake,
         )
 
-    async def _round(self) -> float:
+    async def _next_round(self) -> float:
+        """One round; the seconds until the next (none after one that measured jobs)."""
         return 0.0 if await self.run_once(self.clock()) else self.options.poll_seconds
 
     async def release_sent_charts(self) -> int:

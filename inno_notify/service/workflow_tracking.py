@@ -431,10 +431,11 @@ class WorkflowSummarizer:
         """Rounds until `stop`: at once after one that closed or summarized workflows, else after
         `poll_seconds`."""
         await rounds(
-            self._round, stop, log=log, what="workflow round", retry_seconds=self.options.poll_seconds
+            self._next_round, stop, log=log, what="workflow round", retry_seconds=self.options.poll_seconds
         )
 
-    async def _round(self) -> float:
+    async def _next_round(self) -> float:
+        """One round; the seconds until the next (none after one that did something)."""
         return 0.0 if await self.run_once(self.clock()) else self.options.poll_seconds
 
     async def run_once(self, now: datetime) -> int:
