@@ -15,7 +15,6 @@ import pytest
 
 from inno_notify.adapters.channels.webhook import SCHEMA, WebhookSender
 from inno_notify.adapters.db import Store
-from inno_notify.domain.live import IdleFinding, IdleGpu
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Link, NotificationKind, Team
@@ -23,6 +22,7 @@ from inno_notify.domain.routing import Directory, plan_event, plan_nudge
 from inno_notify.service.message_composer import message_key
 from tests.adapters.channels import fake_webhook
 from tests.adapters.channels.fake_webhook import FakeReceiver
+from tests.domain.idle_samples import idle_finding
 
 from .support import T0, FakeClock, all_rows, dispatcher, finish, finished_job, plan_digest
 
@@ -70,27 +70,14 @@ async def test_every_kind_arrives_once_signed_with_its_key(
     )
     nudge = plan_nudge(
         finished_job("running-1", name="notebook"),
-        IdleFinding(
-            cluster="default",
-            namespace="face-research",
+        idle_finding(
+            T0,
             pod="notebook-0",
             pod_uid="pod-uid-1",
-            node="gpu-1",
             workload_kind="pod",
             workload_name="notebook-0",
             workload_uid="pod-uid-1",
-            owner="alice@example.com",
             team=None,
-            gpus_held=1,
-            gpu_equivalents=1.0,
-            idle=(IdleGpu("0", T0 - timedelta(hours=2)),),
-            idle_since=T0 - timedelta(hours=2),
-            since_at_least=False,
-            idle_gpu_equivalents=1.0,
-            idle_gpu_hours=2.0,
-            memory_held_mib=None,
-            observed_at=T0,
-            window_minutes=60.0,
         ),
         Directory(USERS, {}),
         ENABLED,
