@@ -120,24 +120,29 @@ PROBES = (
     ),
 )
 
+
+def _page(description: str) -> Reply:
+    """A page's answer: HTML, for a person in a browser."""
+    return Reply(description, media=("text/html",))
+
+
+def _page_error(description: str) -> Reply:
+    """A page's error: the Error resource, shown as a page (auth.HTML_ERRORS) to a browser."""
+    return Reply(description, Error, media=("text/html",))
+
+
 # The pages the links in messages open (outside /api/v1, HTML): a signed link or a reader's token.
 # Not a pipeline token: it sits in CI systems and DAG definitions, the likeliest to leak, and it
 # reads nothing else either (CONTRACT §5).
 PAGE_ROLES: frozenset[Role] = READERS
 _PAGE_REPLIES = {
-    400: Reply("A parameter that is not one (invalid_parameter); a page.", Error, media=("text/html",)),
-    401: Reply(
-        "Neither a valid signed link (link_expired, invalid_link) nor a token (unauthorized); a page.",
-        Error,
-        media=("text/html",),
+    400: _page_error("A parameter that is not one (invalid_parameter); a page."),
+    401: _page_error(
+        "Neither a valid signed link (link_expired, invalid_link) nor a token (unauthorized); a page."
     ),
-    403: Reply(
-        "forbidden: a pipeline token (pages are for viewers and admins); a page.", Error, media=("text/html",)
-    ),
-    404: Reply(
-        "No such job, workflow or team (job_not_found, workflow_not_found, team_not_found); a page.",
-        Error,
-        media=("text/html",),
+    403: _page_error("forbidden: a pipeline token (pages are for viewers and admins); a page."),
+    404: _page_error(
+        "No such job, workflow or team (job_not_found, workflow_not_found, team_not_found); a page."
     ),
 }
 PAGES = (
@@ -147,10 +152,9 @@ PAGES = (
         pages.job_page,
         pages.JobPageRequest,
         {
-            200: Reply(
+            200: _page(
                 "The job's page (figures, chart, advice with its evidence, Kueue, logs), for the signed "
-                "link a message carried (exp, sig) or a viewer or admin token.",
-                media=("text/html",),
+                "link a message carried (exp, sig) or a viewer or admin token."
             ),
             **_PAGE_REPLIES,
         },
@@ -165,11 +169,10 @@ PAGES = (
         pages.workflow_page,
         pages.JobPageRequest,
         {
-            200: Reply(
+            200: _page(
                 "The workflow's page (an Argo Workflow or an Airflow DAG run: its steps with their phase, "
                 "duration, GPUs and GPU-minutes, the advice its GPU steps got), for the signed link its "
-                "summary carried (exp, sig) or a viewer or admin token.",
-                media=("text/html",),
+                "summary carried (exp, sig) or a viewer or admin token."
             ),
             **_PAGE_REPLIES,
         },
@@ -184,10 +187,9 @@ PAGES = (
         pages.team_page,
         pages.TeamPageRequest,
         {
-            200: Reply(
+            200: _page(
                 "The team's weekly digest page, for the signed link a digest carried or a viewer or admin "
-                "token.",
-                media=("text/html",),
+                "token."
             ),
             **_PAGE_REPLIES,
         },
@@ -200,9 +202,11 @@ PAGES = (
 # The one-click unsubscribe every e-mail's List-Unsubscribe names (RFC 8058, views/unsubscribe.py):
 # its signed link alone authorises it; of the tokens, only an admin's acts for someone.
 UNSUBSCRIBE_ROLES: frozenset[Role] = frozenset({"admin"})
+# A page's form posted with a body over params' bound (the unsubscribe's and the personal page's).
+_FORM_TOO_LARGE = _page_error("payload_too_large: a body over 64 KiB.")
 _UNSUBSCRIBE_REPLIES = {
     401: _PAGE_REPLIES[401],
-    403: Reply("forbidden: a token other than an admin's; a page.", Error, media=("text/html",)),
+    403: _page_error("forbidden: a token other than an admin's; a page."),
 }
 UNSUBSCRIBE = (
     Endpoint(
@@ -211,10 +215,9 @@ UNSUBSCRIBE = (
         unsubscribe.unsubscribe_page,
         unsubscribe.UnsubscribeLink,
         {
-            200: Reply(
+            200: _page(
                 "A page whose button posts List-Unsubscribe=One-Click to the same link; it changes "
-                "nothing itself (link scanners fetch every link of a message).",
-                media=("text/html",),
+                "nothing itself (link scanners fetch every link of a message)."
             ),
             400: _PAGE_REPLIES[400],
             **_UNSUBSCRIBE_REPLIES,
@@ -230,19 +233,16 @@ UNSUBSCRIBE = (
         unsubscribe.unsubscribe,
         unsubscribe.OneClickPost,
         {
-            200: Reply(
+            200: _page(
                 "E-mail is off for the address, in the directory or not (posting again changes "
-                "nothing); other channels are unchanged; a page.",
-                media=("text/html",),
+                "nothing); other channels are unchanged; a page."
             ),
-            400: Reply(
+            400: _page_error(
                 "invalid_parameter, or invalid_body: not the form List-Unsubscribe=One-Click "
-                "(application/x-www-form-urlencoded or multipart/form-data).",
-                Error,
-                media=("text/html",),
+                "(application/x-www-form-urlencoded or multipart/form-data)."
             ),
             **_UNSUBSCRIBE_REPLIES,
-            413: Reply("payload_too_large: a body over 64 KiB.", Error, media=("text/html",)),
+            413: _FORM_TOO_LARGE,
         },
         "One-click unsubscribe from e-mail (RFC 8058)",
         "pages",
@@ -261,11 +261,10 @@ ME = (
         me.me_page,
         me.MeLink,
         {
-            200: Reply(
+            200: _page(
                 "The person's page: their runs of the last 30 days with GPU-hours and advice, the nudges "
                 "about workloads that still run, their preferences and (for the signed link) the forms "
-                "that change them; it changes nothing.",
-                media=("text/html",),
+                "that change them; it changes nothing."
             ),
             **_PAGE_REPLIES,
         },
@@ -280,20 +279,14 @@ ME = (
         me.change,
         me.MePost,
         {
-            200: Reply("The page again, the change made (origin page) and said.", media=("text/html",)),
-            400: Reply(
-                "invalid_parameter, or invalid_body: not one of the page's forms.",
-                Error,
-                media=("text/html",),
-            ),
+            200: _page("The page again, the change made (origin page) and said."),
+            400: _page_error("invalid_parameter, or invalid_body: not one of the page's forms."),
             401: _PAGE_REPLIES[401],
-            403: Reply(
+            403: _page_error(
                 "invalid_csrf: the form's token is missing or not this link's; forbidden: a token other "
-                "than an admin's. Nothing changed.",
-                Error,
-                media=("text/html",),
+                "than an admin's. Nothing changed."
             ),
-            413: Reply("payload_too_large: a body over 64 KiB.", Error, media=("text/html",)),
+            413: _FORM_TOO_LARGE,
         },
         "Change one of one's own preferences from the personal page",
         "pages",

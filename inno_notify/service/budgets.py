@@ -33,7 +33,7 @@ from inno_notify.domain.budgets import (
 from inno_notify.domain.costs import Rates, cost_of
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
-from inno_notify.service.pausing import pause
+from inno_notify.service.pausing import rounds
 from inno_notify.service.planner import DirectoryPlanner
 
 log = logging.getLogger("inno_notify.budgets")
@@ -112,14 +112,12 @@ class Budgets:
     async def run(self, planner: DirectoryPlanner, stop: asyncio.Event) -> None:
         """Checks every ``CHECK_EVERY_SECONDS`` until ``stop``; a failed check is logged and tried
         again next time (nothing is half-sent: an alert's rows are enqueued in one statement)."""
-        while not stop.is_set():
-            try:
-                await self.alert(planner)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("budget check failed; trying again in %.0f s", CHECK_EVERY_SECONDS)
-            await pause(CHECK_EVERY_SECONDS, stop)
+
+        async def check() -> float:
+            await self.alert(planner)
+            return CHECK_EVERY_SECONDS
+
+        await rounds(check, stop, log=log, what="budget check", retry_seconds=CHECK_EVERY_SECONDS)
 
 
 def _amount(status: BudgetStatus, value: float) -> str:

@@ -43,7 +43,6 @@ from inno_notify.adapters.channels.base import (
 )
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
-from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.outbox_repository import Claim, Outcomes, SentRecord
 from inno_notify.domain.backoff import Backoff
 from inno_notify.domain.delivery import (
@@ -65,7 +64,7 @@ from inno_notify.service.message_composer import (
     needs_job_records,
     row_ids,
 )
-from inno_notify.service.pausing import pause
+from inno_notify.service.pausing import rounds
 from inno_notify.service.ratelimit import DEFAULT_LIMITS, ChannelLimits, RateLimiter
 from inno_notify.telemetry import Telemetry
 
@@ -171,19 +170,16 @@ class Dispatcher:
         """Rounds until `stop` is set; then the round in progress finishes the sends it started and
         gives back the rows it had not started (see run_once)."""
         self._started_at = self._clock()
-        while not stop.is_set():
-            try:
-                handled = await self.run_once(self._clock(), stop)
-                wait = 0.0 if handled else await self._idle_wait()
-            except LostLeadership:
-                raise  # the leader work ends with it (service.leadership)
-            except Exception:
-                # The database went away or a bug surfaced: claimed rows come back after their
-                # lease, so waiting and trying again loses nothing.
-                log.exception("dispatch round failed; trying again in %.1f s", self._poll)
-                wait = self._poll
-            if wait > 0:
-                await pause(wait, stop, self._sleep)
+
+        async def round_() -> float:
+            handled = await self.run_once(self._clock(), stop)
+            return 0.0 if handled else await self._idle_wait()
+
+        # A failed round (the database went away, a bug surfaced): claimed rows come back after
+        # their lease, so waiting and trying again loses nothing.
+        await rounds(
+            round_, stop, log=log, what="dispatch round", retry_seconds=self._poll, sleep=self._sleep
+        )
 
     async def run_once(self, now: datetime, stop: asyncio.Event | None = None) -> int:
         """One round at `now`: returns how many outbox rows were settled (sent, retried or failed)

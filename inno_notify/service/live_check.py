@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from inno_notify.adapters.db.leases import LostLeadership
 from inno_notify.adapters.db.repository import Store
 from inno_notify.adapters.prometheus.errors import PrometheusError
 from inno_notify.adapters.prometheus.live_meter import DEFAULT_LOOKBACK_SECONDS, LiveTarget
@@ -46,7 +45,7 @@ from inno_notify.domain.live import (
 from inno_notify.domain.model import JobRecord, Notification, NotifyMode, PodRecord
 from inno_notify.domain.routing import bundle_nudges, plan_nudge
 from inno_notify.options import from_setting
-from inno_notify.service.pausing import pause
+from inno_notify.service.pausing import rounds
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -134,24 +133,30 @@ class LiveCheck:
         self._sleep = sleep
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Rounds every `interval_seconds` until `stop` is set."""
-        while not stop.is_set():
-            began = time.perf_counter()
-            try:
-                done = await self.run_once(self.clock())
-                self._count_round("quiet" if done.quiet else "ok")
-            except LostLeadership:
-                raise  # the leader work ends with it (service.leadership)
-            except PrometheusError as exc:
-                self._failed(f"Prometheus: {exc}")
-                log.warning("live check: Prometheus did not answer (%s); trying again next round", exc)
-            except Exception as exc:
-                # The database went away or a bug surfaced: nothing was half-written (rows are
-                # enqueued in one transaction), so the next round starts afresh.
-                self._failed(f"{type(exc).__name__}: {exc}")
-                log.exception("live check round failed")
+        """Rounds every `interval_seconds` until `stop` is set. A failed round (the database went
+        away, a bug surfaced) wrote nothing by half (rows are enqueued in one transaction), so the
+        next round starts afresh."""
+        await rounds(
+            self._timed_round,
+            stop,
+            log=log,
+            what="live check round",
+            retry_seconds=self.options.interval_seconds,
+            sleep=self._sleep,
+            failed=lambda exc: self._failed(f"{type(exc).__name__}: {exc}"),
+        )
+
+    async def _timed_round(self) -> float:
+        began = time.perf_counter()
+        try:
+            done = await self.run_once(self.clock())
+            self._count_round("quiet" if done.quiet else "ok")
+        except PrometheusError as exc:
+            self._failed(f"Prometheus: {exc}")
+            log.warning("live check: Prometheus did not answer (%s); trying again next round", exc)
+        finally:
             self.stats.last_round_seconds = time.perf_counter() - began
-            await pause(self.options.interval_seconds, stop, self._sleep)
+        return self.options.interval_seconds
 
     def _count_round(self, outcome: str) -> None:
         if self.telemetry is not None:

@@ -38,7 +38,6 @@ leader, which takes the claims of an ended term at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -77,6 +76,7 @@ from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recom
 from inno_notify.domain.series import job_series
 from inno_notify.options import from_setting
 from inno_notify.service.job_charts import ChartDrawer
+from inno_notify.service.pausing import rounds
 from inno_notify.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -192,28 +192,22 @@ class UsageCollector:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                done = await self.run_once(self.clock())
-            except LostLeadership:
-                raise  # the leader work ends with it (service.leadership)
-            except Exception:
-                # The database went away or a bug surfaced: the round released its claims (or
-                # releases them next time), so waiting and trying again loses nothing.
-                log.exception("usage round failed; trying again in %.1f s", self.options.poll_seconds)
-                done = 0
-            await self.release_sent_charts()
-            if done:
-                continue
-            self._wake.clear()
-            waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())}
-            _, pending = await asyncio.wait(
-                waiters, timeout=self.options.poll_seconds, return_when="FIRST_COMPLETED"
-            )
-            for task in pending:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        """Rounds until `stop`: at once after one that measured jobs, else after `poll_seconds` or
+        a `wake`. A failed round (the database went away, a bug surfaced) released its claims, or
+        releases them next time, so waiting and trying again loses nothing."""
+        await rounds(
+            self._next_round,
+            stop,
+            log=log,
+            what="usage round",
+            retry_seconds=self.options.poll_seconds,
+            after=self.release_sent_charts,
+            wake=self._wake,
+        )
+
+    async def _next_round(self) -> float:
+        """One round; the seconds until the next (none after one that measured jobs)."""
+        return 0.0 if await self.run_once(self.clock()) else self.options.poll_seconds
 
     async def release_sent_charts(self) -> int:
         """Releases the stored charts whose messages are all sent (a chart is ~20 KB, needed only

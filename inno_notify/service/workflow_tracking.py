@@ -23,7 +23,6 @@ logged once, stored in rejected_objects), and the rest of its batch is written.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -81,6 +80,7 @@ from inno_notify.service.batches import (
     why_no_uid,
 )
 from inno_notify.service.ingest import Ingestor
+from inno_notify.service.pausing import rounds
 from inno_notify.service.planner import shown
 from inno_notify.service.serving import ServingAnnouncer
 
@@ -428,18 +428,15 @@ class WorkflowSummarizer:
         self.summarized = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                done = await self.run_once(self.clock())
-            except LostLeadership:
-                raise  # the leader work ends with it (service.leadership), as the dispatcher's does
-            except Exception:
-                log.exception("workflow round failed; trying again in %.1f s", self.options.poll_seconds)
-                done = 0
-            if done:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.options.poll_seconds)
+        """Rounds until `stop`: at once after one that closed or summarized workflows, else after
+        `poll_seconds`."""
+        await rounds(
+            self._next_round, stop, log=log, what="workflow round", retry_seconds=self.options.poll_seconds
+        )
+
+    async def _next_round(self) -> float:
+        """One round; the seconds until the next (none after one that did something)."""
+        return 0.0 if await self.run_once(self.clock()) else self.options.poll_seconds
 
     async def run_once(self, now: datetime) -> int:
         """One round at `now`; returns how many workflows it closed or summarized."""

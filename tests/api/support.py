@@ -7,7 +7,9 @@ endpoints cannot drift apart without a test failing.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -152,3 +154,13 @@ class Api:
     async def get(self, path: str, role: str | None = "admin", **kwargs: Any) -> tuple[int, Any]:
         status, body, _ = await self.call("GET", path, role, **kwargs)
         return status, body
+
+    async def csv(
+        self, path: str, role: str | None = "viewer", *, params: Mapping[str, str] | None = None
+    ) -> tuple[int, list[list[str]], Mapping[str, str]]:
+        """(status, the CSV's rows with its header first, headers) of a GET that asks for CSV."""
+        status, body, headers = await self.call(
+            "GET", path, role, params=params, headers={"Accept": "text/csv"}
+        )
+        assert isinstance(body, str), (status, body)
+        return status, list(csv.reader(io.StringIO(body))), headers

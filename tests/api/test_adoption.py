@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import replace
 from datetime import timedelta
 
@@ -85,11 +83,8 @@ async def test_adoption_per_team_and_owner_within_the_window(api: Api, store: St
 
 async def test_adoption_as_csv_quotes_formulas(api: Api, store: Store) -> None:
     await seed(store)
-    status, text, headers = await api.call(
-        "GET", "/api/v1/adoption", "viewer", headers={"Accept": "text/csv"}
-    )
+    status, rows, headers = await api.csv("/api/v1/adoption")
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == [
         "team", "owner", "runs", "advised", "followed", "partly", "ignored", "over_corrected",
         "gpu_hours_freed", "memory_gib_hours_freed",

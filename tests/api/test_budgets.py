@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -63,15 +61,10 @@ async def test_budgets_as_json_and_csv(store: Store) -> None:
         speech = next(b for b in body["items"] if b["team"] == "speech")
         assert (speech["spent"], speech["by_model"]) == (0.0, [])
 
-        status, text, headers = await api.call(
-            "GET",
-            "/api/v1/budgets",
-            "viewer",
-            params={"team": "face", "period": "month"},
-            headers={"Accept": "text/csv"},
+        status, (header, *rows), headers = await api.csv(
+            "/api/v1/budgets", params={"team": "face", "period": "month"}
         )
         assert status == 200 and headers["Content-Type"] == "text/csv; charset=utf-8"
-        header, *rows = list(csv.reader(io.StringIO(text)))
         assert header[:3] == ["team", "period", "gpu_model"] and header[-3:] == [
             "model",
             "model_gpu_hours",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -142,16 +140,12 @@ async def test_the_default_is_twelve_weeks_up_to_the_last_complete_one(api: Api,
 
 async def test_csv(api: Api, store: Store) -> None:
     await populate(store)
-    status, text, headers = await api.call(
-        "GET",
-        "/api/v1/trends",
-        "viewer",
-        params={"week": "2026-W48", "weeks": "3"},
-        headers={"Accept": "text/csv"},
+    status, (header, *table), headers = await api.csv(
+        "/api/v1/trends", params={"week": "2026-W48", "weeks": "3"}
     )
     assert status == 200
     assert headers["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(text)))
+    rows = [dict(zip(header, row, strict=True)) for row in table]
     assert [(r["team"], r["week"], r["jobs"], r["gpu_hours"], r["efficiency"]) for r in rows] == [
         ("face", "2026-W46", "0", "0.0", ""),
         ("face", "2026-W47", "1", "4.0", "1.0"),

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 import pytest
 
 from inno_notify.adapters.db import Store
@@ -147,13 +144,10 @@ async def test_usage_per_group(
 async def test_csv_export_with_formula_cells_defused(api: Api, store: Store) -> None:
     await populate(store)
     await stored.upsert_jobs(store, [job("x", owner='=HYPERLINK("http://evil")', team="face")])
-    status, text, headers = await api.call(
-        "GET", "/api/v1/usage", "viewer", params={"group_by": "owner"}, headers={"Accept": "text/csv"}
-    )
+    status, rows, headers = await api.csv("/api/v1/usage", params={"group_by": "owner"})
     assert status == 200
     assert headers["Content-Type"] == "text/csv; charset=utf-8"
     assert 'filename="usage-by-owner.csv"' in headers["Content-Disposition"]
-    rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == [
         "owner",
         "jobs",
@@ -258,9 +252,7 @@ async def test_a_groups_cost_sums_its_jobs_at_their_models_prices(store: Store) 
         assert bob["idle_cost"] == pytest.approx(45 / 60 * 1.6)
         # Nobody's measured: no cost known, null (not 0).
         assert (groups[None]["cost"], groups[None]["currency"]) == (None, "EUR")
-        status, text, _ = await api.call(
-            "GET", "/api/v1/usage", "viewer", params={"group_by": "owner"}, headers={"Accept": "text/csv"}
-        )
-        rows = {r[0]: r for r in csv.reader(io.StringIO(text))}
+        _, table, _ = await api.csv("/api/v1/usage", params={"group_by": "owner"})
+        rows = {r[0]: r for r in table}
         assert float(rows["alice@example.com"][-3]) == pytest.approx(3.68)
         assert rows["alice@example.com"][-1] == "EUR"

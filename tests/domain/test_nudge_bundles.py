@@ -8,20 +8,22 @@ GPU-hours first, NUDGE_PODS_LISTED at most, and how many more), and nothing if t
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
-from inno_notify.domain.live import NUDGE_PODS_LISTED, IdleFinding, IdleGpu, findings_from_payload
+from inno_notify.domain.live import NUDGE_PODS_LISTED, IdleFinding, findings_from_payload
 from inno_notify.domain.model import DirectoryUser, JobRecord, Notification, WorkloadKind
 from inno_notify.domain.routing import NUDGES_OFF, Directory, bundle_nudges, plan_nudge
+from tests.domain.idle_samples import idle_finding
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 VICTIM = "victim@example.com"
 
 
 def finding(n: int, owner: str = VICTIM) -> IdleFinding:
-    return IdleFinding(
+    return idle_finding(
+        NOW,
         cluster="lab",
         namespace="ns",
         pod=f"pod-{n}",
@@ -32,16 +34,7 @@ def finding(n: int, owner: str = VICTIM) -> IdleFinding:
         workload_uid=f"uid-{n}",
         owner=owner,
         team=None,
-        gpus_held=1,
-        gpu_equivalents=1.0,
-        idle=(IdleGpu("0", NOW - timedelta(hours=2)),),
-        idle_since=NOW - timedelta(hours=2),
-        since_at_least=False,
-        idle_gpu_equivalents=1.0,
         idle_gpu_hours=2.0 + n / 100,
-        memory_held_mib=None,
-        observed_at=NOW,
-        window_minutes=60.0,
     )
 
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
-from inno_notify.domain.live import IdleFinding, IdleGpu
 from inno_notify.domain.model import DirectoryUser, JobStatus, NotificationKind, NotifyMode
 from inno_notify.domain.routing import (
     FAILURES_ONLY,
@@ -21,6 +19,7 @@ from inno_notify.domain.routing import (
     plan_summary,
 )
 
+from .idle_samples import idle_finding
 from .test_routing import ALL, NOW, TEAMS, USERS, job
 
 FAILURES = {**USERS, "alice@example.com": replace(USERS["alice@example.com"], notify=NotifyMode.FAILURE)}
@@ -77,28 +76,7 @@ def test_rows_to_a_directory_user_without_a_chat_offer_the_link(user: DirectoryU
 
 def test_failures_only_leaves_idle_nudges_alone() -> None:
     """A nudge is about a running pod, not about how a job ended: the preference does not apply."""
-    finding = IdleFinding(
-        cluster="default",
-        namespace="face-research",
-        pod="train-0",
-        pod_uid="p1",
-        node="gpu-1",
-        workload_kind="job",
-        workload_name="train",
-        workload_uid="uid-1",
-        owner="alice@example.com",
-        team="face",
-        gpus_held=1,
-        gpu_equivalents=1.0,
-        idle=(IdleGpu("0", NOW - timedelta(hours=2)),),
-        idle_since=NOW - timedelta(hours=2),
-        since_at_least=False,
-        idle_gpu_equivalents=1.0,
-        idle_gpu_hours=2.0,
-        memory_held_mib=None,
-        observed_at=NOW,
-        window_minutes=60.0,
-    )
+    finding = idle_finding(NOW)
     running = job(status=JobStatus.RUNNING)
     plan = plan_nudge(running, finding, Directory(FAILURES, TEAMS), ALL, NOW, 24.0)
     assert {n.channel.value for n in plan.notifications} == {"slack", "email"}

@@ -1,4 +1,5 @@
-"""Helpers for the dispatcher tests: an injected clock whose sleep advances it, and job seeding."""
+"""Helpers for the dispatcher tests: an injected clock whose sleep advances it, job seeding, a dispatcher
+that sends at once, and a team's weekly digest planned."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import DirectoryUser, JobRecord, JobStatus, Notification, Requested, Team
 from inno_notify.domain.routing import Directory, plan_summary
+from inno_notify.service.digest import DigestScheduler
+from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
+from inno_notify.service.ratelimit import UNLIMITED
 from tests import stored
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# The Monday 08:00 UTC a weekly digest of ISO week 2026-W48 fires at.
+DIGEST_MONDAY = datetime(2026, 11, 30, 8, tzinfo=UTC)
 ALL_CHANNELS = frozenset({"telegram", "slack", "email"})
 
 
@@ -105,3 +112,25 @@ async def all_rows(store: Store) -> list[Notification]:
         rows.extend(page)
         if cursor is None:
             return sorted(rows, key=lambda n: n.id or 0)
+
+
+def dispatcher(store: Store, senders: Mapping[str, Sender], clock: FakeClock) -> Dispatcher:
+    """A dispatcher on `clock` that sends at once: no group wait, no rate limits, no jitter."""
+    return Dispatcher(
+        store,
+        dict(senders),
+        renderer(),
+        DispatchOptions(group_wait_seconds=0.0, limits=UNLIMITED, rand=lambda: 0.5),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+
+
+async def plan_digest(
+    store: Store, team: Team, lead: DirectoryUser, channels: frozenset[str], clock: FakeClock
+) -> None:
+    """The team and its lead in the directory, and their digest of 2026-W48 planned into the outbox."""
+    await store.directory.replace_teams([team])
+    await store.directory.upsert_user(lead)
+    planner = DigestScheduler(store, schedule="0 8 * * MON", timezone="UTC", channels=channels, clock=clock)
+    assert await planner.run_once(DIGEST_MONDAY) == 1

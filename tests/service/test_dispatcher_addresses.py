@@ -8,18 +8,16 @@ from datetime import timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.base import Recipient, RenderedMessage, Sender
+from inno_notify.adapters.channels.base import Recipient, RenderedMessage
 from inno_notify.adapters.db import Store
 from inno_notify.domain.bot_replies import Reply, ReplyKind
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, RecipientAddress, Team
 from inno_notify.domain.routing import Directory, plan_event
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
-from inno_notify.service.ratelimit import UNLIMITED
 from inno_notify.service.telegram_updates import UpdateHandler
 
-from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
+from .support import T0, FakeClock, all_rows, dispatcher, finish, finished_job
 
 # A Telegram group's chat id: negative and past 32 bits, as only an integer carries it whole.
 GROUP_CHAT = -1001234567890
@@ -59,17 +57,7 @@ async def test_each_sender_gets_the_address_routing_planned(store: Store) -> Non
     assert await store.outbox.enqueue([*team_post.notifications, reply]) == 2
     senders = {channel.value: RecordingSender() for channel in Channel}
     clock = FakeClock()
-    options = DispatchOptions(group_wait_seconds=0.0, limits=UNLIMITED, rand=lambda: 0.5)
-    dispatcher = Dispatcher(
-        store,
-        dict[str, Sender](senders),
-        renderer(),
-        options,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-
-    assert await dispatcher.run_once(T0 + timedelta(seconds=1)) == 5
+    assert await dispatcher(store, senders, clock).run_once(T0 + timedelta(seconds=1)) == 5
 
     alice = Recipient(email=ALICE.email, name="Alice", telegram_chat_id=GROUP_CHAT, slack_user_id="U0ALICE")
     # In any order: the rows of one channel are sent concurrently.

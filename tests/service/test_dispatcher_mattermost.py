@@ -6,21 +6,17 @@ X-Ratelimit-Reset."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.mattermost import MattermostSender
 from inno_notify.adapters.db import Store
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, NotificationKind, Team
-from inno_notify.service.digest import DigestScheduler
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
-from inno_notify.service.ratelimit import UNLIMITED
 from tests.adapters.channels import fake_mattermost
 from tests.adapters.channels.fake_mattermost import FakeMattermost, rate_limited
 
-from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
+from .support import T0, FakeClock, all_rows, dispatcher, finish, finished_job, plan_digest
 
 TOKEN = "mm-bot-token-for-the-dispatcher"
 ALICE = DirectoryUser("alice@example.com", "Alice", channels=("mattermost",))
@@ -35,22 +31,10 @@ ENABLED = frozenset({"mattermost", "email"})
 @pytest.fixture
 async def mattermost() -> AsyncIterator[tuple[FakeMattermost, MattermostSender]]:
     fake = FakeMattermost(TOKEN, users={"alice@example.com": "aliceid000000000000000000a"})
-    server, url = await fake_mattermost.start(fake)
-    sender = MattermostSender(url, TOKEN, timeout=5.0)
-    yield fake, sender
-    await sender.aclose()
-    await server.close()
-
-
-def dispatcher(store: Store, sender: MattermostSender, clock: FakeClock) -> Dispatcher:
-    return Dispatcher(
-        store,
-        dict[str, Sender](mattermost=sender),
-        renderer(),
-        DispatchOptions(group_wait_seconds=0.0, limits=UNLIMITED, rand=lambda: 0.5),
-        clock=clock,
-        sleep=clock.sleep,
-    )
+    async with fake_mattermost.serving(fake) as url:
+        sender = MattermostSender(url, TOKEN, timeout=5.0)
+        yield fake, sender
+        await sender.aclose()
 
 
 async def test_a_summary_and_a_digest_arrive_as_dms(
@@ -59,12 +43,8 @@ async def test_a_summary_and_a_digest_arrive_as_dms(
     fake, sender = mattermost
     clock = FakeClock()
     await finish(store, [finished_job("mm-1")], USERS, T0, group_wait_seconds=0, enabled=ENABLED)
-    await store.directory.replace_teams([FACE])
-    await store.directory.upsert_user(ALICE)
-    monday = datetime(2026, 11, 30, 8, tzinfo=UTC)
-    planner = DigestScheduler(store, schedule="0 8 * * MON", timezone="UTC", channels=ENABLED, clock=clock)
-    assert await planner.run_once(monday) == 1
-    d = dispatcher(store, sender, clock)
+    await plan_digest(store, FACE, ALICE, ENABLED, clock)
+    d = dispatcher(store, {"mattermost": sender}, clock)
 
     assert await d.run_once(T0 + timedelta(seconds=1)) == 2
     assert await d.run_once(clock.advance(3600)) == 0
@@ -91,7 +71,7 @@ async def test_no_account_fails_at_once_and_a_429_waits_its_reset(
 ) -> None:
     fake, sender = mattermost
     clock = FakeClock()
-    d = dispatcher(store, sender, clock)
+    d = dispatcher(store, {"mattermost": sender}, clock)
     await finish(
         store, [finished_job("mm-2", owner=NOBODY.email)], USERS, T0, group_wait_seconds=0, enabled=ENABLED
     )

@@ -9,26 +9,22 @@ its body; a 503 leaves the rows to retry and a 400 fails them, each after one re
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.base import Sender
 from inno_notify.adapters.channels.webhook import SCHEMA, WebhookSender
 from inno_notify.adapters.db import Store
-from inno_notify.domain.live import IdleFinding, IdleGpu
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
 from inno_notify.domain.model import Channel, DeliveryStatus, DirectoryUser, Link, NotificationKind, Team
 from inno_notify.domain.routing import Directory, plan_event, plan_nudge
-from inno_notify.service.digest import DigestScheduler
-from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.message_composer import message_key
-from inno_notify.service.ratelimit import UNLIMITED
 from tests.adapters.channels import fake_webhook
 from tests.adapters.channels.fake_webhook import FakeReceiver
+from tests.domain.idle_samples import idle_finding
 
-from .support import T0, FakeClock, all_rows, finish, finished_job, renderer
+from .support import T0, FakeClock, all_rows, dispatcher, finish, finished_job, plan_digest
 
 SECRET = "webhook-secret-for-the-dispatcher-tests"
 ALICE = DirectoryUser("alice@example.com", "Alice", channels=("email",))
@@ -41,9 +37,8 @@ ENABLED = frozenset({"webhook"})
 @pytest.fixture
 async def receiver() -> AsyncIterator[tuple[FakeReceiver, str]]:
     fake = FakeReceiver(SECRET)
-    server, url = await fake_webhook.start(fake)
-    yield fake, url
-    await server.close()
+    async with fake_webhook.serving(fake) as url:
+        yield fake, url
 
 
 @pytest.fixture
@@ -51,17 +46,6 @@ async def webhook(receiver: tuple[FakeReceiver, str]) -> AsyncIterator[WebhookSe
     sender = WebhookSender(receiver[1], SECRET, timeout=5.0)
     yield sender
     await sender.aclose()
-
-
-def dispatcher(store: Store, sender: WebhookSender, clock: FakeClock) -> Dispatcher:
-    return Dispatcher(
-        store,
-        dict[str, Sender](webhook=sender),
-        renderer(),
-        DispatchOptions(group_wait_seconds=0.0, limits=UNLIMITED, rand=lambda: 0.5),
-        clock=clock,
-        sleep=clock.sleep,
-    )
 
 
 async def test_every_kind_arrives_once_signed_with_its_key(
@@ -86,27 +70,14 @@ async def test_every_kind_arrives_once_signed_with_its_key(
     )
     nudge = plan_nudge(
         finished_job("running-1", name="notebook"),
-        IdleFinding(
-            cluster="default",
-            namespace="face-research",
+        idle_finding(
+            T0,
             pod="notebook-0",
             pod_uid="pod-uid-1",
-            node="gpu-1",
             workload_kind="pod",
             workload_name="notebook-0",
             workload_uid="pod-uid-1",
-            owner="alice@example.com",
             team=None,
-            gpus_held=1,
-            gpu_equivalents=1.0,
-            idle=(IdleGpu("0", T0 - timedelta(hours=2)),),
-            idle_since=T0 - timedelta(hours=2),
-            since_at_least=False,
-            idle_gpu_equivalents=1.0,
-            idle_gpu_hours=2.0,
-            memory_held_mib=None,
-            observed_at=T0,
-            window_minutes=60.0,
         ),
         Directory(USERS, {}),
         ENABLED,
@@ -114,12 +85,8 @@ async def test_every_kind_arrives_once_signed_with_its_key(
         repeat_hours=24,
     )
     assert await store.outbox.enqueue([*event.notifications, *nudge.notifications]) == 2
-    await store.directory.replace_teams([FACE])
-    await store.directory.upsert_user(ALICE)
-    monday = datetime(2026, 11, 30, 8, tzinfo=UTC)
-    planner = DigestScheduler(store, schedule="0 8 * * MON", timezone="UTC", channels=ENABLED, clock=clock)
-    assert await planner.run_once(monday) == 1
-    d = dispatcher(store, webhook, clock)
+    await plan_digest(store, FACE, ALICE, ENABLED, clock)
+    d = dispatcher(store, {"webhook": webhook}, clock)
 
     assert await d.run_once(T0 + timedelta(seconds=1)) == 4
     assert await d.run_once(clock.advance(3600)) == 0
@@ -169,7 +136,7 @@ async def test_a_refusal_is_retried_or_failed_by_the_dispatcher_alone(
     clock = FakeClock()
     await finish(store, [finished_job("wh-2")], USERS, T0, group_wait_seconds=0, enabled=ENABLED)
 
-    assert await dispatcher(store, webhook, clock).run_once(T0 + timedelta(seconds=1)) == 1
+    assert await dispatcher(store, {"webhook": webhook}, clock).run_once(T0 + timedelta(seconds=1)) == 1
 
     [row] = await all_rows(store)
     assert row.status is outcome and f"HTTP {status}" in (row.last_error or "")

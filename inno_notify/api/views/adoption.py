@@ -7,8 +7,6 @@ the sums per group and the total are domain.adoption's.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
@@ -17,11 +15,8 @@ from pydantic import Field
 
 from inno_notify.adapters.db.adoption import AdoptionGroup
 from inno_notify.api import keys, resources
-from inno_notify.api.errors import ApiError
-from inno_notify.api.negotiate import preferred
 from inno_notify.api.params import Later, Text, Time
-from inno_notify.api.views.respond import json
-from inno_notify.api.views.usage import FORMATS, csv_cell
+from inno_notify.api.views.respond import JSON_OR_CSV, csv_download, csv_table, json, negotiated
 from inno_notify.domain.adoption import AdoptionTally, adoption_to_dict, combine
 
 # The CSV's columns: the group resource's fields, team and owner first.
@@ -49,20 +44,13 @@ def _group(g: AdoptionGroup) -> resources.AdoptionGroup:
 
 
 async def adoption(request: web.Request, given: AdoptionWindow) -> web.Response:
-    media = preferred(request.headers.get("Accept"), FORMATS)
-    if media is None:
-        raise ApiError(406, "not_acceptable", f"adoption is available as {' or '.join(FORMATS)}")
+    media = negotiated(request, JSON_OR_CSV, "adoption is available")
     found = await request.app[keys.STORE].adoption.groups(
         team=given.team, since=given.since, until=given.until
     )
     groups = [_group(g) for g in found]
     if media == "text/csv":
-        return web.Response(
-            body=_csv(groups),
-            content_type="text/csv",
-            charset="utf-8",
-            headers={"Content-Disposition": 'attachment; filename="adoption.csv"'},
-        )
+        return csv_download(_csv(groups), "adoption.csv")
     return json(
         resources.AdoptionReport(
             team=given.team,
@@ -75,10 +63,5 @@ async def adoption(request: web.Request, given: AdoptionWindow) -> web.Response:
 
 
 def _csv(rows: list[resources.AdoptionGroup]) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        values: dict[str, Any] = dict(row)
-        writer.writerow([csv_cell(values[c]) for c in CSV_COLUMNS])
-    return out.getvalue().encode()
+    values: list[dict[str, Any]] = [dict(row) for row in rows]
+    return csv_table(CSV_COLUMNS, ([v[c] for c in CSV_COLUMNS] for v in values))

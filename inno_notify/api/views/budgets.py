@@ -8,23 +8,17 @@ GPU model (a budget with no spend yet has one row with empty model columns).
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import Field
 
 from inno_notify.api import keys, resources
-from inno_notify.api.errors import ApiError
-from inno_notify.api.negotiate import preferred
 from inno_notify.api.params import Text
-from inno_notify.api.serialize import dumps
-from inno_notify.api.views.usage import csv_cell
+from inno_notify.api.views.respond import JSON_OR_CSV, csv_download, csv_table, json, negotiated
 from inno_notify.domain.budgets import BudgetReport, Period
 
-FORMATS = ("application/json", "text/csv")
 _BUDGET_COLUMNS = tuple(c for c in resources.Budget.__annotations__ if c != "by_model")
 _MODEL_COLUMNS = tuple(resources.ModelSpend.__annotations__)
 CSV_COLUMNS = (*_BUDGET_COLUMNS, *(f"model_{c}" if c != "gpu_model" else "model" for c in _MODEL_COLUMNS))
@@ -57,9 +51,7 @@ def budget_resource(report: BudgetReport) -> resources.Budget:
 
 
 async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
-    media = preferred(request.headers.get("Accept"), FORMATS)
-    if media is None:
-        raise ApiError(406, "not_acceptable", f"budgets are available as {' or '.join(FORMATS)}")
+    media = negotiated(request, JSON_OR_CSV, "budgets are available")
     provider = request.app[keys.BUDGETS]
     reports: list[BudgetReport] = []
     computed_at = request.app[keys.CLOCK]()
@@ -70,24 +62,16 @@ async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
         reports, computed_at = cached.value, cached.computed_at
     items = [budget_resource(r) for r in reports]
     if media == "text/csv":
-        return web.Response(
-            body=_csv(items),
-            content_type="text/csv",
-            charset="utf-8",
-            headers={"Content-Disposition": 'attachment; filename="budgets.csv"'},
-        )
-    document = resources.BudgetList(items=items, computed_at=computed_at)
-    return web.Response(body=dumps(document), content_type="application/json")
+        return csv_download(_csv(items), "budgets.csv")
+    return json(resources.BudgetList(items=items, computed_at=computed_at))
 
 
 def _csv(items: list[resources.Budget]) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(CSV_COLUMNS)
-    for item in items:
-        head = [csv_cell(item[c]) for c in _BUDGET_COLUMNS]  # type: ignore[literal-required]
-        models: list[resources.ModelSpend | None] = [*item["by_model"]] or [None]
-        for model in models:
-            tail = ["" if model is None else csv_cell(model[c]) for c in _MODEL_COLUMNS]  # type: ignore[literal-required]
-            writer.writerow([*head, *tail])
-    return out.getvalue().encode()
+    return csv_table(CSV_COLUMNS, (row for item in items for row in _rows(item)))
+
+
+def _rows(item: resources.Budget) -> list[list[Any]]:
+    """One row per GPU model the budget spent on; one with empty model columns when none."""
+    head = [item[c] for c in _BUDGET_COLUMNS]  # type: ignore[literal-required]
+    models: list[resources.ModelSpend | None] = [*item["by_model"]] or [None]
+    return [[*head, *(None if m is None else m[c] for c in _MODEL_COLUMNS)] for m in models]  # type: ignore[literal-required]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Annotated
-from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from pydantic import Field
@@ -29,7 +28,7 @@ from inno_notify.api.auth import PRINCIPAL
 from inno_notify.api.errors import ApiError, bad_request, not_found
 from inno_notify.api.params import Body, Email
 from inno_notify.api.resources import PersonalPageForm
-from inno_notify.api.views.pages import Expiry, Signature, page
+from inno_notify.api.views.pages import Expiry, Signature, link_query, page
 from inno_notify.domain.page_links import form_token, form_token_valid
 from inno_notify.domain.personal_page import PAGE_CHANNELS, PageChange, PageOpening, changes_of
 from inno_notify.domain.preferences import Origin, Via
@@ -73,11 +72,10 @@ def _opening(request: web.Request, given: MeLink | MePost, notice: str | None = 
     key = request.app[keys.LINK_KEY]
     if request.get(PRINCIPAL) is not None or key is None or given.sig is None or given.exp is None:
         return PageOpening(given.email, notice=notice)
-    link = {"email": given.email, "exp": given.exp, "sig": given.sig}
     return PageOpening(
         given.email,
         expires=int(given.exp),
-        action="?" + urlencode(link, quote_via=quote),
+        action=link_query(given.email, given.exp, given.sig),
         csrf=form_token(key, given.email, given.sig),
         notice=notice,
     )

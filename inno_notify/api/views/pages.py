@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from pydantic import Field
@@ -94,6 +95,12 @@ class TeamPageRequest(TeamWeek):
 
     exp: Expiry | None = None
     sig: Signature | None = None
+
+
+def link_query(email: str, exp: str | None, sig: str | None) -> str:
+    """The query of the signed link a page about `email` was opened with, for its forms to post to."""
+    link = {"email": email, "exp": exp, "sig": sig}
+    return "?" + urlencode({k: v for k, v in link.items() if v is not None}, quote_via=quote)
 
 
 def page(html: str, *, form: bool = False) -> web.Response:

@@ -7,8 +7,6 @@ team's newest point is the figure its digest shows. JSON, or CSV with one row pe
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from typing import Annotated, cast
 
@@ -16,16 +14,13 @@ from aiohttp import web
 from pydantic import Field
 
 from inno_notify.api import keys, resources
-from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.api.negotiate import preferred
+from inno_notify.api.errors import bad_request
 from inno_notify.api.params import Text, Week, Weeks
-from inno_notify.api.serialize import dumps
-from inno_notify.api.views.usage import csv_cell
+from inno_notify.api.views.respond import JSON_OR_CSV, csv_download, csv_table, json, negotiated
 from inno_notify.domain.digest import trend_point_to_dict
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, TrendSeries, trend_bounds, trend_weeks
 from inno_notify.domain.weeks import last_complete_week
 
-FORMATS = ("application/json", "text/csv")
 CSV_COLUMNS = ("group", "quota_gpus", *resources.TrendWeek.__annotations__)
 
 
@@ -51,9 +46,7 @@ def series_resource(series: TrendSeries) -> resources.TrendSeries:
 
 
 async def trends(request: web.Request, given: TrendQuery) -> web.Response:
-    media = preferred(request.headers.get("Accept"), FORMATS)
-    if media is None:
-        raise ApiError(406, "not_acceptable", f"trends are available as {' or '.join(FORMATS)}")
+    media = negotiated(request, JSON_OR_CSV, "trends are available")
     tz = request.app[keys.TRENDS_TIMEZONE]
     last = given.week or last_complete_week(request.app[keys.CLOCK](), tz)
     try:
@@ -69,22 +62,13 @@ async def trends(request: web.Request, given: TrendQuery) -> web.Response:
     )
     series = [series_resource(s) for s in found]
     if media == "text/csv":
-        return web.Response(
-            body=_csv(series, given.group_by),
-            content_type="text/csv",
-            charset="utf-8",
-            headers={"Content-Disposition": f'attachment; filename="trends-by-{given.group_by.value}.csv"'},
-        )
-    report = resources.TrendReport(group_by=given.group_by, timezone=tz, weeks=list(weeks), series=series)
-    return web.Response(body=dumps(report), content_type="application/json")
+        return csv_download(_csv(series, given.group_by), f"trends-by-{given.group_by.value}.csv")
+    return json(resources.TrendReport(group_by=given.group_by, timezone=tz, weeks=list(weeks), series=series))
 
 
 def _csv(series: list[resources.TrendSeries], group_by: TrendGroup) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([group_by.value if c == "group" else c for c in CSV_COLUMNS])
-    for s in series:
-        for week in s["weeks"]:
-            row = {"group": s["group"], "quota_gpus": s["quota_gpus"], **week}
-            writer.writerow([csv_cell(row[c]) for c in CSV_COLUMNS])
-    return out.getvalue().encode()
+    header = [group_by.value if c == "group" else c for c in CSV_COLUMNS]
+    rows = (
+        {"group": s["group"], "quota_gpus": s["quota_gpus"], **week} for s in series for week in s["weeks"]
+    )
+    return csv_table(header, ([row[c] for c in CSV_COLUMNS] for row in rows))

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 from typing import Annotated
-from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from pydantic import Field
@@ -25,7 +24,7 @@ from inno_notify.api import keys
 from inno_notify.api.auth import PRINCIPAL
 from inno_notify.api.params import Body, Email
 from inno_notify.api.resources import OneClickBody
-from inno_notify.api.views.pages import Expiry, Signature, page
+from inno_notify.api.views.pages import Expiry, Signature, link_query, page
 from inno_notify.domain.preferences import Origin, Via
 
 Address = Annotated[Email, Field(description="The address whose e-mail the link turns off.")]
@@ -66,8 +65,7 @@ def _page(title: str, body: str, *, form: bool = False) -> web.Response:
 
 async def unsubscribe_page(request: web.Request, given: UnsubscribeLink) -> web.Response:
     """The page a person (or a link scanner) gets from the link: it asks, and changes nothing."""
-    link = {"email": given.email, "exp": given.exp, "sig": given.sig}
-    action = "?" + urlencode({k: v for k, v in link.items() if v is not None}, quote_via=quote)
+    action = link_query(given.email, given.exp, given.sig)
     return _page(
         "Stop e-mail from inno-notify?",
         f"<p>{escape(given.email)} will get no more e-mail from inno-notify: no job summaries, "

@@ -8,12 +8,10 @@ than a regrouping and re-encoding.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from aiohttp import web
 from pydantic import Field
@@ -21,14 +19,9 @@ from pydantic import Field
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.usage_queries import GroupBy, UsageCell, group_cells
 from inno_notify.api import keys, resources, serialize
-from inno_notify.api.errors import ApiError
-from inno_notify.api.negotiate import preferred
 from inno_notify.api.params import Later, Text, Time
+from inno_notify.api.views.respond import JSON_OR_CSV, csv_download, csv_table, negotiated
 
-FORMATS = ("application/json", "text/csv")
-# A cell starting with one of these is a formula to a spreadsheet; owners and namespaces come from
-# cluster objects, so a crafted annotation must not run in an admin's spreadsheet.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # The CSV's columns: the resource's fields, in order (the first is named after the grouping).
 CSV_COLUMNS = tuple(resources.UsageGroup.__annotations__)
 
@@ -72,9 +65,7 @@ async def warm(app: web.Application) -> None:
 
 async def usage(request: web.Request, given: UsageWindow) -> web.Response:
     group_by, since, until = given.group_by, given.since, given.until
-    media = preferred(request.headers.get("Accept"), FORMATS)
-    if media is None:
-        raise ApiError(406, "not_acceptable", f"usage is available as {' or '.join(FORMATS)}")
+    media = negotiated(request, JSON_OR_CSV, "usage is available")
     window = (since, until, given.cluster)
     cached = await request.app[keys.USAGE_CACHE].get(window, compute(request.app[keys.STORE], window))
     report: UsageReport = cached.value
@@ -91,28 +82,10 @@ async def usage(request: web.Request, given: UsageWindow) -> web.Response:
             body = serialize.dumps(document)
         report.bodies[(group_by, media)] = body
     if media == "text/csv":
-        return web.Response(
-            body=body,
-            content_type="text/csv",
-            charset="utf-8",
-            headers={"Content-Disposition": f'attachment; filename="usage-by-{group_by.value}.csv"'},
-        )
+        return csv_download(body, f"usage-by-{group_by.value}.csv")
     return web.Response(body=body, content_type="application/json")
 
 
-def csv_cell(value: Any) -> Any:
-    """A CSV cell: empty for null, and text a spreadsheet would run as a formula quoted."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 def _csv(rows: list[resources.UsageGroup], group_by: GroupBy) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([group_by.value if f == "group" else f for f in CSV_COLUMNS])
-    for row in rows:
-        writer.writerow([csv_cell(row[f]) for f in CSV_COLUMNS])  # type: ignore[literal-required]
-    return out.getvalue().encode()
+    header = [group_by.value if f == "group" else f for f in CSV_COLUMNS]
+    return csv_table(header, ([row[f] for f in CSV_COLUMNS] for row in rows))  # type: ignore[literal-required]

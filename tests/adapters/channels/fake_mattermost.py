@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,8 +121,13 @@ class FakeMattermost:
         return [c for c in self.calls if c.path.startswith(path_prefix)]
 
 
-async def start(fake: FakeMattermost) -> tuple[TestServer, str]:
-    """The running fake and the server URL (what `channels.mattermost.url` holds)."""
+@contextlib.asynccontextmanager
+async def serving(fake: FakeMattermost) -> AsyncIterator[str]:
+    """The running fake and the server URL (what `channels.mattermost.url` holds), until the block
+    ends."""
     server = TestServer(fake.app(), host="127.0.0.1")
     await server.start_server()
-    return server, str(server.make_url("")).rstrip("/")
+    try:
+        yield str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()

@@ -7,11 +7,12 @@ answers (a 429 with Retry-After, a 5xx) are given first, one per request.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +77,12 @@ class FakeReceiver:
         return web.Response(status=204)
 
 
-async def start(fake: FakeReceiver) -> tuple[TestServer, str]:
-    """The running receiver and the URL to post to."""
+@contextlib.asynccontextmanager
+async def serving(fake: FakeReceiver) -> AsyncIterator[str]:
+    """The running receiver and the URL to post to, until the block ends."""
     server = TestServer(fake.app(), host="127.0.0.1")
     await server.start_server()
-    return server, str(server.make_url("/hook"))
+    try:
+        yield str(server.make_url("/hook"))
+    finally:
+        await server.close()

@@ -26,9 +26,8 @@ HELLO = MattermostMessage("**hello**")
 @pytest.fixture
 async def mattermost() -> AsyncIterator[tuple[FakeMattermost, str]]:
     fake = FakeMattermost(TOKEN, users={"alice@example.com": "aliceid000000000000000000a"})
-    server, url = await fake_mattermost.start(fake)
-    yield fake, url
-    await server.close()
+    async with fake_mattermost.serving(fake) as url:
+        yield fake, url
 
 
 @pytest.fixture

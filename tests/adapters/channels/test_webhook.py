@@ -29,9 +29,8 @@ MESSAGE = WebhookMessage(
 @pytest.fixture
 async def receiver() -> AsyncIterator[tuple[FakeReceiver, str]]:
     fake = FakeReceiver(SECRET)
-    server, url = await fake_webhook.start(fake)
-    yield fake, url
-    await server.close()
+    async with fake_webhook.serving(fake) as url:
+        yield fake, url
 
 
 @pytest.fixture
