@@ -499,6 +499,8 @@ def _costs(rows: Sequence[PersonRow], rates: Rates | None) -> _Costs:
     per_model: dict[str | None, list[PersonRow]] = {}
     idle_per_owner: dict[str, list[tuple[float | None, float | None]]] = {}
     for row in rows:
+        if row.gpu_minutes is None:
+            continue  # nothing measured: counted in jobs_unmeasured, nothing to price
         per_model.setdefault(row.gpu_model, []).append(row)
         cost = cost_of(Held(row.gpu_model, row.gpu_minutes, row.idle_gpu_minutes), priced_at)
         idle = None if cost is None else cost.idle

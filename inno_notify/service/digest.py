@@ -299,7 +299,8 @@ class DigestMessages:
         self._store = store
         self._renderer = renderer
         self._cluster = cluster
-        self._accounting = accounting
+        # The budgets are read once for all the round's digests.
+        self._accounting = accounting.for_round()
         self._built: dict[tuple[str, str, str], tuple[Digest, bytes | None]] = {}
         self._clusters: dict[tuple[str, str], ClusterDigest] = {}
 

@@ -158,3 +158,10 @@ def test_budgets_and_costs_in_the_json() -> None:
         1180.0,
     )
     assert b["start"] == "2026-11-01T00:00:00+00:00" and b["by_model"][0]["cost"] == 620.0
+
+
+def test_unmeasured_rows_make_no_model_line() -> None:
+    rows = (row("fay", H100, 60.0, 0.0), PersonRow("fay", 2, None, None, None, None, None))
+    d = digest(rows)
+    assert [m.gpu_model for m in d.by_model] == [H100] and not any(m.figure == "cost" for m in d.missing)
+    assert d.people[0].jobs == 3
