@@ -82,14 +82,14 @@ RATES = Rates(
 
 def budgets_for(teams: int, jobs: int) -> list[Budget]:
     """A monthly budget per team: GPU-hours for even teams, money for odd ones, every third of them
-    for H100s only. A team's jobs hold about 0.11 × jobs / teams GPU-hours a month (at some 2.3 EUR
+    for H100s only. A team's jobs hold about 6.5 × jobs / teams GPU-hours a month (at some 2.3 EUR
     an hour, CPU and memory included); the allowances spread from 0.8 to 1.5 times that, so some
     teams' forecasts pass their budget and some do not."""
     budgets = []
     for t in range(teams):
         model = "*H100*" if t % 3 == 0 else None
         share = 0.5 if model else 1.0
-        monthly = 0.11 * jobs / teams * share * (0.8 + 0.7 * t / max(1, teams - 1))
+        monthly = 6.5 * jobs / teams * share * (0.8 + 0.7 * t / max(1, teams - 1))
         if t % 2 == 0:
             budgets.append(Budget(f"team-{t:02d}", Period.MONTH, gpu_hours=monthly, gpu_model=model))
         else:
