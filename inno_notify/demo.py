@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -124,7 +125,7 @@ def demo_budget(workload: Workload) -> dict[str, Any] | None:
         return None
     team, spend = max(hours.items(), key=lambda item: (item[1], item[0]))
     now = workload.end
-    elapsed = elapsed_share(*period_bounds(Period.WEEK, now, UTC), now)
+    elapsed = elapsed_share(*period_bounds(Period.WEEK, now, ZoneInfo("UTC")), now)
     if elapsed < MIN_ELAPSED:
         allowance = spend / ((WARN_SHARE + 1.0) / 2)
     elif elapsed < 1 / (1 / WARN_SHARE + 0.05):

@@ -17,9 +17,8 @@ import pytest
 from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store, SummaryState
-from inno_notify.demo import run_demo
+from inno_notify.demo import demo_budget, run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
-from inno_notify.demo import demo_budget
 from inno_notify.sim.workload import GPU_MODEL, SECOND_GPU_MODEL
 from tests import stored
 

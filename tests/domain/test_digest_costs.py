@@ -59,14 +59,14 @@ def test_cost_by_gpu_model_prices_each_model_at_its_rate() -> None:
     # H100: 720 min = 12 h × 2.5 = 30, idle 180 min = 3 h × 2.5 = 7.5; A100: 5 h × 1.5 = 7.5, idle
     # 3 h × 1.5 = 4.5; A10: no rate, no cost (None, never 0).
     assert lines == {
-        H100: (2, 12.0, pytest.approx(30.0), pytest.approx(7.5)),
-        A100: (1, 5.0, pytest.approx(7.5), pytest.approx(4.5)),
+        H100: (2, 12.0, 30.0, 7.5),
+        A100: (1, 5.0, 7.5, 4.5),
         A10: (1, 8.0, None, None),
     }
     # Most expensive first, the unpriced model last.
     assert [m.gpu_model for m in d.by_model] == [H100, A100, A10]
     # The priced models' sums; the A10's hours are named in a note, not priced at 0.
-    assert (d.cost, d.idle_cost) == (pytest.approx(37.5), pytest.approx(12.0))
+    assert (d.cost, d.idle_cost) == (37.5, 12.0)
     assert any(m.figure == "cost" and A10 in m.reason for m in d.missing)
 
 
@@ -75,8 +75,8 @@ def test_top_idle_cost_by_person_sums_each_persons_models() -> None:
     # alice: 2 h idle H100 × 2.5 + 3 h idle A100 × 1.5 = 5 + 4.5 = 9.5 over 5 idle hours;
     # bob: 1 h idle H100 × 2.5 = 2.5 (his 4 idle A10 hours have no price and are left out).
     assert [(p.owner, p.idle_gpu_hours, p.idle_cost) for p in d.top_idle_cost] == [
-        ("alice", 5.0, pytest.approx(9.5)),
-        ("bob", 1.0, pytest.approx(2.5)),
+        ("alice", 5.0, 9.5),
+        ("bob", 1.0, 2.5),
     ]
 
 
@@ -85,8 +85,8 @@ def test_people_are_summed_over_their_models() -> None:
     people = {p.owner: (p.jobs, p.gpu_hours, p.idle_gpu_hours, p.efficiency) for p in d.people}
     # alice: 900 min held, 600 used, 300 idle; bob: 600 held, 300 used, 300 idle.
     assert people == {
-        "alice": (2, 15.0, 5.0, pytest.approx(600 / 900)),
-        "bob": (2, 10.0, 5.0, pytest.approx(300 / 600)),
+        "alice": (2, 15.0, 5.0, 600 / 900),
+        "bob": (2, 10.0, 5.0, 300 / 600),
     }
     assert [p.owner for p in d.people] == ["alice", "bob"]
 
@@ -119,7 +119,7 @@ def test_without_gpu_prices_there_are_no_costs(rates: Rates | None, currency: st
         assert gpu_rates(rates) is None
     else:
         # A catch-all prices every model, the unmeasured one too: 40 h × 1.0.
-        assert d.cost == pytest.approx(25.0)
+        assert d.cost == 25.0
 
 
 def test_an_unmeasured_model_matches_only_a_catch_all() -> None:
@@ -127,13 +127,13 @@ def test_an_unmeasured_model_matches_only_a_catch_all() -> None:
     assert digest(rows).by_model[0].gpu_model == NO_MODEL
     assert digest(rows).by_model[0].cost is None
     priced = digest(rows, rates=Rates(currency="EUR", gpu_hour={"*H100*": 2.5, "*": 1.0}))
-    assert priced.by_model[0].cost == pytest.approx(2.0)
+    assert priced.by_model[0].cost == 2.0
     assert digest((row(None, H100, 60.0, 60.0),)).top_idle_cost[0].owner == NO_OWNER
 
 
 def test_nobody_idle_makes_no_top_idle_line() -> None:
     d = digest((row("erin", H100, 60.0, 0.0),))
-    assert d.top_idle_cost == () and d.idle_cost == 0.0 and d.cost == pytest.approx(2.5)
+    assert d.top_idle_cost == () and d.idle_cost == 0.0 and d.cost == 2.5
 
 
 def test_budgets_and_costs_in_the_json() -> None:
@@ -145,7 +145,7 @@ def test_budgets_and_costs_in_the_json() -> None:
     d = digest(budgets=[report])
     assert d.budgets == (report,)
     data = orjson.loads(orjson.dumps(digest_to_dict(d)))
-    assert data["costs"]["currency"] == "EUR" and data["costs"]["gpu_cost"] == pytest.approx(37.5)
+    assert data["costs"]["currency"] == "EUR" and data["costs"]["gpu_cost"] == 37.5
     assert [m["gpu_model"] for m in data["costs"]["by_model"]] == [H100, A100, A10]
     assert data["costs"]["by_model"][2]["cost"] is None
     assert data["costs"]["top_idle_cost"][0] == {"owner": "alice", "idle_gpu_hours": 5.0, "idle_cost": 9.5}
