@@ -103,6 +103,7 @@ def build_cluster_digest(
     priced = idle_costs is not None and currency is not None
     costs = idle_costs if idle_costs is not None and priced else {}
     lines = [_line(s, costs.get(s.group)) for s in teams if s.points[-1].jobs > 0]
+
     def by_hours(line: TeamWeekLine) -> tuple[bool, float, str]:
         return (line.idle_gpu_hours is None, -(line.idle_gpu_hours or 0.0), line.team)
 

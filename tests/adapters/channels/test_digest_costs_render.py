@@ -117,10 +117,13 @@ def test_costs_and_budget_in_every_channel() -> None:
     slack = renderer.message("slack", d, None)
     assert isinstance(slack, SlackMessage)
     blocks = json.dumps(slack.blocks, ensure_ascii=False)
-    assert "*GPU cost*: 37.50 EUR" in blocks and "*Top idle cost*" in blocks and "`[████" in blocks
+    assert "*GPU cost*: 37.50 EUR" in blocks and "*Top idle cost*" in blocks
+    assert "*Budget November 2026*: [████████████░░░░░░░░]▶ 620.00 EUR" in blocks
     mattermost = renderer.message("mattermost", d, None)
     assert isinstance(mattermost, MattermostMessage)
-    assert "37.50 EUR" in mattermost.markdown and "Budget November 2026" in mattermost.markdown
+    # Markdown's escapes, outside a code span (inside one they would show): the bar reads as it is.
+    assert "37.50 EUR" in mattermost.markdown
+    assert "**Budget November 2026**: \\[████████████░░░░░░░░\\]▶ 620.00 EUR" in mattermost.markdown
     webhook = renderer.message("webhook", d, None)
     assert isinstance(webhook, WebhookMessage)
     assert webhook.data["digest"]["costs"]["gpu_cost"] == pytest.approx(37.5)
