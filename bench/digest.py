@@ -14,6 +14,14 @@ the runs (the figure the target is about), `all_digests_concurrent4_s` the same 
 prints EXPLAIN (ANALYZE, BUFFERS) of the statement one digest runs, so the indexes used can be
 checked.
 
+Issue 34: the GPU jobs run on two GPU models (H100 and A100, by the job's uid), priced by `RATES`,
+and every team has a budget (`budgets_for`: monthly, in GPU-hours or in money, some for one model
+only), so every digest is priced per model and carries its budget bar as the service builds it
+(service.digest_accounting: the digest's one statement, and the budget's spend cells).
+`all_digests_plain_s` is one round of the digests without rates and budgets, for comparison;
+`budget_reports_*_ms` time what GET /api/v1/budgets computes (every budget, service.budgets), and
+`cluster_digest_s` ranks the teams by idle cost.
+
 Rows are written in finish order by default, as the service writes them (a job's last upsert, its
 usage and its recommendations all land when it ends); --order random scatters them instead. After
 filling, VACUUM ANALYZE does what autovacuum would: statistics, and the visibility map that lets
@@ -50,17 +58,43 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inno_notify.adapters.db import Store, migrate
 from inno_notify.adapters.db.digest_queries import load_digest
+from inno_notify.domain.budgets import Budget, Period
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.digest import NudgeEntry
 from inno_notify.domain.live import IdleFinding, IdleGpu, finding_to_payload, nudge_entry
 from inno_notify.domain.model import Channel, Notification, NotificationKind
 from inno_notify.domain.weeks import week_bounds
+from inno_notify.service.budgets import Budgets
 from inno_notify.service.digest import build_cluster_digest
+from inno_notify.service.digest_accounting import NO_ACCOUNTING, DigestAccounting
 
 DEFAULT_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 WEEK = "2026-W48"
 WEEKS = 10
 CHUNK = 50_000
 GIB = 1024**3
+# The GPU models of the bench's jobs (dcgm-exporter's `modelName`), and their prices.
+MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
+RATES = Rates(
+    currency="EUR", gpu_hour={"*H100*": 2.5, "*A100*": 1.6}, cpu_core_hour=0.02, memory_gib_hour=0.002
+)
+
+
+def budgets_for(teams: int, jobs: int) -> list[Budget]:
+    """A monthly budget per team: GPU-hours for even teams, money for odd ones, every third of them
+    for H100s only. A team's jobs hold about 6.5 × jobs / teams GPU-hours a month (at some 2.3 EUR
+    an hour, CPU and memory included); the allowances spread from 0.8 to 1.5 times that, so some
+    teams' forecasts pass their budget and some do not."""
+    budgets = []
+    for t in range(teams):
+        model = "*H100*" if t % 3 == 0 else None
+        share = 0.5 if model else 1.0
+        monthly = 6.5 * jobs / teams * share * (0.8 + 0.7 * t / max(1, teams - 1))
+        if t % 2 == 0:
+            budgets.append(Budget(f"team-{t:02d}", Period.MONTH, gpu_hours=monthly, gpu_model=model))
+        else:
+            budgets.append(Budget(f"team-{t:02d}", Period.MONTH, amount=2.3 * monthly, gpu_model=model))
+    return budgets
 
 
 async def connect(url: str) -> asyncpg.Connection:
@@ -103,6 +137,9 @@ def job_rows(
         memory = rnd.choice((16, 32, 64, 128, 256)) * GIB
         measured = rnd.random() < 0.95
         held = gpus * runtime.total_seconds() / 60 if measured else None
+        # The job's GPU model, from its uid (not the random stream, so the jobs are the same as
+        # before models were added); none where no GPU was held or measured.
+        model = MODELS[uuid.UUID(uid).int % len(MODELS)] if held else None
         util = rnd.random() if measured else 0.0
         # The advice's waste, and the copy of it the job's row keeps (jobs.top_waste_copy).
         waste = held * (1 - util) if held is not None and gpus > 0 and util < 0.4 else None
@@ -141,6 +178,7 @@ def job_rows(
                 None if held is None else (held * (1 - util) if util < 0.3 else 0.0),
                 waste,
                 peak,
+                model,
             )
         )
         if held is not None:
@@ -206,6 +244,7 @@ JOB_COLUMNS = [
     "gpu_minutes_idle",
     "top_waste_gpu_minutes",
     "memory_peak_bytes",
+    "gpu_model",
 ]
 USAGE_COLUMNS = [
     "cluster",
@@ -498,18 +537,23 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-async def build_all(store: Store, teams: list[str]) -> tuple[float, float, list[Any]]:
-    """Seconds to build every team's digest one after another, and four at a time."""
+async def build_all(
+    store: Store, teams: list[str], accounting: DigestAccounting = NO_ACCOUNTING
+) -> tuple[float, float, list[Any]]:
+    """Seconds to build every team's digest one after another, and four at a time, priced and
+    budgeted with `accounting` as a dispatch round does (the budgets read once for the round)."""
     await store.digest.team_digest(teams[0], WEEK, "UTC")  # connection and statement warm-up
     began = time.perf_counter()
-    digests = [await store.digest.team_digest(team, WEEK, "UTC") for team in teams]
+    one_round = accounting.for_round()
+    digests = [await one_round.team_digest(store, team, WEEK, "UTC") for team in teams]
     sequential = time.perf_counter() - began
     # The same digests built 4 at a time (the engine's pool has 5 connections).
     seats = asyncio.Semaphore(4)
+    another_round = accounting.for_round()
 
     async def one(team: str) -> None:
         async with seats:
-            await store.digest.team_digest(team, WEEK, "UTC")
+            await another_round.team_digest(store, team, WEEK, "UTC")
 
     began = time.perf_counter()
     await asyncio.gather(*(one(team) for team in teams))
@@ -559,9 +603,15 @@ async def main() -> int:
         store = Store.from_url(url)
         try:
             teams = [f"team-{t:02d}" for t in range(args.teams)]
+            _, week_end = week_bounds(WEEK, "UTC")
+            # "Now" is the end of the bench's last week: its month's budgets are nearly spent.
+            budgets = Budgets(store, budgets_for(args.teams, args.jobs), RATES, "UTC", lambda: week_end)
+            accounting = DigestAccounting(RATES, budgets)
+            plain, _, _ = await build_all(store, teams)
+            print(f"all_digests_plain_s={plain:.3f} load={load()}")
             rounds = []
             for _ in range(args.runs):
-                sequential, concurrent, digests = await build_all(store, teams)
+                sequential, concurrent, digests = await build_all(store, teams, accounting)
                 rounds.append(sequential)
                 print(
                     f"all_digests_s={sequential:.3f} per_digest_ms={1000 * sequential / len(teams):.1f}",
@@ -589,12 +639,37 @@ async def main() -> int:
             print(f"adoption_gpu_hours_freed_in_week={freed:.0f}")
             trend_jobs = sum(p.jobs for d in digests for p in d.trend)
             print(f"trend_weeks={len(digests[0].trend)} trend_jobs={trend_jobs}")
-            # The admins' cluster digest: every team's and cluster's twelve weeks, once a week.
+            cost = sum(d.cost or 0 for d in digests)
+            idle_cost = sum(d.idle_cost or 0 for d in digests)
+            print(f"gpu_cost_in_week={cost:.0f} idle_cost_in_week={idle_cost:.0f} currency={RATES.currency}")
+            models = sorted({m.gpu_model for d in digests for m in d.by_model})
+            print(f"models_in_week={','.join(m.replace(' ', '_') for m in models)}")
+            reports = [r for d in digests for r in d.budgets]
+            over = sum(1 for r in reports if (r.status.forecast or 0) > r.status.budget.allowance)
+            print(f"budgets_in_digests={len(reports)} forecast_over_budget={over}")
+            # What GET /api/v1/budgets computes: every budget as it stands, one store pass.
+            timings = []
+            for _ in range(20):
+                began = time.perf_counter()
+                await budgets.reports()
+                timings.append(1000 * (time.perf_counter() - began))
+            timings.sort()
+            p99 = timings[min(len(timings) - 1, round(0.99 * (len(timings) - 1)))]
+            print(
+                f"budget_reports_p50_ms={statistics.median(timings):.1f} budget_reports_p99_ms={p99:.1f}"
+                f" load={load()}"
+            )
+            # The admins' cluster digest: every team's and cluster's twelve weeks, once a week,
+            # ranked by idle cost.
             for _ in range(2):
                 began = time.perf_counter()
-                cluster = await build_cluster_digest(store, WEEK, "UTC")
+                cluster = await build_cluster_digest(store, WEEK, "UTC", rates=RATES)
                 seconds = time.perf_counter() - began
-                print(f"cluster_digest_s={seconds:.3f} teams={len(cluster.teams)} load={load()}")
+                top = cluster.teams[0].idle_cost if cluster.teams else None
+                print(
+                    f"cluster_digest_s={seconds:.3f} teams={len(cluster.teams)} top_idle_cost={top}"
+                    f" load={load()}"
+                )
             if args.explain:
                 plans = await explain(store, teams[0])
                 indexes = sorted({m for p in plans for m in re.findall(r"(?:using|Index Scan on) (\w+)", p)})

@@ -9,6 +9,11 @@ metrics come from the simulator's traces (through the same interfaces as the Pro
 and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs `speed`
 times faster than the wall clock. A JupyterHub server someone left running on a GPU, idle, gets
 its nudge while the jobs run.
+
+The simulated GPUs are of two models (H100s and A100s, by node), priced by the demo's
+`accounting.rates`, so each team's digest shows its cost by GPU model; one team has a weekly budget
+of A100 GPU-hours that its jobs cross, and the leader's budget check, run once the jobs are done,
+sends its lead exactly one alert (demo_budget says how the allowance is chosen).
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -34,15 +41,18 @@ from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.domain.budgets import MIN_ELAPSED, WARN_SHARE, Period, elapsed_share, period_bounds
 from inno_notify.domain.kinds import OPTIONAL_KINDS
+from inno_notify.domain.messages import decode_pipeline
 from inno_notify.domain.model import DeliveryStatus, JobStatus, Notification, NotificationKind
 from inno_notify.domain.parsing.airflow import make_safe_label_value
 from inno_notify.domain.personal_page import PERSONAL_DAYS, PageOpening
 from inno_notify.domain.weeks import week_of
 from inno_notify.domain.workflows import airflow_run_uid
-from inno_notify.runtime import build_digest_renderer, build_pipeline
+from inno_notify.runtime import build_digest_accounting, build_digest_renderer, build_pipeline
 from inno_notify.runtime.builders import build_me_page_renderer, live_options, page_links
 from inno_notify.runtime.configuration import seed_directory
+from inno_notify.service.digest_accounting import DigestAccounting
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live_check import LiveCheck
 from inno_notify.settings import Settings
@@ -51,7 +61,13 @@ from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import TRAINING_CRDS
 from inno_notify.sim.mailbox import MailboxSender
 from inno_notify.sim.metrics import SimMetrics
-from inno_notify.sim.workload import MIG_PROFILE, Workload, generate
+from inno_notify.sim.workload import (
+    MIG_PROFILE,
+    SECOND_GPU_MODEL,
+    Workload,
+    generate,
+    gpu_model_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +77,9 @@ CLUSTER = "demo"
 # Where the links in the demo's messages point (`links.public_url`): nothing serves it during the demo;
 # `inno-notify serve` with the demo's database and settings would (tests/pages/test_message_links.py).
 PUBLIC_URL = "http://inno-notify.example/"
+# What the demo cluster's GPU-hours cost (accounting.rates): its two models, priced apart.
+DEMO_RATES: dict[str, Any] = {"currency": "EUR", "gpu_hour": {"*H100*": 2.5, "*A100*": 1.6}}
+BUDGET_MODELS = "*A100*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +99,40 @@ class DemoResult:
     digests: dict[str, tuple[str, Path]]
     # The personal page (GET /me) of the researcher with the most runs, as a file.
     personal_page: Path | None = None
+    # The budget alerts delivered (title and text of each): one, to the lead of demo_budget's team.
+    budget_alerts: tuple[tuple[str, str], ...] = ()
+
+
+def _a100_gpu_hours(workload: Workload) -> dict[str, float]:
+    """Per team, the GPU-hours its jobs will hold on A100s (where the sim places them): GPUs (a
+    seventh of one for a MIG slice) × runtime."""
+    hours: dict[str, float] = {}
+    for job in workload.jobs:
+        if gpu_model_of(job.node) == SECOND_GPU_MODEL and job.spec.gpus:
+            gpus = 1 / 7 if job.mig_profile else float(job.spec.gpus)
+            hours[job.person.team] = hours.get(job.person.team, 0.0) + gpus * job.run_seconds / 3600
+    return hours
+
+
+def demo_budget(workload: Workload) -> dict[str, Any] | None:
+    """A weekly budget of A100 GPU-hours for the team whose jobs hold the most of them, set from the
+    generated workload so that, at its end, exactly one alert is due: with the week's elapsed share
+    `e` then and the expected spend `s`, before MIN_ELAPSED (no forecast yet) or late in the week
+    the allowance puts spend between 80 % and 100 % with the forecast within it (the 80 % alert);
+    otherwise it lies between 1.25 s and s / e, the forecast's (the forecast alert alone)."""
+    hours = _a100_gpu_hours(workload)
+    if not hours:
+        return None
+    team, spend = max(hours.items(), key=lambda item: (item[1], item[0]))
+    now = workload.end
+    elapsed = elapsed_share(*period_bounds(Period.WEEK, now, ZoneInfo("UTC")), now)
+    if elapsed < MIN_ELAPSED:
+        allowance = spend / ((WARN_SHARE + 1.0) / 2)
+    elif elapsed < 1 / (1 / WARN_SHARE + 0.05):
+        allowance = spend * math.sqrt(1 / (WARN_SHARE * elapsed))
+    else:
+        allowance = spend * (1 / elapsed + 1 / WARN_SHARE) / 2
+    return {"team": team, "period": "week", "gpu_hours": round(allowance, 3), "gpu_model": BUDGET_MODELS}
 
 
 def demo_settings(workload: Workload, database_url: str, links_secret_file: Path | None = None) -> Settings:
@@ -93,7 +146,11 @@ def demo_settings(workload: Workload, database_url: str, links_secret_file: Path
         "database_url": database_url,
         "cluster": CLUSTER,
         "prometheus": {"metrics_delay_seconds": 60, "give_up_after_seconds": 1800},
-        "accounting": {"gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7}},
+        "accounting": {
+            "gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7},
+            "rates": DEMO_RATES,
+        },
+        "budgets": [budget] if (budget := demo_budget(workload)) is not None else [],
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
         "notify": {"group_wait_seconds": 600},
         "links": links,
@@ -206,6 +263,11 @@ async def run_demo(
             try:
                 async with asyncio.timeout(timeout_seconds):
                     await _progress(console, store, workload, player, play)
+                    # The leader checks budgets every few minutes of wall-clock time; the demo's
+                    # simulated week is over sooner: one check now, its alert delivered.
+                    if pipeline.check_budgets is not None and settings.budgets:
+                        await pipeline.check_budgets()
+                        await _until_sent(store)
             finally:
                 stop.set()
                 watch.cancel()
@@ -216,7 +278,9 @@ async def run_demo(
         await server.stop()
     sent = await _sent(store)
     pipeline_kinds = (NotificationKind.WORKFLOW_SUMMARY, NotificationKind.MODEL_SERVING)
-    digests = await _digests(store, workload, out, build_digest_renderer(settings))
+    accounting = build_digest_accounting(settings, store, clock.now)
+    digests = await _digests(store, workload, out, build_digest_renderer(settings), accounting)
+    budget_alerts = await _budget_alerts(store)
     personal = await _personal_page(store, workload, out, settings)
     await store.close()
     recipients = Counter(r.email or "" for r, _ in mailbox.sent)
@@ -229,7 +293,7 @@ async def run_demo(
         workload=workload,
         out=out,
         database_url=database_url,
-        summaries_sent=sum(1 for n in sent if n.kind is not NotificationKind.IDLE_NUDGE),
+        summaries_sent=sum(1 for n in sent if n.kind is not NotificationKind.IDLE_NUDGE) - len(budget_alerts),
         nudges=nudges,
         messages=len(mailbox.sent),
         recipients=recipients,
@@ -237,20 +301,22 @@ async def run_demo(
         digests=digests,
         workflow_summaries=sum(1 for n in sent if n.kind in pipeline_kinds),
         personal_page=personal,
+        budget_alerts=budget_alerts,
     )
     _report(console, result)
     return result
 
 
 async def _digests(
-    store: Store, workload: Workload, out: Path, renderer: DigestRenderer
+    store: Store, workload: Workload, out: Path, renderer: DigestRenderer, accounting: DigestAccounting
 ) -> dict[str, tuple[str, Path]]:
-    """Each team's weekly digest of the simulated week: its text (with the team page's link, signed
-    like the service's digests), and its page written to `out`."""
+    """Each team's weekly digest of the simulated week, priced and with its budget (`accounting`):
+    its text (with the team page's link, signed like the service's digests), and its page written
+    to `out`."""
     week = week_of(workload.start, "UTC")
     found = {}
     for team in workload.teams:
-        digest = await team_digest(store, team.name, week, "UTC", workload.end)
+        digest = await team_digest(store, team.name, week, "UTC", workload.end, accounting)
         page = out / f"digest-{team.name}-{week}.html"
         await asyncio.to_thread(page.write_text, render_digest(digest, "html", renderer), "utf-8")
         found[team.name] = (render_digest(digest, "text", renderer), page)
@@ -293,6 +359,26 @@ async def _progress(
             if play.done() and await _settled(store, workload):
                 return
             await asyncio.sleep(0.1)
+
+
+async def _until_sent(store: Store) -> None:
+    """Until no message waits to be sent (the budget alert's, enqueued last)."""
+    while True:
+        pending, _ = await store.outbox.list_notifications(DeliveryStatus.PENDING, limit=1)
+        if not pending:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def _budget_alerts(store: Store) -> tuple[tuple[str, str], ...]:
+    """The budget alerts delivered: (title, text) of each."""
+    alerts = []
+    for row in await _sent(store):
+        if row.kind is NotificationKind.PIPELINE_EVENT:
+            message = decode_pipeline(row.payload)
+            if message.key.startswith("budget:"):
+                alerts.append((message.title, message.text or ""))
+    return tuple(alerts)
 
 
 async def _sent(store: Store) -> list[Notification]:
@@ -379,6 +465,9 @@ def _report(console: Console, result: DemoResult) -> None:
         f"{result.seconds:.0f} s ({result.workflow_summaries} of the summaries for pipelines: one per "
         "workflow, one per model serving)."
     )
+    for title, text in result.budget_alerts:
+        console.rule("[bold]budget alert[/]")
+        console.print(Text(f"{title}\n{text}"))
     for team, (text, page) in result.digests.items():
         console.rule(f"[bold]weekly digest · {team}[/]")
         console.print(Text(text.strip()))

@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store, SummaryState
-from inno_notify.demo import run_demo
+from inno_notify.demo import demo_budget, run_demo
 from inno_notify.domain.model import JobStatus, NotificationKind, WorkloadKind
-from inno_notify.sim.workload import GPU_MODEL
+from inno_notify.sim.workload import GPU_MODEL, SECOND_GPU_MODEL
 from tests import stored
 
 pytestmark = pytest.mark.slow
@@ -104,21 +104,37 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert any(to == workspace.person.email and h.startswith(headline) for to, h in result.nudges)
     idle_owners = {s.person.email for s in workload.jobs if min(s.behaviour.gpu_util_percent) < 5}
     assert {to for to, _ in result.nudges} <= idle_owners | {workspace.person.email}
-    assert set(result.recipients) == owners | pipeline_owners | {to for to, _ in result.nudges}
+    # The lead of the demo's budget gets its one alert (below).
+    budget = demo_budget(workload)
+    assert budget is not None
+    lead = next(t.lead for t in workload.teams if t.name == budget["team"])
+    assert set(result.recipients) == owners | pipeline_owners | {to for to, _ in result.nudges} | {lead}
     # The sweep's jobs (same owner, same group key, ending together) share one e-mail.
     sweep = [sim for sim in workload.jobs if sim.spec.name.startswith("sweep-")]
     assert len(sweep) == 3
-    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines + len(result.nudges)
+    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines + len(result.nudges) + 1
 
     mails = sorted((tmp_path / "mail").glob("*.eml"))
     assert len(mails) == result.messages
     parsed = [email.message_from_bytes(p.read_bytes(), policy=default) for p in mails]
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
     assert {m["To"].addresses[0].addr_spec for m in parsed} == set(result.recipients)
-    # Every one-job summary of a GPU job names the simulated GPUs' model (issue 34).
+    # Every one-job summary of a GPU job names the simulated GPUs' model, one of two (issue 34).
     bodies = [m.get_body(("plain",)).get_content() for m in parsed]  # type: ignore[union-attr]
-    summaries = [b for b in bodies if "Peak GPU memory:" in b]
-    assert summaries and all(f"× {GPU_MODEL}" in b for b in summaries if "no GPU requested" not in b)
+    summaries = [b for b in bodies if "Peak GPU memory:" in b and "no GPU requested" not in b]
+    assert summaries and all(f"× {GPU_MODEL}" in b or f"× {SECOND_GPU_MODEL}" in b for b in summaries)
+    # The digests price the week's GPU-hours by model: both models, in euros (issue 34).
+    texts = [text for text, _ in result.digests.values()]
+    assert all("By GPU model" in t and "EUR" in t for t in texts if "No GPU jobs" not in t)
+    assert any(GPU_MODEL in t for t in texts) and any(SECOND_GPU_MODEL in t for t in texts)
+    # Exactly one budget alert, to the lead of the budget's team, by e-mail, and printed.
+    [(title, alert_text)] = result.budget_alerts
+    assert title.startswith(f"Budget: {budget['team']} (*A100*)") and "Spent so far:" in alert_text
+    [alert_mail] = [m for m in parsed if "Budget:" in str(m["Subject"])]
+    assert [a.addr_spec for a in alert_mail["To"].addresses] == [lead]
+    assert "budget alert" in out.getvalue() and title in out.getvalue()
+    digest_text, _ = result.digests[budget["team"]]
+    assert "Budget week of" in digest_text and "GPU-h of" in digest_text
     nudge_mail = next(m for m in parsed if "JupyterHub server" in str(m["Subject"]))
     body = nudge_mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     assert "GPU memory is allocated (6 GiB) but compute is idle" in body

@@ -764,6 +764,41 @@ class DigestMissing(TypedDict):
 
 
 @with_config(CLOSED)
+class DigestModelCost(TypedDict):
+    gpu_model: str
+    """As dcgm-exporter names it; "(model not measured)" for jobs whose model was not measured."""
+    jobs: int
+    gpu_hours: float | None
+    idle_gpu_hours: float | None
+    cost: float | None
+    """GPU-hours × the model's price; null where no price applies (never 0)."""
+    idle_cost: float | None
+
+
+@with_config(CLOSED)
+class DigestIdleCost(TypedDict):
+    owner: str
+    idle_gpu_hours: float
+    """Of the models with a price."""
+    idle_cost: float
+
+
+@with_config(CLOSED)
+class DigestCosts(TypedDict):
+    """The week's GPU-hours priced per GPU model (accounting.rates' `gpu_hour`; CPU and memory
+    prices are not in the digest's figures); `currency` null and the lists empty without them."""
+
+    currency: str | None
+    gpu_cost: float | None
+    """Over the priced models."""
+    idle_cost: float | None
+    by_model: list[DigestModelCost]
+    """Most expensive first, models without a price last."""
+    top_idle_cost: list[DigestIdleCost]
+    """The five people whose idle GPU-hours cost the most."""
+
+
+@with_config(CLOSED)
 class TrendWeek(TypedDict):
     """One week of a trend: the GPU jobs that finished in it (in the trend's zone)."""
 
@@ -815,6 +850,9 @@ class Digest(TypedDict):
     adoption: DigestAdoption
     trend: list[TrendWeek]
     """The team's weeks up to this one, oldest first (twelve, see GET /api/v1/trends)."""
+    costs: DigestCosts
+    budgets: list[Budget]
+    """The team's budgets in their current period as GET /api/v1/budgets reports them."""
     missing: list[DigestMissing]
 
 

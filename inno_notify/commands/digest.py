@@ -8,7 +8,14 @@ scheduled one.
 from __future__ import annotations
 
 from inno_notify.adapters.db.migrate import migrate
-from inno_notify.runtime import build_digest_renderer, build_dispatcher, build_senders, service_store, utc_now
+from inno_notify.runtime import (
+    build_digest_accounting,
+    build_digest_renderer,
+    build_dispatcher,
+    build_senders,
+    service_store,
+    utc_now,
+)
 from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_now import send_digest_now
 from inno_notify.service.digest_pages import UnknownTeam, render_digest, team_digest
@@ -21,7 +28,8 @@ async def digest_command(settings: Settings, team: str, week: str | None, fmt: s
     store = service_store(settings)
     try:
         await seed_directory(store, settings)
-        digest = await team_digest(store, team, week, settings.digest.timezone, utc_now())
+        accounting = build_digest_accounting(settings, store, utc_now)
+        digest = await team_digest(store, team, week, settings.digest.timezone, utc_now(), accounting)
         if not send:
             return render_digest(digest, fmt, build_digest_renderer(settings))
         senders = build_senders(settings)

@@ -6,13 +6,18 @@ whose idle time was not measured comes last), with its held GPU-hours, efficienc
 Kueue quota, and the cluster's trend over the last weeks. The figures are the trends' (domain/
 trends.py), so a team's line is the figure its own digest shows for the week.
 
+Where `accounting.rates` price GPU-hours, the teams are ranked by idle cost instead (an idle H100
+hour costs more than an idle A10 hour): each team's idle GPU-hours priced per GPU model, handed in
+by the service (the API's usage figures, summed per team). A team whose idle GPU-hours are all of
+models no rate matches has no idle cost (None) and comes after the priced teams, by idle GPU-hours.
+
 `adoption` is the hook for advice adoption (issue 17 part A): lines that part hands in, shown under
 their own heading; empty until it does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,6 +38,8 @@ class TeamWeekLine:
     efficiency: float | None
     quota_gpus: float | None
     quota_share: float | None
+    # Where rates price GPU-hours: the idle GPU-hours' cost (None: none of them priced).
+    idle_cost: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +56,10 @@ class ClusterDigest:
     # One series per cluster in the database (one, unless several clusters share it), oldest first.
     clusters: tuple[TrendSeries, ...]
     adoption: tuple[str, ...] = ()
+    # Where rates price GPU-hours (then `teams` are ranked by idle cost): their currency, and the
+    # idle cost of the teams beyond TOP_TEAMS together.
+    currency: str | None = None
+    more_idle_cost: float | None = None
 
     @property
     def no_gpu_jobs(self) -> bool:
@@ -59,7 +70,7 @@ class ClusterDigest:
         return next((p for p in series.points if p.week == self.week), None)
 
 
-def _line(series: TrendSeries) -> TeamWeekLine:
+def _line(series: TrendSeries, idle_cost: float | None) -> TeamWeekLine:
     last = series.points[-1]
     return TeamWeekLine(
         team=series.group,
@@ -70,6 +81,7 @@ def _line(series: TrendSeries) -> TeamWeekLine:
         efficiency=last.efficiency,
         quota_gpus=series.quota_gpus,
         quota_share=last.quota_share,
+        idle_cost=idle_cost,
     )
 
 
@@ -81,15 +93,27 @@ def build_cluster_digest(
     *,
     adoption: Sequence[str] = (),
     top: int = TOP_TEAMS,
+    idle_costs: Mapping[str, float | None] | None = None,
+    currency: str | None = None,
 ) -> ClusterDigest:
     """The admins' digest of `week` (the last week of every series) from the per-team and
-    per-cluster trends ending with it."""
+    per-cluster trends ending with it; with `idle_costs` (per team, in `currency`), ranked by them."""
     if any(s.points[-1].week != week for s in (*teams, *clusters)):
         raise ValueError(f"every series must end with {week}")
-    lines = [_line(s) for s in teams if s.points[-1].jobs > 0]
-    lines.sort(key=lambda line: (line.idle_gpu_hours is None, -(line.idle_gpu_hours or 0.0), line.team))
+    priced = idle_costs is not None and currency is not None
+    costs = idle_costs if idle_costs is not None and priced else {}
+    lines = [_line(s, costs.get(s.group)) for s in teams if s.points[-1].jobs > 0]
+
+    def by_hours(line: TeamWeekLine) -> tuple[bool, float, str]:
+        return (line.idle_gpu_hours is None, -(line.idle_gpu_hours or 0.0), line.team)
+
+    if priced:
+        lines.sort(key=lambda line: (line.idle_cost is None, -(line.idle_cost or 0.0), *by_hours(line)))
+    else:
+        lines.sort(key=by_hours)
     shown, rest = lines[:top], lines[top:]
     rest_idle = [line.idle_gpu_hours for line in rest if line.idle_gpu_hours is not None]
+    rest_cost = [line.idle_cost for line in rest if line.idle_cost is not None]
     start, end = week_bounds(week, tz)
     return ClusterDigest(
         week=week,
@@ -101,4 +125,6 @@ def build_cluster_digest(
         more_idle_gpu_hours=sum(rest_idle) if rest_idle else None,
         clusters=tuple(clusters),
         adoption=tuple(adoption),
+        currency=currency if priced else None,
+        more_idle_cost=sum(rest_cost) if rest_cost else None,
     )

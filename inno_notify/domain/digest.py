@@ -17,6 +17,15 @@ Conventions, stated once so every figure means the same thing:
   A pod nudged at least twice in the week is listed as nudged repeatedly.
 - Advice adoption counts the new runs of families that finished in the week (domain.adoption):
   "advice followed in 5 of 8 new runs" counts runs whose previous run was given advice.
+- Costs (where `accounting.rates` price GPU-hours, domain/costs.py): the person rows come per
+  person *and GPU model* (a job's model is the one that held most of its GPU-minutes), so every
+  GPU-hour is priced at its own model's rate — the week's GPU cost by model, and each person's
+  idle cost as the sum over their models. Only GPU-hours are priced here (CPU and memory prices,
+  where set, count in the API's usage and in budgets): the digest's figures are GPU figures. A
+  model no rate matches has no cost (None, never 0), is left out of the sums of costs like the
+  API's usage groups leave it out, and is named in a note.
+- Budgets: the team's budgets as service.budgets reports them now (their current period, with the
+  forecast), handed in: one source of figures for the digest, the API and the alerts.
 """
 
 from __future__ import annotations
@@ -28,12 +37,16 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from inno_notify.domain.adoption import AdoptionPerson, AdoptionTally, adoption_to_dict, combine
+from inno_notify.domain.budgets import BudgetReport
+from inno_notify.domain.costs import Held, Rates, cost_of
 from inno_notify.domain.trends import TrendPoint, efficiency_of, quota_share_of, to_hours
 from inno_notify.domain.weeks import week_bounds, week_monday
 
 TOP_WASTE = 5
 TOP_NUDGED = 10
+TOP_IDLE_COST = 5
 NO_OWNER = "(no owner)"
+NO_MODEL = "(model not measured)"
 
 
 # --- what the database hands over -------------------------------------------------------------
@@ -62,6 +75,9 @@ class TeamTotals:
 
 @dataclass(frozen=True, slots=True)
 class PersonRow:
+    """One person's jobs of the week of one GPU model (the store groups by both, so that costs are
+    priced per model); build_digest sums a person's rows."""
+
     owner: str | None
     jobs: int
     gpu_minutes: float | None
@@ -69,6 +85,7 @@ class PersonRow:
     idle_gpu_minutes: float | None
     # As TeamTotals.used_basis_gpu_minutes; None: the same as gpu_minutes.
     used_basis_gpu_minutes: float | None = None
+    gpu_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +255,27 @@ class NudgedPodLine:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLine:
+    """The week's GPU-hours of one GPU model and their cost (None: no rate matches the model)."""
+
+    gpu_model: str
+    jobs: int
+    gpu_hours: float | None
+    idle_gpu_hours: float | None
+    cost: float | None
+    idle_cost: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCostLine:
+    """A person's idle GPU-hours of the week and what they cost, priced per GPU model."""
+
+    owner: str
+    idle_gpu_hours: float
+    idle_cost: float
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """This week against the previous one; `delta` and `percent` are None where either is unknown."""
 
@@ -296,6 +334,14 @@ class Digest:
     adoption_people: tuple[AdoptionPerson, ...] = ()
     # The team's weekly trend ending with this week, oldest first (domain/trends.py).
     trend: tuple[TrendPoint, ...] = ()
+    # Costs (module docstring), where accounting.rates price GPU-hours; currency None: no prices.
+    currency: str | None = None
+    cost: float | None = None
+    idle_cost: float | None = None
+    by_model: tuple[ModelLine, ...] = ()
+    top_idle_cost: tuple[IdleCostLine, ...] = ()
+    # The team's budgets in their current period (service.budgets), with their forecasts.
+    budgets: tuple[BudgetReport, ...] = ()
 
     @property
     def live_idle_gpu_hours(self) -> float | None:
@@ -335,11 +381,14 @@ def build_digest(
     *,
     quota_gpus: float | None = None,
     trend: Sequence[TrendPoint] = (),
+    rates: Rates | None = None,
+    budgets: Sequence[BudgetReport] = (),
 ) -> Digest:
     """The digest of `team` for `week` in zone `tz` from the aggregated rows of that week.
 
     `previous` is the previous week's totals (None: not looked up); `quota_gpus` the nominal GPU
-    quota of the team's Kueue ClusterQueue, where known.
+    quota of the team's Kueue ClusterQueue, where known; `rates` the prices of GPU-hours
+    (accounting.rates; None or unpriced: no costs); `budgets` the team's budgets as they stand.
     """
     start, end = week_bounds(week, tz)
     monday = week_monday(week)
@@ -370,6 +419,10 @@ def build_digest(
     prev_idle = to_hours(previous.idle_gpu_minutes) if previous else None
     efficiency = efficiency_of(t)
     people = _people(rows.people)
+    costs = _costs(rows.people, rates)
+    if costs.unpriced:
+        models = ", ".join(costs.unpriced)
+        missing.append(Missing("cost", f"no rate in accounting.rates matches {models}: not priced"))
     return Digest(
         team=team,
         week=week,
@@ -405,6 +458,91 @@ def build_digest(
         adoption=combine([p.tally for p in rows.adoption]),
         adoption_people=_adoption_people(rows.adoption),
         trend=tuple(trend),
+        currency=costs.currency,
+        cost=costs.cost,
+        idle_cost=costs.idle_cost,
+        by_model=costs.by_model,
+        top_idle_cost=costs.top_idle_cost,
+        budgets=tuple(budgets),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Costs:
+    currency: str | None = None
+    cost: float | None = None
+    idle_cost: float | None = None
+    by_model: tuple[ModelLine, ...] = ()
+    top_idle_cost: tuple[IdleCostLine, ...] = ()
+    # The models with GPU-hours no rate matches (NO_MODEL for the unmeasured).
+    unpriced: tuple[str, ...] = ()
+
+
+def gpu_rates(rates: Rates | None) -> Rates | None:
+    """The GPU-hour prices alone (the digest prices GPU figures only); None where none is set."""
+    if rates is None or not rates.gpu_hour or rates.currency is None:
+        return None
+    return Rates(currency=rates.currency, gpu_hour=rates.gpu_hour)
+
+
+def _known_sum(values: Sequence[float | None]) -> float | None:
+    """The sum of the known values; None when none is known (as SQL's sum)."""
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if known else None
+
+
+def _costs(rows: Sequence[PersonRow], rates: Rates | None) -> _Costs:
+    """The week's GPU cost by model and idle cost by person, each row priced at its model's rate."""
+    priced_at = gpu_rates(rates)
+    if priced_at is None or not rows:
+        return _Costs(currency=None if priced_at is None else priced_at.currency)
+    per_model: dict[str | None, list[PersonRow]] = {}
+    idle_per_owner: dict[str, list[tuple[float | None, float | None]]] = {}
+    for row in rows:
+        if row.gpu_minutes is None:
+            continue  # nothing measured: counted in jobs_unmeasured, nothing to price
+        per_model.setdefault(row.gpu_model, []).append(row)
+        cost = cost_of(Held(row.gpu_model, row.gpu_minutes, row.idle_gpu_minutes), priced_at)
+        idle = None if cost is None else cost.idle
+        idle_per_owner.setdefault(row.owner or NO_OWNER, []).append((row.idle_gpu_minutes, idle))
+    lines = []
+    unpriced = []
+    for model, model_rows in per_model.items():
+        held = Held(
+            model,
+            _known_sum([r.gpu_minutes for r in model_rows]),
+            _known_sum([r.idle_gpu_minutes for r in model_rows]),
+        )
+        cost = cost_of(held, priced_at)
+        amount, idle = (None, None) if cost is None else (cost.amount, cost.idle)
+        if amount is None and held.gpu_minutes:
+            unpriced.append(model or NO_MODEL)
+        lines.append(
+            ModelLine(
+                gpu_model=model or NO_MODEL,
+                jobs=sum(r.jobs for r in model_rows),
+                gpu_hours=to_hours(held.gpu_minutes),
+                idle_gpu_hours=to_hours(held.idle_gpu_minutes),
+                cost=amount,
+                idle_cost=idle,
+            )
+        )
+    # Most expensive first; unpriced models after them, by GPU-hours; then by name.
+    lines.sort(key=lambda m: (m.cost is None, -(m.cost or 0.0), -(m.gpu_hours or 0.0), m.gpu_model))
+    top = []
+    for owner, parts in idle_per_owner.items():
+        idle_cost = _known_sum([cost for _, cost in parts])
+        if idle_cost is not None and idle_cost > 0:
+            minutes = _known_sum([m for m, cost in parts if cost is not None]) or 0.0
+            top.append(IdleCostLine(owner, minutes / 60, idle_cost))
+    top.sort(key=lambda line: (-line.idle_cost, line.owner))
+    return _Costs(
+        currency=priced_at.currency,
+        cost=_known_sum([m.cost for m in lines]),
+        idle_cost=_known_sum([m.idle_cost for m in lines]),
+        by_model=tuple(lines),
+        top_idle_cost=tuple(top[:TOP_IDLE_COST]),
+        unpriced=tuple(sorted(unpriced)),
     )
 
 
@@ -446,7 +584,39 @@ def _nudged_repeatedly(rows: Sequence[NudgedPodRow]) -> tuple[NudgedPodLine, ...
     )
 
 
+def _per_person(rows: Sequence[PersonRow]) -> list[PersonRow]:
+    """A person's rows (one per GPU model) summed into one, the model dropped."""
+    per_owner: dict[str | None, list[PersonRow]] = {}
+    for row in rows:
+        per_owner.setdefault(row.owner, []).append(row)
+    merged = []
+    for owner, found in per_owner.items():
+        if len(found) == 1:
+            merged.append(found[0])
+            continue
+        # A row's basis: its own where the store summed it, else (a row without one) its held
+        # minutes where its use is known; a row whose use is unknown adds to neither.
+        basis = [
+            r.used_basis_gpu_minutes
+            if r.used_basis_gpu_minutes is not None
+            else (r.gpu_minutes if r.used_gpu_minutes is not None else None)
+            for r in found
+        ]
+        merged.append(
+            PersonRow(
+                owner,
+                sum(r.jobs for r in found),
+                _known_sum([r.gpu_minutes for r in found]),
+                _known_sum([r.used_gpu_minutes for r in found]),
+                _known_sum([r.idle_gpu_minutes for r in found]),
+                _known_sum(basis),
+            )
+        )
+    return merged
+
+
 def _people(rows: Sequence[PersonRow]) -> tuple[PersonLine, ...]:
+    rows = _per_person(rows)
     lines = [
         PersonLine(
             owner=r.owner or NO_OWNER,
@@ -588,6 +758,27 @@ def digest_to_dict(digest: Digest) -> dict[str, Any]:
             ],
         },
         "trend": [trend_point_to_dict(p) for p in digest.trend],
+        "costs": {
+            "currency": digest.currency,
+            "gpu_cost": digest.cost,
+            "idle_cost": digest.idle_cost,
+            "by_model": [
+                {
+                    "gpu_model": m.gpu_model,
+                    "jobs": m.jobs,
+                    "gpu_hours": m.gpu_hours,
+                    "idle_gpu_hours": m.idle_gpu_hours,
+                    "cost": m.cost,
+                    "idle_cost": m.idle_cost,
+                }
+                for m in digest.by_model
+            ],
+            "top_idle_cost": [
+                {"owner": p.owner, "idle_gpu_hours": p.idle_gpu_hours, "idle_cost": p.idle_cost}
+                for p in digest.top_idle_cost
+            ],
+        },
+        "budgets": [budget_report_to_dict(r) for r in digest.budgets],
         "missing": [{"figure": m.figure, "reason": m.reason} for m in digest.missing],
     }
 
@@ -605,4 +796,25 @@ def trend_point_to_dict(point: TrendPoint) -> dict[str, Any]:
         "idle_gpu_hours": point.idle_gpu_hours,
         "efficiency": point.efficiency,
         "quota_share": point.quota_share,
+    }
+
+
+def budget_report_to_dict(report: BudgetReport) -> dict[str, Any]:
+    """A budget as the digest's JSON shows it: the fields of GET /api/v1/budgets' items."""
+    status, budget = report.status, report.status.budget
+    return {
+        "team": budget.team,
+        "period": budget.period.value,
+        "gpu_model": budget.gpu_model,
+        "unit": budget.unit,
+        "currency": status.currency,
+        "start": status.start.isoformat(),
+        "end": status.end.isoformat(),
+        "budget": budget.allowance,
+        "spent": status.spent,
+        "share": status.share,
+        "forecast": status.forecast,
+        "by_model": [
+            {"gpu_model": m.gpu_model, "gpu_hours": m.gpu_hours, "cost": m.cost} for m in report.by_model
+        ],
     }

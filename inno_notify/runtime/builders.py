@@ -29,7 +29,9 @@ from inno_notify.adapters.prometheus.live_meter import build_live_meter
 from inno_notify.domain.live import parse_quiet_hours
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.options import derive
+from inno_notify.service.budgets import Budgets
 from inno_notify.service.digest import DigestScheduler
+from inno_notify.service.digest_accounting import DigestAccounting
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import ChartDrawer, JobCharts
 from inno_notify.service.leadership import Timings
@@ -131,6 +133,17 @@ def build_digest_renderer(settings: Settings) -> DigestRenderer:
     return DigestRenderer(_template_dir(settings), links=page_links(settings), clock=utc_now)
 
 
+def build_digest_accounting(settings: Settings, store: Store, clock: Clock = utc_now) -> DigestAccounting:
+    """What digests are priced and budgeted with: accounting.rates, and the budgets as they stand
+    (service.budgets over `store`, in digest.timezone, at `clock`)."""
+    budgets = (
+        Budgets(store, settings.budgets, settings.accounting.rates, settings.digest.timezone, clock)
+        if settings.budgets
+        else None
+    )
+    return DigestAccounting(settings.accounting.rates, budgets)
+
+
 def build_dispatcher(
     settings: Settings,
     store: Store,
@@ -149,6 +162,7 @@ def build_dispatcher(
         telegram_link=link_offer(settings.channels.telegram),
         unsubscribe=page_links(settings).unsubscribe,
         personal_page=page_links(settings).me,
+        digest_accounting=build_digest_accounting(settings, store, clock),
     )
     return Dispatcher(
         store, senders, build_renderer(settings), options, clock=clock, telemetry=telemetry, parts=parts

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,6 +47,9 @@ class Pipeline:
     senders: Mapping[str, Sender]
     components: list[tuple[str, Component]] = field(default_factory=list)
     workflows: WorkflowParts | None = None
+    # One check of the budgets now, as the leader's "budgets" component runs it every few minutes
+    # (the demo calls it once its simulated work is done); returns the alerts the outbox took.
+    check_budgets: Callable[[], Awaitable[int]] | None = None
 
 
 def build_pipeline(
@@ -135,6 +138,7 @@ def build_pipeline(
             *workflows.components,
         ],
         workflows=workflows,
+        check_budgets=functools.partial(budgets.alert, planner),
     )
 
 

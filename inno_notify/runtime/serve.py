@@ -28,6 +28,7 @@ from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.memory import malloc_trim, return_freed_memory
 from inno_notify.runtime.builders import (
     Component,
+    build_digest_accounting,
     build_job_page_renderer,
     build_me_page_renderer,
     build_senders,
@@ -80,7 +81,11 @@ def api_component(
             readiness,
             telemetry=telemetry,
             digest_provider=digest_provider(
-                api_store, settings.digest.timezone, utc_now, links=page_links(settings)
+                api_store,
+                settings.digest.timezone,
+                utc_now,
+                links=page_links(settings),
+                accounting=build_digest_accounting(settings, api_store, utc_now),
             ),
             job_pages=job_page_provider(api_store, pages),
             workflow_pages=workflow_page_provider(api_store, pages),

@@ -28,9 +28,11 @@ from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.leases import LostLeadership
+from inno_notify.adapters.db.usage_queries import GroupBy, group_cells
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.cluster_digest import build_cluster_digest as build_cluster_view
-from inno_notify.domain.digest import Digest
+from inno_notify.domain.costs import Rates
+from inno_notify.domain.digest import Digest, gpu_rates
 from inno_notify.domain.model import (
     Channel,
     DirectoryUser,
@@ -41,7 +43,8 @@ from inno_notify.domain.model import (
 )
 from inno_notify.domain.routing import unsubscribed
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
-from inno_notify.domain.weeks import last_complete_week
+from inno_notify.domain.weeks import last_complete_week, week_bounds
+from inno_notify.service.digest_accounting import NO_ACCOUNTING, DigestAccounting
 from inno_notify.service.pausing import pause
 
 log = logging.getLogger(__name__)
@@ -60,14 +63,40 @@ _CLUSTER_KEY = "(cluster)"
 
 
 async def build_cluster_digest(
-    store: Store, week: str, tz: str, *, cluster: str | None = None, adoption: Sequence[str] = ()
+    store: Store,
+    week: str,
+    tz: str,
+    *,
+    cluster: str | None = None,
+    adoption: Sequence[str] = (),
+    rates: Rates | None = None,
 ) -> ClusterDigest:
     """The admins' digest of ISO `week` in zone `tz`: every team's and cluster's trend ending with it.
-    `adoption` is the hook for advice adoption's lines (issue 17 part A)."""
+    `adoption` is the hook for advice adoption's lines (issue 17 part A). Where `rates` price
+    GPU-hours, the teams are ranked by idle cost: the week's usage cells (per team and GPU model,
+    the API's usage figures) priced per model, one more aggregation over the week's jobs."""
     weeks = trend_weeks(week, TREND_WEEKS)
     teams = await store.trends.weekly(TrendGroup.TEAM, weeks, tz, cluster=cluster)
     clusters = await store.trends.weekly(TrendGroup.CLUSTER, weeks, tz, cluster=cluster)
-    return build_cluster_view(week, tz, teams, clusters, adoption=adoption)
+    idle_costs: dict[str, float | None] | None = None
+    priced = gpu_rates(rates)
+    if priced is not None:
+        start, end = week_bounds(week, tz)
+        cells = await store.usage.usage_cells(start, end, cluster)
+        idle_costs = {
+            g.key: None if g.cost is None else g.cost.idle
+            for g in group_cells(cells, GroupBy.TEAM, priced)
+            if g.key is not None
+        }
+    return build_cluster_view(
+        week,
+        tz,
+        teams,
+        clusters,
+        adoption=adoption,
+        idle_costs=idle_costs,
+        currency=None if priced is None else priced.currency,
+    )
 
 
 def plan_cluster_digest(
@@ -259,17 +288,26 @@ class DigestMessages:
     """Renders DIGEST outbox rows for the dispatcher; a digest and its chart are built once per
     (team, week) for the life of this object (one dispatch round)."""
 
-    def __init__(self, store: Store, renderer: DigestRenderer, *, cluster: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        renderer: DigestRenderer,
+        *,
+        cluster: str | None = None,
+        accounting: DigestAccounting = NO_ACCOUNTING,
+    ) -> None:
         self._store = store
         self._renderer = renderer
         self._cluster = cluster
+        # The budgets are read once for all the round's digests.
+        self._accounting = accounting.for_round()
         self._built: dict[tuple[str, str, str], tuple[Digest, bytes | None]] = {}
         self._clusters: dict[tuple[str, str], ClusterDigest] = {}
 
     async def digest_and_chart(self, team: str, week: str, tz: str) -> tuple[Digest, bytes | None]:
         key = (team, week, tz)
         if key not in self._built:
-            digest = await self._store.digest.team_digest(team, week, tz, cluster=self._cluster)
+            digest = await self._accounting.team_digest(self._store, team, week, tz, cluster=self._cluster)
             # Drawing is CPU-bound: keep it off the event loop.
             chart = await asyncio.to_thread(render_chart, digest)
             self._built[key] = (digest, chart)
@@ -291,6 +329,6 @@ class DigestMessages:
             raise ValueError(f"cluster digest row {row.id} needs a week and the e-mail channel")
         if (week, tz) not in self._clusters:
             self._clusters[week, tz] = await build_cluster_digest(
-                self._store, week, tz, cluster=self._cluster
+                self._store, week, tz, cluster=self._cluster, rates=self._accounting.rates
             )
         return self._renderer.cluster_message(self._clusters[week, tz])

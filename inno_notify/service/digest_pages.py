@@ -18,19 +18,28 @@ from inno_notify.adapters.db.repository import Store
 from inno_notify.domain.digest import Digest, digest_to_dict
 from inno_notify.domain.page_links import PageLinks
 from inno_notify.domain.weeks import last_complete_week
+from inno_notify.service.digest_accounting import NO_ACCOUNTING, DigestAccounting
 
 
 class UnknownTeam(LookupError):
     """The team is not in the directory."""
 
 
-async def team_digest(store: Store, team: str, week: str | None, tz: str, now: datetime) -> Digest:
-    """The digest of `team` for `week` (default: the last complete week in `tz`)."""
+async def team_digest(
+    store: Store,
+    team: str,
+    week: str | None,
+    tz: str,
+    now: datetime,
+    accounting: DigestAccounting = NO_ACCOUNTING,
+) -> Digest:
+    """The digest of `team` for `week` (default: the last complete week in `tz`), priced and
+    budgeted with `accounting` (accounting.rates and budgets)."""
     teams = {t.name for t in await store.directory.list_teams()}
     if team not in teams:
         known = ", ".join(sorted(teams)) or "none configured"
         raise UnknownTeam(f"unknown team {team!r} (teams: {known})")
-    return await store.digest.team_digest(team, week or last_complete_week(now, tz), tz)
+    return await accounting.team_digest(store, team, week or last_complete_week(now, tz), tz)
 
 
 def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = None) -> str:
@@ -44,14 +53,20 @@ def render_digest(digest: Digest, fmt: str, renderer: DigestRenderer | None = No
 
 
 def digest_provider(
-    store: Store, tz: str, clock: Any, dashboard_url: str | None = None, *, links: PageLinks | None = None
+    store: Store,
+    tz: str,
+    clock: Any,
+    dashboard_url: str | None = None,
+    *,
+    links: PageLinks | None = None,
+    accounting: DigestAccounting = NO_ACCOUNTING,
 ) -> Any:
     """The API's `digest_provider`: (team, week) → the JSON document plus the page under "html"."""
     renderer = DigestRenderer(dashboard_url=dashboard_url, links=links, clock=clock)
 
     async def provide(team: str, week: str | None) -> Mapping[str, Any] | None:
         try:
-            digest = await team_digest(store, team, week, tz, clock())
+            digest = await team_digest(store, team, week, tz, clock(), accounting)
         except UnknownTeam:
             return None
         # The API encodes this document once, when it answers (and caches the bytes).

@@ -37,6 +37,7 @@ from inno_notify.adapters.db import Store
 from inno_notify.adapters.db.outbox_repository import Claim
 from inno_notify.domain.model import Notification, NotificationKind
 from inno_notify.service.digest import DigestMessages
+from inno_notify.service.digest_accounting import NO_ACCOUNTING, DigestAccounting
 from inno_notify.service.job_charts import JobCharts, RoundCharts
 
 # Rendered from what the row's payload carries (domain.messages, domain.live), without a job record.
@@ -71,6 +72,8 @@ class MessageParts:
     telegram_link: Callable[[Notification, datetime], str | None] | None = None
     unsubscribe: Callable[[str, datetime], str | None] | None = None
     personal_page: Callable[[str, datetime], str | None] | None = None
+    # What digests are priced and budgeted with (accounting.rates, budgets); default: no costs.
+    digest_accounting: DigestAccounting = NO_ACCOUNTING
 
 
 def row_ids(rows: Sequence[Notification]) -> list[int]:
@@ -110,10 +113,16 @@ class MessageComposer:
         self._personal_page = parts.personal_page
         self._clock = clock
         self._digest_cluster = digest_cluster
+        self._digest_accounting = parts.digest_accounting
 
     def for_round(self, claim: Claim) -> RoundComposer:
         """The composer of one claim's messages (its digests and charts are read once for all)."""
-        digests = DigestMessages(self._store, self._digest_renderer, cluster=self._digest_cluster)
+        digests = DigestMessages(
+            self._store,
+            self._digest_renderer,
+            cluster=self._digest_cluster,
+            accounting=self._digest_accounting,
+        )
         charts = self._charts.for_round(claim.summaries) if self._charts is not None else None
         return RoundComposer(self, claim, digests, charts)
 

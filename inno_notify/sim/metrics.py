@@ -26,7 +26,7 @@ from inno_notify.domain.live import GpuWindow
 from inno_notify.domain.model import GpuUsage, PodUsage
 from inno_notify.domain.series import PodPoints, grid_time, series_step
 from inno_notify.sim.behaviour import GIB, Behaviour
-from inno_notify.sim.workload import GPU_MODEL, SimJob, SimWorkspace
+from inno_notify.sim.workload import GPU_MODEL, SimJob, SimWorkspace, gpu_model_of
 
 MIB = 1024 * 1024
 
@@ -69,6 +69,8 @@ class SimMetrics:
         self._by_pod.update({w.pod_uid: (w.behaviour, None) for w in workspaces})
         # What the live check needs besides: when each pod ran, and on which node.
         self._jobs = {job.pod_uid: job for job in jobs}
+        # The `modelName` of each pod's GPUs: a job's by its node (two models), the others' H100.
+        self._models = {job.pod_uid: gpu_model_of(job.node) for job in jobs}
         self._workspaces = {w.pod_uid: w for w in workspaces}
         self._spans = {uid: span for uid, span in (spans or {}).items() if uid in self._by_pod}
         self._step = scrape_seconds
@@ -106,7 +108,7 @@ class SimMetrics:
                     GpuWindow(
                         gpu=str(index),
                         uuid=f"GPU-{target.uid[:8]}-{index}",
-                        model=GPU_MODEL,
+                        model=self._models.get(target.uid, GPU_MODEL),
                         mig_profile=mig,
                         host=node,
                         util_max_percent=max(utils),
@@ -202,7 +204,7 @@ class SimMetrics:
             pod_name=window.pod,
             gpu=str(index),
             uuid=f"GPU-{window.uid[:8]}-{index}" if mig_profile is None else f"MIG-{window.uid[:8]}",
-            model=GPU_MODEL,
+            model=self._models.get(window.uid, GPU_MODEL),
             mig_profile=mig_profile,
             held_minutes=window.held_seconds / 60,
             util_mean_percent=sum(utils) / len(utils) if utils else None,

@@ -76,6 +76,19 @@ PEOPLE = (
     Person("fatima@example.com", "Fatima Haddad", "speech"),
 )
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
+# The cluster's second GPU model (dcgm-exporter's `modelName`): a job placed on gpu-node-07 to
+# gpu-node-12 runs on A100s, so the digest prices two models. Pipeline steps, training runs and
+# workspaces run on H100s.
+SECOND_GPU_MODEL = "NVIDIA A100-SXM4-80GB"
+FIRST_SECOND_MODEL_NODE = 7
+
+
+def gpu_model_of(node: str) -> str:
+    """The model of a job's GPUs on `node` (gpu-node-NN): H100 on 01-06, A100 on 07-12."""
+    number = node.rsplit("-", 1)[-1]
+    return SECOND_GPU_MODEL if number.isdigit() and int(number) >= FIRST_SECOND_MODEL_NODE else GPU_MODEL
+
+
 MIG_PROFILE = "1g.10gb"
 
 

@@ -5,6 +5,7 @@ text at a readable size. Skipped where /usr/bin/chromium (Debian chromium) is ab
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from inno_notify.adapters.channels.digest_chart import render_chart
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.pages import JobPageRenderer
 from inno_notify.adapters.channels.render import Renderer
+from tests.adapters.channels.test_digest_costs_render import priced
 from tests.adapters.channels.test_digest_render import digest
 from tests.pages import sample
 from tests.pages.browser import CHROMIUM, LAPTOP, PHONE, measure
@@ -32,8 +34,23 @@ def team_page() -> str:
     return DigestRenderer(dashboard_url="https://inno.example.org").html_page(d, render_chart(d))
 
 
+def priced_team_page() -> str:
+    """The team page with its costs by GPU model, top idle cost and budget bar (issue 34)."""
+    costs = priced()
+    d = replace(
+        digest(),
+        currency=costs.currency,
+        cost=costs.cost,
+        idle_cost=costs.idle_cost,
+        by_model=costs.by_model,
+        top_idle_cost=costs.top_idle_cost,
+        budgets=costs.budgets,
+    )
+    return DigestRenderer(dashboard_url="https://inno.example.org").html_page(d, render_chart(d))
+
+
 @pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["phone", "laptop"])
-@pytest.mark.parametrize("make", [job_page, team_page], ids=["job", "team"])
+@pytest.mark.parametrize("make", [job_page, team_page, priced_team_page], ids=["job", "team", "team-priced"])
 def test_the_page_fits_the_screen(make: Callable[[], str], size: tuple[int, int], tmp_path: Path) -> None:
     measured = measure(make(), size, tmp_path)
     assert measured["viewport"] == size[0]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from inno_notify.adapters.channels.base import MailMessage
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.db import Store
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.kueue_queues import ClusterQueueQuota, LocalQueueRef
 from inno_notify.domain.model import Channel, JobRecord, NotificationKind, Requested, Team, Usage
 from inno_notify.service.digest import DigestMessages, DigestScheduler, build_cluster_digest
@@ -112,3 +113,34 @@ async def test_planned_once_per_admin_and_rendered_for_the_dispatcher(store: Sto
 async def test_no_admin_rows_without_email(store: Store) -> None:
     scheduler = admins_scheduler(store, {"slack"}, ["ops@example.com"])
     assert await scheduler.run_once(FIRED) == 0
+
+
+async def test_with_rates_teams_are_ranked_by_idle_cost(store: Store) -> None:
+    # Issue 34: face idles 4 h on A10s at 0.5/h (2 EUR), speech 1 h on H100s at 4/h (4 EUR):
+    # by cost speech leads, though face idled longer; vision's idle time was not measured: last.
+    await fill(store)
+    models = {"f1": "NVIDIA A10", "s1": "NVIDIA H100 80GB HBM3"}
+    for uid, model in models.items():
+        held, used, idle = {"f1": (600.0, 300.0, 240.0), "s1": (1200.0, 1140.0, 60.0)}[uid]
+        await stored.save_usage(
+            store,
+            "default",
+            uid,
+            Usage(gpu_minutes=held, used_gpu_minutes=used, idle_gpu_minutes=idle, gpu_model=model),
+        )
+    rates = Rates(currency="EUR", gpu_hour={"*H100*": 4.0, "*A10": 0.5})
+    digest = await build_cluster_digest(store, "2026-W48", "UTC", rates=rates)
+    assert [(t.team, t.idle_cost) for t in digest.teams] == [("speech", 4.0), ("face", 2.0), ("vision", None)]
+    assert digest.currency == "EUR"
+    message = DigestRenderer().cluster_message(digest)
+    assert "Teams by idle cost" in message.text and "Teams by idle cost" in message.html
+    ranked = [line.strip() for line in message.text.splitlines() if line.strip()[:3] in ("1. ", "2. ")]
+    assert ranked[0].startswith("1. speech: 4.00 EUR, 1 h /") and ranked[1].startswith("2. face: 2.00 EUR")
+    assert "most in speech (1 GPU-h, 4.00 EUR)" in message.text
+
+    # Rates without GPU prices rank by idle GPU-hours, as without rates.
+    unpriced = await build_cluster_digest(
+        store, "2026-W48", "UTC", rates=Rates(currency="EUR", cpu_core_hour=1.0)
+    )
+    assert [t.team for t in unpriced.teams] == ["face", "speech", "vision"] and unpriced.currency is None
+    assert "Teams by idle GPU-hours" in DigestRenderer().cluster_message(unpriced).text

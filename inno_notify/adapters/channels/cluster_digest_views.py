@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inno_notify.adapters.channels.digest_figures import hours, hours_columns, percent, sparkline, trend_text
+from inno_notify.adapters.channels.digest_figures import (
+    hours,
+    hours_columns,
+    money,
+    percent,
+    sparkline,
+    trend_text,
+)
 from inno_notify.domain.cluster_digest import ClusterDigest
 
 
@@ -23,6 +30,8 @@ class TeamLineView:
     idle_gpu_hours: str
     efficiency: str
     quota_share: str
+    # "12.50 EUR" where rates price GPU-hours, else "".
+    idle_cost: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +54,9 @@ class ClusterDigestView:
     more_teams: str
     clusters: tuple[ClusterView, ...]
     adoption: tuple[str, ...]
+    # What the teams are ranked by: "idle cost" where rates price GPU-hours, else "idle GPU-hours".
+    ranked_by: str = "idle GPU-hours"
+    priced: bool = False
 
 
 def cluster_digest_view(d: ClusterDigest) -> ClusterDigestView:
@@ -56,9 +68,12 @@ def cluster_digest_view(d: ClusterDigest) -> ClusterDigestView:
     else:
         top = d.teams[0]
         idle_text = hours(sum(idle) if idle else None, "GPU-h")
+        most = hours(top.idle_gpu_hours, "GPU-h")
+        if d.currency is not None and top.idle_cost is not None:
+            most += f", {money(top.idle_cost, d.currency)}"
         headline = (
             f"{len(d.teams) + d.more_teams} teams ran GPU jobs; {idle_text} idle in the top "
-            f"{len(d.teams)}, most in {top.team} ({hours(top.idle_gpu_hours, 'GPU-h')})."
+            f"{len(d.teams)}, most in {top.team} ({most})."
         )
     clusters = []
     for series in d.clusters:
@@ -81,6 +96,8 @@ def cluster_digest_view(d: ClusterDigest) -> ClusterDigestView:
     more = ""
     if d.more_teams:
         more = f"and {d.more_teams} more teams, {hours(d.more_idle_gpu_hours, 'GPU-h')} idle together"
+        if d.currency is not None and d.more_idle_cost is not None:
+            more += f" ({money(d.more_idle_cost, d.currency)})"
     return ClusterDigestView(
         week=d.week,
         period=period,
@@ -93,10 +110,13 @@ def cluster_digest_view(d: ClusterDigest) -> ClusterDigestView:
                 quota_share="no Kueue quota known"
                 if t.quota_gpus is None
                 else f"{percent(t.quota_share)} of {t.quota_gpus:g} GPUs",
+                idle_cost="" if d.currency is None else money(t.idle_cost, d.currency),
             )
             for t in d.teams
         ),
         more_teams=more,
         clusters=tuple(clusters),
         adoption=d.adoption,
+        ranked_by="idle GPU-hours" if d.currency is None else "idle cost",
+        priced=d.currency is not None,
     )

@@ -7,10 +7,14 @@ share one scale, so the panels compare. Below them, when the team has a trend (d
 one wide panel of the same bars per week. It paints on the job charts' ``PngCanvas``
 (job_chart.py): every chart is drawn one way, with Pillow, and nothing here reads a clock, so the
 same digest always gives the same bytes.
+
+A budget's bar (spend against the allowance, the forecast marked) is drawn here too: as inline SVG
+for the team page and as a line of block characters for chat and plain text.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 
@@ -191,3 +195,67 @@ def chart_alt_text(digest: Digest) -> str:
         )
         text += f" Below, GPU-hours per week: {weeks}."
     return text
+
+
+# --- a budget's bar: spend against the allowance, the forecast marked ------------------------------
+
+BAR_CELLS = 20
+_BAR_WIDTH = 480
+_BAR_HEIGHT = 22
+_OK, _WARN, _OVER = "#2e7d32", "#ef6c00", "#c62828"
+
+
+def _bar_color(share: float) -> str:
+    return _OVER if share >= 1.0 else _WARN if share >= 0.8 else _OK
+
+
+def budget_bar_text(spent: float | None, allowance: float, forecast: float | None) -> str:
+    """A one-line bar for chat and plain text: "█" spent, "░" left, "┃" where the forecast lands
+    (a "▶" after the bar when it lands past the budget). "" where the spend is unknown."""
+    if spent is None or allowance <= 0:
+        return ""
+    filled = min(BAR_CELLS, round(spent / allowance * BAR_CELLS))
+    cells = ["█"] * filled + ["░"] * (BAR_CELLS - filled)
+    tail = ""
+    if forecast is not None:
+        at = round(forecast / allowance * BAR_CELLS)
+        if at > BAR_CELLS:
+            tail = "▶"
+        elif filled <= at - 1 < BAR_CELLS:
+            cells[at - 1] = "┃"
+    return "[" + "".join(cells) + "]" + tail
+
+
+def budget_bar_svg(spent: float | None, allowance: float, forecast: float | None, label: str) -> str:
+    """The page's bar as inline SVG: spend filled (green, orange from 80 %, red from 100 %), the
+    budget a solid line, the forecast a dashed one; the scale reaches the largest of the three, so
+    an overrun shows past the budget's line. ``label`` is the bar's accessible name (escaped here,
+    as the markup goes to the page unescaped)."""
+    top = max(allowance, spent or 0.0, forecast or 0.0)
+
+    def x(value: float) -> float:
+        return round(value / top * (_BAR_WIDTH - 2) + 1, 1)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="budget-bar" role="img" width="{_BAR_WIDTH}"'
+        f' height="{_BAR_HEIGHT + 4}" viewBox="0 0 {_BAR_WIDTH} {_BAR_HEIGHT + 4}"'
+        f' style="max-width:100%;height:auto" aria-label="{html.escape(label)}">',
+        f"<title>{html.escape(label)}</title>",
+        f'<rect x="1" y="2" width="{_BAR_WIDTH - 2}" height="{_BAR_HEIGHT}" fill="#eeeeee"/>',
+    ]
+    if spent is not None and spent > 0:
+        color = _bar_color(spent / allowance)
+        parts.append(
+            f'<rect class="spent" x="1" y="2" width="{x(spent) - 1}" height="{_BAR_HEIGHT}" fill="{color}"/>'
+        )
+    parts.append(
+        f'<line class="budget" x1="{x(allowance)}" y1="0" x2="{x(allowance)}" y2="{_BAR_HEIGHT + 4}"'
+        ' stroke="#222222" stroke-width="2"/>'
+    )
+    if forecast is not None:
+        parts.append(
+            f'<line class="forecast" x1="{x(forecast)}" y1="0" x2="{x(forecast)}" y2="{_BAR_HEIGHT + 4}"'
+            ' stroke="#1f4e79" stroke-width="2" stroke-dasharray="4 3"/>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -39,6 +39,14 @@ def hours_columns(line: PersonLine | TeamWeekLine) -> HoursColumns:
     )
 
 
+NO_RATE = figures.not_available("no rate for its GPU model")
+
+
+def money(value: float | None, currency: str | None) -> str:
+    """ "1,234.50 EUR"; n/a where no rate priced it (never a cost of 0 for an unpriced figure)."""
+    return NO_RATE if value is None else f"{value:,.2f} {currency or ''}".rstrip()
+
+
 def percent(value: float | None) -> str:
     return NOT_MEASURED if value is None else f"{round(100 * value)} %"
 

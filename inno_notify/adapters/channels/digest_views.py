@@ -19,15 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from markupsafe import Markup
 
 from inno_notify.adapters.channels import figures
 from inno_notify.adapters.channels.base import InlineImage, MailMessage, RenderedMessage, TelegramMessage
 from inno_notify.adapters.channels.cluster_digest_views import cluster_digest_view
-from inno_notify.adapters.channels.digest_chart import chart_alt_text
+from inno_notify.adapters.channels.digest_chart import budget_bar_svg, budget_bar_text, chart_alt_text
 from inno_notify.adapters.channels.digest_figures import (
     NOT_MEASURED,
     hours,
     hours_columns,
+    money,
     percent,
     trend_text,
 )
@@ -35,6 +37,7 @@ from inno_notify.adapters.channels.markup import truncate_html
 from inno_notify.adapters.channels.render import Templates, mattermost_message, slack_message, template_errors
 from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.adoption import AdoptionTally
+from inno_notify.domain.budgets import BudgetReport, Period
 from inno_notify.domain.cluster_digest import ClusterDigest
 from inno_notify.domain.digest import NO_OWNER, Change, Digest, digest_to_dict
 from inno_notify.domain.model import Channel
@@ -97,6 +100,34 @@ class AdoptionView:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCostView:
+    gpu_model: str
+    gpu_hours: str
+    cost: str
+    idle_cost: str
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCostView:
+    owner: str
+    idle_gpu_hours: str
+    idle_cost: str
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    # "December 2026, H100 GPUs (*H100*)"
+    name: str
+    # "620.00 EUR of 1,000.00 EUR (62 %); forecast 1,180.00 EUR (118 %) by 01 Jan"
+    figures: str
+    # "[████████████░░░░░░░┃]": the one-line bar of chat and plain text ("" where spend is unknown)
+    bar: str
+    # The page's bar (inline SVG, escaped where it is built: digest_chart.budget_bar_svg).
+    svg: Markup
+    over: bool
+
+
+@dataclass(frozen=True, slots=True)
 class DigestView:
     team: str
     week: str
@@ -116,6 +147,12 @@ class DigestView:
     # "Advice followed in 5 of 8 new runs (…); 12 GPU-h freed this week." ("": no run had advice)
     adoption: str = ""
     adoption_people: tuple[AdoptionView, ...] = ()
+    # Costs where accounting.rates price GPU-hours ("" and empty otherwise).
+    cost: str = ""
+    by_model: tuple[ModelCostView, ...] = ()
+    idle_cost_people: tuple[IdleCostView, ...] = ()
+    # The team's budgets in their current period.
+    budgets: tuple[BudgetView, ...] = ()
 
 
 def change_text(c: Change, *, unit: str = "h", ratio: bool = False) -> str:
@@ -165,6 +202,62 @@ def adoption_text(t: AdoptionTally) -> str:
     return f"Advice followed in {t.followed} of {t.advised} new runs{_others(t)}" + (
         f"; {freed} this week." if freed else "."
     )
+
+
+def _budget_amount(report: BudgetReport, value: float) -> str:
+    if report.status.budget.unit == "gpu_hours":
+        return f"{figures.number(value)} GPU-h"
+    return money(value, report.status.currency)
+
+
+def budget_view(report: BudgetReport) -> BudgetView:
+    status, budget = report.status, report.status.budget
+    period = f"{status.start:%B %Y}" if budget.period is Period.MONTH else f"week of {status.start:%d %b %Y}"
+    name = period + (f", GPU models {budget.gpu_model}" if budget.gpu_model else "")
+    allowance = _budget_amount(report, budget.allowance)
+    if status.spent is None:
+        text = f"spend not known (no rate for its GPU models) of {allowance}"
+    else:
+        text = f"{_budget_amount(report, status.spent)} of {allowance} ({percent(status.share)})"
+    if status.forecast is None:
+        text += "; no forecast yet (too early in the period)"
+    else:
+        share = percent(status.forecast / budget.allowance)
+        text += f"; forecast {_budget_amount(report, status.forecast)} ({share}) by {status.end:%d %b}"
+    label = f"Budget {name}: {text}"
+    return BudgetView(
+        name=name,
+        figures=text,
+        bar=budget_bar_text(status.spent, budget.allowance, status.forecast),
+        svg=Markup(budget_bar_svg(status.spent, budget.allowance, status.forecast, label)),
+        over=(status.share or 0.0) >= 1.0
+        or (status.forecast is not None and status.forecast > budget.allowance),
+    )
+
+
+def _costs(d: Digest) -> dict[str, Any]:
+    """The cost lines of the view; none where no rate prices GPU-hours."""
+    if d.currency is None or d.no_gpu_jobs:
+        return {}
+    total = f"{money(d.cost, d.currency)} for {hours(d.gpu_hours, 'GPU-h')}"
+    if d.idle_cost is not None:
+        total += f", of which {money(d.idle_cost, d.currency)} idle"
+    return {
+        "cost": total,
+        "by_model": tuple(
+            ModelCostView(
+                gpu_model=m.gpu_model,
+                gpu_hours=hours(m.gpu_hours, "GPU-h"),
+                cost=money(m.cost, d.currency),
+                idle_cost=money(m.idle_cost, d.currency),
+            )
+            for m in d.by_model
+        ),
+        "idle_cost_people": tuple(
+            IdleCostView(p.owner, hours(p.idle_gpu_hours, "GPU-h"), money(p.idle_cost, d.currency))
+            for p in d.top_idle_cost
+        ),
+    }
 
 
 def digest_view(digest: Digest) -> DigestView:
@@ -263,6 +356,8 @@ def digest_view(digest: Digest) -> DigestView:
             )
             for p in d.adoption_people
         ),
+        **_costs(d),
+        budgets=tuple(budget_view(r) for r in d.budgets),
     )
 
 
@@ -327,7 +422,12 @@ class DigestRenderer:
             if chart_png
             else ()
         )
-        context = {"d": view, "chart_src": f"cid:{CHART_CID}" if chart_png else None, **self._links(digest)}
+        context = {
+            "d": view,
+            "chart_src": f"cid:{CHART_CID}" if chart_png else None,
+            "page": False,
+            **self._links(digest),
+        }
         parts = self._render(_FILES[channel], context)
         if channel is Channel.TELEGRAM:
             return TelegramMessage(truncate_html(parts[0].strip()))
@@ -352,7 +452,7 @@ class DigestRenderer:
 
     def text(self, digest: Digest) -> str:
         """Plain text, as `inno-notify digest` prints it (the e-mail's text part)."""
-        context = {"d": digest_view(digest), "chart_src": None, **self._links(digest)}
+        context = {"d": digest_view(digest), "chart_src": None, "page": False, **self._links(digest)}
         return self._render(("email/digest.txt.j2",), context)[0].strip() + "\n"
 
     def html_page(self, digest: Digest, chart_png: bytes | None) -> str:
@@ -361,7 +461,7 @@ class DigestRenderer:
         # No link to itself: whoever reads the page is on it already, and a link minted now would
         # carry a fresh expiry, so a page opened with a link about to expire would hand out one
         # that lives a full `links.ttl_days` (CONTRACT §5: a page never outlives its link).
-        context = {"d": digest_view(digest), "chart_src": src, "dashboard_url": None}
+        context = {"d": digest_view(digest), "chart_src": src, "dashboard_url": None, "page": True}
         return self._render((WEB_PAGE,), context)[0]
 
     def _links(self, digest: Digest) -> dict[str, Any]:

@@ -4,9 +4,10 @@ A digest covers a team's GPU jobs that finished in [start, end) (domain/digest.p
 conventions). It is one statement, one round trip: the GPU jobs of the week and the week before are
 read once (a CTE over jobs, narrowed by the (team, finished_at) index, which on Postgres carries
 every jobs column needed, the job's copies of its usage figures and of its largest advised waste
-included, so the weeks come from the index alone with no join) and grouped per week, per person,
-and per person and local day; the five most wasteful jobs, the twelve-week trend (trend_queries.py),
-the week's advice adoption (adoption.py), the team's nudge ledger rows (nudge_ledger.py) and the
+included, the job's GPU model too, so the weeks come from the index alone with no join) and
+grouped per week, per person and GPU model (the domain prices each model at its rate), and per
+person and local day; the five most wasteful jobs, the twelve-week trend (trend_queries.py), the
+week's advice adoption (adoption.py), the team's nudge ledger rows (nudge_ledger.py) and the
 Kueue queues its namespaces reach (queue_quotas.py) come along in the same UNION ALL. So a digest
 reads one team's weeks, never the whole table, and no job row reaches Python. The statement is
 built once per dialect and shape, with bound parameters, because building and hashing a SQLAlchemy
@@ -50,6 +51,8 @@ from inno_notify.adapters.db.tables import (
     teams,
 )
 from inno_notify.domain.adoption import AdoptionPerson
+from inno_notify.domain.budgets import BudgetReport
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.digest import (
     TOP_WASTE,
     DailyRow,
@@ -179,6 +182,7 @@ def _week_rows(by_cluster: bool) -> sa.CTE:
             jobs.c.queued_until,
             *_usage_figures(),
             jobs.c.top_waste_gpu_minutes.label("top_waste"),
+            jobs.c.gpu_model,
         )
         .where(*_week_jobs(by_cluster, "start"))
         .cte("week_jobs")
@@ -238,6 +242,7 @@ _COLUMNS: dict[str, Any] = {
     "part": sa.String(),
     "current": sa.Integer(),
     "owner": sa.String(),
+    "gpu_model": sa.String(),
     "day": sa.Integer(),
     "week": sa.Integer(),
     **dict.fromkeys(("jobs", "jobs_unmeasured", "succeeded", "failed", "oom"), sa.BigInteger()),
@@ -415,7 +420,11 @@ def _statement(dialect: str, by_cluster: bool, shape: Shape) -> sa.CompoundSelec
         wait = seconds_after(dialect, c.queued_until, c.created_at)
         waited = (c.queued_until.is_not(None), c.created_at.is_not(None))
         parts += [
-            _part("person", {"current": sa.literal(1), "owner": c.owner, **_gpu_sums(c)}).group_by(c.owner),
+            # Per person and GPU model: the domain prices each model's GPU-hours at its own rate.
+            _part(
+                "person",
+                {"current": sa.literal(1), "owner": c.owner, "gpu_model": c.gpu_model, **_gpu_sums(c)},
+            ).group_by(c.owner, c.gpu_model),
             _part(
                 "day",
                 {
@@ -511,6 +520,7 @@ async def _aggregate(
                     row["used_gpu_minutes"],
                     row["idle_gpu_minutes"],
                     row["used_basis_gpu_minutes"],
+                    row["gpu_model"],
                 )
             )
         elif part == "day":
@@ -615,10 +625,14 @@ async def load_digest(
     *,
     cluster: str | None = None,
     quota_gpus: float | None = None,
+    rates: Rates | None = None,
+    budgets: Sequence[BudgetReport] = (),
 ) -> Digest:
     """The digest of `team` for ISO `week` in zone `tz`, with the change against the week before,
     the trend of the TREND_WEEKS weeks ending with it, and the share of the team's Kueue quota
-    (`quota_gpus`, else the one the Kueue watch found for the team's namespaces): one statement."""
+    (`quota_gpus`, else the one the Kueue watch found for the team's namespaces): one statement.
+    `rates` price the week's GPU-hours per model (accounting.rates); `budgets` are the team's as
+    service.budgets reports them, handed to the digest as they are."""
     start, end = week_bounds(week, tz)
     previous_start, _ = week_bounds(previous_week(week), tz)
     weeks = trend_weeks(week, TREND_WEEKS)
@@ -660,7 +674,17 @@ async def load_digest(
     rows = replace(
         agg.week, previous=agg.previous, nudged=nudged_pod_rows(entries, start, end), adoption=agg.adoption
     )
-    return build_digest(team, week, tz, rows, rows.previous, quota_gpus=quota_gpus, trend=trend.points)
+    return build_digest(
+        team,
+        week,
+        tz,
+        rows,
+        rows.previous,
+        quota_gpus=quota_gpus,
+        trend=trend.points,
+        rates=rates,
+        budgets=budgets,
+    )
 
 
 def _trend_figures(t: TeamTotals) -> tuple[int, int, float | None, float | None, float | None, float | None]:

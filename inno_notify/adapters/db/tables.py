@@ -129,6 +129,8 @@ DIGEST_JOB_COLUMNS = [
     "memory_peak_bytes",
     # The largest waste of the job's recommendations, copied with them: the digest's top waste.
     "top_waste_gpu_minutes",
+    # The usage's GPU model, copied alike: the digest's cost by GPU model and idle cost by person.
+    "gpu_model",
 ]
 
 jobs = sa.Table(
