@@ -109,19 +109,23 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     assert budget is not None
     lead = next(t.lead for t in workload.teams if t.name == budget["team"])
     assert set(result.recipients) == owners | pipeline_owners | {to for to, _ in result.nudges} | {lead}
-    # The sweep's jobs (same owner, same group key, ending together) share one e-mail.
+    # The sweep's jobs (same owner, same group key, ending together) share one e-mail — when the
+    # machine keeps up: the group wait is 600 simulated seconds, 0.6 s of real time at this speed,
+    # and a loaded machine can record their ends further apart than that (then each goes alone).
     sweep = [sim for sim in workload.jobs if sim.spec.name.startswith("sweep-")]
     assert len(sweep) == 3
-    assert result.messages == len(workload.jobs) - len(sweep) + 1 + pipelines + len(result.nudges) + 1
-
     mails = sorted((tmp_path / "mail").glob("*.eml"))
-    assert len(mails) == result.messages
     parsed = [email.message_from_bytes(p.read_bytes(), policy=default) for p in mails]
+    plain = [m.get_body(("plain",)).get_content() for m in parsed]  # type: ignore[union-attr]
+    sweep_mails = [text for text in plain if any(sim.spec.name in text for sim in sweep)]
+    assert 1 <= len(sweep_mails) <= len(sweep)
+    others = len(workload.jobs) - len(sweep) + pipelines + len(result.nudges) + 1
+    assert result.messages == others + len(sweep_mails)
+    assert len(mails) == result.messages
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
     assert {m["To"].addresses[0].addr_spec for m in parsed} == set(result.recipients)
     # Every one-job summary of a GPU job names the simulated GPUs' model, one of two (issue 34).
-    bodies = [m.get_body(("plain",)).get_content() for m in parsed]  # type: ignore[union-attr]
-    summaries = [b for b in bodies if "Peak GPU memory:" in b and "no GPU requested" not in b]
+    summaries = [b for b in plain if "Peak GPU memory:" in b and "no GPU requested" not in b]
     assert summaries and all(f"× {GPU_MODEL}" in b or f"× {SECOND_GPU_MODEL}" in b for b in summaries)
     # The digests price the week's GPU-hours by model: both models, in euros (issue 34).
     texts = [text for text, _ in result.digests.values()]
