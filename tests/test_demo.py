@@ -119,8 +119,8 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     plain = [m.get_body(("plain",)).get_content() for m in parsed]  # type: ignore[union-attr]
     sweep_mails = [text for text in plain if any(sim.spec.name in text for sim in sweep)]
     assert 1 <= len(sweep_mails) <= len(sweep)
-    others = len(workload.jobs) - len(sweep) + pipelines + len(result.nudges) + 1
-    assert result.messages == others + len(sweep_mails)
+    not_sweep = len(workload.jobs) - len(sweep) + pipelines + len(result.nudges) + 1
+    assert result.messages == not_sweep + len(sweep_mails)
     assert len(mails) == result.messages
     assert all(isinstance(m, EmailMessage) and m["Message-ID"] for m in parsed)
     assert {m["To"].addresses[0].addr_spec for m in parsed} == set(result.recipients)
