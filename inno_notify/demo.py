@@ -4,9 +4,10 @@ What runs is the production pipeline — the Kubernetes watch over real HTTP (ku
 against the simulated API server), ingestion into SQLite, usage collection, right-sizing, routing,
 the outbox and the dispatcher with the real renderer, the workflow tracker with an Argo training
 pipeline, an Airflow DAG run, a KServe model coming online and a distributed PyTorchJob, and the
-live check that nudges the owners of idling GPUs — with two stand-ins at the edges: the cluster's
+live check that nudges the owners of idling GPUs — with stand-ins at the edges: the cluster's
 metrics come from the simulator's traces (through the same interfaces as the Prometheus meters),
-and e-mail goes to files and the terminal instead of an SMTP server. Simulated time runs `speed`
+e-mail goes to files and the terminal instead of an SMTP server, and the Slack app's answers to a
+stand-in workspace instead of Slack's Web API. Simulated time runs `speed`
 times faster than the wall clock. A JupyterHub server someone left running on a GPU, idle, gets
 its nudge while the jobs run.
 
@@ -14,25 +15,35 @@ The simulated GPUs are of two models (H100s and A100s, by node), priced by the d
 `accounting.rates`, so each team's digest shows its cost by GPU model; one team has a weekly budget
 of A100 GPU-hours that its jobs cross, and the leader's budget check, run once the jobs are done,
 sends its lead exactly one alert (demo_budget says how the allowance is chosen).
+its nudge while the jobs run. At the end, the researcher with the most runs asks the Slack app
+`/inno status`: a signed slash command posted to the service's own HTTP API (POST /slack/commands),
+answered in a direct message the dispatcher sends to a stand-in Slack workspace (sim.slack_workspace).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
+import secrets
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
+import aiohttp
+from aiohttp import web
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from slack_sdk.signature import SignatureVerifier
 
 from inno_notify.adapters.channels.digest_views import DigestRenderer
 from inno_notify.adapters.channels.nudge_views import NudgeListView
@@ -41,6 +52,8 @@ from inno_notify.adapters.db.jobs import JobFilter
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.db.repository import Store, SummaryState, WorkflowState
 from inno_notify.adapters.kube import ClusterWatcher, WatchOptions, load_api_client
+from inno_notify.api.app import create_app
+from inno_notify.api.keys import SlackRequests
 from inno_notify.domain.budgets import MIN_ELAPSED, WARN_SHARE, Period, elapsed_share, period_bounds
 from inno_notify.domain.kinds import OPTIONAL_KINDS
 from inno_notify.domain.messages import decode_pipeline
@@ -55,12 +68,14 @@ from inno_notify.runtime.configuration import seed_directory
 from inno_notify.service.digest_accounting import DigestAccounting
 from inno_notify.service.digest_pages import render_digest, team_digest
 from inno_notify.service.live_check import LiveCheck
-from inno_notify.settings import Settings
+from inno_notify.service.slack_bot import SlackHandler
+from inno_notify.settings import ApiSettings, ApiToken, Settings
 from inno_notify.sim.cluster import ClusterPlayer, SimClock
 from inno_notify.sim.kube_api import SimKubeServer
 from inno_notify.sim.kube_store import TRAINING_CRDS
 from inno_notify.sim.mailbox import MailboxSender
 from inno_notify.sim.metrics import SimMetrics
+from inno_notify.sim.slack_workspace import SimSlack, message_text
 from inno_notify.sim.workload import (
     MIG_PROFILE,
     SECOND_GPU_MODEL,
@@ -80,6 +95,19 @@ PUBLIC_URL = "http://inno-notify.example/"
 # What the demo cluster's GPU-hours cost (accounting.rates): its two models, priced apart.
 DEMO_RATES: dict[str, Any] = {"currency": "EUR", "gpu_hour": {"*H100*": 2.5, "*A100*": 1.6}}
 BUDGET_MODELS = "*A100*"
+# The Slack workspace of the demo's `/inno status` (sim.slack_workspace).
+SLACK_TEAM = "T0DEMO"
+SLACK_COMMAND = "/inno status"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackExchange:
+    """A researcher's `/inno status` in Slack and the app's answer, as they read it."""
+
+    email: str
+    user_id: str
+    command: str
+    reply: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +129,8 @@ class DemoResult:
     personal_page: Path | None = None
     # The budget alerts delivered (title and text of each): one, to the lead of demo_budget's team.
     budget_alerts: tuple[tuple[str, str], ...] = ()
+    # That researcher's `/inno status` in Slack and the app's answer (also written to `out`).
+    slack: SlackExchange | None = None
 
 
 def _a100_gpu_hours(workload: Workload) -> dict[str, float]:
@@ -212,6 +242,8 @@ async def run_demo(
     store = Store.from_url(database_url)
     await seed_directory(store, settings)
     mailbox = MailboxSender(mail_dir, SENDER, console)
+    # Slack members by their profile's e-mail (the app finds a directory user without a Slack id so).
+    slack = SimSlack({_member_id(i): p.email for i, p in enumerate(workload.people)}, console)
     metrics = SimMetrics(
         workload.jobs,
         pods=workload.pod_behaviours(),
@@ -222,7 +254,8 @@ async def run_demo(
         settings,
         store,
         metrics,
-        {"email": mailbox},
+        # Slack carries only the app's answers: everyone's channels are e-mail.
+        {"email": mailbox, "slack": slack},
         clock.now,
         started_at=start,
         poll_seconds=0.05,
@@ -252,6 +285,7 @@ async def run_demo(
     player = ClusterPlayer(server, workload, clock)
     stop = asyncio.Event()
     began = asyncio.get_running_loop().time()
+    exchange: SlackExchange | None = None
     console.rule(f"[bold]inno-notify demo[/] · {len(workload.jobs)} jobs · simulated time × {speed:g}")
     try:
         async with asyncio.TaskGroup() as group:
@@ -268,6 +302,7 @@ async def run_demo(
                     if pipeline.check_budgets is not None and settings.budgets:
                         await pipeline.check_budgets()
                         await _until_sent(store)
+                    exchange = await _slack_status(store, workload, clock, slack, console)
             finally:
                 stop.set()
                 watch.cancel()
@@ -293,7 +328,7 @@ async def run_demo(
         workload=workload,
         out=out,
         database_url=database_url,
-        summaries_sent=sum(1 for n in sent if n.kind is not NotificationKind.IDLE_NUDGE) - len(budget_alerts),
+        summaries_sent=sum(1 for n in sent if n.kind not in _NOT_SUMMARIES) - len(budget_alerts),
         nudges=nudges,
         messages=len(mailbox.sent),
         recipients=recipients,
@@ -302,9 +337,101 @@ async def run_demo(
         workflow_summaries=sum(1 for n in sent if n.kind in pipeline_kinds),
         personal_page=personal,
         budget_alerts=budget_alerts,
+        slack=exchange,
     )
+    if exchange is not None:
+        await asyncio.to_thread(
+            (out / "slack-inno-status.txt").write_text,
+            f"{exchange.email} ({exchange.user_id}): {exchange.command}\n\n{exchange.reply}\n",
+            "utf-8",
+        )
     _report(console, result)
     return result
+
+
+def _member_id(index: int) -> str:
+    """The Slack member id of the demo's `index`-th person."""
+    return f"U0DEMO{index:04d}"
+
+
+def _busiest(workload: Workload) -> str | None:
+    """The e-mail of the researcher with the most runs."""
+    owners = Counter(job.person.email for job in workload.jobs)
+    return owners.most_common(1)[0][0] if owners else None
+
+
+async def _slack_status(
+    store: Store, workload: Workload, clock: SimClock, slack: SimSlack, console: Console
+) -> SlackExchange | None:
+    """The busiest researcher types `/inno status` in Slack: the slash command, signed with the
+    app's signing secret as Slack signs it, is posted to the service's HTTP API (POST
+    /slack/commands, its signature checked), handled like any (service.slack_bot), and its answer,
+    an outbox row, sent by the running dispatcher to the stand-in workspace as a DM."""
+    email = _busiest(workload)
+    if email is None:
+        return None
+    index, person = next((i, p) for i, p in enumerate(workload.people) if p.email == email)
+    user_id = _member_id(index)
+    secret = secrets.token_hex(16)
+    handler = SlackHandler(store, slack, clock.now)
+
+    async def handle(kind: str, payload: Any) -> None:
+        await handler.handle(kind, payload, fenced=False)
+
+    # The API as the service serves it, on a free port; its one bearer token is never handed out.
+    api_settings = ApiSettings(
+        listen="127.0.0.1:0",
+        tokens=(
+            ApiToken(
+                name="demo",
+                sha256=hashlib.sha256(secrets.token_bytes(32)).hexdigest(),
+                role="viewer",
+                teams=None,
+                recipients=None,
+            ),
+        ),
+    )
+    app = create_app(store, api_settings, slack_requests=SlackRequests(secret, handle))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        body = urlencode(
+            {
+                "team_id": SLACK_TEAM,
+                "user_id": user_id,
+                "user_name": person.name,
+                "command": "/inno",
+                "text": SLACK_COMMAND.removeprefix("/inno ").strip(),
+                "trigger_id": f"demo.{secrets.token_hex(4)}",
+            }
+        ).encode()
+        timestamp = str(int(time.time()))
+        signature = SignatureVerifier(secret).generate_signature(timestamp=timestamp, body=body)
+        console.rule(f"[bold]Slack · {SLACK_COMMAND}[/]")
+        console.print(Text(f"{person.name} ({user_id}) types {SLACK_COMMAND} in Slack"))
+        slack.delivered.clear()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"http://127.0.0.1:{port}/slack/commands",
+                data=body,
+                headers={
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    "X-Slack-Request-Timestamp": timestamp,
+                    "X-Slack-Signature": str(signature),
+                },
+            ) as response,
+        ):
+            response.raise_for_status()
+        # The answer is the dispatcher's to send, like every message.
+        await slack.delivered.wait()
+    finally:
+        await runner.cleanup()
+    _, message = slack.sent[-1]
+    return SlackExchange(email, user_id, SLACK_COMMAND, message_text(message))
 
 
 async def _digests(
@@ -327,10 +454,9 @@ async def _personal_page(store: Store, workload: Workload, out: Path, settings: 
     """The personal page (GET /me) of the researcher with the most runs, at the simulated week's end,
     written to `out`: what their messages' footer link opens (read-only here: a file posts nowhere;
     its links to run pages expire with a link made then, as the served page's do)."""
-    owners = Counter(job.person.email for job in workload.jobs)
-    if not owners:
+    email = _busiest(workload)
+    if email is None:
         return None
-    email = owners.most_common(1)[0][0]
     now = workload.end
     page = await store.personal.page(email, now - timedelta(days=PERSONAL_DAYS), now)
     links = page_links(settings)
@@ -420,6 +546,10 @@ async def _settled(store: Store, workload: Workload) -> bool:
     return not pending
 
 
+# Sent rows that are no summary: the nudges, and the Slack app's answer.
+_NOT_SUMMARIES = frozenset({NotificationKind.IDLE_NUDGE, NotificationKind.BOT_REPLY})
+
+
 def _report(console: Console, result: DemoResult) -> None:
     table = Table(title="What happened", show_lines=False)
     table.add_column("job")
@@ -474,5 +604,8 @@ def _report(console: Console, result: DemoResult) -> None:
         console.print(f"Page: {page}")
     if result.personal_page is not None:
         console.print(f"A researcher's own page (the footer link of every message): {result.personal_page}")
+    if result.slack is not None:
+        exchange = result.out / "slack-inno-status.txt"
+        console.print(f"Their {result.slack.command} in Slack and the app's answer: {exchange}")
     console.print(f"E-mails (.eml and .html): {result.out / 'mail'}")
     console.print(f"Database: {result.database_url}")

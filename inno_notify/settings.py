@@ -402,11 +402,23 @@ class MattermostSettings(_Section):
     token_file: Annotated[str | None, Fills("token")] = Field(
         None, description="File holding the Mattermost bot token."
     )
+    command_token: SecretStr | None = Field(
+        None,
+        description="The token Mattermost gives the `/inno` slash command (Integrations → Slash Commands; secret). Set: the API answers the command at POST /mattermost/commands, the token checked (a wrong or missing one is refused with 401), the person found by the e-mail of their Mattermost account (docs/selfservice.md). Needs `url` and `token` too.",
+    )
+    command_token_file: Annotated[str | None, Fills("command_token")] = Field(
+        None, description="File holding the Mattermost slash command's token."
+    )
 
     @model_validator(mode="after")
     def _with_token(self) -> MattermostSettings:
         if self.url is not None and not secret_value(self.token):
             raise ValueError("mattermost url needs the bot's token (or token_file)")
+        if secret_value(self.command_token) == "":
+            raise ValueError("mattermost command_token is empty")
+        if secret_value(self.command_token) and self.url is None:
+            # The person is found through the server's API (their e-mail): no server, no person.
+            raise ValueError("mattermost command_token needs url and token (the bot finds who typed it)")
         return self
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email
 import io
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -190,3 +191,19 @@ async def test_demo_delivers_one_summary_per_job_to_its_owner(tmp_path: Path) ->
     others = {sim.spec.name for sim in workload.jobs if sim.person.email != owner} - mine
     assert all(f"/{name}</a>" in me for name in mine), mine
     assert not any(f"/{name}</a>" in me for name in others), others
+
+    # The same researcher's `/inno status` in Slack, through the signed POST /slack/commands, and
+    # the app's answer as the dispatcher sent it: their figures of the week, nobody else's.
+    exchange = result.slack
+    assert exchange is not None and (exchange.email, exchange.command) == (owner, "/inno status")
+    finished = sum(1 for sim in workload.jobs if sim.person.email == owner)
+    assert "No job running." in exchange.reply and "GPU-hours held:" in exchange.reply
+    # Their jobs, and any pipeline GPU step they own, finished this week.
+    counted = re.search(r"(\d+) jobs? finished", exchange.reply)
+    assert counted is not None and int(counted.group(1)) >= finished, exchange.reply
+    name = next(p.name for p in workload.people if p.email == owner)
+    shown = out.getvalue()
+    assert f"{name} ({exchange.user_id}) types /inno status in Slack" in shown
+    assert f"Slack DM from the app to {name}" in shown and "GPU-hours held:" in shown
+    written = (tmp_path / "slack-inno-status.txt").read_text(encoding="utf-8")
+    assert written.startswith(f"{owner} ({exchange.user_id}): /inno status") and exchange.reply in written

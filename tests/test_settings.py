@@ -157,6 +157,23 @@ def test_every_secret_file_fills_its_secret(
     assert content not in repr(s)
 
 
+def test_the_mattermost_command_token_file_fills_it(tmp_path: Path) -> None:
+    # The command needs the server and the bot (to find who typed it), so not alone like the others.
+    secret = write(tmp_path, "xr3j5x3p4pfjpfd3t5fs9ewzkr\n", "secret")
+    bot = write(tmp_path, "mm-bot-token\n", "bot")
+    s = load_settings(
+        write(
+            tmp_path,
+            "channels: {mattermost: {url: 'https://mm.example.org', "
+            f"token_file: {bot}, command_token_file: {secret}}}}}\n",
+        ),
+        {},
+    )
+    value = s.channels.mattermost.command_token
+    assert value is not None and value.get_secret_value() == "xr3j5x3p4pfjpfd3t5fs9ewzkr"
+    assert "xr3j5x3p4pfjpfd3t5fs9ewzkr" not in repr(s)
+
+
 def test_every_file_key_beside_a_secret_is_marked() -> None:
     """A `*_file` key next to the secret key it fills must use the one mechanism (`Fills`); the
     link key and the database URL and password post-process their files and are tested apart."""
@@ -185,6 +202,7 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
         "SlackSettings.signing_secret_file",
         "EmailSettings.password_file",
         "MattermostSettings.token_file",
+        "MattermostSettings.command_token_file",
         "WebhookSettings.secret_file",
         "TelegramSettings.link_secret_file",
     }
@@ -223,6 +241,16 @@ def test_every_file_key_beside_a_secret_is_marked() -> None:
             "channels: {mattermost: {url: 'https://mm.example.org'}}\n",
             {},
             "channels.mattermost: mattermost url needs",
+        ),
+        (
+            "channels: {mattermost: {command_token: t}}\n",
+            {},
+            "channels.mattermost: mattermost command_token needs url and token",
+        ),
+        (
+            "channels: {mattermost: {url: 'https://mm.example.org', token: b, command_token: ''}}\n",
+            {},
+            "channels.mattermost: mattermost command_token is empty",
         ),
         ("directory: {users: [{email: a@x, channels: [webhook]}]}\n", {}, "directory.users.0.channels.0"),
         ("- a list\n", {}, "the top level must be a mapping"),

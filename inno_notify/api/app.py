@@ -33,7 +33,7 @@ from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.throttle import RecentAccepts
-from inno_notify.api.views import slack, telegram, usage
+from inno_notify.api.views import mattermost, slack, telegram, usage
 from inno_notify.domain.costs import Rates
 from inno_notify.settings import ApiSettings
 from inno_notify.telemetry import Telemetry
@@ -121,6 +121,7 @@ def create_app(
     link_key: bytes | None = None,
     telegram_webhook: keys.TelegramWebhook | None = None,
     slack_requests: keys.SlackRequests | None = None,
+    mattermost_requests: keys.MattermostRequests | None = None,
     trends_timezone: str = "UTC",
     rates: Rates | None = None,
     budgets: keys.BudgetProvider | None = None,
@@ -151,6 +152,8 @@ def create_app(
     `slack_requests`, when the Slack app is answered over HTTP, routes POST /slack/events,
     /slack/commands and /slack/interactive alike: Slack's signature instead of a token
     (views/slack.py).
+    `mattermost_requests`, when the Mattermost slash command is configured, routes POST
+    /mattermost/commands: the command's token instead of ours (views/mattermost.py).
     `trends_timezone` is the zone GET /api/v1/trends counts weeks in (the runtime passes
     digest.timezone). `rates` (`accounting.rates`) price the jobs and usage groups it serves;
     `budgets` (service.budgets) reports what GET /api/v1/budgets answers (None: no budgets).
@@ -172,7 +175,8 @@ def create_app(
                 tokens,
                 routes.open_paths()
                 | (telegram.OPEN_PATHS if telegram_webhook is not None else frozenset())
-                | (slack.OPEN_PATHS if slack_requests is not None else frozenset()),
+                | (slack.OPEN_PATHS if slack_requests is not None else frozenset())
+                | (mattermost.OPEN_PATHS if mattermost_requests is not None else frozenset()),
                 routes.roles_of(),
                 routes.only_named(),
                 SignedPages(link_key, clock, routes.signed_subject()),
@@ -223,6 +227,9 @@ def create_app(
     if slack_requests is not None:
         app[keys.SLACK_REQUESTS] = slack_requests
         slack.add_routes(app)
+    if mattermost_requests is not None:
+        app[keys.MATTERMOST_REQUESTS] = mattermost_requests
+        mattermost.add_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         if warm_usage:

@@ -65,6 +65,17 @@ class SlackRequests:
     handle: Callable[[str, Mapping[str, object]], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class MattermostRequests:
+    """Mattermost's `/inno` slash command (`channels.mattermost.command_token`): the token each
+    request must carry, and the service's handler of one checked form (service.mattermost_commands,
+    given by the runtime), which answers the Markdown to show the person (None: who typed it could
+    not be found out right now; nothing changed)."""
+
+    token: str
+    handle: Callable[[Mapping[str, str]], Awaitable[str | None]]
+
+
 STORE = web.AppKey("store", Store)
 TOKENS = web.AppKey("tokens", TokenTable)
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
@@ -96,3 +107,4 @@ DIRECTORY = web.AppKey("directory", CachedDirectory)
 EVENT_WRITERS = web.AppKey("event_writers", asyncio.Semaphore)
 TELEGRAM_WEBHOOK = web.AppKey("telegram_webhook", TelegramWebhook)
 SLACK_REQUESTS = web.AppKey("slack_requests", SlackRequests)
+MATTERMOST_REQUESTS = web.AppKey("mattermost_requests", MattermostRequests)

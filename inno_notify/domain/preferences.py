@@ -70,6 +70,7 @@ class Via(enum.StrEnum):
     EMAIL = "email"  # the person, through the one-click unsubscribe link of an e-mail (no `by`)
     SLACK = "slack"  # the person, from Slack (`by`: their Slack user id; docs/selfservice.md)
     PAGE = "page"  # the person, through a form of their personal page (GET /me), opened by its link
+    MATTERMOST = "mattermost"  # the person, by the /inno slash command (`by`: their Mattermost user id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from inno_notify.adapters.db.leases import UNFENCED, LeaseFence, LeaseRepository
 from inno_notify.adapters.db.migrate import migrate
 from inno_notify.adapters.prometheus import build_meter
 from inno_notify.api.app import ApiConfigError, api_enabled, create_api_store, create_app
-from inno_notify.api.keys import EventRouting, SlackRequests, TelegramWebhook
+from inno_notify.api.keys import EventRouting, MattermostRequests, SlackRequests, TelegramWebhook
 from inno_notify.api.probes import create_probe_app, start_probes
 from inno_notify.memory import malloc_trim, return_freed_memory
 from inno_notify.runtime.builders import (
@@ -31,6 +31,7 @@ from inno_notify.runtime.builders import (
     build_digest_accounting,
     build_job_page_renderer,
     build_me_page_renderer,
+    build_renderer,
     build_senders,
     configured_channels,
     election_enabled,
@@ -46,6 +47,7 @@ from inno_notify.service.budgets import Budgets
 from inno_notify.service.digest_pages import digest_provider
 from inno_notify.service.job_pages import job_page_provider, workflow_page_provider
 from inno_notify.service.leadership import Elector, replica_identity
+from inno_notify.service.mattermost_commands import MattermostBot
 from inno_notify.service.me_pages import me_page_provider
 from inno_notify.service.single_instance import single_instance
 from inno_notify.service.slack_bot import SlackBot
@@ -64,6 +66,7 @@ def api_component(
     readiness: Callable[[], Mapping[str, bool]],
     telegram_webhook: TelegramWebhook | None = None,
     slack_requests: SlackRequests | None = None,
+    mattermost_requests: MattermostRequests | None = None,
 ) -> Component | None:
     """The REST API on `api.listen`, or None when it is switched off or has no tokens (fail closed)."""
     if not api_enabled(settings.api):
@@ -100,6 +103,7 @@ def api_component(
             ),
             telegram_webhook=telegram_webhook,
             slack_requests=slack_requests,
+            mattermost_requests=mattermost_requests,
             trends_timezone=settings.digest.timezone,
             rates=settings.accounting.rates,
             budgets=Budgets(
@@ -182,6 +186,11 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         term.slack = SlackBot.build(settings.channels.slack, settings.digest.timezone, store, utc_now)
         if term.slack is not None:
             resources.push_async_callback(term.slack.aclose)
+        mattermost = MattermostBot.build(
+            settings.channels.mattermost, settings.digest.timezone, store, utc_now, build_renderer(settings)
+        )
+        if mattermost is not None:
+            resources.push_async_callback(mattermost.aclose)
         await seed_directory(store, settings)
         term.senders = build_senders(settings)
         for sender in term.senders.values():
@@ -210,7 +219,10 @@ async def _serve(settings: Settings, stop: asyncio.Event, election: bool, starte
         slack_http = (
             SlackRequests(slack.signing_secret, slack.http) if slack and slack.signing_secret else None
         )
-        http = api_component(settings, telemetry, term.readiness, hook, slack_http)
+        mattermost_http = (
+            MattermostRequests(mattermost.command_token, mattermost.handle) if mattermost else None
+        )
+        http = api_component(settings, telemetry, term.readiness, hook, slack_http, mattermost_http)
         if http is not None:
             components.append(("api", http))
         # Bound before anything runs: a probe port in use ends `serve` at once, with its own message.

@@ -10,10 +10,14 @@ Failures: 429 is rate limiting and waits `X-Ratelimit-Reset` seconds (Mattermost
 `Retry-After` when a proxy sends one instead); 408, 5xx and connection trouble are worth another
 try; 401, 403, 404 (no such user: nobody with that e-mail on the server) and every other status
 are permanent. Only the dispatcher retries; the token never appears in an error.
+
+The other way round, for the `/inno` slash command (service.mattermost_commands): `email_of` reads
+the account of the user id Mattermost sent (`GET /api/v4/users/{user_id}`) for its e-mail.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -30,6 +34,9 @@ from inno_notify.adapters.channels.base import (
     seconds_header,
     wrong_message,
 )
+
+# Mattermost's ids: 26 characters of lower-case base32 (model.NewId).
+_USER_ID = re.compile(r"[a-z0-9]{26}")
 
 
 class MattermostSender:
@@ -71,6 +78,19 @@ class MattermostSender:
             cached = self._user_ids[key] = _id(user, "users/email")
         return cached
 
+    async def email_of(self, user_id: str) -> str | None:
+        """The e-mail of the Mattermost account `user_id` (`GET /api/v4/users/{user_id}`), for the
+        slash command to find the person by: None for an id that is no user's, a deactivated
+        account, or one whose e-mail the server hides from the bot (privacy settings). Not cached:
+        an account's e-mail may change, and a command is rare."""
+        if not _USER_ID.fullmatch(user_id):
+            return None
+        user = await self._call("GET", f"/users/{user_id}", quiet_404=True)
+        email = user.get("email")
+        if not user or user.get("delete_at") or not isinstance(email, str) or "@" not in email:
+            return None
+        return email.strip()
+
     async def direct_channel(self, user_id: str) -> str:
         """The id of the bot's direct channel with `user_id` (Mattermost makes it on first use)."""
         cached = self._channels.get(user_id)
@@ -96,8 +116,15 @@ class MattermostSender:
         self._session = None
 
     async def _call(
-        self, method: str, path: str, payload: Any = None, *, not_found: str | None = None
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        not_found: str | None = None,
+        quiet_404: bool = False,
     ) -> Mapping[str, Any]:
+        """The answer's JSON object; with `quiet_404`, a 404 is an empty one instead of an error."""
         what = f"mattermost {method} {path.split('/email/')[0]}"
         try:
             async with self._client().request(
@@ -114,6 +141,8 @@ class MattermostSender:
             raise ChannelError(f"{what}: network error: {detail}", retryable=True) from None
         if 200 <= status < 300:
             return data if isinstance(data, Mapping) else {}
+        if status == 404 and quiet_404:
+            return {}
         if status == 404 and not_found is not None:
             raise ChannelError(f"mattermost: {not_found} (HTTP 404)", retryable=False)
         wait = seconds_header(headers.get("X-Ratelimit-Reset")) or seconds_header(headers.get("Retry-After"))

@@ -63,7 +63,7 @@ from inno_notify.adapters.channels.markup import (
 )
 from inno_notify.adapters.channels.message_views import PipelineView, ServingView, WorkflowView
 from inno_notify.adapters.channels.nudge_views import NudgeListView, NudgeView
-from inno_notify.adapters.channels.reply_views import BotReplyView
+from inno_notify.adapters.channels.reply_views import BotReplyView, channel_names
 from inno_notify.adapters.channels.views import RecommendationView, SummaryView, group_totals
 from inno_notify.adapters.channels.webhook_views import webhook_message
 from inno_notify.domain.bot_replies import Reply, decode_reply
@@ -80,7 +80,7 @@ GROUP_SUMMARY = "group_summary"
 BOT_REPLY = NotificationKind.BOT_REPLY.value
 IDLE_NUDGE = NotificationKind.IDLE_NUDGE.value
 # The chats a person gives commands in (domain.chat_commands), each with a `bot_reply` template.
-REPLY_CHANNELS = (Channel.TELEGRAM, Channel.SLACK)
+REPLY_CHANNELS = (Channel.TELEGRAM, Channel.SLACK, Channel.MATTERMOST)
 # Messages whose content travels in the outbox row (domain.messages, domain.live), one template set
 # each.
 PAYLOAD_KINDS = (
@@ -300,10 +300,13 @@ class Renderer:
         return self.render_pipelines(channel, [decode_pipeline(p) for p in payloads])
 
     def render_reply(self, reply: Reply, channel: Channel = Channel.TELEGRAM) -> RenderedMessage:
-        """The answer to a person's chat command on `channel` (a Telegram chat, the Slack app)."""
+        """The answer to a person's chat command on `channel` (a Telegram chat, the Slack app, the
+        Mattermost slash command). `chat` names the chat in the words of the Slack templates, which
+        Mattermost's include."""
         if channel not in REPLY_CHANNELS:
             raise ValueError(f"a bot reply goes to {', '.join(c.value for c in REPLY_CHANNELS)} only")
-        return self._render(channel, BOT_REPLY, {"r": BotReplyView.of(reply)}, ())
+        chat = channel_names((channel.value,))
+        return self._render(channel, BOT_REPLY, {"r": BotReplyView.of(reply), "chat": chat}, ())
 
     def render_payload(
         self,

@@ -1,4 +1,4 @@
-"""The view model of the answers to chat commands, on Telegram and Slack (domain.bot_replies).
+"""The view model of the answers to chat commands, on Telegram, Slack and Mattermost (domain.bot_replies).
 
 Like views.py for a job: every time and figure already spelt for humans, so that the templates
 (`telegram/bot_reply.html.j2`, `slack/bot_reply.mrkdwn.j2`, overridable) need no arithmetic.
@@ -25,7 +25,7 @@ _REFUSAL_TEXT = {
     LinkRefusal.SUPERSEDED: "a newer link or /stop for this person has replaced it.",
     LinkRefusal.UNKNOWN_USER: "it belongs to someone who is no longer in the directory.",
 }
-_CHANNEL_NAMES = {"email": "e-mail", "slack": "Slack", "telegram": "Telegram"}
+_CHANNEL_NAMES = {"email": "e-mail", "slack": "Slack", "telegram": "Telegram", "mattermost": "Mattermost"}
 
 
 @dataclass(frozen=True, slots=True)

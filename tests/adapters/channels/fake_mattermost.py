@@ -1,7 +1,8 @@
 """A local Mattermost REST API v4 for tests: answers like a Mattermost server and records what it got.
 
 `Authorization: Bearer <token>` on every call (401 with Mattermost's error body otherwise);
-`GET /api/v4/users/me`, `GET /api/v4/users/email/{email}` (404 for nobody),
+`GET /api/v4/users/me`, `GET /api/v4/users/email/{email}` (404 for nobody), `GET /api/v4/users/{id}`
+(the account with its e-mail; 400 for an id of the wrong shape, 404 for nobody),
 `POST /api/v4/channels/direct` with two user ids (the same channel for the same pair),
 `POST /api/v4/posts {channel_id, message}` (201 with the post). `scripted` answers (a 429 with
 `X-Ratelimit-*` headers, a 5xx) are given first, one per call, and take nothing.
@@ -52,6 +53,10 @@ class FakeMattermost:
     users: dict[str, str] = field(default_factory=dict)
     scripted: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    # user ids whose e-mail the server hides from the bot (privacy: ShowEmailAddress off), and
+    # deactivated accounts
+    hidden_emails: set[str] = field(default_factory=set)
+    deactivated: set[str] = field(default_factory=set)
     # channel id -> messages posted there
     posts: dict[str, list[str]] = field(default_factory=dict)
     _direct: dict[frozenset[str], str] = field(default_factory=dict)
@@ -61,6 +66,7 @@ class FakeMattermost:
         app = web.Application(middlewares=[self._auth])
         app.router.add_get("/api/v4/users/me", self._me)
         app.router.add_get("/api/v4/users/email/{email}", self._by_email)
+        app.router.add_get("/api/v4/users/{user_id}", self._by_id)
         app.router.add_post("/api/v4/channels/direct", self._direct_channel)
         app.router.add_post("/api/v4/posts", self._post)
         return app
@@ -91,6 +97,25 @@ class FakeMattermost:
         if user is None:
             return error(404, "app.user.missing_account.const", "Unable to find the user.")
         return web.json_response({"id": user, "email": request.match_info["email"], "username": user})
+
+    async def _by_id(self, request: web.Request) -> web.Response:
+        user_id = request.match_info["user_id"]
+        if len(user_id) != 26 or not user_id.isalnum():
+            return error(
+                400, "api.context.invalid_url_param.app_error", "Invalid or missing user_id in request URL."
+            )
+        email = next((e for e, i in self.users.items() if i == user_id), None)
+        if email is None:
+            return error(404, "app.user.missing_account.const", "Unable to find the user.")
+        return web.json_response(
+            {
+                "id": user_id,
+                "username": email.split("@")[0],
+                "email": "" if user_id in self.hidden_emails else email,
+                "delete_at": 1764590400000 if user_id in self.deactivated else 0,
+                "roles": "system_user",
+            }
+        )
 
     async def _direct_channel(self, request: web.Request) -> web.Response:
         ids = await request.json()

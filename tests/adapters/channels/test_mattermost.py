@@ -61,6 +61,38 @@ async def test_a_dm_is_a_direct_channel_with_the_bot_then_a_post(
     assert fake.calls[-1].body == {"channel_id": channel, "message": "again"}
 
 
+ALICE_ID = "aliceid000000000000000000a"
+
+
+async def test_the_email_of_a_user_id_is_read_from_the_account(
+    mattermost: tuple[FakeMattermost, str], sender: MattermostSender
+) -> None:
+    fake, _ = mattermost
+    assert await sender.email_of(ALICE_ID) == "alice@example.com"
+    assert await sender.email_of("nobody0000000000000000000a") is None  # 404
+    # Not a Mattermost id: not even asked (it would be a path of another endpoint).
+    assert await sender.email_of("../users/me") is None
+    assert await sender.email_of("email/alice@example.com") is None
+    fake.hidden_emails.add(ALICE_ID)
+    assert await sender.email_of(ALICE_ID) is None
+    fake.hidden_emails.clear()
+    fake.deactivated.add(ALICE_ID)
+    assert await sender.email_of(ALICE_ID) is None
+    assert [c.path for c in fake.calls] == [
+        f"/api/v4/users/{u}" for u in (ALICE_ID, "nobody0000000000000000000a", ALICE_ID, ALICE_ID)
+    ]
+
+
+async def test_the_email_of_a_user_id_fails_like_any_call(
+    mattermost: tuple[FakeMattermost, str], sender: MattermostSender
+) -> None:
+    fake, _ = mattermost
+    fake.scripted.append((503, {}))
+    with pytest.raises(ChannelError) as info:
+        await sender.email_of(ALICE_ID)
+    assert info.value.retryable and TOKEN not in info.value.message
+
+
 async def test_rate_limited_waits_the_reset_and_is_tried_once(
     mattermost: tuple[FakeMattermost, str], sender: MattermostSender
 ) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inno_notify.adapters.channels.base import MailMessage, SlackMessage, TelegramMessage
+from inno_notify.adapters.channels.base import MailMessage, MattermostMessage, SlackMessage, TelegramMessage
 from inno_notify.adapters.channels.render import Renderer
 from inno_notify.adapters.channels.views import SummaryView
 from inno_notify.domain.bot_replies import Reply, ReplyKind, RunningJob, StatusFigures, encode_reply
@@ -133,8 +133,32 @@ def test_every_slack_answer_escapes_what_a_person_or_the_cluster_wrote(kind: Rep
     assert all(block["text"].get("verbatim") for block in message.blocks if block["type"] == "section")
 
 
-def test_a_bot_reply_renders_for_telegram_and_slack_only() -> None:
-    with pytest.raises(ValueError, match="telegram, slack only"):
+MATTERMOST_HOSTILE = ["@channel", "@here", "[x](https://evil.example)", "**bold** `code`", "{{ 7*7 }}"]
+
+
+@pytest.mark.parametrize("kind", list(ReplyKind))
+@pytest.mark.parametrize("name", MATTERMOST_HOSTILE)
+def test_every_mattermost_answer_escapes_what_a_person_or_the_cluster_wrote(
+    kind: ReplyKind, name: str
+) -> None:
+    status = StatusFigures(
+        week_start=NOW - timedelta(days=2),
+        taken_at=NOW,
+        running=(RunningJob("ns", name, NOW - timedelta(minutes=5), 1.0),),
+        running_total=1,
+    )
+    reply = Reply(kind, person=name, until=NOW, unknown=name, channels=("email",), status=status)
+    message = RENDERER.render_reply(reply, Channel.MATTERMOST)
+    assert isinstance(message, MattermostMessage) and message.markdown
+    text = message.markdown
+    assert "@channel" not in text and "@here" not in text and "](https://evil" not in text
+    assert "**bold**" not in text and "49" not in text
+    # Mattermost's answers are Slack's, saying Mattermost where Slack's say Slack.
+    assert "Slack" not in text
+
+
+def test_a_bot_reply_renders_for_telegram_slack_and_mattermost_only() -> None:
+    with pytest.raises(ValueError, match="telegram, slack, mattermost only"):
         RENDERER.render_payload(
             Channel.EMAIL, NotificationKind.BOT_REPLY, {"message": encode_reply(Reply(ReplyKind.HELP))}
         )
