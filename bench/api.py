@@ -276,7 +276,8 @@ async def bench(args: argparse.Namespace) -> None:
     await budgets.reports("team-00")
     print(f"budgets_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
 
-    app = create_app(store, settings, close_store=True, warm_usage=True, rates=RATES, budgets=budgets.reports)
+    rates = None if args.no_rates else RATES
+    app = create_app(store, settings, close_store=True, warm_usage=True, rates=rates, budgets=budgets.reports)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -391,6 +392,7 @@ def main() -> None:
     parser.add_argument("--profile", help="write a cProfile of the server during the jobs phase here")
     parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     parser.add_argument("--gc-defaults", action="store_true", help="CPython's GC thresholds, not serve's")
+    parser.add_argument("--no-rates", action="store_true", help="serve without accounting.rates (no costs)")
     parser.add_argument("--load", help=argparse.SUPPRESS)  # internal: run as the load generator
     args = parser.parse_args()
     if args.load:

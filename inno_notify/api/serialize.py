@@ -147,7 +147,8 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation], rates: Rat
         "cost": None
         if usage_uid is None or not rates.priced
         else cost(
-            costs.job_held(
+            costs.job_cost(
+                rates,
                 gpu_model=gpu_model,
                 gpu_minutes=gpu_minutes,
                 idle_gpu_minutes=idle_gpu_minutes,
@@ -155,14 +156,12 @@ def job_row(row: Sequence[Any], recs: list[resources.Recommendation], rates: Rat
                 memory_bytes=memory_bytes,
                 parallelism=parallelism,
                 runtime_seconds=runtime,
-            ),
-            rates,
+            )
         ),
     }
 
 
-def cost(held: costs.Held, rates: Rates) -> resources.Cost | None:
-    priced = costs.cost_of(held, rates)
+def cost(priced: costs.Cost | None) -> resources.Cost | None:
     if priced is None:
         return None
     return {"amount": priced.amount, "idle": priced.idle, "currency": priced.currency}

@@ -17,6 +17,7 @@ Pure: the figures come in (GPU-minutes held and idle, requested cores and memory
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,11 +58,16 @@ class Rates:
 
     def gpu_hour_price(self, model: str | None) -> float | None:
         """The price of one GPU-hour of ``model``; None where no glob matches."""
-        name = (model or "").casefold()
-        for glob, price in self.gpu_hour.items():
-            if fnmatch.fnmatchcase(name, glob.casefold()):
-                return price
-        return None
+        found = _first_match(tuple(self.gpu_hour), model or "")
+        return None if found is None else self.gpu_hour[found]
+
+
+@functools.lru_cache(maxsize=1024)
+def _first_match(globs: tuple[str, ...], model: str) -> str | None:
+    """The first of ``globs`` that matches ``model``, case-insensitively. Remembered: a page of jobs
+    prices the same few models over and over."""
+    name = model.casefold()
+    return next((glob for glob in globs if fnmatch.fnmatchcase(name, glob.casefold())), None)
 
 
 def _check_price(key: str, price: float | None) -> None:
@@ -80,7 +86,8 @@ class Held:
     memory_gib_hours: float | None = None
 
 
-def job_held(
+def job_cost(
+    rates: Rates,
     *,
     gpu_model: str | None,
     gpu_minutes: float | None,
@@ -89,24 +96,26 @@ def job_held(
     memory_bytes: float | None,
     parallelism: int | None,
     runtime_seconds: float | None,
-) -> Held:
-    """What one job held: its GPU figures as measured, and its requests (per pod, times the pods
+) -> Cost | None:
+    """What one job cost: its GPU figures as measured, and its requests (per pod, times the pods
     that run at once) over its runtime — what it kept others from using. A request the job did not
-    make holds nothing; an unknown runtime leaves the hours unknown."""
+    make holds nothing; an unknown runtime leaves the hours unknown. (The job list prices every row
+    of a page: the requests' hours are worked out only where they have a price.)"""
     pods = parallelism if parallelism and parallelism > 0 else 1
     hours = None if runtime_seconds is None else runtime_seconds / 3600.0
 
-    def reserved(per_pod: float | None, unit: float) -> float | None:
-        if not per_pod:
+    def reserved(per_pod: float | None, unit: float, price: float | None) -> float | None:
+        if price is None or not per_pod:
             return 0.0
         return None if hours is None else per_pod / unit * pods * hours
 
-    return Held(
-        gpu_model=gpu_model,
-        gpu_minutes=gpu_minutes,
-        idle_gpu_minutes=idle_gpu_minutes,
-        cpu_core_hours=reserved(cpu_cores, 1.0),
-        memory_gib_hours=reserved(memory_bytes, GIB),
+    return _cost(
+        rates,
+        gpu_model,
+        gpu_minutes,
+        idle_gpu_minutes,
+        reserved(cpu_cores, 1.0, rates.cpu_core_hour),
+        reserved(memory_bytes, GIB, rates.memory_gib_hour),
     )
 
 
@@ -136,19 +145,33 @@ def cost_of(held: Held, rates: Rates) -> Cost | None:
     that was not measured, or GPUs of a model no glob matches, make ``amount`` None — a sum with a
     part missing would read as the whole. ``idle`` prices the idle GPU-minutes alone.
     """
-    if not rates.priced or rates.currency is None:
+    h = held
+    return _cost(rates, h.gpu_model, h.gpu_minutes, h.idle_gpu_minutes, h.cpu_core_hours, h.memory_gib_hours)
+
+
+def _cost(
+    rates: Rates,
+    gpu_model: str | None,
+    gpu_minutes: float | None,
+    idle_gpu_minutes: float | None,
+    cpu_core_hours: float | None,
+    memory_gib_hours: float | None,
+) -> Cost | None:
+    currency = rates.currency
+    if currency is None or not rates.priced:
         return None
-    gpu_price = rates.gpu_hour_price(held.gpu_model)
-    parts: list[float | None] = []
+    amount: float | None = 0.0
+    idle = None
     if rates.gpu_hour:
-        parts.append(_part(held.gpu_minutes, gpu_price, per=60.0))
-    if rates.cpu_core_hour is not None:
-        parts.append(_part(held.cpu_core_hours, rates.cpu_core_hour))
-    if rates.memory_gib_hour is not None:
-        parts.append(_part(held.memory_gib_hours, rates.memory_gib_hour))
-    amount = None if any(p is None for p in parts) else math.fsum(p for p in parts if p is not None)
-    idle = _part(held.idle_gpu_minutes, gpu_price, per=60.0) if rates.gpu_hour else None
-    return Cost(amount=amount, idle=idle, currency=rates.currency)
+        price = rates.gpu_hour_price(gpu_model)
+        amount = _part(gpu_minutes, price, per=60.0)
+        idle = _part(idle_gpu_minutes, price, per=60.0)
+    others = ((cpu_core_hours, rates.cpu_core_hour), (memory_gib_hours, rates.memory_gib_hour))
+    for quantity, unit_price in others:
+        if unit_price is not None and amount is not None:
+            part = _part(quantity, unit_price)
+            amount = None if part is None else amount + part
+    return Cost(amount=amount, idle=idle, currency=currency)
 
 
 def _part(quantity: float | None, price: float | None, per: float = 1.0) -> float | None:
