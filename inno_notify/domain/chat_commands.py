@@ -154,14 +154,19 @@ ReplyMaker = Callable[..., Reply]
 
 def answer(
     command: Command,
-    person: DirectoryUser,
+    person: DirectoryUser | None,
     channel: Channel,
     now: datetime,
     reply: ReplyMaker,
     mutes: Mapping[str, Mute],
 ) -> Decision:
     """What `command` from `person`'s chat on `channel` changes and answers (every command but
-    Telegram's `/start <token>`, which is linking, not a preference)."""
+    Telegram's `/start <token>`, which is linking, not a preference). Someone the directory does
+    not know (`person` None) changes nothing and is told so, with the word they used if it was no
+    command."""
+    if person is None:
+        unknown = command.word if command.name is CommandName.UNKNOWN else None
+        return Decision(reply(ReplyKind.NOT_LINKED, unknown=unknown))
     name = person.name or person.email
     if command.name in (CommandName.HELP, CommandName.UNKNOWN, CommandName.TEXT, CommandName.START):
         return Decision(_help(reply, command, person, now, mutes))

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from inno_notify.domain.bot_replies import Reply, ReplyKind
-from inno_notify.domain.chat_commands import CommandName, Decision, answer, read_command
+from inno_notify.domain.chat_commands import Decision, answer, read_command
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import Channel, DirectoryUser
 
@@ -49,7 +49,4 @@ def decide(
 
     # Mattermost sends what follows `/inno`; nothing at all is the help (chat_commands.answer).
     command = read_command(text, bare=True)
-    if person is None:
-        unknown = command.word if command.name is CommandName.UNKNOWN else None
-        return Decision(reply(ReplyKind.NOT_LINKED, unknown=unknown))
     return answer(command, person, Channel.MATTERMOST, now, reply, muted_until or {})

@@ -102,7 +102,4 @@ def decide(
     if request.kind is SlackRequestKind.HOME:
         return Decision(None)
     command = command_of(request)
-    if person is None:
-        unknown = command.word if command.name is CommandName.UNKNOWN else None
-        return Decision(reply(ReplyKind.NOT_LINKED, unknown=unknown))
     return answer(command, person, Channel.SLACK, now, reply, muted_until or {})

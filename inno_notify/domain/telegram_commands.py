@@ -117,7 +117,4 @@ def decide(
             if previous is None
             else Reply(ReplyKind.RELINKED_AWAY, person=person, timezone=timezone),
         )
-    if linked is None:
-        unknown = command.word if command.name is CommandName.UNKNOWN else None
-        return Decision(reply(ReplyKind.NOT_LINKED, unknown=unknown))
     return answer(command, linked, Channel.TELEGRAM, now, reply, muted_until or {})
