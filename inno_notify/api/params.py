@@ -300,7 +300,7 @@ def check_known(query: MultiMapping[str], allowed: Collection[str]) -> None:
 
 
 async def json_body(request: web.Request, model: type[M]) -> M:
-    raw = await _bounded_body(request)
+    raw = await bounded_body(request)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -321,7 +321,7 @@ async def form_body(request: web.Request, model: type[M]) -> M:
             f"the body must be a form ({' or '.join(FORM_TYPES)}), not {request.content_type or 'none'}",
             code="invalid_body",
         )
-    raw = await _bounded_body(request)
+    raw = await bounded_body(request)
     if request.content_type == FORM_TYPES[0]:
         fields = _urlencoded_fields(raw)
     else:
@@ -373,17 +373,18 @@ def _multipart_fields(content_type: str, raw: bytes) -> list[tuple[str, str]]:
     return fields
 
 
-async def _bounded_body(request: web.Request) -> bytes:
-    """The body, refused (413) past MAX_BODY: by its Content-Length before reading, and while
-    reading a chunked one, which announces no length."""
-    too_large = ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
-    if request.content_length is not None and request.content_length > MAX_BODY:
+async def bounded_body(request: web.Request, limit: int = MAX_BODY) -> bytes:
+    """The whole body, refused (413) past `limit` bytes: by its Content-Length before reading, and
+    while reading a chunked one, which announces no length. (One `read(n)` returns what has arrived
+    so far, not necessarily the whole body: hence the loop.)"""
+    too_large = ApiError(413, "payload_too_large", f"body over {limit} bytes")
+    if request.content_length is not None and request.content_length > limit:
         raise too_large
     parts: list[bytes] = []
     size = 0
-    while chunk := await request.content.read(MAX_BODY + 1 - size):
+    while chunk := await request.content.read(limit + 1 - size):
         parts.append(chunk)
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             raise too_large
     return b"".join(parts)

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, bad_request
+from inno_notify.api.params import bounded_body
 from inno_notify.api.views.respond import json
 
 COMMANDS_PATH = "/mattermost/commands"
@@ -46,11 +47,7 @@ def _token_matches(given: str, expected: str) -> bool:
 
 async def mattermost_commands(request: web.Request) -> web.Response:
     hooks = request.app[keys.MATTERMOST_REQUESTS]
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
-    raw = await request.content.read(MAX_BODY + 1)
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    raw = await bounded_body(request, MAX_BODY)
     try:
         fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
     except (UnicodeDecodeError, ValueError):

@@ -30,6 +30,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, bad_request
+from inno_notify.api.params import bounded_body
 from inno_notify.api.views.respond import json
 
 EVENTS_PATH = "/slack/events"
@@ -60,11 +61,7 @@ def add_routes(app: web.Application) -> None:
 
 async def _verified_body(request: web.Request) -> bytes:
     """The body, once its signature holds (401 otherwise, 413 when too large)."""
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
-    raw = await request.content.read(MAX_BODY + 1)
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    raw = await bounded_body(request, MAX_BODY)
     timestamp = request.headers.get(TIMESTAMP_HEADER, "")
     signature = request.headers.get(SIGNATURE_HEADER, "")
     hooks = request.app[keys.SLACK_REQUESTS]

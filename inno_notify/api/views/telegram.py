@@ -17,6 +17,7 @@ from aiohttp import web
 
 from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, bad_request
+from inno_notify.api.params import bounded_body
 from inno_notify.api.views.respond import json
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -31,11 +32,7 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     given = request.headers.get(SECRET_HEADER, "")
     if not hmac.compare_digest(given.encode("utf-8", "replace"), hook.secret.encode()):
         raise ApiError(401, "unauthorized", f"the {SECRET_HEADER} header is missing or wrong")
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
-    raw = await request.content.read(MAX_BODY + 1)
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "payload_too_large", f"body over {MAX_BODY} bytes")
+    raw = await bounded_body(request, MAX_BODY)
     try:
         update = orjson.loads(raw)
     except orjson.JSONDecodeError:
