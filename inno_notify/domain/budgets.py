@@ -281,3 +281,15 @@ def status_of(budget: Budget, spans: Spans, cells: Iterable[SpendCell], rates: R
         forecast=None if spent is None else forecast(spent, elapsed_share(start, end, spans.now), earlier),
         currency=rates.currency if budget.unit == "amount" else None,
     )
+
+
+def spend_by_model(budget: Budget, cells: Iterable[SpendCell], rates: Rates) -> tuple[ModelSpend, ...]:
+    """This period's GPU-hours and cost of each GPU model the budget counts, for its team."""
+    mine = [c for c in cells if c.span == 0 and c.team == budget.team and budget.counts(c.held.gpu_model)]
+    by_model = []
+    for cell in sorted(mine, key=lambda c: c.held.gpu_model or ""):
+        held = cell.held
+        cost = cost_of(held, rates)
+        hours = None if held.gpu_minutes is None else held.gpu_minutes / 60.0
+        by_model.append(ModelSpend(held.gpu_model, hours, None if cost is None else cost.amount))
+    return tuple(by_model)

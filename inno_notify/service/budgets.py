@@ -23,16 +23,16 @@ from inno_notify.domain.budgets import (
     Budget,
     BudgetReport,
     BudgetStatus,
-    ModelSpend,
     Period,
-    SpendCell,
     due_alerts,
     spans_of,
+    spend_by_model,
     status_of,
 )
-from inno_notify.domain.costs import Rates, cost_of
+from inno_notify.domain.costs import Rates
 from inno_notify.domain.message_json import MESSAGE_KEY
 from inno_notify.domain.messages import PipelineMessage, encode_pipeline
+from inno_notify.domain.model import Notification
 from inno_notify.service.pausing import rounds
 from inno_notify.service.planner import DirectoryPlanner
 
@@ -74,27 +74,15 @@ class Budgets:
             cells = await self.store.usage.spend_cells(teams, spans.windows(), self.cluster)
             for budget in of_kind:
                 status = status_of(budget, spans, cells, self.rates)
-                reports.append(BudgetReport(status, self._by_model(budget, cells)))
+                reports.append(BudgetReport(status, spend_by_model(budget, cells, self.rates)))
         return reports
-
-    def _by_model(self, budget: Budget, cells: Sequence[SpendCell]) -> tuple[ModelSpend, ...]:
-        this_period = [
-            c for c in cells if c.span == 0 and c.team == budget.team and budget.counts(c.held.gpu_model)
-        ]
-        by_model = []
-        for cell in sorted(this_period, key=lambda c: c.held.gpu_model or ""):
-            held = cell.held
-            cost = cost_of(held, self.rates)
-            hours = None if held.gpu_minutes is None else held.gpu_minutes / 60.0
-            by_model.append(ModelSpend(held.gpu_model, hours, None if cost is None else cost.amount))
-        return tuple(by_model)
 
     async def alert(self, planner: DirectoryPlanner) -> int:
         """Enqueues every alert due now; returns how many rows the outbox took (0 for alerts
         already sent this period)."""
         now = self.clock()
         alerts = due_alerts(r.status for r in await self.reports())
-        taken = 0
+        rows: list[Notification] = []
         for alert in alerts:
             message = PipelineMessage(
                 key=alert.key, title=title(alert), text=text(alert), sender=SENDER, created_at=now
@@ -106,12 +94,12 @@ class Budgets:
                 why = plan.silent_reason or "no channel"
                 log.warning("budget alert %s reaches nobody: %s", alert.key, why)
                 continue
-            taken += await self.store.outbox.enqueue(plan.notifications)
-        return taken
+            rows += plan.notifications
+        return await self.store.outbox.enqueue(rows) if rows else 0
 
     async def run(self, planner: DirectoryPlanner, stop: asyncio.Event) -> None:
         """Checks every ``CHECK_EVERY_SECONDS`` until ``stop``; a failed check is logged and tried
-        again next time (nothing is half-sent: an alert's rows are enqueued in one statement)."""
+        again next time (nothing is half-sent: a check's rows are enqueued in one statement)."""
 
         async def check() -> float:
             await self.alert(planner)
