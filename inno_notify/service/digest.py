@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -35,13 +35,12 @@ from inno_notify.domain.costs import Rates
 from inno_notify.domain.digest import Digest, gpu_rates
 from inno_notify.domain.model import (
     Channel,
-    DirectoryUser,
     Notification,
     NotificationKind,
     RecipientAddress,
     Team,
 )
-from inno_notify.domain.routing import unsubscribed
+from inno_notify.domain.routing import Directory, unsubscribed
 from inno_notify.domain.trends import TREND_WEEKS, TrendGroup, trend_weeks
 from inno_notify.domain.weeks import last_complete_week, week_bounds
 from inno_notify.service.digest_accounting import NO_ACCOUNTING, DigestAccounting
@@ -107,7 +106,7 @@ def plan_cluster_digest(
     now: datetime,
     recipients: Sequence[str],
     channels: Collection[str],
-    email_off: Collection[str] = frozenset(),
+    email_off: Collection[str],
 ) -> list[Notification]:
     """The outbox rows of the admins' cluster digest: one e-mail per `digest.admin_recipients`
     address, when e-mail is configured, except to an address that unsubscribed from e-mail."""
@@ -149,13 +148,12 @@ def plan_digest(
     *,
     due_at: datetime,
     now: datetime,
-    users: Mapping[str, DirectoryUser],
+    directory: Directory,
     channels: Collection[str],
-    email_off: Collection[str] = frozenset(),
 ) -> list[Notification]:
     """The outbox rows of one team's digest: each lead on each of the team's digest channels the
     service has configured (Telegram only for leads with a chat id, Mattermost by e-mail; e-mail
-    not to a lead who unsubscribed from it, `email_off`), and the team's Slack channel instead of
+    not to a lead who unsubscribed from it, `directory.email_off`), and the team's Slack channel instead of
     Slack DMs where one is set; with the webhook configured, a copy to it per lead (the admins'
     cluster digest goes by e-mail only)."""
     rows: list[Notification] = []
@@ -183,11 +181,11 @@ def plan_digest(
             add(channel, team.slack_channel, RecipientAddress(slack_channel=team.slack_channel))
             continue
         for lead in dict.fromkeys(lead.lower() for lead in team.leads):
-            user = users.get(lead)
+            user = directory.users.get(lead)
             # An empty name or Slack id in the directory is none (the channels would show it).
             name_ = (user.name or None) if user else None
             if channel is Channel.EMAIL:
-                if not unsubscribed(lead, email_off):
+                if not unsubscribed(lead, directory.email_off):
                     add(channel, lead, RecipientAddress(name=name_))
             elif channel is Channel.SLACK:
                 slack_user_id = (user.slack_user_id or None) if user else None
@@ -200,7 +198,7 @@ def plan_digest(
     if Channel.WEBHOOK.value in channels and team.digest_channels:
         # The webhook's copy: one per lead, whichever of the team's channels are configured.
         for lead in dict.fromkeys(lead.lower() for lead in team.leads):
-            user = users.get(lead)
+            user = directory.users.get(lead)
             add(Channel.WEBHOOK, lead, RecipientAddress(name=(user.name or None) if user else None))
     return rows
 
@@ -250,9 +248,8 @@ class DigestScheduler:
                 self._tz,
                 due_at=fired,
                 now=now,
-                users=directory.users,
+                directory=directory,
                 channels=self._channels,
-                email_off=directory.email_off,
             )
         ]
         rows += plan_cluster_digest(

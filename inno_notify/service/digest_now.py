@@ -42,9 +42,8 @@ async def send_digest_now(
         tz,
         due_at=now,
         now=now,
-        users=directory.users,
+        directory=directory,
         channels=frozenset(channels),
-        email_off=directory.email_off,
     )
     if not rows:
         return {}

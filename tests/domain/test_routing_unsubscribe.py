@@ -4,12 +4,12 @@ directory or not; their other channels are routed as before, and so is everyone 
 
 from __future__ import annotations
 
-import ast
+import inspect
 from collections.abc import Callable, Collection
-from pathlib import Path
 
 import pytest
 
+from inno_notify.domain import routing
 from inno_notify.domain.model import DirectoryUser, NotificationKind, Team
 from inno_notify.domain.routing import (
     UNSUBSCRIBED,
@@ -22,6 +22,7 @@ from inno_notify.domain.routing import (
     plan_nudge,
     plan_summary,
 )
+from inno_notify.service import digest
 
 from .test_nudge_bundles import finding
 from .test_routing import ALL, NOW, job
@@ -138,24 +139,22 @@ def test_turning_e_mail_off_changes_no_other_row() -> None:
 
 # --- every caller passes who turned e-mail off ------------------------------------------------------
 
-PACKAGE = Path(__file__).resolve().parents[2] / "inno_notify"
-# The job, nudge, message and event planners take the whole routing.Directory, `email_off` with it;
-# the digest planners take it on its own.
-ROUTED = {"plan_digest", "plan_cluster_digest"}
+# Each planner takes who turned e-mail off with no default: the whole routing.Directory, or (the
+# admins' cluster digest, which reads no user) the addresses alone. A caller cannot forget it.
+WHO_TURNED_E_MAIL_OFF: list[tuple[Callable[..., object], str]] = [
+    (routing.plan_summary, "directory"),
+    (routing.plan_nudge, "directory"),
+    (routing.plan_message, "directory"),
+    (routing.plan_event, "directory"),
+    (digest.plan_digest, "directory"),
+    (digest.plan_cluster_digest, "email_off"),
+]
 
 
-def calls_without_email_off() -> list[str]:
-    found = []
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call):
-                continue
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in ROUTED and not any(k.arg == "email_off" for k in node.keywords):
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {name}")
-    return found
-
-
-def test_every_planner_call_in_the_service_passes_who_turned_e_mail_off() -> None:
-    """The planners default to "nobody" (tests call them bare); the service never relies on that."""
-    assert calls_without_email_off() == []
+@pytest.mark.parametrize(
+    ("planner", "parameter"), WHO_TURNED_E_MAIL_OFF, ids=[f.__name__ for f, _ in WHO_TURNED_E_MAIL_OFF]
+)
+def test_every_planner_must_be_told_who_turned_e_mail_off(
+    planner: Callable[..., object], parameter: str
+) -> None:
+    assert inspect.signature(planner).parameters[parameter].default is inspect.Parameter.empty

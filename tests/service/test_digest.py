@@ -20,6 +20,7 @@ from inno_notify.domain.model import (
     Usage,
 )
 from inno_notify.domain.preferences import Origin, Via
+from inno_notify.domain.routing import Directory
 from inno_notify.service.digest import DigestMessages, DigestScheduler, last_firing, next_firing, plan_digest
 from tests import stored
 
@@ -92,7 +93,8 @@ NOW = utc(2026, 11, 30, 7)
     ],
 )
 def test_plan_digest_rows(team: Team, channels: frozenset[str], expected: set[tuple[str, str]]) -> None:
-    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, users=USERS, channels=channels)
+    directory = Directory(USERS, {})
+    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, directory=directory, channels=channels)
     assert {(r.channel.value, r.recipient) for r in rows} == expected
     for row in rows:
         assert row.kind is NotificationKind.DIGEST
@@ -209,7 +211,8 @@ async def test_a_planned_row_renders_with_the_weeks_figures(store: Store) -> Non
     team = Team(
         "face", leads=("lead@example.com",), digest_channels=("email", "slack"), slack_channel="#face"
     )
-    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, users={}, channels=ALL)
+    nobody = Directory({}, {})
+    rows = plan_digest(team, "2026-W48", BERLIN, due_at=NOW, now=NOW, directory=nobody, channels=ALL)
     messages = DigestMessages(store, DigestRenderer())
     mail = await messages.render(next(r for r in rows if r.channel is Channel.EMAIL))
     assert isinstance(mail, MailMessage)
@@ -226,7 +229,13 @@ def test_mattermost_digests_go_to_each_lead_by_email_and_the_webhook_gets_a_copy
     users = {"lead@example.com": DirectoryUser("lead@example.com", "Lead", telegram_chat_id=7)}
     now = datetime(2026, 11, 30, 8, tzinfo=UTC)
     rows = plan_digest(
-        team, "2026-W48", "UTC", due_at=now, now=now, users=users, channels={"mattermost", "webhook"}
+        team,
+        "2026-W48",
+        "UTC",
+        due_at=now,
+        now=now,
+        directory=Directory(users, {}),
+        channels={"mattermost", "webhook"},
     )
     assert sorted((r.channel.value, r.recipient, r.address.telegram_chat_id) for r in rows) == [
         ("mattermost", "ext@example.org", None),
