@@ -30,6 +30,7 @@ import math
 import secrets
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -165,10 +166,17 @@ def demo_budget(workload: Workload) -> dict[str, Any] | None:
     return {"team": team, "period": "week", "gpu_hours": round(allowance, 3), "gpu_model": BUDGET_MODELS}
 
 
-def demo_settings(workload: Workload, database_url: str, links_secret_file: Path | None = None) -> Settings:
+def demo_settings(
+    workload: Workload,
+    database_url: str,
+    links_secret_file: Path | None = None,
+    budgets: Sequence[Mapping[str, Any]] | None = None,
+) -> Settings:
     """The configuration a team would write for this cluster: its people, teams and GPU resources.
     `links_secret_file`: the key the links in messages are signed with (`links.secret_file`); without
-    it they are plain links."""
+    it they are plain links. `budgets`: the `budgets` list (default: `demo_budget`'s one, if any)."""
+    if budgets is None:
+        budgets = [budget] if (budget := demo_budget(workload)) is not None else []
     links: dict[str, Any] = {"public_url": PUBLIC_URL}
     if links_secret_file is not None:
         links["secret_file"] = str(links_secret_file)
@@ -180,7 +188,7 @@ def demo_settings(workload: Workload, database_url: str, links_secret_file: Path
             "gpu_resources": {"nvidia.com/gpu": 1.0, f"nvidia.com/mig-{MIG_PROFILE}": 1 / 7},
             "rates": DEMO_RATES,
         },
-        "budgets": [budget] if (budget := demo_budget(workload)) is not None else [],
+        "budgets": list(budgets),
         # A sweep's jobs end within a few simulated minutes of each other: wait for them.
         "notify": {"group_wait_seconds": 600},
         "links": links,
@@ -221,12 +229,14 @@ async def run_demo(
     training: bool = True,
     database_url: str | None = None,
     links_secret_file: Path | None = None,
+    budgets: Sequence[Mapping[str, Any]] | None = None,
 ) -> DemoResult:
     """Plays a generated workload of `jobs` jobs (or the given `workload`, a scenario) through the
     whole service on a simulated clock, and reports what was delivered. `training`: the generated
     workload includes a distributed PyTorchJob (1 Master + 3 Workers on 4 GPUs each). `database_url`:
     another database than the demo's own SQLite file (a scenario test on Postgres).
-    `links_secret_file`: sign the links in messages with this key (`links.secret_file`)."""
+    `links_secret_file`: sign the links in messages with this key (`links.secret_file`). `budgets`:
+    the teams' budgets (default: `demo_budget`'s)."""
     console = console or Console()
     db_path, mail_dir = _fresh_output(out)
     database_url = database_url or f"sqlite+aiosqlite:///{db_path}"
@@ -235,7 +245,7 @@ async def run_demo(
         workload = generate(jobs, start, training=training)
     else:
         start = workload.start
-    settings = demo_settings(workload, database_url, links_secret_file)
+    settings = demo_settings(workload, database_url, links_secret_file, budgets)
     clock = SimClock(start, speed)
 
     await migrate(database_url)
