@@ -43,6 +43,7 @@ __all__ = [
     "CommandName",
     "Decision",
     "answer",
+    "answer_in_zone",
     "parse_hours",
     "parse_mute",
     "read_command",
@@ -207,6 +208,23 @@ def answer(
         reply(ReplyKind.STOPPED, person=name, channels=left["channels"], everywhere=everywhere),
         {person.email: left},
     )
+
+
+def answer_in_zone(
+    command: Command,
+    person: DirectoryUser | None,
+    channel: Channel,
+    now: datetime,
+    timezone: str,
+    muted_until: Mapping[str, Mute] | None,
+) -> Decision:
+    """`answer` on a chat whose replies carry nothing of the sender but the time zone they are
+    shown in (Slack, Mattermost: no first name, unlike Telegram's)."""
+
+    def reply(kind: ReplyKind, **fields: Any) -> Reply:
+        return Reply(kind, timezone=timezone, **fields)
+
+    return answer(command, person, channel, now, reply, muted_until or {})
 
 
 def _help(

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
-from inno_notify.domain.bot_replies import Reply, ReplyKind
-from inno_notify.domain.chat_commands import Decision, answer, read_command
+from inno_notify.domain.chat_commands import Decision, answer_in_zone, read_command
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import Channel, DirectoryUser
 
@@ -43,10 +41,6 @@ def decide(
     muted_until: Mapping[str, Mute] | None = None,
 ) -> Decision:
     """What the slash command's `text` from `person` (None: not in the directory) leads to."""
-
-    def reply(kind: ReplyKind, **fields: Any) -> Reply:
-        return Reply(kind, timezone=timezone, **fields)
-
     # Mattermost sends what follows `/inno`; nothing at all is the help (chat_commands.answer).
     command = read_command(text, bare=True)
-    return answer(command, person, Channel.MATTERMOST, now, reply, muted_until or {})
+    return answer_in_zone(command, person, Channel.MATTERMOST, now, timezone, muted_until)

@@ -20,10 +20,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from inno_notify.domain.bot_replies import Reply, ReplyKind
-from inno_notify.domain.chat_commands import Command, CommandName, Decision, answer, read_command
+from inno_notify.domain.chat_commands import Command, CommandName, Decision, answer_in_zone, read_command
 from inno_notify.domain.delivery import Mute
 from inno_notify.domain.model import Channel, DirectoryUser
 
@@ -95,11 +93,6 @@ def decide(
     muted_until: Mapping[str, Mute] | None = None,
 ) -> Decision:
     """What `request` from `person` (None: a Slack user not in the directory) leads to."""
-
-    def reply(kind: ReplyKind, **fields: Any) -> Reply:
-        return Reply(kind, timezone=timezone, **fields)
-
     if request.kind is SlackRequestKind.HOME:
         return Decision(None)
-    command = command_of(request)
-    return answer(command, person, Channel.SLACK, now, reply, muted_until or {})
+    return answer_in_zone(command_of(request), person, Channel.SLACK, now, timezone, muted_until)
