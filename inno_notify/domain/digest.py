@@ -799,17 +799,19 @@ def trend_point_to_dict(point: TrendPoint) -> dict[str, Any]:
     }
 
 
-def budget_report_to_dict(report: BudgetReport) -> dict[str, Any]:
-    """A budget as the digest's JSON shows it: the fields of GET /api/v1/budgets' items."""
+def budget_report_to_dict(report: BudgetReport, *, plain: bool = True) -> dict[str, Any]:
+    """A budget as the digest's JSON shows it, the fields of GET /api/v1/budgets' items: `plain`,
+    the period's word and ISO 8601 times; else the Period and the datetimes themselves, for the
+    API, whose serializer writes them (api.serialize)."""
     status, budget = report.status, report.status.budget
     return {
         "team": budget.team,
-        "period": budget.period.value,
+        "period": budget.period.value if plain else budget.period,
         "gpu_model": budget.gpu_model,
         "unit": budget.unit,
         "currency": status.currency,
-        "start": status.start.isoformat(),
-        "end": status.end.isoformat(),
+        "start": status.start.isoformat() if plain else status.start,
+        "end": status.end.isoformat() if plain else status.end,
         "budget": budget.allowance,
         "spent": status.spent,
         "share": status.share,

@@ -9,7 +9,7 @@ GPU model (a budget with no spend yet has one row with empty model columns).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from aiohttp import web
 from pydantic import Field
@@ -18,6 +18,7 @@ from inno_notify.api import keys, resources
 from inno_notify.api.params import Text
 from inno_notify.api.views.respond import JSON_OR_CSV, csv_download, csv_table, json, negotiated
 from inno_notify.domain.budgets import BudgetReport, Period
+from inno_notify.domain.digest import budget_report_to_dict
 
 _BUDGET_COLUMNS = tuple(c for c in resources.Budget.__annotations__ if c != "by_model")
 _MODEL_COLUMNS = tuple(resources.ModelSpend.__annotations__)
@@ -31,23 +32,7 @@ class BudgetQuery:
 
 
 def budget_resource(report: BudgetReport) -> resources.Budget:
-    status, budget = report.status, report.status.budget
-    return {
-        "team": budget.team,
-        "period": budget.period,
-        "gpu_model": budget.gpu_model,
-        "unit": budget.unit,
-        "currency": status.currency,
-        "start": status.start,
-        "end": status.end,
-        "budget": budget.allowance,
-        "spent": status.spent,
-        "share": status.share,
-        "forecast": status.forecast,
-        "by_model": [
-            {"gpu_model": m.gpu_model, "gpu_hours": m.gpu_hours, "cost": m.cost} for m in report.by_model
-        ],
-    }
+    return cast(resources.Budget, budget_report_to_dict(report, plain=False))
 
 
 async def budgets(request: web.Request, given: BudgetQuery) -> web.Response:
