@@ -28,6 +28,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Annotated, Any, Generic, TypeVar, Union
 
+import orjson
 from aiohttp import web
 from multidict import MultiMapping
 from pydantic import BaseModel, Field, ValidationError
@@ -304,9 +305,14 @@ async def json_body(request: web.Request, model: type[M]) -> M:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise bad_request(f"{where}: {first['msg']}", code="invalid_body") from None
+        raise _invalid_body(exc) from None
+
+
+def _invalid_body(exc: ValidationError) -> ApiError:
+    """The 400 for a body (JSON or form) its model refused: the first error, where it is."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return bad_request(f"{where}: {first['msg']}", code="invalid_body")
 
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -333,9 +339,7 @@ async def form_body(request: web.Request, model: type[M]) -> M:
     try:
         return model.model_validate(dict(fields))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise bad_request(f"{where}: {first['msg']}", code="invalid_body") from None
+        raise _invalid_body(exc) from None
 
 
 def _urlencoded_fields(raw: bytes) -> list[tuple[str, str]]:
@@ -388,3 +392,16 @@ async def bounded_body(request: web.Request, limit: int = MAX_BODY) -> bytes:
         if size > limit:
             raise too_large
     return b"".join(parts)
+
+
+def json_object(raw: bytes | str, what: str = "a JSON object") -> dict[str, object]:
+    """`raw` read as a JSON object, for the hooks that take a provider's payload as it comes (Slack's
+    events and actions, Telegram's updates): 400 `invalid_body` when it is no JSON, or JSON that is
+    not an object (the message names it `what`)."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request("the body is not JSON", code="invalid_body") from None
+    if not isinstance(document, dict):
+        raise bad_request(f"the body is not {what}", code="invalid_body")
+    return document

@@ -24,13 +24,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from urllib.parse import parse_qsl
 
-import orjson
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.api.params import bounded_body
+from inno_notify.api.params import bounded_body, json_object
 from inno_notify.api.views.respond import json
 
 EVENTS_PATH = "/slack/events"
@@ -83,22 +82,12 @@ def _form(raw: bytes) -> dict[str, str]:
         raise bad_request("the body is not a form", code="invalid_body") from None
 
 
-def _json_object(raw: bytes | str) -> dict[str, object]:
-    try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise bad_request("the body is not JSON", code="invalid_body") from None
-    if not isinstance(document, dict):
-        raise bad_request("the body is not a JSON object", code="invalid_body")
-    return document
-
-
 def _handler(request: web.Request) -> Callable[[str, dict[str, object]], Awaitable[None]]:
     return request.app[keys.SLACK_REQUESTS].handle
 
 
 async def slack_events(request: web.Request) -> web.Response:
-    body = _json_object(await _verified_body(request))
+    body = json_object(await _verified_body(request))
     if body.get("type") == "url_verification":
         challenge = body.get("challenge")
         if not isinstance(challenge, str) or len(challenge) > 200:
@@ -119,7 +108,7 @@ async def slack_interactive(request: web.Request) -> web.Response:
     payload = fields.get("payload")
     if payload is None:
         raise bad_request("the form has no payload", code="invalid_body")
-    await _handler(request)("interactive", _json_object(payload))
+    await _handler(request)("interactive", json_object(payload))
     return web.Response(status=200)
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import hmac
 
-import orjson
 from aiohttp import web
 
 from inno_notify.api import keys
-from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.api.params import bounded_body
+from inno_notify.api.errors import ApiError
+from inno_notify.api.params import bounded_body, json_object
 from inno_notify.api.views.respond import json
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -32,12 +31,6 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     given = request.headers.get(SECRET_HEADER, "")
     if not hmac.compare_digest(given.encode("utf-8", "replace"), hook.secret.encode()):
         raise ApiError(401, "unauthorized", f"the {SECRET_HEADER} header is missing or wrong")
-    raw = await bounded_body(request, MAX_BODY)
-    try:
-        update = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise bad_request("the body is not JSON", code="invalid_body") from None
-    if not isinstance(update, dict):
-        raise bad_request("the body is not an update object", code="invalid_body")
+    update = json_object(await bounded_body(request, MAX_BODY), "an update object")
     await hook.handle(update)
     return json({})
