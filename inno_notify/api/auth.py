@@ -113,6 +113,12 @@ def _principal(token: ApiToken) -> Principal:
     return Principal(token.name, token.role, teams, recipients)
 
 
+def secret_matches(given: str, expected: str) -> bool:
+    """Whether the secret a chat provider sent (Telegram's webhook header, Mattermost's command
+    token: hostile text, any code point) is the configured one, compared in constant time."""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode())
+
+
 def bearer_token(header: str | None) -> str | None:
     if not header:
         return None

@@ -405,3 +405,12 @@ def json_object(raw: bytes | str, what: str = "a JSON object") -> dict[str, obje
     if not isinstance(document, dict):
         raise bad_request(f"the body is not {what}", code="invalid_body")
     return document
+
+
+def provider_form(raw: bytes) -> dict[str, str] | None:
+    """The fields of the form a chat provider posts (Slack's and Mattermost's slash commands,
+    Slack's actions): UTF-8, blank values kept, at most 100 fields; None when it is no such form."""
+    try:
+        return dict(urllib.parse.parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
+    except (UnicodeDecodeError, ValueError):
+        return None

@@ -14,14 +14,12 @@ channel the command was typed in that only the person sees, within the 3 seconds
 
 from __future__ import annotations
 
-import hmac
-from urllib.parse import parse_qsl
-
 from aiohttp import web
 
 from inno_notify.api import keys
+from inno_notify.api.auth import secret_matches
 from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.api.params import bounded_body
+from inno_notify.api.params import bounded_body, provider_form
 from inno_notify.api.views.respond import json
 
 COMMANDS_PATH = "/mattermost/commands"
@@ -41,21 +39,14 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(COMMANDS_PATH, mattermost_commands)
 
 
-def _token_matches(given: str, expected: str) -> bool:
-    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode())
-
-
 async def mattermost_commands(request: web.Request) -> web.Response:
     hooks = request.app[keys.MATTERMOST_REQUESTS]
     raw = await bounded_body(request, MAX_BODY)
-    try:
-        fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
-    except (UnicodeDecodeError, ValueError):
-        fields = {}
+    fields = provider_form(raw) or {}
     header = request.headers.get("Authorization", "")
     given = fields.get("token") or (header[6:].strip() if header[:6].lower() == "token " else "")
     # Checked before the form is judged further: a request without the token learns nothing.
-    if not _token_matches(given, hooks.token):
+    if not secret_matches(given, hooks.token):
         raise ApiError(401, "unauthorized", "the slash command's token is missing or wrong")
     user_id = fields.get("user_id", "")
     if not user_id or len(user_id) > _USER_ID_MAX:

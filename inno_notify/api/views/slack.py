@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from inno_notify.api import keys
 from inno_notify.api.errors import ApiError, bad_request
-from inno_notify.api.params import bounded_body, json_object
+from inno_notify.api.params import bounded_body, json_object, provider_form
 from inno_notify.api.views.respond import json
 
 EVENTS_PATH = "/slack/events"
@@ -76,10 +75,10 @@ async def _verified_body(request: web.Request) -> bytes:
 
 
 def _form(raw: bytes) -> dict[str, str]:
-    try:
-        return dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
-    except (UnicodeDecodeError, ValueError):
-        raise bad_request("the body is not a form", code="invalid_body") from None
+    fields = provider_form(raw)
+    if fields is None:
+        raise bad_request("the body is not a form", code="invalid_body")
+    return fields
 
 
 def _handler(request: web.Request) -> Callable[[str, dict[str, object]], Awaitable[None]]:

@@ -10,11 +10,10 @@ done, an error makes Telegram send it again later, and an update handled before 
 
 from __future__ import annotations
 
-import hmac
-
 from aiohttp import web
 
 from inno_notify.api import keys
+from inno_notify.api.auth import secret_matches
 from inno_notify.api.errors import ApiError
 from inno_notify.api.params import bounded_body, json_object
 from inno_notify.api.views.respond import json
@@ -29,7 +28,7 @@ MAX_BODY = 256 * 1024
 async def telegram_webhook(request: web.Request) -> web.Response:
     hook = request.app[keys.TELEGRAM_WEBHOOK]
     given = request.headers.get(SECRET_HEADER, "")
-    if not hmac.compare_digest(given.encode("utf-8", "replace"), hook.secret.encode()):
+    if not secret_matches(given, hook.secret):
         raise ApiError(401, "unauthorized", f"the {SECRET_HEADER} header is missing or wrong")
     update = json_object(await bounded_body(request, MAX_BODY), "an update object")
     await hook.handle(update)
