@@ -13,10 +13,11 @@ so a slow server cannot slow the load down and hide its own queueing). Two phase
   refreshed in the background, so ``usage_cold_ms`` also reports one uncached computation), priced
   at ``RATES`` (three GPU models);
 - ``GET /api/v1/budgets?team=…`` (team rotating; each of the 20 teams has a monthly GPU-hour and a
-  weekly money budget; cached per team ≤ 60 s, ``budgets_cold_ms`` reports one uncached team).
+  weekly money budget; every budget's report is computed at once, cached ≤ 60 s and warmed as the
+  app starts, ``budgets_cold_ms`` reports one uncached computation of them all).
 
 The app is built as a deployment builds it: its own store without pre-ping (`create_api_store`)
-and the usage report warmed at start; the load starts once the warm-up is done
+and the usage and budget reports warmed at start; the load starts once the warm-up is done
 (``usage_warmup_ms``). Prints ``name=value`` lines, with the machine's load average
 (``load_before``/``load_after`` of each phase: 1-minute figure, other work shares the cores).
 The server process sets the garbage collector's thresholds as ``serve`` does (gc_tuning; with
@@ -273,17 +274,19 @@ async def bench(args: argparse.Namespace) -> None:
     # The budgets' clock: ten days before the fill's newest finish, so the month has spend.
     budgets = Budgets(store, BUDGETS, RATES, "UTC", lambda: NOW - timedelta(days=10))
     started = time.perf_counter()
-    await budgets.reports("team-00")
+    await budgets.reports()
     print(f"budgets_cold_ms={(time.perf_counter() - started) * 1000:.1f} load={_load()}", flush=True)
 
     rates = None if args.no_rates else RATES
-    app = create_app(store, settings, close_store=True, warm_usage=True, rates=rates, budgets=budgets.reports)
+    app = create_app(
+        store, settings, close_store=True, warm_reports=True, rates=rates, budgets=budgets.reports
+    )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     started = time.perf_counter()
-    await app[keys.USAGE_WARMUP]
+    await app[keys.REPORTS_WARMUP]
     print(f"usage_warmup_ms={(time.perf_counter() - started) * 1000:.1f}", flush=True)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     since = (NOW - timedelta(days=7)).isoformat().replace("+00:00", "Z")

@@ -33,6 +33,7 @@ from inno_notify.api.cache import ResultCache
 from inno_notify.api.deadline import HANDLER_TIMEOUT_SECONDS, deadline_middleware
 from inno_notify.api.errors import error_middleware
 from inno_notify.api.throttle import RecentAccepts
+from inno_notify.api.views import budgets as budget_views
 from inno_notify.api.views import mattermost, slack, telegram, usage
 from inno_notify.domain.costs import Rates
 from inno_notify.settings import ApiSettings
@@ -113,7 +114,7 @@ def create_app(
     digest_fresh_seconds: float = DIGEST_FRESH_SECONDS,
     handler_timeout_seconds: float = HANDLER_TIMEOUT_SECONDS,
     close_store: bool = False,
-    warm_usage: bool = False,
+    warm_reports: bool = False,
     event_routing: keys.EventRouting | None = None,
     job_pages: keys.JobPageProvider | None = None,
     workflow_pages: keys.JobPageProvider | None = None,
@@ -132,9 +133,10 @@ def create_app(
     True}); /readyz adds the database. `metrics_registry` is what /metrics serves (default: the
     `telemetry`'s registry, else a new one with a Telemetry on it); the API times its requests on
     `api_request_seconds` of the telemetry, when it has one. With `close_store` the app disposes of the
-    store's engine when it shuts down (when the app is the store's only user). With `warm_usage`
-    the usage report of all time is computed in the background as the app starts (its task is
-    `app[keys.USAGE_WARMUP]`), so that no request waits on the first, slowest computation; it is
+    store's engine when it shuts down (when the app is the store's only user). With `warm_reports`
+    the usage report of all time and every budget's report are computed in the background as the
+    app starts (its task is `app[keys.REPORTS_WARMUP]`), so that no request waits on the first,
+    slowest computation; it is
     off by default because an app built before its data (tests, fresh demos) would cache nothing.
     Digests from `digest_provider` are cached per (team, week) for `digest_fresh_seconds`. A
     handler still running after `handler_timeout_seconds` is cancelled and answers 503.
@@ -232,13 +234,13 @@ def create_app(
         mattermost.add_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
-        if warm_usage:
-            app[keys.USAGE_WARMUP] = asyncio.create_task(_warm_usage(app))
+        if warm_reports:
+            app[keys.REPORTS_WARMUP] = asyncio.create_task(_warm_reports(app))
         yield
-        if warm_usage:
-            app[keys.USAGE_WARMUP].cancel()
+        if warm_reports:
+            app[keys.REPORTS_WARMUP].cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await app[keys.USAGE_WARMUP]
+                await app[keys.REPORTS_WARMUP]
         await app[keys.USAGE_CACHE].close()
         await app[keys.DIGEST_CACHE].close()
         if close_store:
@@ -248,11 +250,12 @@ def create_app(
     return app
 
 
-async def _warm_usage(app: web.Application) -> None:
-    try:
-        await usage.warm(app)
-    except Exception as exc:  # the first request computes it then; the API itself is fine
-        log.warning("usage warm-up failed: %s", exc)
+async def _warm_reports(app: web.Application) -> None:
+    for name, warm in (("usage", usage.warm), ("budgets", budget_views.warm)):
+        try:
+            await warm(app)
+        except Exception as exc:  # the first request computes it then; the API itself is fine
+            log.warning("%s warm-up failed: %s", name, exc)
 
 
 def _timing_middleware(telemetry: Telemetry, monotonic: Callable[[], float]) -> Middleware:

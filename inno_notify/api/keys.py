@@ -17,7 +17,7 @@ from inno_notify.api.auth import TokenTable
 from inno_notify.api.cache import ResultCache
 from inno_notify.api.resources import ProvidedDigest
 from inno_notify.api.throttle import RecentAccepts
-from inno_notify.domain.budgets import BudgetReport, Period
+from inno_notify.domain.budgets import BudgetReport
 from inno_notify.domain.costs import Rates
 from inno_notify.domain.personal_page import PageOpening
 from inno_notify.telemetry import Telemetry
@@ -27,7 +27,8 @@ from inno_notify.telemetry import Telemetry
 DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
 # (team or None, period or None) -> those budgets as they stand (service.budgets.Budgets.reports).
-BudgetProvider = Callable[[str | None, Period | None], Awaitable[list[BudgetReport]]]
+# Every configured budget's report as it stands now.
+BudgetProvider = Callable[[], Awaitable[list[BudgetReport]]]
 # (namespace, name, uid or None for the newest run) -> the run's page, or None when there is no such
 # run (the runtime passes service.job_pages' job_page_provider and workflow_page_provider).
 JobPageProvider = Callable[[str, str, str | None], Awaitable[str | None]]
@@ -97,7 +98,7 @@ RATES = web.AppKey("rates", Rates)
 BUDGETS: web.AppKey[BudgetProvider | None] = web.AppKey("budgets")
 BUDGET_CACHE = web.AppKey("budget_cache", ResultCache)
 OPENAPI = web.AppKey("openapi", bytes)
-USAGE_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("usage_warmup")
+REPORTS_WARMUP: web.AppKey[asyncio.Task[None]] = web.AppKey("reports_warmup")
 EVENT_ROUTING = web.AppKey("event_routing", EventRouting)
 EVENT_LIMITS = web.AppKey("event_limits", EventLimits)
 RECENT_EVENTS = web.AppKey("recent_events", RecentAccepts)

@@ -95,7 +95,7 @@ def api_component(
             me_pages=me_page_provider(api_store, build_me_page_renderer(settings), utc_now),
             link_key=settings.links.key,
             close_store=True,
-            warm_usage=True,
+            warm_reports=True,
             event_routing=EventRouting(
                 configured_channels(settings),
                 settings.notify.allowed_email_domains,

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inno_notify.adapters.db import Store
-from inno_notify.domain.budgets import Budget, Period
+from inno_notify.api import keys
+from inno_notify.domain.budgets import Budget, BudgetReport, Period
 from inno_notify.domain.costs import Rates
 from inno_notify.domain.model import Usage
 from inno_notify.service.budgets import Budgets
@@ -97,3 +98,30 @@ async def test_budgets_are_cached_like_a_digest(store: Store) -> None:
         api.monotonic[0] += 300
         _, fresh = await api.get("/api/v1/budgets", "viewer", params={"team": "speech"})
         assert fresh["items"][0]["spent"] == 2.0
+
+
+async def test_every_budget_comes_from_one_computation_warmed_at_start(store: Store) -> None:
+    budgets = Budgets(store, BUDGETS, RATES, "UTC", lambda: NOW)
+    calls: list[None] = []
+
+    async def counted() -> list[BudgetReport]:
+        calls.append(None)
+        return await budgets.reports()
+
+    async with serve_api(store, budgets=counted, warm_reports=True) as api:
+        await api.app[keys.REPORTS_WARMUP]
+        assert len(calls) == 1
+        answers = {}
+        for team in ("face", "speech", "nlp"):
+            status, body = await api.get("/api/v1/budgets", "viewer", params={"team": team})
+            assert status == 200
+            answers[team] = {(b["team"], b["period"]) for b in body["items"]}
+        _, monthly = await api.get("/api/v1/budgets", "viewer", params={"period": "month"})
+    # Each request took its own from the one warm report.
+    assert answers == {
+        "face": {("face", "month"), ("face", "week")},
+        "speech": {("speech", "month")},
+        "nlp": set(),
+    }
+    assert {(b["team"], b["period"]) for b in monthly["items"]} == {("face", "month"), ("speech", "month")}
+    assert len(calls) == 1

@@ -1,5 +1,5 @@
 """The usage report: one aggregation per window serves every grouping and format, and with
-`warm_usage` the report of all time is computed as the app starts, before any request waits on it."""
+`warm_reports` the report of all time is computed as the app starts, before any request waits on it."""
 
 from __future__ import annotations
 
@@ -95,10 +95,10 @@ async def test_one_aggregation_serves_every_grouping_and_format(counting: Counti
     assert sum(g["jobs"] for g in bodies["owner"]["groups"]) == 5  # every finished job, once
 
 
-async def test_warm_usage_computes_the_report_before_the_first_request(counting: CountingStore) -> None:
-    app = create_app(counting, SETTINGS, clock=lambda: NOW, monotonic=lambda: 0.0, warm_usage=True)
+async def test_warm_reports_computes_the_report_before_the_first_request(counting: CountingStore) -> None:
+    app = create_app(counting, SETTINGS, clock=lambda: NOW, monotonic=lambda: 0.0, warm_reports=True)
     async for client in _client(app):
-        await app[keys.USAGE_WARMUP]
+        await app[keys.REPORTS_WARMUP]
         assert counting.usage.windows == [(None, None)]
         status, body = await _get(client, "/api/v1/usage?group_by=owner")
         assert status == 200 and body["groups"][0]["group"] == "carol@example.com"
@@ -109,10 +109,10 @@ async def test_a_failed_warm_up_leaves_the_api_serving(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     failing = CountingStore(store, fail=True)
-    app = create_app(failing, SETTINGS, clock=lambda: NOW, monotonic=lambda: 0.0, warm_usage=True)
+    app = create_app(failing, SETTINGS, clock=lambda: NOW, monotonic=lambda: 0.0, warm_reports=True)
     with caplog.at_level(logging.WARNING, logger="inno_notify.api"):
         async for client in _client(app):
-            await app[keys.USAGE_WARMUP]
+            await app[keys.REPORTS_WARMUP]
             assert "usage warm-up failed" in caplog.text
             status, _ = await _get(client, "/api/v1/jobs")
             assert status == 200
