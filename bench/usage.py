@@ -11,7 +11,10 @@ lines; ``seconds`` is the median of ``--repeats`` batched rounds after one warm-
 ``baseline_seconds`` one pass of the loop, cut into ``--repeats`` parts that alternate with the
 rounds. ``cpu_seconds`` and ``baseline_cpu_seconds`` add up the CPU time of Prometheus and of this
 process over the same spans (Linux ``/proc``): the work, which load on a shared machine stretches
-less than the wall clock; ``load_1min_*`` say how busy the machine was.
+less than the wall clock; ``load_1min_*`` say how busy the machine was. The process sets the garbage
+collector's thresholds as ``serve`` does (gc_tuning), since the round runs in that process: with
+CPython's, parsing a round's megabytes of answers ran collections that walk everything the process
+holds, which no deployment runs (``--gc-defaults`` keeps CPython's, to compare).
 
 The same jobs then go through the service's usage round in a database (``--database``: a SQLite
 file, or a database of its own on a Postgres server per round): stored as ingestion leaves them,
@@ -72,6 +75,7 @@ from inno_notify.domain.model import (
     WorkloadKind,
 )
 from inno_notify.domain.rightsizing import RightsizingPolicy
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.planner import DirectoryPlanner
 from inno_notify.service.usage import CollectorOptions, UsageCollector
 from tests.adapters.prometheus import metricgen
@@ -504,7 +508,10 @@ def main() -> None:
     parser.add_argument(
         "--db-only", action="store_true", help="skip the batched-versus-loop Prometheus comparison"
     )
+    parser.add_argument("--gc-defaults", action="store_true", help="CPython's GC thresholds, not serve's")
     args = parser.parse_args()
+    if not args.gc_defaults:
+        tune_for_ingest()  # as `serve` does: the round runs in that process
     if not HAVE_PROMETHEUS:
         sys.exit("prometheus and promtool are needed (apt-get install prometheus)")
 
@@ -539,6 +546,7 @@ def main() -> None:
     print(f"jobs={len(targets)}")
     print(f"compression={'off' if args.no_compression else 'gzip'}")
     print(f"database={args.database}")
+    print(f"gc_thresholds={'defaults' if args.gc_defaults else 'serve'}")
     print(f"round_span_hours={(finished[-1].end - finished[0].end) / 3600:.1f}")
     with PrometheusServer(tsdb) as server:
         # The machine may be shared: the load beside the figures says how far to trust them.
