@@ -4,19 +4,17 @@ digest and GET /api/v1/adoption show it."""
 
 from __future__ import annotations
 
-import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store
-from inno_notify.demo import run_demo
 from inno_notify.sim.objects import JobSpec
 from inno_notify.sim.workload import GIB, PEOPLE, Behaviour, SimJob, Workload
 from tests import stored
 from tests.api.conftest import serve_api
+from tests.scenario import play
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +49,7 @@ async def test_the_second_run_followed_the_advice(tmp_path: Path) -> None:
     second = run("train-resnet-x8k2p", 2, START + timedelta(hours=1, minutes=12))
     workload = Workload(start=START, jobs=(first, second))
 
-    result = await run_demo(
-        speed=1000,
-        out=tmp_path,
-        console=Console(file=io.StringIO(), width=100),
-        timeout_seconds=120,
-        workload=workload,
-    )
+    result = await play(workload, tmp_path, speed=1000, timeout_seconds=120)
 
     store = Store.from_url(result.database_url)
     try:

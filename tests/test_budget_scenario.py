@@ -14,17 +14,13 @@ Exactly one alert each, to the lead alone, on the lead's channel (e-mail).
 
 from __future__ import annotations
 
-import io
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store
-from inno_notify.demo import run_demo
 from inno_notify.domain.budgets import Budget, BudgetStatus, Period
 from inno_notify.domain.costs import Rates
 from inno_notify.domain.messages import decode_pipeline
@@ -32,6 +28,7 @@ from inno_notify.domain.model import DeliveryStatus, NotificationKind
 from inno_notify.service.budgets import Budgets
 from inno_notify.sim.objects import JobSpec
 from inno_notify.sim.workload import GIB, PEOPLE, TEAMS, Behaviour, SimJob, Workload
+from tests.scenario import play
 from tests.service.support import FakeClock
 
 pytestmark = pytest.mark.slow
@@ -70,18 +67,6 @@ def light_day(day: datetime, label: str) -> Workload:
     return Workload(start=day, jobs=(job(f"{label}-1", 8, 1.0, day, 1),))
 
 
-async def play(workload: Workload, database_url: str, out: Path, budgets: Sequence[dict[str, Any]]) -> None:
-    await run_demo(
-        speed=2000,
-        out=out,
-        console=Console(file=io.StringIO(), width=100),
-        timeout_seconds=180,
-        workload=workload,
-        database_url=database_url,
-        budgets=budgets,
-    )
-
-
 async def budget_alerts(store: Store) -> list[tuple[str, str, str, DeliveryStatus]]:
     rows, _ = await store.outbox.list_notifications(limit=500)
     alerts = []
@@ -109,10 +94,10 @@ async def test_a_team_crossing_80_then_its_forecast_gets_one_alert_each_to_its_l
 ) -> None:
     url = empty_database_url
     # November, before the budget was set.
-    await play(heavy_day(day(11, 2), "nov-early"), url, tmp_path / "nov-2", budgets=[])
-    await play(light_day(day(11, 28), "nov-late"), url, tmp_path / "nov-28", budgets=[])
+    await play(heavy_day(day(11, 2), "nov-early"), tmp_path / "nov-2", database_url=url, budgets=[])
+    await play(light_day(day(11, 28), "nov-late"), tmp_path / "nov-28", database_url=url, budgets=[])
 
-    await play(heavy_day(day(12, 1), "dec-early"), url, tmp_path / "dec-1", budgets=[BUDGET])
+    await play(heavy_day(day(12, 1), "dec-early"), tmp_path / "dec-1", database_url=url, budgets=[BUDGET])
     store = Store.from_url(url)
     try:
         spent_80 = ("budget:face/month:2026-12-01:spent_80", FACE.lead, "email", DeliveryStatus.SENT)
@@ -123,7 +108,7 @@ async def test_a_team_crossing_80_then_its_forecast_gets_one_alert_each_to_its_l
         assert before.spent == pytest.approx(64.0, rel=0.01)
         assert before.forecast == pytest.approx(72.0, rel=0.01)
 
-        await play(light_day(mid_month, "dec-mid"), url, tmp_path / "dec-14", budgets=[BUDGET])
+        await play(light_day(mid_month, "dec-mid"), tmp_path / "dec-14", database_url=url, budgets=[BUDGET])
         forecast = ("budget:face/month:2026-12-01:forecast", FACE.lead, "email", DeliveryStatus.SENT)
         assert await budget_alerts(store) == [forecast, spent_80]
         after = await status_at(store, mid_month + timedelta(hours=2))

@@ -5,15 +5,12 @@ sum over its pods, restarts as attempts, GPUs kept after the end said."""
 
 from __future__ import annotations
 
-import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from inno_notify.adapters.db.repository import Store
-from inno_notify.demo import run_demo
 from inno_notify.domain.model import NotificationKind, WorkloadKind
 from inno_notify.sim.training import (
     SimTrainingRun,
@@ -26,6 +23,7 @@ from inno_notify.sim.training import (
 from inno_notify.sim.workload import PEOPLE, Workload
 from tests import stored
 from tests.api.conftest import serve_api
+from tests.scenario import play
 
 pytestmark = pytest.mark.slow
 
@@ -87,14 +85,7 @@ async def test_every_training_kind_is_one_run_with_one_summary(
     tmp_path: Path, empty_database_url: str
 ) -> None:
     workload = Workload(start=START, jobs=(), training=runs())
-    result = await run_demo(
-        speed=2000,
-        out=tmp_path,
-        console=Console(file=io.StringIO(), width=100),
-        timeout_seconds=180,
-        workload=workload,
-        database_url=empty_database_url,
-    )
+    result = await play(workload, tmp_path, database_url=empty_database_url)
     store = Store.from_url(result.database_url)
     try:
         records = await stored.all_jobs(store)
