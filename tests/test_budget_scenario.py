@@ -58,8 +58,8 @@ def job(name: str, gpus: int, hours: float, submit: datetime, node: int) -> SimJ
 
 
 def heavy_day(day: datetime, label: str) -> Workload:
-    """Four runs of 8 GPUs for two hours: 64 GPU-hours."""
-    return Workload(start=day, jobs=tuple(job(f"{label}-{i}", 8, 2.0, day, i) for i in range(1, 5)))
+    """Eight runs of 8 GPUs for an hour: 64 GPU-hours."""
+    return Workload(start=day, jobs=tuple(job(f"{label}-{i}", 8, 1.0, day, i) for i in range(1, 9)))
 
 
 def light_day(day: datetime, label: str) -> Workload:
