@@ -79,6 +79,7 @@ from inno_notify.domain.model import (
     UsageSeries,
 )
 from inno_notify.domain.routing import Directory, plan_summary
+from inno_notify.gc_tuning import tune_for_ingest
 from inno_notify.service.dispatcher import Dispatcher, DispatchOptions
 from inno_notify.service.job_charts import ChartDrawer, JobCharts
 from inno_notify.service.message_composer import MessageParts
@@ -490,7 +491,12 @@ def main() -> None:
     parser.add_argument(
         "--fence", action="store_true", help="claim as an elected leader (fenced by the lease)"
     )
-    asyncio.run(bench(parser.parse_args()))
+    parser.add_argument("--gc-defaults", action="store_true", help="CPython's GC thresholds, not serve's")
+    args = parser.parse_args()
+    if not args.gc_defaults:
+        tune_for_ingest()  # as `serve` does: the dispatcher runs in that process
+    print(f"gc_thresholds={'defaults' if args.gc_defaults else 'serve'}")
+    asyncio.run(bench(args))
 
 
 if __name__ == "__main__":

@@ -461,6 +461,9 @@ def _environment(
         finalize=finalize,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
+        # The templates are read once, at startup (an override in `template_dir` too): no file
+        # check on every message.
+        auto_reload=False,
     )
 
 
