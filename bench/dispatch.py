@@ -32,7 +32,8 @@ a shared 2-core machine both rates move with whatever else runs, so report them 
 charts into FILE.charts); for a sampling profile run the bench under ``py-spy record
 --nonblocking``. ``--telegram-pool`` sets the httpx pool of the Telegram sender. ``--fence``
 runs the dispatcher as an elected leader would: its store's fence checks the lease (one more
-statement in every claim; docs/ha.md).
+statement in every claim; docs/ha.md). The process sets the garbage collector's thresholds as
+``serve`` does (gc_tuning); ``--gc-defaults`` keeps CPython's, to compare.
 
     .venv/bin/python bench/dispatch.py [--jobs 3000 --concurrency 16 --steady-rate 200]
 """
