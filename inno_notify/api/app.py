@@ -136,8 +136,8 @@ def create_app(
     store's engine when it shuts down (when the app is the store's only user). With `warm_reports`
     the usage report of all time and every budget's report are computed in the background as the
     app starts (its task is `app[keys.REPORTS_WARMUP]`), so that no request waits on the first,
-    slowest computation; it is
-    off by default because an app built before its data (tests, fresh demos) would cache nothing.
+    slowest computation; it is off by default because an app built before its data (tests, fresh
+    demos) would cache nothing.
     Digests from `digest_provider` are cached per (team, week) for `digest_fresh_seconds`. A
     handler still running after `handler_timeout_seconds` is cancelled and answers 503.
     `event_routing` is what pipeline messages (POST /api/v1/events) are routed with besides the

@@ -26,8 +26,7 @@ from inno_notify.telemetry import Telemetry
 # the team is unknown. A key "html" holds the page a lead reads; the rest is the JSON document.
 DigestProvider = Callable[[str, str | None], Awaitable[ProvidedDigest | None]]
 Readiness = Callable[[], Mapping[str, bool]]
-# (team or None, period or None) -> those budgets as they stand (service.budgets.Budgets.reports).
-# Every configured budget's report as it stands now.
+# Every configured budget's report as it stands now (service.budgets.Budgets.reports).
 BudgetProvider = Callable[[], Awaitable[list[BudgetReport]]]
 # (namespace, name, uid or None for the newest run) -> the run's page, or None when there is no such
 # run (the runtime passes service.job_pages' job_page_provider and workflow_page_provider).
