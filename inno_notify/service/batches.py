@@ -1,10 +1,11 @@
 """What every ingestion pipeline shares: the bounded queue drained in batches, the write split down
 to the one object the database refuses, and the bookkeeping of objects set aside.
 
-The ingestor (service.ingest) and the workflow tracker (service.workflows) differ in what they
-parse and how they merge a batch; how events reach a batch, how a batch is written and what
+The ingestor (service.ingest) and its workflow recorder (service.workflow_tracking) differ in what
+they parse and how they merge a batch; how events reach a batch, how a batch is written and what
 happens to a bad object is one mechanism, here, so the two cannot drift apart (see
-docs/hardening.md):
+docs/hardening.md). The usage round (service.usage) writes its summaries with the same
+`PieceWriter`, without its retries:
 
 - `BatchQueue`: watchers put events (waiting when it is full: back-pressure on the watch); one
   consumer takes the first, then lingers a moment to collect up to `batch_max`, and applies them.
@@ -227,7 +228,13 @@ class PipelineStats:
 
 class PieceWriter(Generic[U, R]):
     """Writes pieces, each with `transaction` (one transaction, applying what it changed outside the
-    database only once it committed); `refused` is told of the single unit or closing it refuses."""
+    database only once it committed); `refused` is told of the single unit or closing it refuses
+    (and may raise, to stop the write: the usage round gives up after several in a row).
+
+    `retry_transient`: a transaction the database itself failed is tried again with capped backoff
+    (ingestion: the events wait in their queue); without it every failure splits, down to the
+    unit, as the usage round wants (its store already tries once more on a fresh connection, and a
+    round whose writes keep failing lets go of its claims at once rather than hold them)."""
 
     def __init__(
         self,
@@ -235,11 +242,13 @@ class PieceWriter(Generic[U, R]):
         stats: PipelineStats,
         *,
         retry_cap_seconds: float = 10.0,
+        retry_transient: bool = True,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._refused = refused
         self.stats = stats
         self.backoff = write_backoff(retry_cap_seconds)
+        self._retry_transient = retry_transient
         self._sleep = sleep
 
     async def write(self, piece: Piece[U, R], transaction: Transaction[U, R]) -> None:
@@ -249,7 +258,10 @@ class PieceWriter(Generic[U, R]):
         while todo:
             current = todo.popleft()
             try:
-                await self._retrying(current, transaction)
+                if self._retry_transient:
+                    await self._retrying(current, transaction)
+                else:
+                    await transaction(current)
             except LostLeadership:
                 raise  # no object is at fault: nothing is split or set aside
             except Exception as exc:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -75,6 +74,7 @@ from inno_notify.domain.model import (
 from inno_notify.domain.rightsizing import RightsizingPolicy, current_run, recommend
 from inno_notify.domain.series import job_series
 from inno_notify.options import from_setting
+from inno_notify.service.batches import Piece, PieceWriter, PipelineStats
 from inno_notify.service.job_charts import ChartDrawer
 from inno_notify.service.pausing import rounds
 from inno_notify.telemetry import Telemetry
@@ -429,33 +429,32 @@ class UsageCollector:
     async def _store(self, cluster: str, summaries: Sequence[_Summary]) -> int:
         """Stores the summaries in one transaction (the store tries it once more on a fresh
         connection when its connection was lost). One that fails is split in halves, written in
-        order, down to the job whose summary cannot be stored: that job is set aside, and several
-        in a row fail the round, as in _settle_all. Returns how many were stored."""
+        order, down to the job whose summary cannot be stored (service.batches.PieceWriter, as
+        ingestion writes): that job is set aside, and several in a row fail the round, as in
+        _settle_all. Returns how many were stored."""
         summaries = await self._with_charts(summaries)
         settled = unsettled_in_a_row = 0
-        todo: deque[Sequence[_Summary]] = deque([summaries] if summaries else [])
-        while todo:
-            piece = todo.popleft()
-            try:
-                added = await self.store.jobs.complete_summaries(
-                    cluster, [s.summary for s in piece], claim=self._claim
-                )
-            except LostLeadership:
-                raise  # the next leader takes this term's claims at once
-            except Exception as exc:
-                if len(piece) > 1:
-                    half = len(piece) // 2
-                    todo.extendleft((piece[half:], piece[:half]))
-                    continue
-                unsettled_in_a_row += 1
-                if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
-                    raise
-                self._set_aside(piece[0].job, exc)
-                continue
+
+        async def transaction(piece: Piece[_Summary, None]) -> None:
+            nonlocal settled, unsettled_in_a_row
+            added = await self.store.jobs.complete_summaries(
+                cluster, [s.summary for s in piece.units], claim=self._claim
+            )
             unsettled_in_a_row = 0
-            for summary in piece:
+            for summary in piece.units:
                 self._stored(summary, added.get(summary.job.uid, 0))
-            settled += len(piece)
+            settled += len(piece.units)
+
+        def refused(piece: Piece[_Summary, None], exc: Exception) -> None:
+            nonlocal unsettled_in_a_row
+            unsettled_in_a_row += 1
+            if unsettled_in_a_row >= self.options.max_unsettled_in_a_row:
+                raise exc
+            self._set_aside(piece.units[0].job, exc)
+
+        if summaries:
+            writer: PieceWriter[_Summary, None] = PieceWriter(refused, PipelineStats(), retry_transient=False)
+            await writer.write(Piece(list(summaries)), transaction)
         return settled
 
     async def _with_charts(self, summaries: Sequence[_Summary]) -> Sequence[_Summary]:

@@ -79,6 +79,37 @@ async def test_transient_failures_are_retried_with_backoff_and_leadership_is_not
     assert stats.splits == 0
 
 
+async def test_without_retries_a_transient_failure_splits_and_a_refusal_may_stop_the_write() -> None:
+    """The usage round's way: no backoff (its store tried a fresh connection already); the writer
+    splits whatever fails, and the refusal callback ends the write by raising."""
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    lost = sa_exc.OperationalError("INSERT", {}, ConnectionResetError("lost"))
+    committed: list[int] = []
+    refused: list[int] = []
+
+    def refuse(piece: Piece[int, str], exc: Exception) -> None:
+        refused.extend(piece.units)
+        if len(refused) == 2:
+            raise exc
+
+    async def down_for_odd_units(piece: Piece[int, str]) -> None:
+        if any(unit % 2 for unit in piece.units):
+            raise lost
+        committed.extend(piece.units)
+
+    stats = PipelineStats()
+    writer: PieceWriter[int, str] = PieceWriter(refuse, stats, retry_transient=False, sleep=sleep)
+    with pytest.raises(sa_exc.OperationalError):
+        await writer.write(Piece([1, 2, 3, 4, 5]), down_for_odd_units)
+    # Halves [1, 2, 3] and [4, 5], then [1, 2] and [3], … : 1 refused, 2 written, 3 refused: stop.
+    assert (refused, committed, sleeps) == ([1, 3], [2], [])
+    assert stats.write_errors == 0 and stats.splits > 0
+
+
 async def test_the_queue_batches_and_a_failing_batch_is_dropped_not_the_consumer() -> None:
     queue: BatchQueue[int] = BatchQueue("test", queue_max=10, batch_max=3)
     batches: list[list[int]] = []

@@ -135,9 +135,10 @@ async def test_a_write_that_fails_on_the_fresh_connection_too_is_released_to_the
 ) -> None:
     uids = await ingest(store, [f"twice-{i}" for i in range(3)])
     coll = collector(store)
-    # The round's write and its second try; the write is then split, and the first summary's write
-    # alone fails, twice too, while the other two are stored.
-    fault.strikes = 4
+    # The round's write and its second try; the write is then split (two, then one), the first
+    # half fails twice too and is split again, and the first summary's write alone fails twice,
+    # while the other two are stored.
+    fault.strikes = 6
     assert await coll.run_once(NOW) == 2
     assert coll.stats.jobs_released == 1
     states = [await stored.summary_state(store, "test", uid) for uid in uids]
