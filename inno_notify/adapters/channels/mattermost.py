@@ -17,7 +17,9 @@ the account of the user id Mattermost sent (`GET /api/v4/users/{user_id}`) for i
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -55,6 +57,9 @@ class MattermostSender:
         # lower-case e-mail -> user id; user id -> the bot's direct channel with them.
         self._user_ids: dict[str, str] = {}
         self._channels: dict[str, str] = {}
+        # One lookup at a time per user: two messages to a new recipient sent at once (a summary and
+        # a digest) ask the server once, not twice.
+        self._lookups: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     def __repr__(self) -> str:
         return f"MattermostSender(api={self._api!r})"
@@ -73,9 +78,15 @@ class MattermostSender:
         """The Mattermost user id of an e-mail address, from the cache or the server."""
         key = email.strip().lower()
         cached = self._user_ids.get(key)
-        if cached is None:
-            user = await self._call("GET", f"/users/email/{quote(key, safe='@')}", not_found=f"no user {key}")
-            cached = self._user_ids[key] = _id(user, "users/email")
+        if cached is not None:
+            return cached
+        async with self._lookups[f"email:{key}"]:
+            cached = self._user_ids.get(key)
+            if cached is None:
+                path = f"/users/email/{quote(key, safe='@')}"
+                cached = self._user_ids[key] = _id(
+                    await self._call("GET", path, not_found=f"no user {key}"), "users/email"
+                )
         return cached
 
     async def email_of(self, user_id: str) -> str | None:
@@ -94,9 +105,14 @@ class MattermostSender:
     async def direct_channel(self, user_id: str) -> str:
         """The id of the bot's direct channel with `user_id` (Mattermost makes it on first use)."""
         cached = self._channels.get(user_id)
-        if cached is None:
-            channel = await self._call("POST", "/channels/direct", [await self.bot_id(), user_id])
-            cached = self._channels[user_id] = _id(channel, "channels/direct")
+        if cached is not None:
+            return cached
+        bot = await self.bot_id()
+        async with self._lookups[f"dm:{user_id}"]:
+            cached = self._channels.get(user_id)
+            if cached is None:
+                channel = await self._call("POST", "/channels/direct", [bot, user_id])
+                cached = self._channels[user_id] = _id(channel, "channels/direct")
         return cached
 
     async def bot_id(self) -> str:

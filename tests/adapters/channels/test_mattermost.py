@@ -5,6 +5,7 @@ with Markdown's bold, links and escaping, mentioning nobody."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -59,6 +60,17 @@ async def test_a_dm_is_a_direct_channel_with_the_bot_then_a_post(
         "/api/v4/posts",
     ]
     assert fake.calls[-1].body == {"channel_id": channel, "message": "again"}
+
+
+async def test_messages_sent_at_once_to_a_new_recipient_look_them_up_once(
+    mattermost: tuple[FakeMattermost, str], sender: MattermostSender
+) -> None:
+    fake, _ = mattermost
+    posts = await asyncio.gather(*(sender.send(ALICE, MattermostMessage(f"m{i}")) for i in range(4)))
+
+    assert len(set(posts)) == 4
+    assert len(fake.calls_to("/api/v4/users/email/alice@example.com")) == 1
+    assert len(fake.calls_to("/api/v4/channels/direct")) == 1
 
 
 ALICE_ID = "aliceid000000000000000000a"
